@@ -1,0 +1,29 @@
+/* The backward engine: rt_backward runs every node reachable from a tensor in
+ * dependency order (a node runs once all gradients flowing into it have
+ * arrived), sums gradients that meet, and accumulates leaf gradients into
+ * .grad (category GRAD), as torch.autograd.backward does.
+ *
+ * Re-entrant: a node's backward may itself build a sub-graph and call
+ * rt_backward on it (checkpointing, reversible blocks). The engine keeps its
+ * bookkeeping on the nodes it visits and on its own stack, no global state. */
+#ifndef RT_AUTOGRAD_ENGINE_H
+#define RT_AUTOGRAD_ENGINE_H
+
+#include <stdbool.h>
+
+#include "autograd/node.h"
+
+/* Back-propagates from `root`. grad_root is dL/droot (borrowed, same shape);
+ * NULL means ones and requires root to be a scalar (numel 1). Without
+ * retain_graph every visited node frees its saved tensors as soon as it has
+ * run, so activation memory drops during backward; a later backward through
+ * the same nodes returns RT_ERR_GRAPH_RELEASED before touching any gradient.
+ * Errors: RT_ERR_NO_GRAD (root does not require grad), RT_ERR_SHAPE (grad_root
+ * shape or non-scalar root), RT_ERR_GRAPH_RELEASED, RT_ERR_OOM, and whatever a
+ * node's backward returns (gradients may then be partially accumulated). */
+rt_status rt_backward(rt_tensor *root, rt_tensor *grad_root, bool retain_graph);
+
+/* Adds `grad` into leaf->grad, allocating it (category GRAD) on first use. */
+rt_status rt_accumulate_grad(rt_tensor *leaf, rt_tensor *grad);
+
+#endif

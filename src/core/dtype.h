@@ -1,0 +1,36 @@
+/* Element types and conversions.
+ *
+ * Compute is f32 everywhere; bf16 and f16 are storage formats (see design.md,
+ * "Reduced precision is a storage decision"). Conversions round to nearest,
+ * ties to even, as torch.Tensor.to(torch.bfloat16 / torch.float16) does. */
+#ifndef RT_CORE_DTYPE_H
+#define RT_CORE_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef enum rt_dtype { RT_F32 = 0, RT_BF16, RT_F16, RT_I32, RT_U8 } rt_dtype;
+
+/* Bytes per element (4, 2, 2, 4, 1). */
+size_t rt_dtype_size(rt_dtype dt);
+/* PyTorch's name without the prefix: "float32", "bfloat16", "float16", "int32", "uint8". */
+const char *rt_dtype_str(rt_dtype dt);
+/* safetensors' name: "F32", "BF16", "F16", "I32", "U8". */
+const char *rt_dtype_safetensors_name(rt_dtype dt);
+/* Inverse of rt_dtype_safetensors_name; RT_ERR_DTYPE when the name is not one of ours. */
+rt_status rt_dtype_from_safetensors_name(const char *name, rt_dtype *out);
+
+/* Scalar conversions (round-to-nearest-even; NaN stays NaN, overflow gives Inf). */
+uint16_t rt_f32_to_bf16(float x);
+float rt_bf16_to_f32(uint16_t x);
+uint16_t rt_f32_to_f16(float x);
+float rt_f16_to_f32(uint16_t x);
+
+/* Converts n elements from src (type sdt) to dst (type ddt); buffers must not
+ * overlap unless sdt == ddt. Float → integer truncates toward zero and
+ * saturates (u8: [0,255]); returns RT_ERR_INVALID_ARG for NULL pointers. */
+rt_status rt_dtype_convert(const void *src, rt_dtype sdt, void *dst, rt_dtype ddt, size_t n);
+
+#endif

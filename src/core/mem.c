@@ -1,0 +1,169 @@
+#include "core/mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The per-thread tracker (see mem.h for why thread-local). */
+typedef struct rt_tracker {
+    rt_memstats stats;
+    int64_t limit;
+    const char *op;
+    int tracing;
+    double trace_t0;
+    rt_mem_event *events;
+    size_t n_events, cap_events;
+} rt_tracker;
+
+static _Thread_local rt_tracker rt_tls_tracker;
+
+static double rt_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *rt_mem_category_str(rt_mem_category c) {
+    static const char *names[RT_MEM_NCAT] = {"PARAM", "GRAD", "OPTIM", "SAVED", "TEMP", "DATA"};
+    return (c >= 0 && c < RT_MEM_NCAT) ? names[c] : "?";
+}
+
+void rt_memstats_get(rt_memstats *out) { *out = rt_tls_tracker.stats; }
+
+void rt_memstats_reset_peaks(void) {
+    rt_memstats *s = &rt_tls_tracker.stats;
+    for (int c = 0; c < RT_MEM_NCAT; c++) s->peak[c] = s->live[c];
+    s->peak_total = s->live_total;
+}
+
+void rt_mem_set_limit(int64_t bytes) { rt_tls_tracker.limit = bytes > 0 ? bytes : 0; }
+int64_t rt_mem_get_limit(void) { return rt_tls_tracker.limit; }
+
+const char *rt_mem_set_op(const char *op_name) {
+    const char *prev = rt_tls_tracker.op;
+    rt_tls_tracker.op = op_name;
+    return prev;
+}
+
+static void rt_trace_push(int64_t delta, rt_mem_category cat) {
+    rt_tracker *t = &rt_tls_tracker;
+    if (!t->tracing) return;
+    if (t->n_events == t->cap_events) {
+        size_t cap = t->cap_events ? 2 * t->cap_events : 4096;
+        rt_mem_event *ev = realloc(t->events, cap * sizeof *ev);
+        if (!ev) return; /* tracing is best effort; never fail an allocation for it */
+        t->events = ev;
+        t->cap_events = cap;
+    }
+    t->events[t->n_events++] = (rt_mem_event){rt_now_s() - t->trace_t0, delta, cat,
+                                              t->op ? t->op : "", t->stats.live_total};
+}
+
+static void rt_book(int64_t delta, rt_mem_category cat) {
+    rt_memstats *s = &rt_tls_tracker.stats;
+    s->live[cat] += delta;
+    s->live_total += delta;
+    if (s->live[cat] > s->peak[cat]) s->peak[cat] = s->live[cat];
+    if (s->live_total > s->peak_total) s->peak_total = s->live_total;
+    if (delta > 0) s->n_alloc++; else if (delta < 0) s->n_free++;
+    rt_trace_push(delta, cat);
+}
+
+static rt_status rt_check_limit(size_t nbytes, rt_mem_category cat) {
+    rt_tracker *t = &rt_tls_tracker;
+    if (t->limit > 0 && t->stats.live_total + (int64_t)nbytes > t->limit)
+        return rt_error_set(RT_ERR_OOM,
+                            "out of memory: allocating %zu bytes (%s) in op '%s' would bring live "
+                            "bytes to %lld, over the limit of %lld bytes; lower the batch size, "
+                            "use a memory-saving strategy or raise the limit",
+                            nbytes, rt_mem_category_str(cat), t->op ? t->op : "?",
+                            (long long)(t->stats.live_total + (int64_t)nbytes),
+                            (long long)t->limit);
+    return RT_OK;
+}
+
+rt_status rt_mem_alloc(size_t nbytes, rt_mem_category cat, void **out) {
+    *out = NULL;
+    RT_TRY(rt_check_limit(nbytes, cat));
+    size_t rounded = (nbytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+        return rt_error_set(RT_ERR_OOM, "out of memory: malloc of %zu bytes (%s) in op '%s' failed",
+                            nbytes, rt_mem_category_str(cat),
+                            rt_tls_tracker.op ? rt_tls_tracker.op : "?");
+    rt_book((int64_t)nbytes, cat);
+    *out = p;
+    return RT_OK;
+}
+
+void rt_mem_free(void *p, size_t nbytes, rt_mem_category cat) {
+    if (!p) return;
+    free(p);
+    rt_book(-(int64_t)nbytes, cat);
+}
+
+rt_status rt_mem_account(size_t nbytes, rt_mem_category cat) {
+    RT_TRY(rt_check_limit(nbytes, cat));
+    rt_book((int64_t)nbytes, cat);
+    return RT_OK;
+}
+
+void rt_mem_unaccount(size_t nbytes, rt_mem_category cat) { rt_book(-(int64_t)nbytes, cat); }
+
+void rt_mem_move(int64_t nbytes, rt_mem_category from, rt_mem_category to) {
+    if (from == to || nbytes == 0) return;
+    rt_memstats *s = &rt_tls_tracker.stats;
+    s->live[from] -= nbytes;
+    s->live[to] += nbytes;
+    if (s->live[to] > s->peak[to]) s->peak[to] = s->live[to];
+    rt_trace_push(-nbytes, from);
+    rt_trace_push(nbytes, to);
+}
+
+void rt_mem_trace_enable(int on) {
+    rt_tracker *t = &rt_tls_tracker;
+    if (on) {
+        t->n_events = 0;
+        t->trace_t0 = rt_now_s();
+    } else {
+        free(t->events);
+        t->events = NULL;
+        t->n_events = t->cap_events = 0;
+    }
+    t->tracing = on;
+}
+
+const rt_mem_event *rt_mem_trace_events(size_t *count) {
+    *count = rt_tls_tracker.n_events;
+    return rt_tls_tracker.events;
+}
+
+rt_status rt_mem_trace_write_csv(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return rt_error_set(RT_ERR_IO, "cannot write memory trace '%s'", tmp);
+    fprintf(f, "time_s,delta_bytes,category,op,live_total\n");
+    size_t n;
+    const rt_mem_event *ev = rt_mem_trace_events(&n);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%.6f,%lld,%s,%s,%lld\n", ev[i].time_s, (long long)ev[i].delta_bytes,
+                rt_mem_category_str(ev[i].category), ev[i].op, (long long)ev[i].live_total);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        remove(tmp);
+        return rt_error_set(RT_ERR_IO, "cannot write memory trace '%s'", path);
+    }
+    return RT_OK;
+}
+
+void rt_memstats_print(void *file) {
+    FILE *f = file;
+    rt_memstats s;
+    rt_memstats_get(&s);
+    fprintf(f, "%-6s %14s %14s\n", "memory", "live MiB", "peak MiB");
+    for (int c = 0; c < RT_MEM_NCAT; c++)
+        fprintf(f, "%-6s %14.3f %14.3f\n", rt_mem_category_str(c), s.live[c] / 1048576.0,
+                s.peak[c] / 1048576.0);
+    fprintf(f, "%-6s %14.3f %14.3f\n", "total", s.live_total / 1048576.0, s.peak_total / 1048576.0);
+}

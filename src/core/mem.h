@@ -1,0 +1,95 @@
+/* Tracked allocator: every tensor byte passes through here, attributed to a
+ * category, so "where did the memory go" always has an exact answer.
+ *
+ * State: one tracker per thread (thread-local, documented exception to the
+ * no-global-state rule). Training runs on one thread; kernel worker threads
+ * (OpenMP inside oneDNN/OpenBLAS) never allocate tensors.
+ *
+ * Accounting covers the meta device too: rt_mem_account() books bytes
+ * without allocating, so a forward+backward on meta tensors reports the same
+ * live/peak numbers as the real run (see tensor.h). */
+#ifndef RT_CORE_MEM_H
+#define RT_CORE_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef enum rt_mem_category {
+    RT_MEM_PARAM = 0, /* trainable parameters and buffers (running_mean, ...) */
+    RT_MEM_GRAD,      /* .grad of leaves (parameter gradients) */
+    RT_MEM_OPTIM,     /* optimizer state (momentum, Adam moments) */
+    RT_MEM_SAVED,     /* activations kept alive for backward */
+    RT_MEM_TEMP,      /* transient activations, activation gradients, scratchpads */
+    RT_MEM_DATA,      /* input batches, labels, datasets */
+    RT_MEM_NCAT
+} rt_mem_category;
+
+/* Upper-case category name, e.g. "SAVED". */
+const char *rt_mem_category_str(rt_mem_category c);
+
+/* Live and peak bytes per category and in total. The total peak is the peak
+ * of the sum, not the sum of per-category peaks. */
+typedef struct rt_memstats {
+    int64_t live[RT_MEM_NCAT];
+    int64_t peak[RT_MEM_NCAT];
+    int64_t live_total;
+    int64_t peak_total;
+    int64_t n_alloc; /* number of tracked allocations (real + meta) since start */
+    int64_t n_free;
+} rt_memstats;
+
+/* Copies this thread's counters into *out. */
+void rt_memstats_get(rt_memstats *out);
+
+/* Sets every peak to the current live value (like torch.cuda.reset_peak_memory_stats). */
+void rt_memstats_reset_peaks(void);
+
+/* Hard limit on total live bytes (0 = none). An allocation that would exceed
+ * it fails with RT_ERR_OOM and a message naming the bytes, category, current
+ * op and the limit. Meta accounting obeys the limit too. */
+void rt_mem_set_limit(int64_t bytes);
+int64_t rt_mem_get_limit(void);
+
+/* Name of the op currently allocating, recorded in trace events and OOM
+ * messages. Pass a string literal (not copied). Returns the previous name so
+ * callers can restore it. */
+const char *rt_mem_set_op(const char *op_name);
+
+/* Moves `nbytes` of live accounting from category `from` to `to` (used when a
+ * TEMP activation becomes SAVED for backward, and back). Updates peaks. */
+void rt_mem_move(int64_t nbytes, rt_mem_category from, rt_mem_category to);
+
+/* Allocates `nbytes` (64-byte aligned, uninitialised) booked to `cat`.
+ * Returns RT_ERR_OOM (message set) when over the limit or malloc fails.
+ * *out owns the block; release with rt_mem_free(p, nbytes, cat). nbytes 0
+ * gives a valid unique pointer. */
+rt_status rt_mem_alloc(size_t nbytes, rt_mem_category cat, void **out);
+void rt_mem_free(void *p, size_t nbytes, rt_mem_category cat);
+
+/* Books `nbytes` to `cat` without allocating (meta device). Same limit and
+ * trace rules as rt_mem_alloc. Undo with rt_mem_unaccount. */
+rt_status rt_mem_account(size_t nbytes, rt_mem_category cat);
+void rt_mem_unaccount(size_t nbytes, rt_mem_category cat);
+
+/* Event trace: when enabled every allocation/free/move appends an event. */
+typedef struct rt_mem_event {
+    double time_s;        /* seconds since the trace was enabled (monotonic clock) */
+    int64_t delta_bytes;  /* + allocate, - free */
+    rt_mem_category category;
+    const char *op;       /* op name at the time ("" when unknown) */
+    int64_t live_total;   /* total live bytes after the event */
+} rt_mem_event;
+
+/* Starts (clearing any previous events) or stops recording. */
+void rt_mem_trace_enable(int on);
+/* Borrowed view of the recorded events; valid until the next trace call. */
+const rt_mem_event *rt_mem_trace_events(size_t *count);
+/* Writes the trace as CSV (time_s,delta_bytes,category,op,live_total). */
+rt_status rt_mem_trace_write_csv(const char *path);
+
+/* Human-readable table of live/peak per category to `f` (a FILE*). */
+void rt_memstats_print(void *file);
+
+#endif

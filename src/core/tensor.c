@@ -1,0 +1,211 @@
+#include "core/tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+
+static rt_storage *rt_storage_create(size_t nbytes, rt_device device, rt_mem_category cat) {
+    rt_storage *s = calloc(1, sizeof *s);
+    if (!s) {
+        rt_error_set(RT_ERR_OOM, "out of memory allocating a storage header");
+        return NULL;
+    }
+    rt_status st = device == RT_DEVICE_META ? rt_mem_account(nbytes, cat)
+                                            : rt_mem_alloc(nbytes, cat, &s->data);
+    if (st != RT_OK) {
+        free(s);
+        return NULL;
+    }
+    s->refcount = 1;
+    s->nbytes = nbytes;
+    s->device = device;
+    s->category = cat;
+    return s;
+}
+
+static rt_mem_category rt_storage_booked(const rt_storage *s) {
+    return (s->saved_count > 0 && s->category == RT_MEM_TEMP) ? RT_MEM_SAVED : s->category;
+}
+
+static void rt_storage_release(rt_storage *s) {
+    if (!s || --s->refcount > 0) return;
+    if (s->device == RT_DEVICE_META)
+        rt_mem_unaccount(s->nbytes, rt_storage_booked(s));
+    else
+        rt_mem_free(s->data, s->nbytes, rt_storage_booked(s));
+    free(s);
+}
+
+void rt_storage_mark_saved(rt_storage *s, int delta) {
+    int before = s->saved_count;
+    s->saved_count += delta;
+    if (s->category != RT_MEM_TEMP) return;
+    if (before == 0 && s->saved_count > 0) rt_mem_move((int64_t)s->nbytes, RT_MEM_TEMP, RT_MEM_SAVED);
+    if (before > 0 && s->saved_count == 0) rt_mem_move((int64_t)s->nbytes, RT_MEM_SAVED, RT_MEM_TEMP);
+}
+
+static int64_t rt_shape_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+static rt_tensor *rt_tensor_header(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device) {
+    if (ndim < 0 || ndim > RT_MAX_DIMS) {
+        rt_error_set(RT_ERR_SHAPE, "tensors have 0 to %d dimensions, got %d", RT_MAX_DIMS, ndim);
+        return NULL;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) {
+            rt_error_set(RT_ERR_SHAPE, "dimension %d of a new tensor is negative (%lld)", i,
+                         (long long)shape[i]);
+            return NULL;
+        }
+    rt_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        rt_error_set(RT_ERR_OOM, "out of memory allocating a tensor header");
+        return NULL;
+    }
+    t->refcount = 1;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->dtype = dtype;
+    t->device = device;
+    return t;
+}
+
+rt_tensor *rt_tensor_create(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
+                            rt_mem_category category) {
+    rt_tensor *t = rt_tensor_header(ndim, shape, dtype, device);
+    if (!t) return NULL;
+    size_t nbytes = (size_t)rt_shape_numel(ndim, shape) * rt_dtype_size(dtype);
+    t->storage = rt_storage_create(nbytes, device, category);
+    if (!t->storage) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+rt_tensor *rt_tensor_zeros(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
+                           rt_mem_category category) {
+    rt_tensor *t = rt_tensor_create(ndim, shape, dtype, device, category);
+    if (t && t->storage->data) memset(t->storage->data, 0, t->storage->nbytes);
+    return t;
+}
+
+rt_tensor *rt_tensor_empty_like(const rt_tensor *like, rt_mem_category category) {
+    return rt_tensor_create(like->ndim, like->shape, like->dtype, like->device, category);
+}
+
+rt_tensor *rt_tensor_zeros_like(const rt_tensor *like, rt_mem_category category) {
+    return rt_tensor_zeros(like->ndim, like->shape, like->dtype, like->device, category);
+}
+
+rt_tensor *rt_tensor_from_data(int ndim, const int64_t *shape, rt_dtype dtype, const void *data,
+                               rt_mem_category category) {
+    rt_tensor *t = rt_tensor_create(ndim, shape, dtype, RT_DEVICE_CPU, category);
+    if (t) memcpy(t->storage->data, data, t->storage->nbytes);
+    return t;
+}
+
+rt_tensor *rt_tensor_retain(rt_tensor *t) {
+    if (t) t->refcount++;
+    return t;
+}
+
+void rt_tensor_release(rt_tensor *t) {
+    if (!t || --t->refcount > 0) return;
+    rt_storage_release(t->storage);
+    rt_tensor_release(t->grad);
+    rt_node_release(t->grad_fn);
+    free(t);
+}
+
+rt_tensor *rt_tensor_view(rt_tensor *t, int ndim, const int64_t *shape) {
+    if (rt_shape_numel(ndim, shape) != rt_tensor_numel(t)) {
+        char a[64];
+        rt_error_set(RT_ERR_SHAPE, "cannot view a tensor of shape %s (%lld elements) as %d-D with %lld elements",
+                     rt_tensor_shape_str(t, a, sizeof a), (long long)rt_tensor_numel(t), ndim,
+                     (long long)rt_shape_numel(ndim, shape));
+        return NULL;
+    }
+    rt_tensor *v = rt_tensor_header(ndim, shape, t->dtype, t->device);
+    if (!v) return NULL;
+    v->storage = t->storage;
+    v->storage->refcount++;
+    return v;
+}
+
+rt_tensor *rt_tensor_detach(rt_tensor *t) { return rt_tensor_view(t, t->ndim, t->shape); }
+
+rt_tensor *rt_tensor_to(const rt_tensor *t, rt_dtype dtype, rt_mem_category category) {
+    rt_tensor *c = rt_tensor_create(t->ndim, t->shape, dtype, t->device, category);
+    if (c && t->device == RT_DEVICE_CPU)
+        rt_dtype_convert(t->storage->data, t->dtype, c->storage->data, dtype, (size_t)rt_tensor_numel(t));
+    return c;
+}
+
+int64_t rt_tensor_numel(const rt_tensor *t) { return rt_shape_numel(t->ndim, t->shape); }
+
+size_t rt_tensor_nbytes(const rt_tensor *t) {
+    return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype);
+}
+
+bool rt_tensor_same_shape(const rt_tensor *a, const rt_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+char *rt_tensor_shape_str(const rt_tensor *t, char *buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad) {
+    if (t->grad_fn)
+        return rt_error_set(RT_ERR_STATE, "requires_grad can only be set on leaf tensors; "
+                                          "detach the tensor first");
+    if (requires_grad && t->dtype != RT_F32)
+        return rt_error_set(RT_ERR_DTYPE, "only float32 tensors can require gradients (got %s)",
+                            rt_dtype_str(t->dtype));
+    t->requires_grad = requires_grad;
+    return RT_OK;
+}
+
+rt_status rt_tensor_fill(rt_tensor *t, float value) {
+    if (rt_tensor_is_meta(t)) return RT_OK;
+    size_t n = (size_t)rt_tensor_numel(t);
+    if (t->dtype == RT_F32) {
+        float *p = rt_tensor_f32(t);
+        for (size_t i = 0; i < n; i++) p[i] = value;
+        return RT_OK;
+    }
+    for (size_t i = 0; i < n; i++)
+        rt_dtype_convert(&value, RT_F32, (char *)t->storage->data + i * rt_dtype_size(t->dtype),
+                         t->dtype, 1);
+    return RT_OK;
+}
+
+rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src) {
+    if (rt_tensor_numel(dst) != rt_tensor_numel(src)) {
+        char a[64], b[64];
+        return rt_error_set(RT_ERR_SHAPE, "copy: destination %s and source %s differ in size",
+                            rt_tensor_shape_str(dst, a, sizeof a), rt_tensor_shape_str(src, b, sizeof b));
+    }
+    if (rt_tensor_is_meta(dst) || rt_tensor_is_meta(src)) return RT_OK;
+    return rt_dtype_convert(src->storage->data, src->dtype, dst->storage->data, dst->dtype,
+                            (size_t)rt_tensor_numel(src));
+}
+
+void rt_tensor_zero_grad(rt_tensor *t) {
+    rt_tensor_release(t->grad);
+    t->grad = NULL;
+}

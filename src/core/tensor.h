@@ -1,0 +1,109 @@
+/* Tensors: up to 5-D, contiguous, row-major (NCHW / NCDHW), refcounted
+ * storage, on the cpu or the meta device.
+ *
+ * A meta tensor has shape and dtype but no data: its bytes are booked in the
+ * tracked allocator (core/mem.h) exactly as a cpu tensor's would be, so a
+ * forward+backward on meta tensors reports the same memory as the real run
+ * without computing anything (like PyTorch's device="meta", plus accounting).
+ *
+ * Ownership: every function returning rt_tensor* returns a new reference that
+ * the caller releases with rt_tensor_release(). Functions taking rt_tensor*
+ * borrow unless documented otherwise. */
+#ifndef RT_CORE_TENSOR_H
+#define RT_CORE_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/mem.h"
+#include "core/status.h"
+
+#define RT_MAX_DIMS 5
+
+typedef enum rt_device { RT_DEVICE_CPU = 0, RT_DEVICE_META = 1 } rt_device;
+
+/* A refcounted byte buffer. `category` is where its bytes are booked; while
+ * at least one autograd node keeps it for backward (saved_count > 0) a TEMP
+ * storage is booked as SAVED instead (see rt_storage_mark_saved). */
+typedef struct rt_storage {
+    int refcount;
+    size_t nbytes;
+    void *data; /* NULL on the meta device */
+    rt_device device;
+    rt_mem_category category;
+    int saved_count;
+} rt_storage;
+
+struct rt_node;
+
+typedef struct rt_tensor {
+    int refcount;
+    int ndim;
+    int64_t shape[RT_MAX_DIMS];
+    rt_dtype dtype;
+    rt_device device;
+    rt_storage *storage;
+    bool requires_grad;
+    struct rt_tensor *grad;   /* accumulated gradient of a leaf (category GRAD), or NULL */
+    struct rt_node *grad_fn;  /* node that produced this tensor, NULL for leaves */
+    int output_nr;            /* which output of grad_fn this is */
+} rt_tensor;
+
+/* New uninitialised tensor of `shape` (ndim 0..5; ndim 0 is a scalar), booked
+ * to `category`. Returns NULL with the message set on a bad shape
+ * (RT_ERR_SHAPE) or out of memory (RT_ERR_OOM). */
+rt_tensor *rt_tensor_create(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
+                            rt_mem_category category);
+/* As rt_tensor_create, filled with zeros (no-op fill on meta). */
+rt_tensor *rt_tensor_zeros(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
+                           rt_mem_category category);
+/* Same shape/dtype/device as `like`, new storage booked to `category`. */
+rt_tensor *rt_tensor_empty_like(const rt_tensor *like, rt_mem_category category);
+rt_tensor *rt_tensor_zeros_like(const rt_tensor *like, rt_mem_category category);
+/* New cpu tensor holding a copy of numel elements of `data` (host dtype layout). */
+rt_tensor *rt_tensor_from_data(int ndim, const int64_t *shape, rt_dtype dtype, const void *data,
+                               rt_mem_category category);
+
+/* Reference counting. release(NULL) is a no-op; the last release frees the
+ * storage (if no other tensor shares it), the grad and the reference to grad_fn. */
+rt_tensor *rt_tensor_retain(rt_tensor *t);
+void rt_tensor_release(rt_tensor *t);
+
+/* A new tensor sharing t's storage with no autograd history (torch.Tensor.detach). */
+rt_tensor *rt_tensor_detach(rt_tensor *t);
+/* A new tensor sharing t's storage with a different shape of the same numel,
+ * no autograd history (use rt_reshape in ops/ for the differentiable version).
+ * NULL + RT_ERR_SHAPE when numel differs. */
+rt_tensor *rt_tensor_view(rt_tensor *t, int ndim, const int64_t *shape);
+/* A deep copy into new storage booked to `category`, converting to `dtype`. */
+rt_tensor *rt_tensor_to(const rt_tensor *t, rt_dtype dtype, rt_mem_category category);
+
+int64_t rt_tensor_numel(const rt_tensor *t);
+size_t rt_tensor_nbytes(const rt_tensor *t);
+static inline bool rt_tensor_is_meta(const rt_tensor *t) { return t->device == RT_DEVICE_META; }
+/* Raw data pointer; NULL on meta. */
+static inline void *rt_tensor_data(const rt_tensor *t) { return t->storage->data; }
+static inline float *rt_tensor_f32(const rt_tensor *t) { return (float *)t->storage->data; }
+bool rt_tensor_same_shape(const rt_tensor *a, const rt_tensor *b);
+/* Writes "[2, 3, 4]" into buf (always NUL-terminated); returns buf. */
+char *rt_tensor_shape_str(const rt_tensor *t, char *buf, size_t n);
+
+/* Marks a leaf as requiring grad (torch.Tensor.requires_grad_). RT_ERR_STATE
+ * when t is not a leaf or not floating point. */
+rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad);
+/* Fills every element with `value` (f32, bf16, f16, i32, u8). No-op on meta. */
+rt_status rt_tensor_fill(rt_tensor *t, float value);
+/* Copies src's elements into dst (same shape, converting dtype). No-op on meta. */
+rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src);
+/* Drops the leaf's .grad (set_to_none=True, PyTorch's default for zero_grad). */
+void rt_tensor_zero_grad(rt_tensor *t);
+
+/* Books a storage as kept for backward (+1) or no longer kept (-1). The first
+ * keeper moves a TEMP storage's bytes to SAVED, the last one moves them back;
+ * PARAM and DATA storages stay in their category (weights and input batches
+ * are not activations). */
+void rt_storage_mark_saved(rt_storage *s, int delta);
+
+#endif

@@ -1,0 +1,278 @@
+#include "data/loader.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "core/rng.h"
+
+/* Counter word 3 of the two Philox streams, so they never share a block. */
+#define RT_TAG_SHUFFLE 0x73687566u /* "shuf" */
+#define RT_TAG_AUGMENT 0x61756720u /* "aug " */
+
+/* Below this many output elements per batch the work stays on one thread. */
+#define RT_LOADER_PAR_MIN (1 << 15)
+
+struct rt_loader {
+    const rt_dataset *ds;
+    rt_loader_options opt;
+    int64_t epoch;
+    int64_t batch;        /* next batch to return */
+    int64_t nbatches;
+    int64_t *order;       /* n dataset indices, RT_MEM_DATA */
+    size_t order_bytes;
+    int64_t order_epoch;  /* epoch `order` was built for; -1 before the first build */
+    float lut[RT_DATA_MAX_CHANNELS][256]; /* ((float)v / 255 - mean) / std per channel */
+};
+
+rt_loader_options rt_loader_options_default(void) {
+    rt_loader_options o;
+    memset(&o, 0, sizeof o);
+    o.batch_size = 64;
+    for (int c = 0; c < RT_DATA_MAX_CHANNELS; c++) {
+        o.mean[c] = 0.0f;
+        o.std[c] = 1.0f;
+    }
+    return o;
+}
+
+/* ---- Philox streams --------------------------------------------------------- */
+
+typedef struct rt_word_stream {
+    uint32_t key[2];
+    uint32_t epoch;
+    uint64_t block;   /* next block to draw */
+    uint32_t buf[4];
+    int used;         /* words of buf already consumed (4 = empty) */
+} rt_word_stream;
+
+static uint32_t rt_stream_next(rt_word_stream *s) {
+    if (s->used == 4) {
+        const uint32_t ctr[4] = {(uint32_t)s->block, (uint32_t)(s->block >> 32), s->epoch,
+                                 RT_TAG_SHUFFLE};
+        rt_philox4x32_10(ctr, s->key, s->buf);
+        s->block++;
+        s->used = 0;
+    }
+    return s->buf[s->used++];
+}
+
+/* Uniform integer in [0, range), range >= 1, without bias (Lemire, "Fast
+ * random integer generation in an interval", ACM TOMACS 2019). */
+static uint32_t rt_stream_bounded(rt_word_stream *s, uint32_t range) {
+    uint64_t m = (uint64_t)rt_stream_next(s) * range;
+    uint32_t low = (uint32_t)m;
+    if (low < range) {
+        uint32_t threshold = (uint32_t)(-range) % range;
+        while (low < threshold) {
+            m = (uint64_t)rt_stream_next(s) * range;
+            low = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+static void rt_loader_build_order(rt_loader *l, int64_t epoch) {
+    const int64_t n = l->ds->n;
+    for (int64_t i = 0; i < n; i++) l->order[i] = i;
+    if (l->opt.shuffle && n > 1) {
+        rt_word_stream s = {{(uint32_t)l->opt.seed, (uint32_t)(l->opt.seed >> 32)},
+                            (uint32_t)epoch, 0, {0, 0, 0, 0}, 4};
+        /* Fisher-Yates (Durstenfeld): for i = n-1 .. 1 swap i with j in [0, i]. */
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t j = rt_stream_bounded(&s, (uint32_t)(i + 1));
+            int64_t t = l->order[i];
+            l->order[i] = l->order[j];
+            l->order[j] = t;
+        }
+    }
+    l->order_epoch = epoch;
+}
+
+static rt_augment rt_loader_draw(const rt_loader *l, int64_t epoch, int64_t index) {
+    const int pad = l->opt.crop_padding;
+    rt_augment a = {pad, pad, false};
+    if (pad == 0 && !l->opt.hflip) return a;
+    const uint32_t key[2] = {(uint32_t)l->opt.seed, (uint32_t)(l->opt.seed >> 32)};
+    const uint32_t ctr[4] = {(uint32_t)index, (uint32_t)((uint64_t)index >> 32), (uint32_t)epoch,
+                             RT_TAG_AUGMENT};
+    uint32_t r[4];
+    rt_philox4x32_10(ctr, key, r);
+    if (pad > 0) {
+        /* multiply-shift to [0, 2P]: bias below (2P+1) / 2^32 */
+        const uint64_t range = (uint64_t)(2 * pad + 1);
+        a.top = (int)(((uint64_t)r[0] * range) >> 32);
+        a.left = (int)(((uint64_t)r[1] * range) >> 32);
+    }
+    if (l->opt.hflip) a.flip = (r[2] >> 31) != 0; /* p = 1/2 exactly */
+    return a;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+rt_status rt_loader_create(const rt_dataset *ds, const rt_loader_options *opt, rt_loader **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_create: out is NULL");
+    *out = NULL;
+    if (!ds || !opt)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_create: %s is NULL", ds ? "opt" : "ds");
+    if (opt->batch_size < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_create: batch_size must be >= 1, got %lld",
+                            (long long)opt->batch_size);
+    for (int c = 0; c < ds->channels; c++) {
+        if (!isfinite(opt->mean[c]))
+            return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_create: mean[%d] is not finite", c);
+        if (!isfinite(opt->std[c]) || !(opt->std[c] > 0.0f))
+            return rt_error_set(RT_ERR_INVALID_ARG,
+                                "rt_loader_create: std[%d] must be finite and > 0, got %g "
+                                "(the Normalize divisor; Fashion-MNIST's is %.4f)",
+                                c, (double)opt->std[c], 0.3530);
+    }
+    if (opt->crop_padding < 0 || opt->crop_padding > 65535)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "rt_loader_create: crop_padding must be 0..65535, got %d",
+                            opt->crop_padding);
+    if (opt->shuffle && ds->n > (int64_t)UINT32_MAX)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "rt_loader_create: shuffling supports at most 2^32-1 samples, got %lld",
+                            (long long)ds->n);
+    rt_loader *l = calloc(1, sizeof *l);
+    if (!l) return rt_error_set(RT_ERR_OOM, "out of memory allocating a loader");
+    l->ds = ds;
+    l->opt = *opt;
+    l->nbatches = opt->drop_last ? ds->n / opt->batch_size
+                                 : (ds->n + opt->batch_size - 1) / opt->batch_size;
+    l->order_bytes = (size_t)ds->n * sizeof(int64_t);
+    const char *prev = rt_mem_set_op("loader");
+    rt_status st = rt_mem_alloc(l->order_bytes, RT_MEM_DATA, (void **)&l->order);
+    rt_mem_set_op(prev);
+    if (st != RT_OK) {
+        free(l);
+        return st;
+    }
+    for (int c = 0; c < ds->channels; c++)
+        for (int v = 0; v < 256; v++)
+            l->lut[c][v] = ((float)v / 255.0f - opt->mean[c]) / opt->std[c];
+    l->order_epoch = -1;
+    rt_loader_build_order(l, 0);
+    *out = l;
+    return RT_OK;
+}
+
+void rt_loader_destroy(rt_loader *l) {
+    if (!l) return;
+    rt_mem_free(l->order, l->order_bytes, RT_MEM_DATA);
+    free(l);
+}
+
+int64_t rt_loader_batches_per_epoch(const rt_loader *l) { return l->nbatches; }
+int64_t rt_loader_epoch(const rt_loader *l) { return l->epoch; }
+int64_t rt_loader_batch_index(const rt_loader *l) { return l->batch; }
+const int64_t *rt_loader_order(const rt_loader *l) { return l->order; }
+
+rt_status rt_loader_seek(rt_loader *l, int64_t epoch, int64_t batch_index) {
+    if (!l) return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_seek: loader is NULL");
+    if (epoch < 0 || epoch > RT_LOADER_MAX_EPOCH)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_seek: epoch %lld is outside [0, %d]",
+                            (long long)epoch, RT_LOADER_MAX_EPOCH);
+    if (batch_index < 0 || batch_index > l->nbatches)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "rt_loader_seek: batch %lld is outside [0, %lld] (this loader has %lld "
+                            "batches per epoch)",
+                            (long long)batch_index, (long long)l->nbatches, (long long)l->nbatches);
+    if (l->order_epoch != epoch && l->opt.shuffle) rt_loader_build_order(l, epoch);
+    l->order_epoch = epoch;
+    l->epoch = epoch;
+    l->batch = batch_index;
+    return RT_OK;
+}
+
+rt_status rt_loader_reset(rt_loader *l, int64_t epoch) { return rt_loader_seek(l, epoch, 0); }
+
+rt_status rt_loader_augment_params(const rt_loader *l, int64_t epoch, int64_t index,
+                                   rt_augment *out) {
+    if (!l || !out)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_augment_params: %s is NULL",
+                            l ? "out" : "loader");
+    if (epoch < 0 || epoch > RT_LOADER_MAX_EPOCH || index < 0 || index >= l->ds->n)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "rt_loader_augment_params: epoch %lld or sample %lld out of range "
+                            "(epochs 0..%d, samples 0..%lld)",
+                            (long long)epoch, (long long)index, RT_LOADER_MAX_EPOCH,
+                            (long long)l->ds->n - 1);
+    *out = rt_loader_draw(l, epoch, index);
+    return RT_OK;
+}
+
+/* ---- batches ------------------------------------------------------------------ */
+
+/* Writes sample `index`, augmented with `a` and normalised, to dst (C*H*W f32). */
+static void rt_loader_fill_sample(const rt_loader *l, int64_t index, rt_augment a, float *dst) {
+    const rt_dataset *ds = l->ds;
+    const int C = ds->channels, H = ds->height, W = ds->width, P = l->opt.crop_padding;
+    const uint8_t *src = rt_dataset_image(ds, index);
+    const int dy = a.top - P, dx = a.left - P; /* out(y, x) = raw(y + dy, x' + dx) */
+    for (int c = 0; c < C; c++) {
+        const float *lut = l->lut[c];
+        const uint8_t *plane = src + (int64_t)c * H * W;
+        float *out = dst + (int64_t)c * H * W;
+        for (int y = 0; y < H; y++) {
+            float *row = out + (int64_t)y * W;
+            const int sy = y + dy;
+            if (sy < 0 || sy >= H) {
+                for (int x = 0; x < W; x++) row[x] = lut[0];
+                continue;
+            }
+            const uint8_t *srow = plane + (int64_t)sy * W;
+            for (int x = 0; x < W; x++) {
+                const int xc = a.flip ? W - 1 - x : x; /* flip after the crop */
+                const int sx = xc + dx;
+                row[x] = (sx >= 0 && sx < W) ? lut[srow[sx]] : lut[0];
+            }
+        }
+    }
+}
+
+rt_status rt_loader_next(rt_loader *l, rt_tensor **images, rt_tensor **labels, bool *end_of_epoch) {
+    if (images) *images = NULL;
+    if (labels) *labels = NULL;
+    if (!l || !images || !labels || !end_of_epoch)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_next: %s is NULL",
+                            !l ? "loader" : !images ? "images" : !labels ? "labels" : "end_of_epoch");
+    if (l->batch >= l->nbatches) {
+        *end_of_epoch = true;
+        return RT_OK;
+    }
+    *end_of_epoch = false;
+    const rt_dataset *ds = l->ds;
+    const int64_t B = l->opt.batch_size;
+    const int64_t start = l->batch * B;
+    const int64_t b = (ds->n - start < B) ? ds->n - start : B;
+    const int64_t ishape[4] = {b, ds->channels, ds->height, ds->width};
+    const int64_t lshape[1] = {b};
+    const char *prev = rt_mem_set_op("loader");
+    rt_tensor *img = rt_tensor_create(4, ishape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *lab = img ? rt_tensor_create(1, lshape, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA) : NULL;
+    rt_mem_set_op(prev);
+    if (!lab) {
+        rt_tensor_release(img);
+        return RT_ERR_OOM; /* message set by rt_tensor_create */
+    }
+    const int64_t isz = rt_dataset_image_size(ds);
+    float *dst = rt_tensor_f32(img);
+    int32_t *ldst = (int32_t *)rt_tensor_data(lab);
+    const int64_t *order = l->order + start;
+    const int64_t epoch = l->epoch;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (b * isz >= RT_LOADER_PAR_MIN)
+#endif
+    for (int64_t k = 0; k < b; k++) {
+        const int64_t idx = order[k];
+        rt_loader_fill_sample(l, idx, rt_loader_draw(l, epoch, idx), dst + k * isz);
+        ldst[k] = rt_dataset_label(ds, idx);
+    }
+    l->batch++;
+    *images = img;
+    *labels = lab;
+    return RT_OK;
+}

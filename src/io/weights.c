@@ -1,0 +1,117 @@
+#include "io/weights.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+
+static rt_status rt_add_tensor(rt_st_writer *w, const char *name, const rt_tensor *t) {
+    if (rt_tensor_is_meta(t))
+        return rt_error_set(RT_ERR_UNSUPPORTED, "cannot save '%s': meta tensors have no data", name);
+    return rt_st_writer_add(w, name, rt_dtype_safetensors_name(t->dtype), t->ndim, t->shape,
+                            rt_tensor_data(t), rt_tensor_nbytes(t));
+}
+
+rt_status rt_weights_save(const rt_state_dict *sd, const rt_named_tensor *extra, int n_extra,
+                          const char *const *meta, int n_meta, const char *path) {
+    rt_st_writer *w = rt_st_writer_create();
+    if (!w) return RT_ERR_OOM;
+    rt_status st = RT_OK;
+    for (int i = 0; sd && i < sd->n && st == RT_OK; i++) {
+        const rt_state_entry *e = &sd->entries[i];
+        if (e->kind == RT_ENTRY_COUNTER)
+            st = rt_st_writer_add(w, e->name, "I64", 0, NULL, e->counter, sizeof(int64_t));
+        else
+            st = rt_add_tensor(w, e->name, e->tensor);
+    }
+    for (int i = 0; i < n_extra && st == RT_OK; i++) st = rt_add_tensor(w, extra[i].name, extra[i].tensor);
+    for (int i = 0; i < n_meta && st == RT_OK; i++)
+        st = rt_st_writer_set_metadata(w, meta[2 * i], meta[2 * i + 1]);
+    if (st == RT_OK) st = rt_st_writer_save(w, path);
+    rt_st_writer_destroy(w);
+    return st;
+}
+
+static void rt_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+}
+
+/* Checks that file entry `e` can fill a tensor of (dtype, ndim, shape). */
+static rt_status rt_check_entry(const char *path, const char *name, const rt_st_entry *e, const char *dtype,
+                                int ndim, const int64_t *shape) {
+    char want[96], got[96];
+    rt_shape_str(ndim, shape, want, sizeof want);
+    if (!e)
+        return rt_error_set(RT_ERR_FORMAT, "weight file '%s' has no tensor '%s' (the model expects %s %s); "
+                            "was it saved from a different model?", path, name, dtype, want);
+    rt_shape_str(e->ndim, e->shape, got, sizeof got);
+    bool same = e->ndim == ndim && strcmp(e->dtype, dtype) == 0;
+    for (int i = 0; same && i < ndim; i++) same = e->shape[i] == shape[i];
+    if (!same)
+        return rt_error_set(RT_ERR_FORMAT, "weight file '%s': tensor '%s' is %s %s but the model expects %s %s",
+                            path, name, e->dtype, got, dtype, want);
+    return RT_OK;
+}
+
+/* Runs the checks (copy == 0) or the copies (copy == 1) for every tensor. */
+static rt_status rt_load_pass(rt_state_dict *sd, const rt_named_tensor *extra, int n_extra, rt_st_file *f,
+                              const char *path, int copy) {
+    int expected = 0;
+    for (int i = 0; sd && i < sd->n; i++, expected++) {
+        rt_state_entry *e = &sd->entries[i];
+        const rt_st_entry *fe = rt_st_find(f, e->name);
+        if (e->kind == RT_ENTRY_COUNTER) {
+            if (!copy) RT_TRY(rt_check_entry(path, e->name, fe, "I64", 0, NULL));
+            else memcpy(e->counter, fe->data, sizeof(int64_t));
+            continue;
+        }
+        rt_tensor *t = e->tensor;
+        if (!copy) {
+            RT_TRY(rt_check_entry(path, e->name, fe, rt_dtype_safetensors_name(t->dtype), t->ndim, t->shape));
+            if (rt_tensor_is_meta(t))
+                return rt_error_set(RT_ERR_UNSUPPORTED, "cannot load '%s' into a meta tensor", e->name);
+        } else {
+            memcpy(rt_tensor_data(t), fe->data, fe->nbytes);
+        }
+    }
+    for (int i = 0; i < n_extra; i++, expected++) {
+        rt_tensor *t = extra[i].tensor;
+        const rt_st_entry *fe = rt_st_find(f, extra[i].name);
+        if (!copy) RT_TRY(rt_check_entry(path, extra[i].name, fe, rt_dtype_safetensors_name(t->dtype), t->ndim, t->shape));
+        else memcpy(rt_tensor_data(t), fe->data, fe->nbytes);
+    }
+    if (!copy && (size_t)expected != rt_st_count(f)) {
+        for (size_t i = 0; i < rt_st_count(f); i++) {
+            const char *name = rt_st_entry_at(f, i)->name;
+            bool known = sd && rt_state_dict_find(sd, name);
+            for (int j = 0; !known && j < n_extra; j++) known = strcmp(extra[j].name, name) == 0;
+            if (!known)
+                return rt_error_set(RT_ERR_FORMAT, "weight file '%s' has unexpected tensor '%s' that the model "
+                                    "does not have; was it saved from a different model?", path, name);
+        }
+    }
+    return RT_OK;
+}
+
+rt_status rt_weights_load(rt_state_dict *sd, const rt_named_tensor *extra, int n_extra, const char *path) {
+    rt_st_file *f;
+    RT_TRY(rt_st_open(path, &f));
+    rt_status st = rt_load_pass(sd, extra, n_extra, f, path, 0);
+    if (st == RT_OK) st = rt_load_pass(sd, extra, n_extra, f, path, 1);
+    rt_st_close(f);
+    return st;
+}
+
+rt_status rt_weights_read_metadata(const char *path, const char *key, char *buf, size_t n) {
+    rt_st_file *f;
+    RT_TRY(rt_st_open(path, &f));
+    const char *v = rt_st_metadata(f, key);
+    rt_status st = RT_OK;
+    if (v) snprintf(buf, n, "%s", v);
+    else st = rt_error_set(RT_ERR_FORMAT, "weight file '%s' has no metadata key '%s'", path, key);
+    rt_st_close(f);
+    return st;
+}

@@ -1,0 +1,294 @@
+/* Convolution kernels on oneDNN; see conv.h. Layout choice: primitives are
+ * created with format_tag_any (oneDNN picks its preferred, usually blocked,
+ * layout) and cached reorders convert from/to the caller's plain layout. */
+#include "kernels/conv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/dnnl_common.h"
+
+void rt_conv_out_size(const rt_conv_shape *s, int64_t out[3]) {
+    for (int i = 0; i < 3; i++) out[i] = 1;
+    if (!s || (s->nsp != 2 && s->nsp != 3)) return;
+    for (int i = 0; i < s->nsp; i++) {
+        int64_t num = s->in[i] + 2 * s->pad[i] - s->dil[i] * (s->k[i] - 1) - 1;
+        out[i] = (s->stride[i] <= 0 || num < 0) ? 0 : num / s->stride[i] + 1;
+    }
+}
+
+/* "[a,b]" or "[a,b,c]" */
+static const char *dims_str(char *buf, size_t n, const int64_t *v, int nsp) {
+    if (nsp == 3)
+        snprintf(buf, n, "[%lld,%lld,%lld]", (long long)v[0], (long long)v[1], (long long)v[2]);
+    else
+        snprintf(buf, n, "[%lld,%lld]", (long long)v[0], (long long)v[1]);
+    return buf;
+}
+
+static void conv_desc(const rt_conv_shape *s, const char *what, char *buf, size_t n) {
+    char a[5][72];
+    int d = s->nsp;
+    snprintf(buf, n,
+             "conv%dd%s%s (n=%lld c_in=%lld c_out=%lld groups=%lld in=%s k=%s stride=%s pad=%s "
+             "dil=%s bias=%d)",
+             d, *what ? " " : "", what, (long long)s->n, (long long)s->c_in, (long long)s->c_out,
+             (long long)s->groups, dims_str(a[0], 72, s->in, d), dims_str(a[1], 72, s->k, d),
+             dims_str(a[2], 72, s->stride, d), dims_str(a[3], 72, s->pad, d),
+             dims_str(a[4], 72, s->dil, d), s->has_bias);
+}
+
+rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]) {
+    if (!s) return rt_error_set(RT_ERR_INVALID_ARG, "conv: shape is NULL");
+    if (s->nsp != 2 && s->nsp != 3)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "conv: nsp=%d spatial dims; only 2 (Conv2d) or 3 (Conv3d) are supported",
+                            s->nsp);
+    char d[RT_DNNL_DESC_LEN];
+    conv_desc(s, "", d, sizeof d);
+    if (s->n < 0 || s->c_in < 1 || s->c_out < 1 || s->groups < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: n must be >= 0 and c_in, c_out, groups >= 1", d);
+    if (s->c_in % s->groups != 0 || s->c_out % s->groups != 0)
+        return rt_error_set(RT_ERR_SHAPE,
+                            "%s: groups=%lld must divide both c_in=%lld and c_out=%lld", d,
+                            (long long)s->groups, (long long)s->c_in, (long long)s->c_out);
+    for (int i = 0; i < s->nsp; i++) {
+        if (s->in[i] < 1 || s->k[i] < 1 || s->stride[i] < 1 || s->dil[i] < 1 || s->pad[i] < 0)
+            return rt_error_set(RT_ERR_INVALID_ARG,
+                                "%s: spatial dim %d needs in, k, stride, dil >= 1 and pad >= 0", d,
+                                i);
+    }
+    int64_t o[3];
+    rt_conv_out_size(s, o);
+    for (int i = 0; i < s->nsp; i++)
+        if (o[i] <= 0)
+            return rt_error_set(RT_ERR_SHAPE,
+                                "%s: output size of spatial dim %d is %lld; the padded input "
+                                "(%lld) is smaller than the dilated kernel (%lld)",
+                                d, i, (long long)o[i], (long long)(s->in[i] + 2 * s->pad[i]),
+                                (long long)(s->dil[i] * (s->k[i] - 1) + 1));
+    if (out) memcpy(out, o, sizeof o);
+    return RT_OK;
+}
+
+/* Memory descriptors and geometry of one convolution. */
+typedef struct conv_geom {
+    int nd, wnd;
+    int64_t src[5], dst[5], wei[6], bias[1];
+    dnnl_dims_t strides, dil, pad_l, pad_r;
+    dnnl_memory_desc_t src_any, dst_any, wei_any, src_plain, dst_plain, wei_plain, bias_md;
+} conv_geom;
+
+static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], conv_geom *g,
+                                const char *desc) {
+    memset(g, 0, sizeof *g);
+    int sp = s->nsp;
+    g->nd = 2 + sp;
+    g->src[0] = g->dst[0] = s->n;
+    g->src[1] = s->c_in;
+    g->dst[1] = s->c_out;
+    int wo = 0;
+    if (s->groups > 1) g->wei[wo++] = s->groups;
+    g->wei[wo++] = s->c_out / s->groups;
+    g->wei[wo++] = s->c_in / s->groups;
+    for (int i = 0; i < sp; i++) {
+        g->src[2 + i] = s->in[i];
+        g->dst[2 + i] = out[i];
+        g->wei[wo + i] = s->k[i];
+        g->strides[i] = s->stride[i];
+        g->dil[i] = s->dil[i] - 1; /* oneDNN: 0 = dense */
+        g->pad_l[i] = s->pad[i];
+        /* Symmetric padding is valid for oneDNN: it checks
+         * (in - kr + pl + pr) / stride + 1 == out with C division, which is
+         * PyTorch's floor formula. The padding only changes which outputs exist. */
+        g->pad_r[i] = s->pad[i];
+    }
+    g->wnd = wo + sp;
+    g->bias[0] = s->c_out;
+    RT_TRY(rt_dnnl_md(&g->src_any, g->nd, g->src, 1, desc));
+    RT_TRY(rt_dnnl_md(&g->dst_any, g->nd, g->dst, 1, desc));
+    RT_TRY(rt_dnnl_md(&g->wei_any, g->wnd, g->wei, 1, desc));
+    RT_TRY(rt_dnnl_md(&g->src_plain, g->nd, g->src, 0, desc));
+    RT_TRY(rt_dnnl_md(&g->dst_plain, g->nd, g->dst, 0, desc));
+    RT_TRY(rt_dnnl_md(&g->wei_plain, g->wnd, g->wei, 0, desc));
+    RT_TRY(rt_dnnl_md(&g->bias_md, 1, g->bias, 0, desc));
+    return RT_OK;
+}
+
+static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, int with_bias) {
+    rt_dnnl_key_init(k, kind);
+    rt_dnnl_key_push(k, s->nsp);
+    rt_dnnl_key_push(k, s->n);
+    rt_dnnl_key_push(k, s->c_in);
+    rt_dnnl_key_push(k, s->c_out);
+    rt_dnnl_key_push(k, s->groups);
+    rt_dnnl_key_push(k, with_bias);
+    for (int i = 0; i < s->nsp; i++) {
+        rt_dnnl_key_push(k, s->in[i]);
+        rt_dnnl_key_push(k, s->k[i]);
+        rt_dnnl_key_push(k, s->stride[i]);
+        rt_dnnl_key_push(k, s->pad[i]);
+        rt_dnnl_key_push(k, s->dil[i]);
+    }
+}
+
+/* Forward pd (format_any, user scratchpad); also the hint for backward. */
+static rt_status conv_fwd_pd(const conv_geom *g, int with_bias, const char *desc,
+                             dnnl_primitive_desc_t *pd) {
+    *pd = NULL;
+    dnnl_engine_t eng;
+    RT_TRY(rt_dnnl_engine(&eng));
+    dnnl_convolution_desc_t cd;
+    dnnl_status_t st = dnnl_dilated_convolution_forward_desc_init(
+        &cd, dnnl_forward_training, dnnl_convolution_direct, &g->src_any, &g->wei_any,
+        with_bias ? &g->bias_md : NULL, &g->dst_any, g->strides, g->dil, g->pad_l, g->pad_r);
+    if (st != dnnl_success) return rt_dnnl_fail(st, "dnnl_dilated_convolution_forward_desc_init", desc);
+    dnnl_primitive_attr_t attr;
+    RT_TRY(rt_dnnl_attr_user_scratchpad(&attr, desc));
+    st = dnnl_primitive_desc_create(pd, &cd, attr, eng, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) {
+        *pd = NULL;
+        return rt_dnnl_fail(st, "convolution forward primitive descriptor creation", desc);
+    }
+    return RT_OK;
+}
+
+rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const float *w,
+                                 const float *b, float *y) {
+    int64_t out[3];
+    RT_TRY(rt_conv_shape_check(s, out));
+    char desc[RT_DNNL_DESC_LEN];
+    conv_desc(s, "forward", desc, sizeof desc);
+    if (!x || !w || !y || (s->has_bias && !b))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, w, y%s must be non-NULL", desc,
+                            s->has_bias ? " and b" : "");
+    if (!s->has_bias && b)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: b given but has_bias is 0", desc);
+    if (s->n == 0) return RT_OK;
+    rt_dnnl_key key;
+    conv_key(&key, RT_DNNL_CONV_FWD, s, s->has_bias);
+    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
+    if (!e) {
+        conv_geom g;
+        RT_TRY(conv_geom_init(s, out, &g, desc));
+        dnnl_primitive_desc_t pd;
+        RT_TRY(conv_fwd_pd(&g, s->has_bias, desc, &pd));
+        rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_plain},
+                                    {DNNL_ARG_WEIGHTS, 0, &g.wei_plain},
+                                    {DNNL_ARG_DST, 1, &g.dst_plain},
+                                    {DNNL_ARG_BIAS, 0, &g.bias_md}};
+        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, s->has_bias ? 4 : 3, specs, &e));
+    }
+    void *ptrs[4] = {(void *)x, (void *)w, y, (void *)b};
+    return rt_dnnl_entry_exec(e, ptrs);
+}
+
+rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy,
+                                       float *dx) {
+    int64_t out[3];
+    RT_TRY(rt_conv_shape_check(s, out));
+    char desc[RT_DNNL_DESC_LEN];
+    conv_desc(s, "backward_data", desc, sizeof desc);
+    if (!w || !dy || !dx)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: w, dy, dx must be non-NULL", desc);
+    if (s->n == 0) return RT_OK;
+    rt_dnnl_key key;
+    conv_key(&key, RT_DNNL_CONV_BWD_DATA, s, 0);
+    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
+    if (!e) {
+        conv_geom g;
+        RT_TRY(conv_geom_init(s, out, &g, desc));
+        dnnl_primitive_desc_t hint, pd = NULL;
+        RT_TRY(conv_fwd_pd(&g, 0, desc, &hint));
+        dnnl_convolution_desc_t cd;
+        dnnl_status_t st = dnnl_dilated_convolution_backward_data_desc_init(
+            &cd, dnnl_convolution_direct, &g.src_any, &g.wei_any, &g.dst_any, g.strides, g.dil,
+            g.pad_l, g.pad_r);
+        rt_status rs = RT_OK;
+        dnnl_primitive_attr_t attr = NULL;
+        if (st != dnnl_success)
+            rs = rt_dnnl_fail(st, "dnnl_dilated_convolution_backward_data_desc_init", desc);
+        if (rs == RT_OK) rs = rt_dnnl_attr_user_scratchpad(&attr, desc);
+        if (rs == RT_OK) {
+            dnnl_engine_t eng;
+            rs = rt_dnnl_engine(&eng);
+            if (rs == RT_OK && (st = dnnl_primitive_desc_create(&pd, &cd, attr, eng, hint)) !=
+                                   dnnl_success) {
+                pd = NULL;
+                rs = rt_dnnl_fail(st, "convolution backward-data primitive descriptor creation",
+                                  desc);
+            }
+        }
+        if (attr) dnnl_primitive_attr_destroy(attr);
+        if (rs != RT_OK) {
+            dnnl_primitive_desc_destroy(hint);
+            return rs;
+        }
+        rt_dnnl_argspec specs[3] = {{DNNL_ARG_DIFF_DST, 0, &g.dst_plain},
+                                    {DNNL_ARG_WEIGHTS, 0, &g.wei_plain},
+                                    {DNNL_ARG_DIFF_SRC, 1, &g.src_plain}};
+        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, 3, specs, &e));
+    }
+    void *ptrs[3] = {(void *)dy, (void *)w, dx};
+    return rt_dnnl_entry_exec(e, ptrs);
+}
+
+rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,
+                                          const float *dy, float *dw, float *db) {
+    int64_t out[3];
+    RT_TRY(rt_conv_shape_check(s, out));
+    char desc[RT_DNNL_DESC_LEN];
+    conv_desc(s, "backward_weights", desc, sizeof desc);
+    if (!x || !dy || !dw)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, dy, dw must be non-NULL", desc);
+    int with_db = db != NULL;
+    if (s->n == 0) { /* empty batch: the gradient of an empty sum is zero */
+        int64_t nw = s->c_out * (s->c_in / s->groups);
+        for (int i = 0; i < s->nsp; i++) nw *= s->k[i];
+        memset(dw, 0, sizeof(float) * (size_t)nw);
+        if (db) memset(db, 0, sizeof(float) * (size_t)s->c_out);
+        return RT_OK;
+    }
+    rt_dnnl_key key;
+    conv_key(&key, RT_DNNL_CONV_BWD_WEIGHTS, s, with_db);
+    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
+    if (!e) {
+        conv_geom g;
+        RT_TRY(conv_geom_init(s, out, &g, desc));
+        dnnl_primitive_desc_t hint, pd = NULL;
+        RT_TRY(conv_fwd_pd(&g, with_db, desc, &hint));
+        dnnl_convolution_desc_t cd;
+        dnnl_status_t st = dnnl_dilated_convolution_backward_weights_desc_init(
+            &cd, dnnl_convolution_direct, &g.src_any, &g.wei_any, with_db ? &g.bias_md : NULL,
+            &g.dst_any, g.strides, g.dil, g.pad_l, g.pad_r);
+        rt_status rs = RT_OK;
+        dnnl_primitive_attr_t attr = NULL;
+        if (st != dnnl_success)
+            rs = rt_dnnl_fail(st, "dnnl_dilated_convolution_backward_weights_desc_init", desc);
+        if (rs == RT_OK) rs = rt_dnnl_attr_user_scratchpad(&attr, desc);
+        if (rs == RT_OK) {
+            dnnl_engine_t eng;
+            rs = rt_dnnl_engine(&eng);
+            if (rs == RT_OK && (st = dnnl_primitive_desc_create(&pd, &cd, attr, eng, hint)) !=
+                                   dnnl_success) {
+                pd = NULL;
+                rs = rt_dnnl_fail(st, "convolution backward-weights primitive descriptor creation",
+                                  desc);
+            }
+        }
+        if (attr) dnnl_primitive_attr_destroy(attr);
+        if (rs != RT_OK) {
+            dnnl_primitive_desc_destroy(hint);
+            return rs;
+        }
+        rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_plain},
+                                    {DNNL_ARG_DIFF_DST, 0, &g.dst_plain},
+                                    {DNNL_ARG_DIFF_WEIGHTS, 1, &g.wei_plain},
+                                    {DNNL_ARG_DIFF_BIAS, 1, &g.bias_md}};
+        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, with_db ? 4 : 3, specs, &e));
+    }
+    void *ptrs[4] = {(void *)x, (void *)dy, dw, db};
+    return rt_dnnl_entry_exec(e, ptrs);
+}

@@ -1,0 +1,68 @@
+/* Convolution kernels (oneDNN): forward, backward-data, backward-weights.
+ *
+ * Mirrors torch.nn.Conv2d / Conv3d (torch.nn.functional.conv2d/conv3d) with
+ * padding_mode='zeros', symmetric integer padding, stride, dilation, groups
+ * and optional bias. All buffers are contiguous f32 in PyTorch layouts:
+ *   x  [n, c_in, (in_d,) in_h, in_w]                      (NCHW / NCDHW)
+ *   w  [c_out, c_in/groups, (k_d,) k_h, k_w]              (= oneDNN goihw/goidhw memory)
+ *   b  [c_out]
+ *   y  [n, c_out, (out_d,) out_h, out_w]  with out from rt_conv_out_size
+ * The caller owns every buffer; the kernels only read inputs and overwrite
+ * outputs, never keep pointers. Internally each primitive is created with
+ * format_tag_any so oneDNN picks its fastest (usually blocked, e.g. nChw8c)
+ * layout; when that differs from the plain layout the kernel reorders into an
+ * RT_MEM_TEMP buffer (reorders are cached along with the primitive). Primitives
+ * are cached per thread by the full shape (see cache.h); scratchpads are
+ * allocated per call as RT_MEM_TEMP and freed before return, so after a call
+ * the live TEMP bytes are back where they were.
+ *
+ * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, non-positive
+ * size/stride/dilation, negative padding), RT_ERR_SHAPE (groups not dividing
+ * c_in or c_out, output size <= 0), RT_ERR_OOM (TEMP allocation refused by
+ * the tracked allocator's limit), RT_ERR_BACKEND (oneDNN refused; the message
+ * names the primitive and the shape). Outputs are unspecified on error. */
+#ifndef RT_KERNELS_CONV_H
+#define RT_KERNELS_CONV_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct rt_conv_shape {
+    int nsp;                  /* 2 or 3 spatial dims */
+    int64_t n, c_in, c_out, groups;
+    /* spatial, outer to inner: 2D uses [0]=H,[1]=W; 3D [0]=D,[1]=H,[2]=W;
+     * dil uses PyTorch's convention (1 = dense) */
+    int64_t in[3], k[3], stride[3], pad[3], dil[3];
+    int has_bias;
+} rt_conv_shape;
+
+/* Output spatial sizes by PyTorch's formula
+ *   out = floor((in + 2*pad - dil*(k-1) - 1) / stride) + 1
+ * for the first s->nsp entries; unused entries are set to 1. A dimension with
+ * stride <= 0 or a negative numerator yields 0 (rt_kernel_conv_* then report
+ * RT_ERR_SHAPE). */
+void rt_conv_out_size(const rt_conv_shape *s, int64_t out[3]);
+
+/* y = conv(x, w) + b (b broadcast over batch and space). b must be NULL when
+ * !s->has_bias and non-NULL otherwise. n == 0 is a valid empty call. */
+rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const float *w,
+                                 const float *b, float *y);
+
+/* dx = dL/dx given dy = dL/dy [n, c_out, out...] and w; overwrites dx
+ * [n, c_in, in...] (like torch.nn.grad.conv2d_input). */
+rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy,
+                                       float *dx);
+
+/* dw = dL/dw [c_out, c_in/groups, k...] from x and dy; db = dL/db [c_out]
+ * (sum of dy over batch and space) when db is non-NULL (db may be NULL even
+ * if s->has_bias). Overwrites dw and db (no accumulation; n == 0 gives
+ * zeros), like torch.nn.grad.conv2d_weight. */
+rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,
+                                          const float *dy, float *dw, float *db);
+
+/* Checks a conv shape (the same rules the kernels apply) and, when out is
+ * non-NULL, stores the output size. Returns RT_OK or the error, message set. */
+rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]);
+
+#endif

@@ -1,0 +1,395 @@
+/* Thread-local oneDNN engine, stream and primitive cache; see cache.h and
+ * dnnl_common.h. */
+#include "kernels/dnnl_common.h"
+
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mem.h"
+
+/* Per-thread state: the documented exception to the no-global-state rule. */
+typedef struct rt_dnnl_tls {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    rt_dnnl_entry **entries;
+    size_t n, cap;
+    uint64_t tick;
+    int64_t created; /* primitives created, monotonic */
+} rt_dnnl_tls;
+
+static _Thread_local rt_dnnl_tls rt_dnnl_state;
+
+/* Process-wide pthread key whose destructor releases a thread's cache when
+ * the thread exits. Written once under pthread_once, read-only afterwards. */
+static pthread_once_t rt_dnnl_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t rt_dnnl_exit_key;
+static int rt_dnnl_exit_key_ok;
+
+static void rt_dnnl_thread_exit(void *p) {
+    (void)p;
+    rt_kernels_release_cache();
+}
+
+static void rt_dnnl_make_exit_key(void) {
+    rt_dnnl_exit_key_ok = pthread_key_create(&rt_dnnl_exit_key, rt_dnnl_thread_exit) == 0;
+}
+
+rt_status rt_dnnl_fail(dnnl_status_t st, const char *step, const char *desc) {
+    return rt_error_set(RT_ERR_BACKEND, "oneDNN %s failed for %s: %s", step, desc,
+                        dnnl_status2str(st));
+}
+
+rt_status rt_dnnl_engine(dnnl_engine_t *out) {
+    rt_dnnl_tls *t = &rt_dnnl_state;
+    if (!t->engine) {
+        dnnl_status_t st = dnnl_engine_create(&t->engine, dnnl_cpu, 0);
+        if (st != dnnl_success) {
+            t->engine = NULL;
+            return rt_dnnl_fail(st, "dnnl_engine_create", "the CPU engine");
+        }
+        st = dnnl_stream_create(&t->stream, t->engine, dnnl_stream_default_flags);
+        if (st != dnnl_success) {
+            dnnl_engine_destroy(t->engine);
+            t->engine = NULL;
+            t->stream = NULL;
+            return rt_dnnl_fail(st, "dnnl_stream_create", "the CPU stream");
+        }
+        pthread_once(&rt_dnnl_key_once, rt_dnnl_make_exit_key);
+        if (rt_dnnl_exit_key_ok) pthread_setspecific(rt_dnnl_exit_key, (void *)t);
+    }
+    *out = t->engine;
+    return RT_OK;
+}
+
+void rt_dnnl_key_init(rt_dnnl_key *k, rt_dnnl_kind kind) {
+    memset(k, 0, sizeof *k);
+    k->v[0] = (int64_t)kind;
+    k->len = 1;
+}
+
+void rt_dnnl_key_push(rt_dnnl_key *k, int64_t v) {
+    /* Keys are built by this module's own code with fixed field counts. */
+    if (k->len < RT_DNNL_KEY_LEN) k->v[k->len++] = v;
+}
+
+void rt_dnnl_key_push_f32(rt_dnnl_key *k, float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    rt_dnnl_key_push(k, (int64_t)bits);
+}
+
+static uint64_t rt_dnnl_key_hash(const rt_dnnl_key *k) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the words */
+    for (int i = 0; i < k->len; i++) {
+        uint64_t w = (uint64_t)k->v[i];
+        for (int b = 0; b < 8; b++) {
+            h ^= (w >> (8 * b)) & 0xffu;
+            h *= 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+static int rt_dnnl_key_eq(const rt_dnnl_key *a, const rt_dnnl_key *b) {
+    return a->len == b->len && memcmp(a->v, b->v, sizeof(int64_t) * (size_t)a->len) == 0;
+}
+
+rt_dnnl_entry *rt_dnnl_cache_find(const rt_dnnl_key *key) {
+    rt_dnnl_tls *t = &rt_dnnl_state;
+    uint64_t h = rt_dnnl_key_hash(key);
+    for (size_t i = 0; i < t->n; i++) {
+        rt_dnnl_entry *e = t->entries[i];
+        if (e->hash == h && rt_dnnl_key_eq(&e->key, key)) {
+            e->last_use = ++t->tick;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static void rt_dnnl_entry_destroy(rt_dnnl_entry *e) {
+    if (!e) return;
+    for (int i = 0; i < e->nargs; i++) {
+        rt_dnnl_arg *a = &e->args[i];
+        if (a->reorder) dnnl_primitive_destroy(a->reorder);
+        if (a->reorder_scratch) dnnl_memory_destroy(a->reorder_scratch);
+        if (a->prim) dnnl_memory_destroy(a->prim);
+        if (a->user) dnnl_memory_destroy(a->user);
+    }
+    if (e->scratch) dnnl_memory_destroy(e->scratch);
+    if (e->prim) dnnl_primitive_destroy(e->prim);
+    if (e->hint) dnnl_primitive_desc_destroy(e->hint);
+    free(e);
+}
+
+void rt_kernels_release_cache(void) {
+    rt_dnnl_tls *t = &rt_dnnl_state;
+    for (size_t i = 0; i < t->n; i++) rt_dnnl_entry_destroy(t->entries[i]);
+    free(t->entries);
+    t->entries = NULL;
+    t->n = t->cap = 0;
+    if (t->stream) dnnl_stream_destroy(t->stream);
+    if (t->engine) dnnl_engine_destroy(t->engine);
+    t->stream = NULL;
+    t->engine = NULL;
+    if (rt_dnnl_exit_key_ok) pthread_setspecific(rt_dnnl_exit_key, NULL);
+}
+
+size_t rt_kernels_cache_size(void) { return rt_dnnl_state.n; }
+
+int64_t rt_kernels_primitives_created(void) { return rt_dnnl_state.created; }
+
+rt_status rt_dnnl_attr_user_scratchpad(dnnl_primitive_attr_t *out, const char *desc) {
+    *out = NULL;
+    dnnl_status_t st = dnnl_primitive_attr_create(out);
+    if (st != dnnl_success) {
+        *out = NULL;
+        return rt_dnnl_fail(st, "dnnl_primitive_attr_create", desc);
+    }
+    st = dnnl_primitive_attr_set_scratchpad_mode(*out, dnnl_scratchpad_mode_user);
+    if (st != dnnl_success) {
+        dnnl_primitive_attr_destroy(*out);
+        *out = NULL;
+        return rt_dnnl_fail(st, "dnnl_primitive_attr_set_scratchpad_mode", desc);
+    }
+    return RT_OK;
+}
+
+dnnl_format_tag_t rt_dnnl_plain_tag(int ndims) {
+    switch (ndims) {
+    case 1: return dnnl_a;
+    case 2: return dnnl_ab;
+    case 3: return dnnl_abc;
+    case 4: return dnnl_abcd;
+    case 5: return dnnl_abcde;
+    case 6: return dnnl_abcdef;
+    default: return dnnl_format_tag_undef;
+    }
+}
+
+rt_status rt_dnnl_md(dnnl_memory_desc_t *md, int ndims, const int64_t *dims, int any,
+                     const char *desc) {
+    dnnl_dims_t d;
+    for (int i = 0; i < ndims; i++) d[i] = dims[i];
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32,
+                                                    any ? dnnl_format_tag_any
+                                                        : rt_dnnl_plain_tag(ndims));
+    if (st != dnnl_success) return rt_dnnl_fail(st, "dnnl_memory_desc_init_by_tag", desc);
+    return RT_OK;
+}
+
+/* Creates a primitive from `pd`, counting it. */
+static dnnl_status_t rt_dnnl_primitive_create(dnnl_primitive_t *p, const_dnnl_primitive_desc_t pd) {
+    dnnl_status_t st = dnnl_primitive_create(p, pd);
+    if (st == dnnl_success) rt_dnnl_state.created++;
+    else *p = NULL;
+    return st;
+}
+
+/* Scratchpad memory (no buffer) for `pd`; *mem stays NULL when none is needed. */
+static dnnl_status_t rt_dnnl_scratch_mem(const_dnnl_primitive_desc_t pd, dnnl_engine_t eng,
+                                         dnnl_memory_t *mem, size_t *bytes) {
+    *mem = NULL;
+    *bytes = 0;
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (!md) return dnnl_success;
+    size_t sz = dnnl_memory_desc_get_size(md);
+    if (sz == 0) return dnnl_success;
+    dnnl_status_t st = dnnl_memory_create(mem, md, eng, DNNL_MEMORY_NONE);
+    if (st != dnnl_success) {
+        *mem = NULL;
+        return st;
+    }
+    *bytes = sz;
+    return dnnl_success;
+}
+
+static rt_status rt_dnnl_cache_insert(rt_dnnl_entry *e) {
+    rt_dnnl_tls *t = &rt_dnnl_state;
+    if (t->n >= RT_KERNELS_CACHE_CAPACITY) { /* evict the least recently used */
+        size_t victim = 0;
+        for (size_t i = 1; i < t->n; i++)
+            if (t->entries[i]->last_use < t->entries[victim]->last_use) victim = i;
+        rt_dnnl_entry_destroy(t->entries[victim]);
+        t->entries[victim] = t->entries[--t->n];
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        rt_dnnl_entry **ne = realloc(t->entries, cap * sizeof *ne);
+        if (!ne)
+            return rt_error_set(RT_ERR_OOM, "out of memory growing the kernel cache for %s",
+                                e->desc);
+        t->entries = ne;
+        t->cap = cap;
+    }
+    e->last_use = ++t->tick;
+    t->entries[t->n++] = e;
+    return RT_OK;
+}
+
+rt_status rt_dnnl_entry_create(const rt_dnnl_key *key, const char *desc, dnnl_primitive_desc_t pd,
+                               dnnl_primitive_desc_t hint, int nargs,
+                               const rt_dnnl_argspec *specs, rt_dnnl_entry **out) {
+    *out = NULL;
+    rt_status rs = RT_OK;
+    dnnl_status_t st = dnnl_success;
+    dnnl_primitive_attr_t rattr = NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_engine_t eng = NULL;
+    rt_dnnl_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        rs = rt_error_set(RT_ERR_OOM, "out of memory creating a kernel cache entry for %s", desc);
+        goto fail;
+    }
+    e->hint = hint;
+    hint = NULL;
+    e->key = *key;
+    e->hash = rt_dnnl_key_hash(key);
+    snprintf(e->desc, sizeof e->desc, "%s", desc);
+    if (nargs > RT_DNNL_MAX_ARGS) {
+        rs = rt_error_set(RT_ERR_INVALID_ARG, "internal: too many arguments for %s", desc);
+        goto fail;
+    }
+    if ((rs = rt_dnnl_engine(&eng)) != RT_OK) goto fail;
+    if ((st = rt_dnnl_primitive_create(&e->prim, pd)) != dnnl_success) {
+        rs = rt_dnnl_fail(st, "dnnl_primitive_create", desc);
+        goto fail;
+    }
+    if ((st = rt_dnnl_scratch_mem(pd, eng, &e->scratch, &e->scratch_bytes)) != dnnl_success) {
+        rs = rt_dnnl_fail(st, "scratchpad memory creation", desc);
+        goto fail;
+    }
+    e->nargs = nargs;
+    for (int i = 0; i < nargs; i++) {
+        rt_dnnl_arg *a = &e->args[i];
+        a->id = specs[i].id;
+        a->is_output = specs[i].is_output;
+        const dnnl_memory_desc_t *pmd = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md,
+                                                                     a->id);
+        if (!pmd || pmd->ndims == 0) {
+            rs = rt_error_set(RT_ERR_BACKEND,
+                              "oneDNN primitive for %s does not take argument %d (internal error)",
+                              desc, a->id);
+            goto fail;
+        }
+        if (a->id == DNNL_ARG_WORKSPACE) e->workspace_bytes = dnnl_memory_desc_get_size(pmd);
+        const dnnl_memory_desc_t *umd = specs[i].user_md ? specs[i].user_md : pmd;
+        if ((st = dnnl_memory_create(&a->user, umd, eng, DNNL_MEMORY_NONE)) != dnnl_success) {
+            a->user = NULL;
+            rs = rt_dnnl_fail(st, "dnnl_memory_create", desc);
+            goto fail;
+        }
+        if (dnnl_memory_desc_equal(umd, pmd)) continue;
+        /* The primitive chose another layout: cache a reorder to/from it. */
+        a->prim_bytes = dnnl_memory_desc_get_size(pmd);
+        if ((st = dnnl_memory_create(&a->prim, pmd, eng, DNNL_MEMORY_NONE)) != dnnl_success) {
+            a->prim = NULL;
+            rs = rt_dnnl_fail(st, "dnnl_memory_create (reorder buffer)", desc);
+            goto fail;
+        }
+        if ((rs = rt_dnnl_attr_user_scratchpad(&rattr, desc)) != RT_OK) goto fail;
+        st = a->is_output ? dnnl_reorder_primitive_desc_create(&rpd, pmd, eng, umd, eng, rattr)
+                          : dnnl_reorder_primitive_desc_create(&rpd, umd, eng, pmd, eng, rattr);
+        dnnl_primitive_attr_destroy(rattr);
+        rattr = NULL;
+        if (st != dnnl_success) {
+            rpd = NULL;
+            rs = rt_dnnl_fail(st, "reorder primitive descriptor creation", desc);
+            goto fail;
+        }
+        if ((st = rt_dnnl_primitive_create(&a->reorder, rpd)) != dnnl_success) {
+            rs = rt_dnnl_fail(st, "reorder primitive creation", desc);
+            goto fail;
+        }
+        size_t rbytes = 0;
+        if ((st = rt_dnnl_scratch_mem(rpd, eng, &a->reorder_scratch, &rbytes)) != dnnl_success) {
+            rs = rt_dnnl_fail(st, "reorder scratchpad memory creation", desc);
+            goto fail;
+        }
+        if (rbytes > e->scratch_bytes) e->scratch_bytes = rbytes;
+        dnnl_primitive_desc_destroy(rpd);
+        rpd = NULL;
+    }
+    if ((rs = rt_dnnl_cache_insert(e)) != RT_OK) goto fail;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    *out = e;
+    return RT_OK;
+fail:
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (hint) dnnl_primitive_desc_destroy(hint);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    rt_dnnl_entry_destroy(e);
+    return rs;
+}
+
+static size_t rt_round64(size_t n) { return (n + 63) / 64 * 64; }
+
+rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs) {
+    rt_dnnl_tls *t = &rt_dnnl_state;
+    /* One TEMP block: the reorder buffers, then the shared scratchpad. */
+    size_t total = 0, off[RT_DNNL_MAX_ARGS];
+    for (int i = 0; i < e->nargs; i++) {
+        off[i] = total;
+        if (e->args[i].prim) total += rt_round64(e->args[i].prim_bytes);
+    }
+    size_t scratch_off = total;
+    total += rt_round64(e->scratch_bytes);
+    char *block = NULL;
+    if (total > 0) {
+        const char *prev = rt_mem_set_op(e->desc);
+        rt_status rs = rt_mem_alloc(total, RT_MEM_TEMP, (void **)&block);
+        rt_mem_set_op(prev);
+        if (rs != RT_OK) return rs;
+    }
+    rt_status rs = RT_OK;
+    dnnl_status_t st = dnnl_success;
+    void *scratch = e->scratch_bytes ? block + scratch_off : NULL;
+    dnnl_exec_arg_t margs[RT_DNNL_MAX_ARGS + 1];
+    int nm = 0;
+    for (int i = 0; i < e->nargs; i++) {
+        rt_dnnl_arg *a = &e->args[i];
+        if ((st = dnnl_memory_set_data_handle(a->user, ptrs[i])) != dnnl_success) goto dnnl_fail;
+        if (a->prim) {
+            if ((st = dnnl_memory_set_data_handle(a->prim, block + off[i])) != dnnl_success)
+                goto dnnl_fail;
+            if (a->reorder_scratch &&
+                (st = dnnl_memory_set_data_handle(a->reorder_scratch, scratch)) != dnnl_success)
+                goto dnnl_fail;
+        }
+        margs[nm++] = (dnnl_exec_arg_t){a->id, a->prim ? a->prim : a->user};
+    }
+    if (e->scratch) {
+        if ((st = dnnl_memory_set_data_handle(e->scratch, scratch)) != dnnl_success) goto dnnl_fail;
+        margs[nm++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
+    }
+    for (int pass = 0; pass < 3; pass++) {
+        /* pass 0: input reorders, 1: the primitive, 2: output reorders */
+        if (pass == 1) {
+            if ((st = dnnl_primitive_execute(e->prim, t->stream, nm, margs)) != dnnl_success)
+                goto dnnl_fail;
+            continue;
+        }
+        for (int i = 0; i < e->nargs; i++) {
+            rt_dnnl_arg *a = &e->args[i];
+            if (!a->reorder || a->is_output != (pass == 2)) continue;
+            dnnl_exec_arg_t rargs[3];
+            int nr = 0;
+            rargs[nr++] = (dnnl_exec_arg_t){DNNL_ARG_FROM, a->is_output ? a->prim : a->user};
+            rargs[nr++] = (dnnl_exec_arg_t){DNNL_ARG_TO, a->is_output ? a->user : a->prim};
+            if (a->reorder_scratch)
+                rargs[nr++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, a->reorder_scratch};
+            if ((st = dnnl_primitive_execute(a->reorder, t->stream, nr, rargs)) != dnnl_success)
+                goto dnnl_fail;
+        }
+    }
+    if ((st = dnnl_stream_wait(t->stream)) != dnnl_success) goto dnnl_fail;
+    goto done;
+dnnl_fail:
+    rs = rt_dnnl_fail(st, "execution", e->desc);
+done:
+    if (block) rt_mem_free(block, total, RT_MEM_TEMP);
+    return rs;
+}

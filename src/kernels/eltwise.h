@@ -1,0 +1,26 @@
+/* Element-wise activation kernels (oneDNN eltwise): ReLU and LeakyReLU.
+ *
+ * Buffers are contiguous f32 arrays of n elements, any logical shape; the
+ * caller owns them. In-place use is allowed (y == x, dx == dy). Primitives
+ * are cached per thread by (n, slope) (see cache.h).
+ * Errors: RT_ERR_INVALID_ARG (NULL pointer with n > 0, n < 0, slope not
+ * finite, backward with slope < 0), RT_ERR_OOM, RT_ERR_BACKEND. */
+#ifndef RT_KERNELS_ELTWISE_H
+#define RT_KERNELS_ELTWISE_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+/* y = x > 0 ? x : negative_slope * x. negative_slope 0 is torch.relu,
+ * > 0 is F.leaky_relu(x, negative_slope). */
+rt_status rt_kernel_relu_forward(int64_t n, float negative_slope, const float *x, float *y);
+
+/* dx = y > 0 ? dy : negative_slope * dy, computed from the forward OUTPUT y
+ * (oneDNN relu_use_dst_for_bwd), so the forward input need not be saved.
+ * Equals PyTorch's ReLU/LeakyReLU gradient for negative_slope >= 0 (sign of
+ * y = sign of x); negative slopes are rejected. */
+rt_status rt_kernel_relu_backward(int64_t n, float negative_slope, const float *y,
+                                  const float *dy, float *dx);
+
+#endif

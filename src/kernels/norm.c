@@ -1,0 +1,201 @@
+/* Batch normalisation on oneDNN (dnnl_use_scale / dnnl_use_shift flags with
+ * separate scale and shift memories); see norm.h. */
+#include "kernels/norm.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "core/mem.h"
+#include "kernels/dnnl_common.h"
+
+static void bn_desc(const rt_bn_shape *s, const char *what, char *buf, size_t n) {
+    snprintf(buf, n, "batchnorm %s (n=%lld c=%lld spatial=%lld eps=%g)", what, (long long)s->n,
+             (long long)s->c, (long long)s->spatial, (double)s->eps);
+}
+
+static rt_status bn_check(const rt_bn_shape *s, int training, const char *what, char *desc) {
+    if (!s) return rt_error_set(RT_ERR_INVALID_ARG, "batchnorm %s: shape is NULL", what);
+    bn_desc(s, what, desc, RT_DNNL_DESC_LEN);
+    if (s->n < 0 || s->c < 1 || s->spatial < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: need n >= 0, c >= 1 and spatial >= 1", desc);
+    if (!(s->eps >= 0.0f) || isinf(s->eps))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: eps must be finite and >= 0", desc);
+    if (training && s->n * s->spatial <= 1)
+        return rt_error_set(RT_ERR_SHAPE,
+                            "%s: expected more than 1 value per channel when training (n*spatial "
+                            "= %lld); use a larger batch or eval mode",
+                            desc, (long long)(s->n * s->spatial));
+    return RT_OK;
+}
+
+typedef struct bn_geom {
+    dnnl_memory_desc_t data, stat;
+} bn_geom;
+
+static rt_status bn_geom_init(const rt_bn_shape *s, bn_geom *g, const char *desc) {
+    int64_t d[4] = {s->n, s->c, s->spatial, 1}, c[1] = {s->c};
+    RT_TRY(rt_dnnl_md(&g->data, 4, d, 0, desc));
+    RT_TRY(rt_dnnl_md(&g->stat, 1, c, 0, desc));
+    return RT_OK;
+}
+
+static void bn_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_bn_shape *s, unsigned flags,
+                   int prop) {
+    rt_dnnl_key_init(k, kind);
+    rt_dnnl_key_push(k, s->n);
+    rt_dnnl_key_push(k, s->c);
+    rt_dnnl_key_push(k, s->spatial);
+    rt_dnnl_key_push_f32(k, s->eps);
+    rt_dnnl_key_push(k, (int64_t)flags);
+    rt_dnnl_key_push(k, prop);
+}
+
+/* Forward (hint == NULL) or backward pd. */
+static rt_status bn_pd(const rt_bn_shape *s, const bn_geom *g, dnnl_prop_kind_t prop,
+                       unsigned flags, const_dnnl_primitive_desc_t hint, const char *desc,
+                       dnnl_primitive_desc_t *pd) {
+    *pd = NULL;
+    dnnl_engine_t eng;
+    RT_TRY(rt_dnnl_engine(&eng));
+    dnnl_batch_normalization_desc_t d;
+    dnnl_status_t st =
+        hint ? dnnl_batch_normalization_backward_desc_init(&d, prop, &g->data, &g->data, s->eps,
+                                                           flags)
+             : dnnl_batch_normalization_forward_desc_init(&d, prop, &g->data, s->eps, flags);
+    if (st != dnnl_success)
+        return rt_dnnl_fail(st, "batch normalization descriptor initialisation", desc);
+    dnnl_primitive_attr_t attr;
+    RT_TRY(rt_dnnl_attr_user_scratchpad(&attr, desc));
+    st = dnnl_primitive_desc_create(pd, &d, attr, eng, hint);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) {
+        *pd = NULL;
+        return rt_dnnl_fail(st, "batch normalization primitive descriptor creation", desc);
+    }
+    return RT_OK;
+}
+
+rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x,
+                                            const float *weight, const float *bias, float *y,
+                                            float *mean, float *var) {
+    char desc[RT_DNNL_DESC_LEN];
+    RT_TRY(bn_check(s, 1, "forward_train", desc));
+    if (!x || !y || !mean || !var)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, y, mean and var must be non-NULL", desc);
+    unsigned flags = (weight ? dnnl_use_scale : 0u) | (bias ? dnnl_use_shift : 0u);
+    rt_dnnl_key key;
+    bn_key(&key, RT_DNNL_BN_FWD_TRAIN, s, flags, dnnl_forward_training);
+    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
+    if (!e) {
+        bn_geom g;
+        RT_TRY(bn_geom_init(s, &g, desc));
+        dnnl_primitive_desc_t pd;
+        RT_TRY(bn_pd(s, &g, dnnl_forward_training, flags, NULL, desc, &pd));
+        rt_dnnl_argspec specs[6];
+        int na = 0;
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SRC, 0, &g.data};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DST, 1, &g.data};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 1, &g.stat};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 1, &g.stat};
+        if (weight) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
+        if (bias) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
+        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, na, specs, &e));
+    }
+    void *ptrs[6] = {(void *)x, y, mean, var};
+    int na = 4;
+    if (weight) ptrs[na++] = (void *)weight;
+    if (bias) ptrs[na++] = (void *)bias;
+    return rt_dnnl_entry_exec(e, ptrs);
+}
+
+rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
+                                           const float *weight, const float *bias,
+                                           const float *mean, const float *var, float *y) {
+    char desc[RT_DNNL_DESC_LEN];
+    RT_TRY(bn_check(s, 0, "forward_eval", desc));
+    if (!x || !y || !mean || !var)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, y, mean and var must be non-NULL", desc);
+    if (s->n == 0) return RT_OK;
+    unsigned flags = dnnl_use_global_stats | (weight ? dnnl_use_scale : 0u) |
+                     (bias ? dnnl_use_shift : 0u);
+    rt_dnnl_key key;
+    bn_key(&key, RT_DNNL_BN_FWD_EVAL, s, flags, dnnl_forward_inference);
+    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
+    if (!e) {
+        bn_geom g;
+        RT_TRY(bn_geom_init(s, &g, desc));
+        dnnl_primitive_desc_t pd;
+        RT_TRY(bn_pd(s, &g, dnnl_forward_inference, flags, NULL, desc, &pd));
+        rt_dnnl_argspec specs[6];
+        int na = 0;
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SRC, 0, &g.data};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DST, 1, &g.data};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 0, &g.stat};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 0, &g.stat};
+        if (weight) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
+        if (bias) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
+        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, na, specs, &e));
+    }
+    void *ptrs[6] = {(void *)x, y, (void *)mean, (void *)var};
+    int na = 4;
+    if (weight) ptrs[na++] = (void *)weight;
+    if (bias) ptrs[na++] = (void *)bias;
+    return rt_dnnl_entry_exec(e, ptrs);
+}
+
+rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, const float *dy,
+                                       const float *mean, const float *var, const float *weight,
+                                       float *dx, float *dweight, float *dbias) {
+    char desc[RT_DNNL_DESC_LEN];
+    RT_TRY(bn_check(s, 1, "backward", desc));
+    if (!x || !dy || !mean || !var || !dx)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, dy, mean, var and dx must be non-NULL",
+                            desc);
+    if (dweight && !weight)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: dweight requested but weight is NULL (affine=False has no "
+                            "weight gradient)",
+                            desc);
+    /* diff_scale is only produced with dnnl_backward; diff_shift needs
+     * dnnl_use_shift. A weight gradient the caller does not want still needs
+     * a destination when dbias forces dnnl_backward: a TEMP buffer. */
+    int full = dweight || dbias;
+    dnnl_prop_kind_t prop = full ? dnnl_backward : dnnl_backward_data;
+    unsigned flags = (weight ? dnnl_use_scale : 0u) | (dbias ? dnnl_use_shift : 0u);
+    rt_dnnl_key key;
+    bn_key(&key, RT_DNNL_BN_BWD, s, flags, prop);
+    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
+    if (!e) {
+        bn_geom g;
+        RT_TRY(bn_geom_init(s, &g, desc));
+        dnnl_primitive_desc_t hint, pd;
+        RT_TRY(bn_pd(s, &g, dnnl_forward_training, flags, NULL, desc, &hint));
+        rt_status rs = bn_pd(s, &g, prop, flags, hint, desc, &pd);
+        if (rs != RT_OK) {
+            dnnl_primitive_desc_destroy(hint);
+            return rs;
+        }
+        rt_dnnl_argspec specs[8];
+        int na = 0;
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SRC, 0, &g.data};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_DST, 0, &g.data};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 0, &g.stat};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 0, &g.stat};
+        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SRC, 1, &g.data};
+        if (weight) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
+        if (weight && full) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SCALE, 1, &g.stat};
+        if (dbias) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SHIFT, 1, &g.stat};
+        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, na, specs, &e));
+    }
+    float *dw_tmp = NULL;
+    size_t dw_bytes = sizeof(float) * (size_t)s->c;
+    if (weight && full && !dweight) RT_TRY(rt_mem_alloc(dw_bytes, RT_MEM_TEMP, (void **)&dw_tmp));
+    void *ptrs[8] = {(void *)x, (void *)dy, (void *)mean, (void *)var, dx};
+    int na = 5;
+    if (weight) ptrs[na++] = (void *)weight;
+    if (weight && full) ptrs[na++] = dweight ? dweight : dw_tmp;
+    if (dbias) ptrs[na++] = dbias;
+    rt_status rs = rt_dnnl_entry_exec(e, ptrs);
+    if (dw_tmp) rt_mem_free(dw_tmp, dw_bytes, RT_MEM_TEMP);
+    return rs;
+}

@@ -1,0 +1,57 @@
+/* Batch normalisation kernels (oneDNN), for BatchNorm1d/2d/3d alike.
+ *
+ * All buffers are contiguous f32: x, y, dx, dy [n, c, spatial] (NCHW or NCDHW
+ * flattened over space, spatial = product of the spatial dims, 1 for
+ * BatchNorm1d on [n, c]); weight (gamma), bias (beta), mean, var, dweight,
+ * dbias [c]. The caller owns every buffer. weight and bias may each be NULL
+ * (affine=False: gamma = 1, beta = 0). Running statistics are NOT updated
+ * here: the caller (the op layer) blends `mean` and the unbiased variance
+ * var * m/(m-1), m = n*spatial, into running_mean/running_var exactly once
+ * per training forward, as torch.nn.BatchNorm does.
+ * Primitives use plain layouts ([n, c, spatial, 1] nchw) and are cached per
+ * thread by shape, eps and flags (see cache.h); scratchpads are RT_MEM_TEMP
+ * and freed before return.
+ *
+ * Errors: RT_ERR_INVALID_ARG (NULL required pointer, c < 1, spatial < 1,
+ * n < 0, eps negative or not finite, dweight without weight), RT_ERR_SHAPE
+ * (training with only one value per channel, n*spatial <= 1, which PyTorch
+ * rejects too), RT_ERR_OOM, RT_ERR_BACKEND (message names the primitive). */
+#ifndef RT_KERNELS_NORM_H
+#define RT_KERNELS_NORM_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct rt_bn_shape {
+    int64_t n, c, spatial; /* spatial = product of spatial dims */
+    float eps;
+} rt_bn_shape;
+
+/* Training forward (F.batch_norm(training=True)): per channel
+ *   mean = E[x], var = E[(x-mean)^2] (biased, as used for normalising),
+ *   y = (x - mean) / sqrt(var + eps) * weight + bias.
+ * Writes y, mean and var. */
+rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x,
+                                            const float *weight, const float *bias, float *y,
+                                            float *mean, float *var);
+
+/* Evaluation forward (F.batch_norm(training=False)) with given statistics
+ * (the running ones): y = (x - mean) / sqrt(var + eps) * weight + bias.
+ * n == 0 is a valid empty call. */
+rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
+                                           const float *weight, const float *bias,
+                                           const float *mean, const float *var, float *y);
+
+/* Training-mode backward through the batch statistics (mean, var from the
+ * training forward; x its input): with xhat = (x-mean)/sqrt(var+eps), m =
+ * n*spatial,
+ *   dbias   = sum(dy), dweight = sum(dy * xhat),
+ *   dx      = weight/sqrt(var+eps) * (dy - dbias/m - xhat * dweight/m).
+ * Overwrites dx and, when non-NULL, dweight and dbias (either may be NULL;
+ * dweight needs weight). */
+rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, const float *dy,
+                                       const float *mean, const float *var, const float *weight,
+                                       float *dx, float *dweight, float *dbias);
+
+#endif

@@ -1,0 +1,16 @@
+/* One thread count for every compute library revtorch uses. */
+#ifndef RT_KERNELS_THREADS_H
+#define RT_KERNELS_THREADS_H
+
+/* Sets the number of worker threads for oneDNN and revtorch's own OpenMP
+ * loops (omp_set_num_threads: the calling thread's OpenMP setting, so call
+ * it from the thread that runs training) and for OpenBLAS
+ * (openblas_set_num_threads, process-wide). n <= 0 means all cores
+ * (omp_get_num_procs), like torch.set_num_threads with the default. */
+void rt_set_num_threads(int n);
+
+/* The count the next parallel kernel on this thread will use
+ * (omp_get_max_threads). */
+int rt_get_num_threads(void);
+
+#endif

@@ -1,0 +1,90 @@
+#include "nn/state_dict.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+rt_state_dict *rt_state_dict_create(rt_device device, uint64_t seed) {
+    rt_state_dict *sd = calloc(1, sizeof *sd);
+    if (!sd) {
+        rt_error_set(RT_ERR_OOM, "out of memory creating a state dict");
+        return NULL;
+    }
+    sd->device = device;
+    sd->init_rng.seed = seed;
+    return sd;
+}
+
+void rt_state_dict_destroy(rt_state_dict *sd) {
+    if (!sd) return;
+    for (int i = 0; i < sd->n; i++) {
+        free(sd->entries[i].name);
+        rt_tensor_release(sd->entries[i].tensor);
+    }
+    free(sd->entries);
+    free(sd);
+}
+
+rt_state_entry *rt_state_dict_find(rt_state_dict *sd, const char *name) {
+    for (int i = 0; i < sd->n; i++)
+        if (strcmp(sd->entries[i].name, name) == 0) return &sd->entries[i];
+    return NULL;
+}
+
+static rt_status rt_state_dict_push(rt_state_dict *sd, const char *prefix, const char *name,
+                                    rt_state_entry e) {
+    char full[256];
+    snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", name);
+    if (rt_state_dict_find(sd, full))
+        return rt_error_set(RT_ERR_INVALID_ARG, "state dict already has an entry named '%s'", full);
+    if (sd->n == sd->cap) {
+        int cap = sd->cap ? 2 * sd->cap : 64;
+        rt_state_entry *p = realloc(sd->entries, (size_t)cap * sizeof *p);
+        if (!p) return rt_error_set(RT_ERR_OOM, "out of memory growing the state dict");
+        sd->entries = p;
+        sd->cap = cap;
+    }
+    e.name = strdup(full);
+    if (!e.name) return rt_error_set(RT_ERR_OOM, "out of memory naming '%s'", full);
+    sd->entries[sd->n++] = e;
+    return RT_OK;
+}
+
+rt_status rt_state_dict_add(rt_state_dict *sd, const char *prefix, const char *name, rt_entry_kind kind,
+                            int ndim, const int64_t *shape, rt_tensor **out) {
+    *out = NULL;
+    rt_tensor *t = rt_tensor_zeros(ndim, shape, RT_F32, sd->device, RT_MEM_PARAM);
+    if (!t) return RT_ERR_OOM;
+    if (kind == RT_ENTRY_PARAM) rt_tensor_set_requires_grad(t, true);
+    rt_status st = rt_state_dict_push(sd, prefix, name, (rt_state_entry){.kind = kind, .tensor = t});
+    if (st != RT_OK) {
+        rt_tensor_release(t);
+        return st;
+    }
+    *out = t;
+    return RT_OK;
+}
+
+rt_status rt_state_dict_add_counter(rt_state_dict *sd, const char *prefix, const char *name,
+                                    int64_t *counter) {
+    return rt_state_dict_push(sd, prefix, name, (rt_state_entry){.kind = RT_ENTRY_COUNTER, .counter = counter});
+}
+
+int rt_state_dict_num_params(const rt_state_dict *sd) {
+    int n = 0;
+    for (int i = 0; i < sd->n; i++) n += sd->entries[i].kind == RT_ENTRY_PARAM;
+    return n;
+}
+
+int64_t rt_state_dict_num_param_elements(const rt_state_dict *sd) {
+    int64_t n = 0;
+    for (int i = 0; i < sd->n; i++)
+        if (sd->entries[i].kind == RT_ENTRY_PARAM) n += rt_tensor_numel(sd->entries[i].tensor);
+    return n;
+}
+
+void rt_state_dict_params(const rt_state_dict *sd, rt_tensor **params) {
+    int k = 0;
+    for (int i = 0; i < sd->n; i++)
+        if (sd->entries[i].kind == RT_ENTRY_PARAM) params[k++] = sd->entries[i].tensor;
+}

@@ -1,0 +1,60 @@
+/* A model's named tensors, in registration order, with PyTorch's dotted
+ * names ("layer1.0.conv1.weight"): the torch.nn.Module.state_dict of revtorch.
+ * Parameters are trainable leaves (requires_grad, booked PARAM); buffers
+ * (running_mean, running_var) are booked PARAM too but never get gradients;
+ * counters (num_batches_tracked) are int64 values owned by their layer and
+ * exported as 0-d I64 tensors by the safetensors layer.
+ *
+ * Ownership: the state dict owns one reference to every tensor it holds;
+ * layers keep borrowed pointers into it, so destroy the model's layers and
+ * its state dict together. */
+#ifndef RT_NN_STATE_DICT_H
+#define RT_NN_STATE_DICT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+typedef enum rt_entry_kind { RT_ENTRY_PARAM = 0, RT_ENTRY_BUFFER, RT_ENTRY_COUNTER } rt_entry_kind;
+
+typedef struct rt_state_entry {
+    char *name;
+    rt_entry_kind kind;
+    rt_tensor *tensor; /* PARAM and BUFFER */
+    int64_t *counter;  /* COUNTER: points into the owning layer */
+} rt_state_entry;
+
+typedef struct rt_state_dict {
+    rt_state_entry *entries;
+    int n, cap;
+    rt_device device;      /* where new parameters are created (cpu or meta) */
+    rt_generator init_rng; /* parameter initialisation stream */
+} rt_state_dict;
+
+/* New empty state dict creating parameters on `device`, initialised from
+ * Philox stream `seed`. NULL + RT_ERR_OOM on allocation failure. */
+rt_state_dict *rt_state_dict_create(rt_device device, uint64_t seed);
+void rt_state_dict_destroy(rt_state_dict *sd);
+
+/* Creates a zeroed f32 tensor of `shape` booked PARAM, registers it under
+ * prefix + "." + name (prefix may be "" for top level), and returns it
+ * (borrowed; owned by sd) through *out. PARAM entries require grad. Errors:
+ * RT_ERR_INVALID_ARG for a duplicate name, RT_ERR_OOM. */
+rt_status rt_state_dict_add(rt_state_dict *sd, const char *prefix, const char *name, rt_entry_kind kind,
+                            int ndim, const int64_t *shape, rt_tensor **out);
+/* Registers an int64 counter living in a layer (num_batches_tracked). */
+rt_status rt_state_dict_add_counter(rt_state_dict *sd, const char *prefix, const char *name,
+                                    int64_t *counter);
+
+/* Entry by exact name, or NULL. */
+rt_state_entry *rt_state_dict_find(rt_state_dict *sd, const char *name);
+/* Number of trainable parameters and their elements. */
+int rt_state_dict_num_params(const rt_state_dict *sd);
+int64_t rt_state_dict_num_param_elements(const rt_state_dict *sd);
+/* Fills params[0..num_params-1] (borrowed pointers) in registration order;
+ * the array must hold rt_state_dict_num_params entries. */
+void rt_state_dict_params(const rt_state_dict *sd, rt_tensor **params);
+
+#endif

@@ -1,0 +1,137 @@
+/* Batch normalisation op (torch.nn.functional.batch_norm) over the oneDNN
+ * kernels in kernels/norm.h; eval-mode backward is a plain loop. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/norm.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+typedef struct rt_bn_ctx {
+    rt_bn_shape s;
+    bool training;
+} rt_bn_ctx;
+
+/* Eval mode is an affine map per channel: y = (x - rm)·w/σ + b, σ = sqrt(rv + eps). */
+static rt_status rt_bn_backward_eval(const rt_bn_ctx *c, rt_tensor *x, rt_tensor *w, rt_tensor *rm,
+                                     rt_tensor *rv, rt_tensor *dy, rt_tensor *dx, rt_tensor *dw,
+                                     rt_tensor *db) {
+    const rt_bn_shape *s = &c->s;
+    const float *xp = rt_tensor_f32(x), *g = rt_tensor_f32(dy);
+    for (int64_t ch = 0; ch < s->c; ch++) {
+        float inv = 1.0f / sqrtf(rt_tensor_f32(rv)[ch] + s->eps), mean = rt_tensor_f32(rm)[ch];
+        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        for (int64_t n = 0; n < s->n; n++) {
+            int64_t base = (n * s->c + ch) * s->spatial;
+            for (int64_t i = 0; i < s->spatial; i++) {
+                sum_dy += g[base + i];
+                sum_dy_xhat += (double)g[base + i] * (xp[base + i] - mean) * inv;
+                if (dx) rt_tensor_f32(dx)[base + i] = g[base + i] * rt_tensor_f32(w)[ch] * inv;
+            }
+        }
+        if (dw) rt_tensor_f32(dw)[ch] = (float)sum_dy_xhat;
+        if (db) rt_tensor_f32(db)[ch] = (float)sum_dy;
+    }
+    return RT_OK;
+}
+
+static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_bn_ctx *c = self->ctx;
+    rt_tensor *x, *w, *a, *b, *dy = grad_out[0];
+    RT_SAVED(self, 0, x);
+    RT_SAVED(self, 1, w);
+    RT_SAVED(self, 2, a); /* training: batch mean; eval: running_mean */
+    RT_SAVED(self, 3, b); /* training: batch variance; eval: running_var */
+    rt_tensor *dx = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
+    rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);
+    rt_status st = (dx && dw && db) ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK && rt_op_compute(dy)) {
+        if (c->training)
+            st = rt_kernel_batchnorm_backward(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(a),
+                                              rt_tensor_f32(b), rt_tensor_f32(w), rt_tensor_f32(dx),
+                                              rt_tensor_f32(dw), rt_tensor_f32(db));
+        else
+            st = rt_bn_backward_eval(c, x, w, a, b, dy, dx, dw, db);
+    }
+    if (st == RT_OK) {
+        if (rt_node_needs_grad(self, 0)) grad_in[0] = rt_tensor_retain(dx);
+        if (rt_node_needs_grad(self, 1)) grad_in[1] = rt_tensor_retain(dw);
+        if (rt_node_needs_grad(self, 2)) grad_in[2] = rt_tensor_retain(db);
+    }
+    rt_tensor_release(dx);
+    rt_tensor_release(dw);
+    rt_tensor_release(db);
+    return st;
+}
+
+/* running = (1-m)·running + m·batch, with the unbiased variance (PyTorch). */
+static void rt_bn_update_running(const rt_bn_shape *s, float momentum, const float *mean,
+                                 const float *var, rt_tensor *running_mean, rt_tensor *running_var) {
+    double count = (double)s->n * (double)s->spatial;
+    double unbias = count > 1 ? count / (count - 1) : 1.0;
+    float *rm = rt_tensor_f32(running_mean), *rv = rt_tensor_f32(running_var);
+    for (int64_t ch = 0; ch < s->c; ch++) {
+        rm[ch] = (1.0f - momentum) * rm[ch] + momentum * mean[ch];
+        rv[ch] = (1.0f - momentum) * rv[ch] + momentum * (float)(var[ch] * unbias);
+    }
+}
+
+rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_tensor *running_mean,
+                        rt_tensor *running_var, int64_t *num_batches_tracked, bool training,
+                        float momentum, float eps, rt_tensor **out) {
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(x, "batch_norm", "input"));
+    RT_TRY(rt_op_check_f32(weight, "batch_norm", "weight"));
+    RT_TRY(rt_op_check_f32(bias, "batch_norm", "bias"));
+    RT_TRY(rt_op_check_f32(running_mean, "batch_norm", "running_mean"));
+    RT_TRY(rt_op_check_f32(running_var, "batch_norm", "running_var"));
+    char a[64];
+    if (x->ndim < 2)
+        return rt_error_set(RT_ERR_SHAPE, "batch_norm: expected input (N, C, ...), got %s",
+                            rt_tensor_shape_str(x, a, sizeof a));
+    rt_bn_ctx c = {.s = {.n = x->shape[0], .c = x->shape[1], .spatial = 1, .eps = eps}, .training = training};
+    for (int i = 2; i < x->ndim; i++) c.s.spatial *= x->shape[i];
+    const rt_tensor *per_channel[4] = {weight, bias, running_mean, running_var};
+    for (int i = 0; i < 4; i++)
+        if (per_channel[i]->ndim != 1 || per_channel[i]->shape[0] != c.s.c)
+            return rt_error_set(RT_ERR_SHAPE, "batch_norm: weight, bias, running_mean and running_var "
+                                "must be (%lld) for input %s", (long long)c.s.c,
+                                rt_tensor_shape_str(x, a, sizeof a));
+    if (training && c.s.n * c.s.spatial <= 1)
+        return rt_error_set(RT_ERR_SHAPE, "batch_norm: expected more than 1 value per channel when "
+                            "training, got input %s; use a larger batch or eval mode",
+                            rt_tensor_shape_str(x, a, sizeof a));
+
+    rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *mean = training ? rt_tensor_empty_like(running_mean, RT_MEM_TEMP) : NULL;
+    rt_tensor *var = training ? rt_tensor_empty_like(running_var, RT_MEM_TEMP) : NULL;
+    rt_status st = (y && (!training || (mean && var))) ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK && rt_op_compute(x)) {
+        if (training) {
+            st = rt_kernel_batchnorm_forward_train(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
+                                                   rt_tensor_f32(bias), rt_tensor_f32(y),
+                                                   rt_tensor_f32(mean), rt_tensor_f32(var));
+            if (st == RT_OK && !rt_recompute_is_active())
+                rt_bn_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
+                                     running_mean, running_var);
+        } else {
+            st = rt_kernel_batchnorm_forward_eval(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
+                                                  rt_tensor_f32(bias), rt_tensor_f32(running_mean),
+                                                  rt_tensor_f32(running_var), rt_tensor_f32(y));
+        }
+    }
+    if (st == RT_OK && training && num_batches_tracked && !rt_recompute_is_active())
+        (*num_batches_tracked)++;
+    rt_node *node = NULL;
+    rt_tensor *inputs[3] = {x, weight, bias};
+    if (st == RT_OK) st = rt_node_create("batch_norm", 3, inputs, 1, rt_bn_backward, sizeof c, &node);
+    if (st == RT_OK && node) {
+        memcpy(node->ctx, &c, sizeof c);
+        rt_tensor *keep[4] = {x, weight, training ? mean : running_mean, training ? var : running_var};
+        for (int i = 0; i < 4 && st == RT_OK; i++) st = rt_node_save(node, keep[i], NULL);
+    }
+    rt_tensor_release(mean);
+    rt_tensor_release(var);
+    return rt_op_return(st, node, y, out);
+}

@@ -1,0 +1,66 @@
+/* Elementwise add, subtract and scalar multiply (kernels/vec.h loops). */
+#include "kernels/vec.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+typedef struct rt_scale_ctx {
+    float scale_a, scale_b; /* gradient factor for each input (add: 1,1; sub: 1,-1) */
+} rt_scale_ctx;
+
+/* Gradient of a·x or a·x + b·y: each input gets its factor times dy; a
+ * factor of 1 passes dy itself (the engine copies before summing into it). */
+static rt_status rt_linear_combo_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_scale_ctx *c = self->ctx;
+    rt_tensor *dy = grad_out[0];
+    const float f[2] = {c->scale_a, c->scale_b};
+    for (int i = 0; i < self->n_inputs; i++) {
+        if (!rt_node_needs_grad(self, i)) continue;
+        if (f[i] == 1.0f) {
+            grad_in[i] = rt_tensor_retain(dy);
+            continue;
+        }
+        if (!(grad_in[i] = rt_tensor_empty_like(dy, RT_MEM_TEMP))) return RT_ERR_OOM;
+        if (rt_op_compute(dy))
+            rt_vec_scale(rt_tensor_numel(dy), f[i], rt_tensor_f32(dy), rt_tensor_f32(grad_in[i]));
+    }
+    return RT_OK;
+}
+
+static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, const char *op, rt_tensor **out) {
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(a, op, "first input"));
+    RT_TRY(rt_op_check_f32(b, op, "second input"));
+    RT_TRY(rt_op_check_device(a, b, op));
+    if (!rt_tensor_same_shape(a, b)) {
+        char sa[64], sb[64];
+        return rt_error_set(RT_ERR_SHAPE, "%s: shapes %s and %s differ (no broadcasting)", op,
+                            rt_tensor_shape_str(a, sa, sizeof sa), rt_tensor_shape_str(b, sb, sizeof sb));
+    }
+    rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
+    if (!y) return RT_ERR_OOM;
+    if (rt_op_compute(a)) {
+        if (sign_b > 0) rt_vec_add(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(b), rt_tensor_f32(y));
+        else rt_vec_sub(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(b), rt_tensor_f32(y));
+    }
+    rt_node *node = NULL;
+    rt_tensor *inputs[2] = {a, b};
+    rt_status st = rt_node_create(op, 2, inputs, 1, rt_linear_combo_backward, sizeof(rt_scale_ctx), &node);
+    if (st == RT_OK && node) *(rt_scale_ctx *)node->ctx = (rt_scale_ctx){1.0f, sign_b};
+    return rt_op_return(st, node, y, out);
+}
+
+rt_status rt_add(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary(a, b, 1.0f, "add", out); }
+
+rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary(a, b, -1.0f, "sub", out); }
+
+rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out) {
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(x, "mul_scalar", "input"));
+    rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    if (!y) return RT_ERR_OOM;
+    if (rt_op_compute(x)) rt_vec_scale(rt_tensor_numel(x), scale, rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_node *node = NULL;
+    rt_status st = rt_node_create("mul_scalar", 1, &x, 1, rt_linear_combo_backward, sizeof(rt_scale_ctx), &node);
+    if (st == RT_OK && node) *(rt_scale_ctx *)node->ctx = (rt_scale_ctx){scale, 0.0f};
+    return rt_op_return(st, node, y, out);
+}

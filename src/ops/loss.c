@@ -1,0 +1,127 @@
+/* Loss functions: cross-entropy with logits (optional label smoothing) and MSE. */
+#include <math.h>
+
+#include "kernels/vec.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+typedef struct rt_ce_ctx {
+    float smoothing;
+} rt_ce_ctx;
+
+/* dlogits = g/N · (softmax - q), q = (1-ε)·onehot(target) + ε/C. */
+static rt_status rt_ce_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_ce_ctx *c = self->ctx;
+    rt_tensor *prob, *target, *dy = grad_out[0];
+    RT_SAVED(self, 0, prob);
+    RT_SAVED(self, 1, target);
+    if (!(grad_in[0] = rt_tensor_empty_like(prob, RT_MEM_TEMP))) return RT_ERR_OOM;
+    if (!rt_op_compute(dy)) return RT_OK;
+    int64_t n = prob->shape[0], k = prob->shape[1];
+    float g = rt_tensor_f32(dy)[0] / (float)n, eps_k = c->smoothing / (float)k;
+    const float *p = rt_tensor_f32(prob);
+    const int32_t *t = rt_tensor_data(target);
+    float *d = rt_tensor_f32(grad_in[0]);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < k; j++) {
+            float q = eps_k + (j == t[i] ? 1.0f - c->smoothing : 0.0f);
+            d[i * k + j] = g * (p[i * k + j] - q);
+        }
+    return RT_OK;
+}
+
+rt_status rt_cross_entropy(rt_tensor *logits, rt_tensor *target, float label_smoothing, rt_tensor **out) {
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(logits, "cross_entropy", "logits"));
+    RT_TRY(rt_op_check_device(logits, target, "cross_entropy"));
+    char a[64], b[64];
+    if (!target || target->dtype != RT_I32)
+        return rt_error_set(RT_ERR_DTYPE, "cross_entropy: target must be int32 class indices");
+    if (logits->ndim != 2 || target->ndim != 1 || target->shape[0] != logits->shape[0])
+        return rt_error_set(RT_ERR_SHAPE, "cross_entropy: expected logits (N, C) and target (N), got %s and %s",
+                            rt_tensor_shape_str(logits, a, sizeof a), rt_tensor_shape_str(target, b, sizeof b));
+    if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f))
+        return rt_error_set(RT_ERR_INVALID_ARG, "cross_entropy: label_smoothing must be in [0, 1], got %g",
+                            label_smoothing);
+    int64_t n = logits->shape[0], k = logits->shape[1];
+    rt_tensor *prob = rt_tensor_empty_like(logits, RT_MEM_TEMP);
+    rt_tensor *y = rt_op_new(logits, 0, NULL);
+    rt_status st = (prob && y) ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK && rt_op_compute(logits)) {
+        const float *z = rt_tensor_f32(logits);
+        const int32_t *t = rt_tensor_data(target);
+        float *p = rt_tensor_f32(prob);
+        double total = 0.0;
+        for (int64_t i = 0; i < n && st == RT_OK; i++) {
+            if (t[i] < 0 || t[i] >= k) {
+                st = rt_error_set(RT_ERR_INVALID_ARG, "cross_entropy: target[%lld] = %d is outside [0, %lld)",
+                                  (long long)i, t[i], (long long)k);
+                break;
+            }
+            const float *zi = z + i * k;
+            float m = zi[0];
+            for (int64_t j = 1; j < k; j++) m = zi[j] > m ? zi[j] : m;
+            double sum = 0.0;
+            for (int64_t j = 0; j < k; j++) sum += exp((double)(zi[j] - m));
+            double lse = m + log(sum), sum_logp = 0.0;
+            for (int64_t j = 0; j < k; j++) {
+                p[i * k + j] = (float)exp(zi[j] - lse);
+                sum_logp += zi[j] - lse;
+            }
+            double nll = lse - zi[t[i]];
+            total += (1.0 - label_smoothing) * nll - label_smoothing * sum_logp / (double)k;
+        }
+        rt_tensor_f32(y)[0] = (float)(total / (double)n);
+    }
+    rt_node *node = NULL;
+    if (st == RT_OK) st = rt_node_create("cross_entropy", 1, &logits, 1, rt_ce_backward, sizeof(rt_ce_ctx), &node);
+    if (st == RT_OK && node) {
+        ((rt_ce_ctx *)node->ctx)->smoothing = label_smoothing;
+        st = rt_node_save(node, prob, NULL);
+        if (st == RT_OK) st = rt_node_save(node, target, NULL);
+    }
+    rt_tensor_release(prob);
+    return rt_op_return(st, node, y, out);
+}
+
+/* d/dx = 2·(x - t)·g/n and d/dt = -d/dx. */
+static rt_status rt_mse_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rt_tensor *diff, *dy = grad_out[0];
+    RT_SAVED(self, 0, diff);
+    float scale = 0.0f;
+    if (rt_op_compute(dy)) scale = 2.0f * rt_tensor_f32(dy)[0] / (float)rt_tensor_numel(diff);
+    for (int i = 0; i < 2; i++) {
+        if (!rt_node_needs_grad(self, i)) continue;
+        if (!(grad_in[i] = rt_tensor_empty_like(diff, RT_MEM_TEMP))) return RT_ERR_OOM;
+        if (rt_op_compute(dy))
+            rt_vec_scale(rt_tensor_numel(diff), i ? -scale : scale, rt_tensor_f32(diff),
+                         rt_tensor_f32(grad_in[i]));
+    }
+    return RT_OK;
+}
+
+rt_status rt_mse_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out) {
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(x, "mse_loss", "input"));
+    RT_TRY(rt_op_check_f32(target, "mse_loss", "target"));
+    RT_TRY(rt_op_check_device(x, target, "mse_loss"));
+    if (!rt_tensor_same_shape(x, target)) {
+        char a[64], b[64];
+        return rt_error_set(RT_ERR_SHAPE, "mse_loss: input %s and target %s differ in shape",
+                            rt_tensor_shape_str(x, a, sizeof a), rt_tensor_shape_str(target, b, sizeof b));
+    }
+    rt_tensor *diff = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *y = rt_op_new(x, 0, NULL);
+    rt_status st = (diff && y) ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK && rt_op_compute(x)) {
+        int64_t n = rt_tensor_numel(x);
+        rt_vec_sub(n, rt_tensor_f32(x), rt_tensor_f32(target), rt_tensor_f32(diff));
+        rt_tensor_f32(y)[0] = (float)(rt_vec_sumsq(n, rt_tensor_f32(diff)) / (double)n);
+    }
+    rt_node *node = NULL;
+    rt_tensor *inputs[2] = {x, target};
+    if (st == RT_OK) st = rt_node_create("mse_loss", 2, inputs, 1, rt_mse_backward, 0, &node);
+    if (st == RT_OK && node) st = rt_node_save(node, diff, NULL);
+    rt_tensor_release(diff);
+    return rt_op_return(st, node, y, out);
+}

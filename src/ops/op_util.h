@@ -1,0 +1,49 @@
+/* Internal helpers shared by the op implementations (not installed). */
+#ifndef RT_OPS_OP_UTIL_H
+#define RT_OPS_OP_UTIL_H
+
+#include "autograd/node.h"
+#include "core/tensor.h"
+
+/* RT_ERR_DTYPE unless t is float32; RT_ERR_INVALID_ARG when t is NULL. */
+static inline rt_status rt_op_check_f32(const rt_tensor *t, const char *op, const char *arg) {
+    if (!t) return rt_error_set(RT_ERR_INVALID_ARG, "%s: %s is NULL", op, arg);
+    if (t->dtype != RT_F32)
+        return rt_error_set(RT_ERR_DTYPE, "%s: %s must be float32, got %s (convert with rt_tensor_to)",
+                            op, arg, rt_dtype_str(t->dtype));
+    return RT_OK;
+}
+
+/* RT_ERR_INVALID_ARG when a and b live on different devices. */
+static inline rt_status rt_op_check_device(const rt_tensor *a, const rt_tensor *b, const char *op) {
+    if (b && a->device != b->device)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: tensors are on different devices (cpu and meta)", op);
+    return RT_OK;
+}
+
+/* A new f32 activation (TEMP) of `shape` on like's device; NULL + message on failure. */
+static inline rt_tensor *rt_op_new(const rt_tensor *like, int ndim, const int64_t *shape) {
+    return rt_tensor_create(ndim, shape, RT_F32, like->device, RT_MEM_TEMP);
+}
+
+/* Shortcut for "this op computes nothing on meta tensors". */
+static inline int rt_op_compute(const rt_tensor *t) { return !rt_tensor_is_meta(t); }
+
+/* Fetches saved slot i into local `var`, returning the error from the
+ * enclosing backward when the graph was released. */
+#define RT_SAVED(node, i, var) RT_TRY(rt_node_saved((node), (i), &(var)))
+
+/* Ends a single-output op: on success attaches y to node (if any) and hands
+ * y to *out; on failure releases y. Always drops the creator's node reference. */
+static inline rt_status rt_op_return(rt_status st, rt_node *node, rt_tensor *y, rt_tensor **out) {
+    if (st == RT_OK) rt_node_set_output(node, y, 0);
+    rt_node_release(node);
+    if (st != RT_OK) {
+        rt_tensor_release(y);
+        return st;
+    }
+    *out = y;
+    return RT_OK;
+}
+
+#endif

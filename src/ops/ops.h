@@ -1,0 +1,108 @@
+/* Differentiable functional ops (torch.nn.functional counterparts).
+ *
+ * Conventions for every op:
+ * - inputs are borrowed; *out receives a new reference (release it);
+ * - activations are float32, contiguous NCHW (2-D ops) or NCDHW (3-D);
+ * - outputs are booked TEMP; what backward keeps is stored through
+ *   rt_node_save and booked SAVED (listed per op under "saves");
+ * - on meta tensors only shapes and memory are computed;
+ * - with grad mode on and an input requiring grad, the output gets a grad_fn;
+ * - errors: RT_ERR_INVALID_ARG (NULL, bad option), RT_ERR_DTYPE (not f32),
+ *   RT_ERR_SHAPE (shapes do not fit; the message gives both shapes),
+ *   RT_ERR_OOM, RT_ERR_BACKEND (oneDNN refused). */
+#ifndef RT_OPS_OPS_H
+#define RT_OPS_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+/* Convolution options; zero fields take PyTorch's defaults (stride 1,
+ * padding 0, dilation 1, groups 1). Index 0 is the outermost spatial dim
+ * (H for 2-D, D for 3-D). */
+typedef struct rt_conv_opts {
+    int64_t stride[3];
+    int64_t padding[3];
+    int64_t dilation[3];
+    int64_t groups;
+} rt_conv_opts;
+
+/* torch.nn.functional.conv2d / conv3d: x (N, C, [D,] H, W), weight
+ * (OC, C/groups, [kD,] kH, kW), bias (OC) or NULL → (N, OC, [oD,] oH, oW),
+ * o = floor((i + 2p - dilation*(k-1) - 1) / stride) + 1. oneDNN kernels.
+ * Saves: x (and the weight, a parameter, not booked SAVED). */
+rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_conv_opts *opts,
+                  rt_tensor **out);
+
+/* torch.nn.functional.linear: x (N, in), weight (out, in), bias (out) or
+ * NULL → (N, out) = x·weightᵀ + bias (OpenBLAS sgemm). Saves: x. */
+rt_status rt_linear(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_tensor **out);
+
+/* torch.nn.functional.batch_norm on (N, C, ...) with weight, bias, running_mean,
+ * running_var all (C). Training: normalises with the batch mean and biased
+ * variance, then (unless recomputing, autograd/node.h) updates
+ * running = (1-momentum)·running + momentum·batch with the unbiased variance
+ * and increments *num_batches_tracked (may be NULL). Eval: uses the running
+ * statistics. Saves (training): x, batch mean and variance (2·C floats);
+ * (eval): x. */
+rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_tensor *running_mean,
+                        rt_tensor *running_var, int64_t *num_batches_tracked, bool training,
+                        float momentum, float eps, rt_tensor **out);
+
+/* torch.relu / torch.nn.functional.leaky_relu (negative_slope >= 0); any shape.
+ * Saves: the output y (backward needs only its sign, as PyTorch's relu). */
+rt_status rt_relu(rt_tensor *x, rt_tensor **out);
+rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out);
+
+/* Pooling options; zero stride means stride = kernel (PyTorch's default). */
+typedef struct rt_pool_opts {
+    int64_t kernel[3];
+    int64_t stride[3];
+    int64_t padding[3];
+} rt_pool_opts;
+
+/* torch.nn.functional.max_pool2d/3d (floor mode, padding counts as -inf).
+ * Saves: oneDNN's workspace of arg-max positions (u8 buffer, booked SAVED). */
+rt_status rt_max_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out);
+/* torch.nn.functional.avg_pool2d/3d with count_include_pad=True. Saves nothing. */
+rt_status rt_avg_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out);
+/* torch.nn.functional.adaptive_avg_pool2d(x, 1) (and 3-D): (N, C, ...) → (N, C, 1, 1[, 1]).
+ * Saves nothing. */
+rt_status rt_adaptive_avg_pool_1(rt_tensor *x, rt_tensor **out);
+
+/* a + b (same shape; torch.add without broadcasting). Saves nothing. */
+rt_status rt_add(rt_tensor *a, rt_tensor *b, rt_tensor **out);
+/* a - b (same shape). Saves nothing. */
+rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out);
+/* scale · x. Saves nothing. */
+rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out);
+
+/* torch.cat(xs, dim=1): n tensors equal in every dim but 1. Saves nothing. */
+rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out);
+/* torch.split(x, sizes, dim=1): n outputs with sizes[i] channels each
+ * (sum = C). outs[i] are new references. Saves nothing. */
+rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor **outs);
+/* torch.reshape: same numel; the output shares x's storage. Saves nothing. */
+rt_status rt_reshape(rt_tensor *x, int ndim, const int64_t *shape, rt_tensor **out);
+/* torch.flatten(x, 1): (N, ...) → (N, prod(...)). Shares storage. */
+rt_status rt_flatten(rt_tensor *x, rt_tensor **out);
+
+/* torch.nn.functional.dropout: in training each element is zeroed with
+ * probability p and survivors scaled by 1/(1-p); the mask comes from this
+ * thread's Philox generator (core/rng.h) and only (seed, offset) is kept, so
+ * backward and recompute rebuild it exactly. Eval or p == 0: returns x itself
+ * (a new reference). Saves nothing (the mask is regenerated). */
+rt_status rt_dropout(rt_tensor *x, float p, bool training, rt_tensor **out);
+
+/* torch.nn.functional.cross_entropy(logits, target, label_smoothing=ε),
+ * mean reduction: logits (N, C) f32, target (N) i32 class indices in [0, C)
+ * (out of range → RT_ERR_INVALID_ARG naming the sample). Output: 0-d scalar.
+ * Saves: softmax probabilities (N, C) and the target. */
+rt_status rt_cross_entropy(rt_tensor *logits, rt_tensor *target, float label_smoothing,
+                           rt_tensor **out);
+/* torch.nn.functional.mse_loss, mean reduction: x and target same shape.
+ * Output: 0-d scalar. Saves: x - target. */
+rt_status rt_mse_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out);
+
+#endif

@@ -1,0 +1,173 @@
+/* Channel concat/split and reshape/flatten. Concat and split copy (a channel
+ * slice of an NCHW batch is not contiguous); reshape shares storage. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+/* Channel sizes of the pieces, kept for backward (variable length). */
+typedef struct rt_split_ctx {
+    int n;
+    int64_t sizes[];
+} rt_split_ctx;
+
+/* Bytes of one sample's `c` channels: c · prod(spatial) floats. */
+static int64_t rt_inner(const rt_tensor *t) {
+    int64_t inner = 1;
+    for (int i = 2; i < t->ndim; i++) inner *= t->shape[i];
+    return inner;
+}
+
+/* Copies pieces into / out of one tensor along dim 1. to_whole: pieces → whole. */
+static void rt_channel_copy(rt_tensor *whole, int n, rt_tensor *const *pieces, const int64_t *sizes,
+                            int to_whole) {
+    int64_t inner = rt_inner(whole), batch = whole->shape[0], cw = whole->shape[1];
+    float *wp = rt_tensor_f32(whole);
+    for (int64_t b = 0; b < batch; b++) {
+        int64_t off = 0;
+        for (int i = 0; i < n; i++) {
+            float *w = wp + (b * cw + off) * inner;
+            if (pieces[i]) {
+                float *p = rt_tensor_f32(pieces[i]) + b * sizes[i] * inner;
+                size_t bytes = (size_t)(sizes[i] * inner) * sizeof(float);
+                if (to_whole) memcpy(w, p, bytes); else memcpy(p, w, bytes);
+            } else if (to_whole) {
+                memset(w, 0, (size_t)(sizes[i] * inner) * sizeof(float));
+            }
+            off += sizes[i];
+        }
+    }
+}
+
+static rt_status rt_cat_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_split_ctx *c = self->ctx;
+    rt_tensor *dy = grad_out[0];
+    for (int i = 0; i < c->n; i++) {
+        int64_t shape[5];
+        memcpy(shape, dy->shape, sizeof shape);
+        shape[1] = c->sizes[i];
+        if (!(grad_in[i] = rt_tensor_create(dy->ndim, shape, RT_F32, dy->device, RT_MEM_TEMP)))
+            return RT_ERR_OOM;
+    }
+    if (rt_op_compute(dy)) rt_channel_copy(dy, c->n, grad_in, c->sizes, 0);
+    return RT_OK;
+}
+
+rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out) {
+    *out = NULL;
+    if (n < 1) return rt_error_set(RT_ERR_INVALID_ARG, "cat: need at least one tensor");
+    int64_t shape[5];
+    char a[64], b[64];
+    for (int i = 0; i < n; i++) {
+        RT_TRY(rt_op_check_f32(xs[i], "cat", "input"));
+        RT_TRY(rt_op_check_device(xs[0], xs[i], "cat"));
+        bool ok = xs[i]->ndim == xs[0]->ndim && xs[i]->ndim >= 2;
+        for (int d = 0; ok && d < xs[0]->ndim; d++) ok = d == 1 || xs[i]->shape[d] == xs[0]->shape[d];
+        if (!ok)
+            return rt_error_set(RT_ERR_SHAPE, "cat: tensors must match in every dimension but 1, got %s and %s",
+                                rt_tensor_shape_str(xs[0], a, sizeof a), rt_tensor_shape_str(xs[i], b, sizeof b));
+    }
+    rt_split_ctx *c = malloc(sizeof *c + (size_t)n * sizeof(int64_t));
+    if (!c) return rt_error_set(RT_ERR_OOM, "out of memory in cat");
+    c->n = n;
+    memcpy(shape, xs[0]->shape, sizeof shape);
+    shape[1] = 0;
+    for (int i = 0; i < n; i++) shape[1] += (c->sizes[i] = xs[i]->shape[1]);
+    rt_tensor *y = rt_op_new(xs[0], xs[0]->ndim, shape);
+    if (!y) {
+        free(c);
+        return RT_ERR_OOM;
+    }
+    if (rt_op_compute(y)) rt_channel_copy(y, n, xs, c->sizes, 1);
+    rt_node *node = NULL;
+    rt_status st = rt_node_create("cat", n, xs, 1, rt_cat_backward, 0, &node);
+    if (node) node->ctx = c; else free(c);
+    return rt_op_return(st, node, y, out);
+}
+
+static rt_status rt_split_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_split_ctx *c = self->ctx;
+    rt_tensor *any = NULL;
+    for (int i = 0; i < c->n && !any; i++) any = grad_out[i];
+    int64_t shape[5];
+    memcpy(shape, any->shape, sizeof shape);
+    shape[1] = 0;
+    for (int i = 0; i < c->n; i++) shape[1] += c->sizes[i];
+    if (!(grad_in[0] = rt_tensor_create(any->ndim, shape, RT_F32, any->device, RT_MEM_TEMP)))
+        return RT_ERR_OOM;
+    if (rt_op_compute(any)) rt_channel_copy(grad_in[0], c->n, grad_out, c->sizes, 1);
+    return RT_OK;
+}
+
+rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor **outs) {
+    for (int i = 0; i < n; i++) outs[i] = NULL;
+    RT_TRY(rt_op_check_f32(x, "split", "input"));
+    char a[64];
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += sizes[i] > 0 ? sizes[i] : -1000000;
+    if (n < 1 || x->ndim < 2 || total != x->shape[1])
+        return rt_error_set(RT_ERR_SHAPE, "split: %d positive sizes must add up to the %lld channels "
+                            "of input %s", n, x->ndim >= 2 ? (long long)x->shape[1] : 0LL,
+                            rt_tensor_shape_str(x, a, sizeof a));
+    rt_split_ctx *c = malloc(sizeof *c + (size_t)n * sizeof(int64_t));
+    if (!c) return rt_error_set(RT_ERR_OOM, "out of memory in split");
+    c->n = n;
+    memcpy(c->sizes, sizes, (size_t)n * sizeof(int64_t));
+    rt_status st = RT_OK;
+    for (int i = 0; i < n && st == RT_OK; i++) {
+        int64_t shape[5];
+        memcpy(shape, x->shape, sizeof shape);
+        shape[1] = sizes[i];
+        if (!(outs[i] = rt_op_new(x, x->ndim, shape))) st = RT_ERR_OOM;
+    }
+    if (st == RT_OK && rt_op_compute(x)) rt_channel_copy(x, n, outs, sizes, 0);
+    rt_node *node = NULL;
+    if (st == RT_OK) st = rt_node_create("split", 1, &x, n, rt_split_backward, 0, &node);
+    if (node) {
+        node->ctx = c;
+        for (int i = 0; i < n; i++) rt_node_set_output(node, outs[i], i);
+        rt_node_release(node);
+    } else {
+        free(c);
+    }
+    if (st != RT_OK)
+        for (int i = 0; i < n; i++) {
+            rt_tensor_release(outs[i]);
+            outs[i] = NULL;
+        }
+    return st;
+}
+
+typedef struct rt_reshape_ctx {
+    int ndim;
+    int64_t shape[5];
+} rt_reshape_ctx;
+
+static rt_status rt_reshape_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_reshape_ctx *c = self->ctx;
+    grad_in[0] = rt_tensor_view(grad_out[0], c->ndim, c->shape);
+    return grad_in[0] ? RT_OK : RT_ERR_OOM;
+}
+
+rt_status rt_reshape(rt_tensor *x, int ndim, const int64_t *shape, rt_tensor **out) {
+    *out = NULL;
+    rt_tensor *y = rt_tensor_view(x, ndim, shape);
+    if (!y) return RT_ERR_SHAPE;
+    rt_node *node = NULL;
+    rt_status st = rt_node_create("reshape", 1, &x, 1, rt_reshape_backward, sizeof(rt_reshape_ctx), &node);
+    if (st == RT_OK && node) {
+        rt_reshape_ctx *c = node->ctx;
+        c->ndim = x->ndim;
+        memcpy(c->shape, x->shape, sizeof c->shape);
+    }
+    return rt_op_return(st, node, y, out);
+}
+
+rt_status rt_flatten(rt_tensor *x, rt_tensor **out) {
+    *out = NULL;
+    if (x->ndim < 1)
+        return rt_error_set(RT_ERR_SHAPE, "flatten: a 0-d tensor has no batch dimension");
+    int64_t shape[2] = {x->shape[0], x->shape[0] ? rt_tensor_numel(x) / x->shape[0] : 0};
+    return rt_reshape(x, 2, shape, out);
+}

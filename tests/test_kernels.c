@@ -1,0 +1,661 @@
+/* Tests for src/kernels: every oneDNN kernel against the plain reference
+ * (conv 2D/3D with stride, padding, dilation, groups, depthwise, bias; max and
+ * avg pooling; batchnorm train/eval/backward; (leaky) ReLU), sgemm against a
+ * naive loop, the primitive cache (a repeated shape creates nothing), the
+ * TEMP accounting (back to zero after every call), and argument errors.
+ * Tolerance: max|a-b| <= 1e-4 * max(1, max|ref|). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "kernels/blas.h"
+#include "kernels/cache.h"
+#include "kernels/conv.h"
+#include "kernels/eltwise.h"
+#include "kernels/norm.h"
+#include "kernels/pool.h"
+#include "kernels/reference.h"
+#include "kernels/threads.h"
+#include "rt_test.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Test buffers (plain calloc, so TEMP accounting sees only the kernels).
+ * Freed together by tb_free_all at the end of a test (and at the start of
+ * the next one, should a CHECK have returned early). */
+#define TB_MAX 256
+static void *tb_ptrs[TB_MAX];
+static int tb_n;
+
+static void tb_free_all(void) {
+    for (int i = 0; i < tb_n; i++) free(tb_ptrs[i]);
+    tb_n = 0;
+}
+
+static float *tb(int64_t n) {
+    if (tb_n == TB_MAX) return NULL;
+    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    tb_ptrs[tb_n++] = p;
+    return p;
+}
+
+/* Deterministic LCG (Knuth MMIX constants), uniform in [lo, hi). */
+static uint64_t lcg_state;
+static void lcg_seed(uint64_t s) { lcg_state = s * 2654435761ull + 1; }
+static float lcg_uniform(float lo, float hi) {
+    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+    double u = (double)(lcg_state >> 11) * (1.0 / 9007199254740992.0);
+    return lo + (float)u * (hi - lo);
+}
+static float *tb_rand(int64_t n, float lo, float hi) {
+    float *p = tb(n);
+    if (p)
+        for (int64_t i = 0; i < n; i++) p[i] = lcg_uniform(lo, hi);
+    return p;
+}
+
+/* max|a-b| <= 1e-4 * max(1, max|ref|); prints the worst element otherwise. */
+static int close_to(const float *a, const float *ref, int64_t n, const char *what) {
+    double maxref = 1.0, worst = 0.0;
+    int64_t wi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
+        double d = fabs((double)a[i] - (double)ref[i]);
+        if (!(d <= worst)) { /* also catches NaN */
+            worst = d;
+            wi = i;
+        }
+    }
+    if (worst <= 1e-4 * maxref) return 1;
+    fprintf(stderr, "  %s: max |diff| %.3g at %lld (got %.7g, ref %.7g), tol %.3g\n", what, worst,
+            (long long)wi, a[wi], ref[wi], 1e-4 * maxref);
+    return 0;
+}
+
+static int64_t temp_live(void) {
+    rt_memstats st;
+    rt_memstats_get(&st);
+    return st.live[RT_MEM_TEMP];
+}
+
+/* Runs a kernel call, checks RT_OK and that every TEMP byte was returned. */
+#define CHECK_KERNEL(expr)                                                               \
+    do {                                                                                 \
+        CHECK_OK(expr);                                                                  \
+        CHECK_EQ_INT(temp_live(), 0);                                                    \
+    } while (0)
+
+static int64_t prod3(const int64_t *v, int nsp) {
+    int64_t p = 1;
+    for (int i = 0; i < nsp; i++) p *= v[i];
+    return p;
+}
+
+/* ---- convolution ------------------------------------------------------ */
+
+static rt_conv_shape conv2(int64_t n, int64_t ci, int64_t co, int64_t g, int64_t h, int64_t w,
+                           int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                           int64_t dh, int64_t dw, int bias) {
+    rt_conv_shape s = {2, n, ci, co, g, {h, w, 0}, {kh, kw, 0}, {sh, sw, 0}, {ph, pw, 0},
+                       {dh, dw, 0}, bias};
+    return s;
+}
+
+static rt_conv_shape conv3(int64_t n, int64_t ci, int64_t co, int64_t g, const int64_t in[3],
+                           const int64_t k[3], const int64_t st[3], const int64_t pd[3],
+                           const int64_t dl[3], int bias) {
+    rt_conv_shape s = {3, n, ci, co, g, {in[0], in[1], in[2]}, {k[0], k[1], k[2]},
+                       {st[0], st[1], st[2]}, {pd[0], pd[1], pd[2]}, {dl[0], dl[1], dl[2]}, bias};
+    return s;
+}
+
+/* Forward, backward-data and backward-weights (with and without db) vs the
+ * reference; returns 1 on success. */
+static int conv_case(const rt_conv_shape *s, uint64_t seed) {
+    int64_t out[3];
+    if (rt_conv_shape_check(s, out) != RT_OK) {
+        fprintf(stderr, "  bad test shape: %s\n", rt_error_last());
+        return 0;
+    }
+    tb_free_all();
+    lcg_seed(seed);
+    int64_t nx = s->n * s->c_in * prod3(s->in, s->nsp);
+    int64_t ny = s->n * s->c_out * prod3(out, s->nsp);
+    int64_t nw = s->c_out * (s->c_in / s->groups) * prod3(s->k, s->nsp);
+    float *x = tb_rand(nx, -1, 1), *w = tb_rand(nw, -1, 1), *b = tb_rand(s->c_out, -1, 1);
+    float *dy = tb_rand(ny, -1, 1);
+    float *y = tb(ny), *yr = tb(ny), *dx = tb(nx), *dxr = tb(nx);
+    float *dw = tb(nw), *dwr = tb(nw), *db = tb(s->c_out), *dbr = tb(s->c_out);
+    const float *bias = s->has_bias ? b : NULL;
+    int ok = 1;
+#define RUN(e)                                                                           \
+    do {                                                                                 \
+        rt_status st_ = (e);                                                             \
+        if (st_ != RT_OK || temp_live() != 0) {                                          \
+            fprintf(stderr, "  %s -> %s: %s (TEMP live %lld)\n", #e, rt_status_str(st_), \
+                    rt_error_last(), (long long)temp_live());                            \
+            return 0;                                                                    \
+        }                                                                                \
+    } while (0)
+    RUN(rt_kernel_conv_forward(s, x, w, bias, y));
+    RUN(rt_ref_conv_forward(s, x, w, bias, yr));
+    ok &= close_to(y, yr, ny, "conv forward");
+    RUN(rt_kernel_conv_backward_data(s, w, dy, dx));
+    RUN(rt_ref_conv_backward_data(s, w, dy, dxr));
+    ok &= close_to(dx, dxr, nx, "conv backward_data");
+    RUN(rt_ref_conv_backward_weights(s, x, dy, dwr, dbr));
+    RUN(rt_kernel_conv_backward_weights(s, x, dy, dw, db));
+    ok &= close_to(dw, dwr, nw, "conv backward_weights dw");
+    ok &= close_to(db, dbr, s->c_out, "conv backward_weights db");
+    memset(dw, 0, sizeof(float) * (size_t)nw);
+    RUN(rt_kernel_conv_backward_weights(s, x, dy, dw, NULL));
+    ok &= close_to(dw, dwr, nw, "conv backward_weights dw (no db)");
+    /* a second forward on the same buffers gives the same result (cache hit) */
+    RUN(rt_kernel_conv_forward(s, x, w, bias, y));
+    ok &= close_to(y, yr, ny, "conv forward (cached)");
+#undef RUN
+    if (!ok) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "nsp=%d", s->nsp);
+        fprintf(stderr, "  failing case: %s c_in=%lld c_out=%lld groups=%lld\n", buf,
+                (long long)s->c_in, (long long)s->c_out, (long long)s->groups);
+    }
+    return ok;
+}
+
+static void test_conv2d(void) {
+    tb_free_all();
+    rt_conv_shape cases[] = {
+        conv2(2, 3, 8, 1, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1),    /* basic, bias */
+        conv2(2, 4, 6, 1, 10, 9, 3, 3, 2, 2, 1, 1, 1, 1, 0),    /* stride 2, pad 1 */
+        conv2(1, 5, 7, 1, 12, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1),   /* dilation 2 */
+        conv2(2, 8, 6, 2, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1),     /* groups 2 */
+        conv2(2, 8, 8, 8, 9, 9, 3, 3, 2, 2, 1, 1, 1, 1, 0),     /* depthwise, stride 2 */
+        conv2(1, 4, 8, 4, 7, 7, 5, 5, 1, 1, 2, 2, 1, 1, 1),     /* depthwise x2 multiplier */
+        conv2(2, 16, 32, 1, 9, 9, 1, 1, 2, 2, 0, 0, 1, 1, 0),   /* 1x1 stride-2 downsample */
+        conv2(2, 16, 32, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1), /* blocked-layout path */
+        conv2(2, 3, 16, 1, 20, 20, 7, 7, 2, 2, 3, 3, 1, 1, 0),  /* resnet stem */
+        conv2(1, 6, 4, 2, 9, 13, 1, 7, 2, 1, 0, 3, 1, 2, 1),    /* asymmetric k/stride/dil */
+        conv2(2, 16, 16, 2, 11, 11, 3, 3, 2, 2, 2, 2, 2, 2, 1), /* groups+stride+dil */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int ok_ = conv_case(&cases[i], 100 + i);
+        if (!ok_) fprintf(stderr, "  (2D case %zu)\n", i);
+        CHECK(ok_);
+    }
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+static void test_conv3d(void) {
+    tb_free_all();
+    const int64_t one[3] = {1, 1, 1}, two[3] = {2, 2, 2}, k3[3] = {3, 3, 3}, z[3] = {0, 0, 0};
+    const int64_t in_a[3] = {6, 7, 8}, in_b[3] = {9, 8, 10}, in_c[3] = {4, 9, 9};
+    const int64_t k133[3] = {1, 3, 3}, s122[3] = {1, 2, 2}, p011[3] = {0, 1, 1};
+    rt_conv_shape cases[] = {
+        conv3(2, 3, 4, 1, in_a, k3, one, one, one, 1),   /* basic, bias */
+        conv3(1, 4, 6, 2, in_b, k3, two, two, two, 0),   /* stride 2, dil 2, groups 2 */
+        conv3(2, 8, 16, 1, in_c, k133, s122, p011, one, 1), /* (1,3,3) kernel */
+        conv3(1, 8, 8, 8, in_a, k3, two, one, one, 0),   /* depthwise, stride 2 */
+        conv3(2, 16, 16, 1, in_c, k3, one, one, one, 1), /* blocked-layout path */
+        conv3(1, 4, 8, 1, in_b, two, two, z, one, 1),    /* 2x2x2 stride-2 downsample */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int ok_ = conv_case(&cases[i], 200 + i);
+        if (!ok_) fprintf(stderr, "  (3D case %zu)\n", i);
+        CHECK(ok_);
+    }
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+static void test_conv_out_size(void) {
+    rt_conv_shape s = conv2(1, 1, 1, 1, 224, 7, 7, 3, 2, 1, 3, 0, 1, 2, 0);
+    int64_t out[3];
+    rt_conv_out_size(&s, out);
+    CHECK_EQ_INT(out[0], 112); /* (224+6-6-1)/2+1 */
+    CHECK_EQ_INT(out[1], 3);   /* (7-2*2-1)/1+1 */
+    CHECK_EQ_INT(out[2], 1);
+    const int64_t in[3] = {5, 6, 7}, k[3] = {3, 3, 3}, st[3] = {2, 2, 2}, p[3] = {1, 0, 1},
+                  d[3] = {1, 1, 2};
+    rt_conv_shape s3 = conv3(1, 1, 1, 1, in, k, st, p, d, 0);
+    rt_conv_out_size(&s3, out);
+    CHECK_EQ_INT(out[0], 3);
+    CHECK_EQ_INT(out[1], 2);
+    CHECK_EQ_INT(out[2], 3);
+}
+
+static void test_conv_empty_batch(void) {
+    tb_free_all();
+    rt_conv_shape s = conv2(0, 4, 6, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    float *w = tb(6 * 4 * 9), *dw = tb_rand(6 * 4 * 9, 1, 2), *db = tb_rand(6, 1, 2), *b = tb(6);
+    float dummy[1];
+    CHECK_KERNEL(rt_kernel_conv_forward(&s, dummy, w, b, dummy));
+    CHECK_KERNEL(rt_kernel_conv_backward_weights(&s, dummy, dummy, dw, db));
+    for (int i = 0; i < 6 * 4 * 9; i++) CHECK(dw[i] == 0.0f);
+    for (int i = 0; i < 6; i++) CHECK(db[i] == 0.0f);
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+static void test_conv_errors(void) {
+    float buf[64] = {0};
+    rt_conv_shape s = conv2(1, 6, 4, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0); /* 4 !| 6 */
+    CHECK_EQ_INT(rt_kernel_conv_forward(&s, buf, buf, NULL, buf), RT_ERR_SHAPE);
+    CHECK(strstr(rt_error_last(), "groups") != NULL);
+    s = conv2(1, 4, 6, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0); /* 4 !| 6 (c_out) */
+    CHECK_EQ_INT(rt_kernel_conv_backward_data(&s, buf, buf, buf), RT_ERR_SHAPE);
+    s = conv2(1, 4, 4, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0);
+    s.nsp = 4;
+    CHECK_EQ_INT(rt_kernel_conv_forward(&s, buf, buf, NULL, buf), RT_ERR_INVALID_ARG);
+    CHECK(strstr(rt_error_last(), "nsp") != NULL);
+    s = conv2(1, 4, 4, 1, 4, 4, 5, 5, 1, 1, 0, 0, 1, 1, 0); /* output 0 */
+    CHECK_EQ_INT(rt_kernel_conv_backward_weights(&s, buf, buf, buf, NULL), RT_ERR_SHAPE);
+    s = conv2(1, 4, 4, 1, 8, 8, 3, 3, 0, 1, 1, 1, 1, 1, 0); /* stride 0 */
+    CHECK_EQ_INT(rt_kernel_conv_forward(&s, buf, buf, NULL, buf), RT_ERR_INVALID_ARG);
+    s = conv2(1, 4, 4, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1); /* has_bias, b NULL */
+    CHECK_EQ_INT(rt_kernel_conv_forward(&s, buf, buf, NULL, buf), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_conv_forward(NULL, buf, buf, NULL, buf), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(temp_live(), 0);
+    CHECK_EQ_INT(rt_kernels_cache_size(), 0);
+}
+
+/* ---- pooling ---------------------------------------------------------- */
+
+static rt_pool_shape pool_s(int nsp, int64_t n, int64_t c, const int64_t *in, int64_t k,
+                            int64_t st, int64_t p) {
+    rt_pool_shape s = {nsp, n, c, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+    for (int i = 0; i < nsp; i++) {
+        s.in[i] = in[i];
+        s.k[i] = k;
+        s.stride[i] = st;
+        s.pad[i] = p;
+    }
+    return s;
+}
+
+static int maxpool_case(const rt_pool_shape *s, uint64_t seed) {
+    int64_t out[3];
+    if (rt_pool_shape_check(s, out) != RT_OK) return 0;
+    tb_free_all();
+    lcg_seed(seed);
+    int64_t nx = s->n * s->c * prod3(s->in, s->nsp), ny = s->n * s->c * prod3(out, s->nsp);
+    float *x = tb_rand(nx, -2, 2), *dy = tb_rand(ny, -1, 1);
+    float *y = tb(ny), *yr = tb(ny), *y2 = tb(ny), *dx = tb_rand(nx, 5, 6), *dxr = tb(nx);
+    size_t wsb = rt_kernel_maxpool_workspace_bytes(s);
+    if (wsb == 0) {
+        fprintf(stderr, "  workspace bytes 0: %s\n", rt_error_last());
+        return 0;
+    }
+    void *ws = tb((int64_t)(wsb + 3) / 4);
+    int ok = 1;
+    ok &= rt_kernel_maxpool_forward(s, x, y, ws) == RT_OK && temp_live() == 0;
+    ok &= rt_ref_maxpool_forward(s, x, yr) == RT_OK;
+    ok &= rt_kernel_maxpool_forward(s, x, y2, NULL) == RT_OK && temp_live() == 0;
+    ok &= rt_kernel_maxpool_backward(s, dy, ws, dx) == RT_OK && temp_live() == 0;
+    ok &= rt_ref_maxpool_backward(s, x, dy, dxr) == RT_OK;
+    if (!ok) {
+        fprintf(stderr, "  maxpool call failed: %s\n", rt_error_last());
+        return 0;
+    }
+    ok &= close_to(y, yr, ny, "maxpool forward");
+    ok &= close_to(y2, yr, ny, "maxpool forward (inference)");
+    ok &= close_to(dx, dxr, nx, "maxpool backward");
+    return ok;
+}
+
+static int avgpool_case(const rt_pool_shape *s, uint64_t seed) {
+    int64_t out[3];
+    if (rt_pool_shape_check(s, out) != RT_OK) return 0;
+    tb_free_all();
+    lcg_seed(seed);
+    int64_t nx = s->n * s->c * prod3(s->in, s->nsp), ny = s->n * s->c * prod3(out, s->nsp);
+    float *x = tb_rand(nx, -2, 2), *dy = tb_rand(ny, -1, 1);
+    float *y = tb(ny), *yr = tb(ny), *dx = tb_rand(nx, 5, 6), *dxr = tb(nx);
+    int ok = 1;
+    ok &= rt_kernel_avgpool_forward(s, x, y) == RT_OK && temp_live() == 0;
+    ok &= rt_ref_avgpool_forward(s, x, yr) == RT_OK;
+    ok &= rt_kernel_avgpool_backward(s, dy, dx) == RT_OK && temp_live() == 0;
+    ok &= rt_ref_avgpool_backward(s, dy, dxr) == RT_OK;
+    if (!ok) {
+        fprintf(stderr, "  avgpool call failed: %s\n", rt_error_last());
+        return 0;
+    }
+    ok &= close_to(y, yr, ny, "avgpool forward");
+    ok &= close_to(dx, dxr, nx, "avgpool backward");
+    return ok;
+}
+
+static void test_maxpool(void) {
+    tb_free_all();
+    const int64_t a[3] = {11, 10}, b[3] = {9, 8}, c[3] = {7, 9, 8}, d[3] = {6, 7, 9},
+                  e[3] = {32, 32};
+    rt_pool_shape cases[] = {
+        pool_s(2, 2, 5, a, 3, 2, 1), /* resnet 3x3 s2 p1 */
+        pool_s(2, 2, 5, b, 2, 2, 0), /* 2x2 s2, odd size floors */
+        pool_s(2, 2, 16, e, 3, 2, 1),
+        pool_s(3, 2, 3, c, 3, 2, 1),
+        pool_s(3, 1, 4, d, 2, 2, 0),
+        pool_s(2, 1, 3, a, 3, 1, 1), /* overlapping windows, stride 1 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int ok_ = maxpool_case(&cases[i], 300 + i);
+        if (!ok_) fprintf(stderr, "  (maxpool case %zu)\n", i);
+        CHECK(ok_);
+    }
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+static void test_avgpool(void) {
+    tb_free_all();
+    const int64_t a[3] = {11, 10}, b[3] = {7, 7}, c[3] = {7, 9, 8}, d[3] = {4, 5, 6};
+    rt_pool_shape cases[] = {
+        pool_s(2, 2, 5, a, 3, 1, 1), /* padding counted */
+        pool_s(2, 2, 5, a, 3, 2, 1),
+        pool_s(2, 2, 4, a, 2, 2, 1), /* k 2, pad 1 */
+        pool_s(3, 2, 3, c, 3, 2, 1),
+        pool_s(3, 1, 2, c, 2, 2, 1),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int ok_ = avgpool_case(&cases[i], 400 + i);
+        if (!ok_) fprintf(stderr, "  (avgpool case %zu)\n", i);
+        CHECK(ok_);
+    }
+    /* adaptive-style global average pooling: k = input size -> 1x1 */
+    rt_pool_shape g2 = pool_s(2, 3, 8, b, 7, 7, 0);
+    rt_pool_shape g3 = {3, 2, 4, {4, 5, 6}, {4, 5, 6}, {1, 1, 1}, {0, 0, 0}};
+    (void)d;
+    int64_t out[3];
+    rt_pool_out_size(&g2, out);
+    CHECK(out[0] == 1 && out[1] == 1);
+    rt_pool_out_size(&g3, out);
+    CHECK(out[0] == 1 && out[1] == 1 && out[2] == 1);
+    CHECK(avgpool_case(&g2, 450));
+    CHECK(avgpool_case(&g3, 451));
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+static void test_pool_errors(void) {
+    float buf[16] = {0};
+    const int64_t in[3] = {8, 8};
+    rt_pool_shape s = pool_s(2, 1, 1, in, 3, 2, 2); /* pad 2 > 3/2 */
+    CHECK_EQ_INT(rt_kernel_maxpool_forward(&s, buf, buf, buf), RT_ERR_INVALID_ARG);
+    CHECK(strstr(rt_error_last(), "half") != NULL);
+    CHECK_EQ_INT(rt_kernel_maxpool_workspace_bytes(&s), 0);
+    s = pool_s(2, 1, 1, in, 9, 1, 0); /* output 0 */
+    CHECK_EQ_INT(rt_kernel_avgpool_forward(&s, buf, buf), RT_ERR_SHAPE);
+    s = pool_s(2, 1, 1, in, 2, 2, 0);
+    s.nsp = 1;
+    CHECK_EQ_INT(rt_kernel_avgpool_backward(&s, buf, buf), RT_ERR_INVALID_ARG);
+    s.nsp = 2;
+    CHECK_EQ_INT(rt_kernel_maxpool_backward(&s, buf, NULL, buf), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(temp_live(), 0);
+    rt_kernels_release_cache();
+}
+
+/* ---- batchnorm -------------------------------------------------------- */
+
+static int bn_case(const rt_bn_shape *s, int affine, uint64_t seed) {
+    tb_free_all();
+    lcg_seed(seed);
+    int64_t nx = s->n * s->c * s->spatial, c = s->c;
+    float *x = tb_rand(nx, -1, 3), *dy = tb_rand(nx, -1, 1);
+    float *wt = affine ? tb_rand(c, 0.5f, 1.5f) : NULL, *bs = affine ? tb_rand(c, -1, 1) : NULL;
+    float *y = tb(nx), *yr = tb(nx), *mean = tb(c), *meanr = tb(c), *var = tb(c), *varr = tb(c);
+    float *dx = tb(nx), *dxr = tb(nx), *dw = tb(c), *dwr = tb(c), *db = tb(c), *dbr = tb(c);
+    float *rm = tb_rand(c, -0.5f, 0.5f), *rv = tb_rand(c, 0.5f, 2.0f);
+    int ok = 1;
+#define RUNB(e)                                                                          \
+    do {                                                                                 \
+        rt_status st_ = (e);                                                             \
+        if (st_ != RT_OK || temp_live() != 0) {                                          \
+            fprintf(stderr, "  %s -> %s: %s\n", #e, rt_status_str(st_), rt_error_last());\
+            return 0;                                                                    \
+        }                                                                                \
+    } while (0)
+    RUNB(rt_kernel_batchnorm_forward_train(s, x, wt, bs, y, mean, var));
+    RUNB(rt_ref_batchnorm_forward_train(s, x, wt, bs, yr, meanr, varr));
+    ok &= close_to(y, yr, nx, "bn forward_train y");
+    ok &= close_to(mean, meanr, c, "bn forward_train mean");
+    ok &= close_to(var, varr, c, "bn forward_train var");
+    RUNB(rt_kernel_batchnorm_forward_eval(s, x, wt, bs, rm, rv, y));
+    RUNB(rt_ref_batchnorm_forward_eval(s, x, wt, bs, rm, rv, yr));
+    ok &= close_to(y, yr, nx, "bn forward_eval");
+    RUNB(rt_ref_batchnorm_backward(s, x, dy, meanr, varr, wt, dxr, dwr, dbr));
+    RUNB(rt_kernel_batchnorm_backward(s, x, dy, meanr, varr, wt, dx, affine ? dw : NULL, db));
+    ok &= close_to(dx, dxr, nx, "bn backward dx");
+    if (affine) ok &= close_to(dw, dwr, c, "bn backward dweight");
+    ok &= close_to(db, dbr, c, "bn backward dbias");
+    memset(dx, 0, sizeof(float) * (size_t)nx);
+    RUNB(rt_kernel_batchnorm_backward(s, x, dy, meanr, varr, wt, dx, NULL, NULL));
+    ok &= close_to(dx, dxr, nx, "bn backward dx (data only)");
+    if (affine) { /* dbias alone: the weight gradient goes to a TEMP buffer */
+        memset(db, 0, sizeof(float) * (size_t)c);
+        RUNB(rt_kernel_batchnorm_backward(s, x, dy, meanr, varr, wt, dx, NULL, db));
+        ok &= close_to(db, dbr, c, "bn backward dbias only");
+        ok &= close_to(dx, dxr, nx, "bn backward dx (dbias only)");
+    }
+#undef RUNB
+    return ok;
+}
+
+static void test_batchnorm(void) {
+    tb_free_all();
+    rt_bn_shape cases[] = {
+        {4, 3, 25, 1e-5f},        /* BatchNorm2d 5x5 */
+        {2, 16, 1, 1e-5f},        /* BatchNorm1d */
+        {2, 8, 3 * 4 * 5, 1e-3f}, /* BatchNorm3d */
+        {3, 32, 49, 1e-5f},       /* channels multiple of 8/16 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int affine = 1; affine >= 0; affine--) {
+            int ok_ = bn_case(&cases[i], affine, 500 + i);
+        if (!ok_) fprintf(stderr, "  (bn case %zu affine=%d)\n", i, affine);
+        CHECK(ok_);
+        }
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+static void test_batchnorm_errors(void) {
+    float buf[16] = {0};
+    rt_bn_shape s = {1, 4, 1, 1e-5f}; /* one value per channel */
+    CHECK_EQ_INT(rt_kernel_batchnorm_forward_train(&s, buf, NULL, NULL, buf, buf, buf),
+                 RT_ERR_SHAPE);
+    CHECK(strstr(rt_error_last(), "more than 1 value") != NULL);
+    CHECK_KERNEL(rt_kernel_batchnorm_forward_eval(&s, buf, NULL, NULL, buf, buf + 4, buf + 8));
+    s.eps = -1.0f;
+    CHECK_EQ_INT(rt_kernel_batchnorm_forward_eval(&s, buf, NULL, NULL, buf, buf, buf),
+                 RT_ERR_INVALID_ARG);
+    s = (rt_bn_shape){2, 2, 2, 1e-5f};
+    CHECK_EQ_INT(rt_kernel_batchnorm_backward(&s, buf, buf, buf, buf, NULL, buf, buf, NULL),
+                 RT_ERR_INVALID_ARG);
+    rt_kernels_release_cache();
+}
+
+/* ---- relu ------------------------------------------------------------- */
+
+static void test_relu(void) {
+    tb_free_all();
+    const int64_t n = 1003;
+    const float slopes[2] = {0.0f, 0.1f};
+    lcg_seed(600);
+    float *x = tb_rand(n, -1, 1), *dy = tb_rand(n, -1, 1);
+    float *y = tb(n), *dx = tb(n), *yr = tb(n), *dxr = tb(n), *yi = tb(n);
+    for (int i = 0; i < n; i += 17) x[i] = 0.0f; /* exact zeros: gradient side of PyTorch */
+    for (int t = 0; t < 2; t++) {
+        float a = slopes[t];
+        for (int64_t i = 0; i < n; i++) {
+            yr[i] = x[i] > 0 ? x[i] : a * x[i];
+            dxr[i] = x[i] > 0 ? dy[i] : a * dy[i];
+        }
+        CHECK_KERNEL(rt_kernel_relu_forward(n, a, x, y));
+        CHECK(close_to(y, yr, n, "relu forward"));
+        CHECK_KERNEL(rt_kernel_relu_backward(n, a, y, dy, dx));
+        CHECK(close_to(dx, dxr, n, "relu backward"));
+        memcpy(yi, x, sizeof(float) * (size_t)n); /* in place */
+        CHECK_KERNEL(rt_kernel_relu_forward(n, a, yi, yi));
+        CHECK(close_to(yi, yr, n, "relu forward in place"));
+    }
+    CHECK_EQ_INT(rt_kernel_relu_backward(n, -0.1f, y, dy, dx), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_relu_forward(n, 0.0f, NULL, y), RT_ERR_INVALID_ARG);
+    CHECK_KERNEL(rt_kernel_relu_forward(0, 0.0f, NULL, NULL));
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+/* ---- sgemm ------------------------------------------------------------ */
+
+static void test_sgemm(void) {
+    tb_free_all();
+    const int64_t m = 37, n = 29, k = 23, pad = 3;
+    lcg_seed(700);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tbt = 0; tbt < 2; tbt++) {
+            /* stored A: m x k (or k x m), with padded leading dimensions */
+            int64_t ar = ta ? k : m, ac = ta ? m : k, br = tbt ? n : k, bc = tbt ? k : n;
+            int64_t lda = ac + pad, ldb = bc + pad, ldc = n + pad;
+            float *a = tb_rand(ar * lda, -1, 1), *b = tb_rand(br * ldb, -1, 1);
+            float *c = tb_rand(m * ldc, -1, 1), *cr = tb(m * ldc);
+            memcpy(cr, c, sizeof(float) * (size_t)(m * ldc));
+            const float alpha = 1.5f, beta = 0.5f;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double acc = 0.0;
+                    for (int64_t p = 0; p < k; p++)
+                        acc += (double)(ta ? a[p * lda + i] : a[i * lda + p]) *
+                               (double)(tbt ? b[j * ldb + p] : b[p * ldb + j]);
+                    cr[i * ldc + j] = (float)(alpha * acc + beta * cr[i * ldc + j]);
+                }
+            rt_kernel_sgemm(ta, tbt, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+            if (!close_to(c, cr, m * ldc, "sgemm")) fprintf(stderr, "  ta=%d tb=%d\n", ta, tbt);
+            CHECK(close_to(c, cr, m * ldc, "sgemm"));
+        }
+    /* k == 0 with beta == 0 overwrites C, NaN included */
+    float c2[6] = {NAN, 1, 2, 3, 4, 5}, dummy[1] = {0};
+    rt_kernel_sgemm(0, 0, 2, 3, 0, 1.0f, dummy, 1, dummy, 3, 0.0f, c2, 3);
+    for (int i = 0; i < 6; i++) CHECK(c2[i] == 0.0f);
+    tb_free_all();
+}
+
+/* ---- cache, memory, threads ------------------------------------------- */
+
+static void test_cache_reuse(void) {
+    tb_free_all();
+    rt_kernels_release_cache();
+    CHECK_EQ_INT(rt_kernels_cache_size(), 0);
+    rt_conv_shape s = conv2(2, 16, 32, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    int64_t out[3];
+    CHECK_OK(rt_conv_shape_check(&s, out));
+    int64_t nx = 2 * 16 * 14 * 14, ny = 2 * 32 * out[0] * out[1], nw = 32 * 16 * 9;
+    lcg_seed(800);
+    float *x = tb_rand(nx, -1, 1), *w = tb_rand(nw, -1, 1), *b = tb_rand(32, -1, 1);
+    float *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx), *dw = tb(nw), *db = tb(32);
+    rt_memstats_reset_peaks();
+    CHECK_KERNEL(rt_kernel_conv_forward(&s, x, w, b, y));
+    CHECK_KERNEL(rt_kernel_conv_backward_data(&s, w, dy, dx));
+    CHECK_KERNEL(rt_kernel_conv_backward_weights(&s, x, dy, dw, db));
+    size_t entries = rt_kernels_cache_size();
+    int64_t created = rt_kernels_primitives_created();
+    CHECK_EQ_INT(entries, 3);
+    rt_memstats st;
+    rt_memstats_get(&st);
+    int64_t temp_peak = st.peak[RT_MEM_TEMP];
+    /* same shapes again: nothing new */
+    for (int rep = 0; rep < 3; rep++) {
+        CHECK_KERNEL(rt_kernel_conv_forward(&s, x, w, b, y));
+        CHECK_KERNEL(rt_kernel_conv_backward_data(&s, w, dy, dx));
+        CHECK_KERNEL(rt_kernel_conv_backward_weights(&s, x, dy, dw, db));
+    }
+    CHECK_EQ_INT(rt_kernels_cache_size(), entries);
+    CHECK_EQ_INT(rt_kernels_primitives_created(), created);
+    /* a different shape makes one more entry */
+    s.has_bias = 0;
+    CHECK_KERNEL(rt_kernel_conv_forward(&s, x, w, NULL, y));
+    CHECK_EQ_INT(rt_kernels_cache_size(), entries + 1);
+    CHECK(rt_kernels_primitives_created() > created);
+    /* pools, bn and relu hit too */
+    const int64_t pin[3] = {14, 14};
+    rt_pool_shape ps = pool_s(2, 2, 16, pin, 3, 2, 1);
+    size_t wsb = rt_kernel_maxpool_workspace_bytes(&ps);
+    CHECK(wsb > 0);
+    float *ws = tb((int64_t)wsb), *py = tb(nx);
+    CHECK_KERNEL(rt_kernel_maxpool_forward(&ps, x, py, ws));
+    CHECK_KERNEL(rt_kernel_maxpool_backward(&ps, py, ws, dx));
+    rt_bn_shape bs = {2, 16, 196, 1e-5f};
+    float *mv = tb(64);
+    CHECK_KERNEL(rt_kernel_batchnorm_forward_train(&bs, x, w, b, dx, mv, mv + 16));
+    CHECK_KERNEL(rt_kernel_batchnorm_backward(&bs, x, dx, mv, mv + 16, w, dx, mv + 32, mv + 48));
+    CHECK_KERNEL(rt_kernel_relu_forward(nx, 0.0f, x, dx));
+    CHECK_KERNEL(rt_kernel_relu_backward(nx, 0.0f, dx, x, dx));
+    entries = rt_kernels_cache_size();
+    created = rt_kernels_primitives_created();
+    CHECK_EQ_INT(rt_kernel_maxpool_workspace_bytes(&ps), wsb);
+    CHECK_KERNEL(rt_kernel_maxpool_forward(&ps, x, py, ws));
+    CHECK_KERNEL(rt_kernel_maxpool_backward(&ps, py, ws, dx));
+    CHECK_KERNEL(rt_kernel_batchnorm_forward_train(&bs, x, w, b, dx, mv, mv + 16));
+    CHECK_KERNEL(rt_kernel_batchnorm_backward(&bs, x, dx, mv, mv + 16, w, dx, mv + 32, mv + 48));
+    CHECK_KERNEL(rt_kernel_relu_forward(nx, 0.0f, x, dx));
+    CHECK_KERNEL(rt_kernel_relu_backward(nx, 0.0f, dx, x, dx));
+    CHECK_EQ_INT(rt_kernels_cache_size(), entries);
+    CHECK_EQ_INT(rt_kernels_primitives_created(), created);
+    /* a TEMP limit is obeyed: the call fails cleanly with RT_ERR_OOM */
+    if (temp_peak > 0) {
+        s.has_bias = 1;
+        rt_mem_set_limit(1);
+        rt_status rs = rt_kernel_conv_forward(&s, x, w, b, y);
+        rs = rs == RT_OK ? rt_kernel_conv_backward_weights(&s, x, dy, dw, db) : rs;
+        rt_mem_set_limit(0);
+        CHECK_EQ_INT(rs, RT_ERR_OOM);
+        CHECK_EQ_INT(temp_live(), 0);
+    }
+    printf("  cache: %zu entries, %lld primitives, conv TEMP peak %lld bytes\n", entries,
+           (long long)created, (long long)temp_peak);
+    rt_kernels_release_cache();
+    CHECK_EQ_INT(rt_kernels_cache_size(), 0);
+    rt_kernels_release_cache(); /* idempotent */
+    tb_free_all();
+}
+
+static void test_threads(void) {
+    rt_set_num_threads(2);
+    CHECK_EQ_INT(rt_get_num_threads(), 2);
+    rt_set_num_threads(0);
+    CHECK(rt_get_num_threads() >= 1);
+}
+
+/* A worker thread that uses kernels and exits without releasing: the exit
+ * destructor must free its cache (the sanitizer build checks for leaks). */
+static void *worker(void *arg) {
+    rt_conv_shape s = conv2(1, 8, 8, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0);
+    float *x = calloc(8 * 64, sizeof(float)), *w = calloc(8 * 8 * 9, sizeof(float));
+    float *y = calloc(8 * 64, sizeof(float));
+    rt_status st = rt_kernel_conv_forward(&s, x, w, NULL, y);
+    *(int *)arg = st == RT_OK && rt_kernels_cache_size() == 1 ? 1 : 0;
+    free(x);
+    free(w);
+    free(y);
+    return NULL;
+}
+
+static void test_thread_local_cache(void) {
+    rt_kernels_release_cache();
+    int ok = 0;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, worker, &ok) == 0);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK(ok == 1);
+    CHECK_EQ_INT(rt_kernels_cache_size(), 0); /* the worker's cache was its own */
+}
+
+RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
+             {"conv3d", test_conv3d}, {"conv_empty_batch", test_conv_empty_batch},
+             {"conv_errors", test_conv_errors}, {"maxpool", test_maxpool},
+             {"avgpool", test_avgpool}, {"pool_errors", test_pool_errors},
+             {"batchnorm", test_batchnorm}, {"batchnorm_errors", test_batchnorm_errors},
+             {"relu", test_relu}, {"sgemm", test_sgemm}, {"cache_reuse", test_cache_reuse},
+             {"threads", test_threads}, {"thread_local_cache", test_thread_local_cache})

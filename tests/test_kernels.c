@@ -501,6 +501,9 @@ static void test_relu(void) {
         CHECK_KERNEL(rt_kernel_relu_forward(n, a, yi, yi));
         CHECK(close_to(yi, yr, n, "relu forward in place"));
     }
+    /* a negative slope is fine forward (y = x for x > 0, -0.5x otherwise) */
+    CHECK_KERNEL(rt_kernel_relu_forward(n, -0.5f, x, y));
+    for (int64_t i = 0; i < n; i++) CHECK(y[i] == (x[i] > 0 ? x[i] : -0.5f * x[i]));
     CHECK_EQ_INT(rt_kernel_relu_backward(n, -0.1f, y, dy, dx), RT_ERR_INVALID_ARG);
     CHECK_EQ_INT(rt_kernel_relu_forward(n, 0.0f, NULL, y), RT_ERR_INVALID_ARG);
     CHECK_KERNEL(rt_kernel_relu_forward(0, 0.0f, NULL, NULL));
@@ -613,7 +616,7 @@ static void test_cache_reuse(void) {
         CHECK_EQ_INT(rs, RT_ERR_OOM);
         CHECK_EQ_INT(temp_live(), 0);
     }
-    printf("  cache: %zu entries, %lld primitives, conv TEMP peak %lld bytes\n", entries,
+    printf("  cache: %zu entries, %lld primitives created on this thread, conv TEMP peak %lld bytes\n", entries,
            (long long)created, (long long)temp_peak);
     rt_kernels_release_cache();
     CHECK_EQ_INT(rt_kernels_cache_size(), 0);

@@ -37,7 +37,7 @@ typedef enum rt_dnnl_kind {
 } rt_dnnl_kind;
 
 #define RT_DNNL_KEY_LEN 32
-#define RT_DNNL_MAX_ARGS 8
+#define RT_DNNL_MAX_ARGS 10
 #define RT_DNNL_DESC_LEN 512
 
 /* A cache key: v[0] is the kind, the rest the shape's fields written out one

@@ -14,9 +14,9 @@ static rt_status relu_pd(int64_t n, float slope, int backward, const char *desc,
     dnnl_engine_t eng;
     RT_TRY(rt_dnnl_engine(&eng));
     RT_TRY(rt_dnnl_md(md, 1, &n, 0, desc));
-    /* The forward uses the use_dst_for_bwd variant too: identical output,
-     * and it is the hint the backward requires. */
-    dnnl_alg_kind_t alg = dnnl_eltwise_relu_use_dst_for_bwd;
+    /* The plain relu algorithm for the forward (any slope); the backward's
+     * hint is a use_dst_for_bwd forward (same output, needs slope >= 0). */
+    dnnl_alg_kind_t alg = backward ? dnnl_eltwise_relu_use_dst_for_bwd : dnnl_eltwise_relu;
     dnnl_eltwise_desc_t fd, bd;
     dnnl_status_t st = dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, md, slope, 0);
     if (st != dnnl_success) return rt_dnnl_fail(st, "dnnl_eltwise_forward_desc_init", desc);

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/mem.h"
 #include "kernels/dnnl_common.h"
@@ -156,10 +157,11 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
                             "%s: dweight requested but weight is NULL (affine=False has no "
                             "weight gradient)",
                             desc);
-    /* diff_scale is only produced with dnnl_backward; diff_shift needs
-     * dnnl_use_shift. A weight gradient the caller does not want still needs
-     * a destination when dbias forces dnnl_backward: a TEMP buffer. */
-    int full = dweight || dbias;
+    /* oneDNN 2.6 implements backward_data with dnnl_use_scale only for some
+     * layouts, so any affine backward runs dnnl_backward (diff_scale always
+     * computed; a weight gradient the caller does not want goes to a TEMP
+     * buffer). diff_shift needs dnnl_use_shift. */
+    int full = weight || dbias;
     dnnl_prop_kind_t prop = full ? dnnl_backward : dnnl_backward_data;
     unsigned flags = (weight ? dnnl_use_scale : 0u) | (dbias ? dnnl_use_shift : 0u);
     rt_dnnl_key key;
@@ -175,7 +177,7 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
             dnnl_primitive_desc_destroy(hint);
             return rs;
         }
-        rt_dnnl_argspec specs[8];
+        rt_dnnl_argspec specs[RT_DNNL_MAX_ARGS];
         int na = 0;
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SRC, 0, &g.data};
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_DST, 0, &g.data};
@@ -184,18 +186,28 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SRC, 1, &g.data};
         if (weight) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
         if (weight && full) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SCALE, 1, &g.stat};
+        if (dbias) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
         if (dbias) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SHIFT, 1, &g.stat};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, na, specs, &e));
     }
-    float *dw_tmp = NULL;
-    size_t dw_bytes = sizeof(float) * (size_t)s->c;
-    if (weight && full && !dweight) RT_TRY(rt_mem_alloc(dw_bytes, RT_MEM_TEMP, (void **)&dw_tmp));
-    void *ptrs[8] = {(void *)x, (void *)dy, (void *)mean, (void *)var, dx};
+    /* TEMP block of up to two [c] vectors: a weight gradient nobody asked
+     * for, and the shift (beta) input that oneDNN's backward demands with
+     * dnnl_use_shift although its value does not enter any gradient. */
+    size_t vec = sizeof(float) * (size_t)s->c;
+    int need_dw = weight && full && !dweight, need_shift = dbias != NULL;
+    size_t tmp_bytes = vec * (size_t)(need_dw + need_shift);
+    float *tmp = NULL;
+    if (tmp_bytes) {
+        RT_TRY(rt_mem_alloc(tmp_bytes, RT_MEM_TEMP, (void **)&tmp));
+        memset(tmp, 0, tmp_bytes);
+    }
+    void *ptrs[RT_DNNL_MAX_ARGS] = {(void *)x, (void *)dy, (void *)mean, (void *)var, dx};
     int na = 5;
     if (weight) ptrs[na++] = (void *)weight;
-    if (weight && full) ptrs[na++] = dweight ? dweight : dw_tmp;
+    if (weight && full) ptrs[na++] = dweight ? dweight : tmp;
+    if (dbias) ptrs[na++] = tmp + (need_dw ? s->c : 0);
     if (dbias) ptrs[na++] = dbias;
     rt_status rs = rt_dnnl_entry_exec(e, ptrs);
-    if (dw_tmp) rt_mem_free(dw_tmp, dw_bytes, RT_MEM_TEMP);
+    if (tmp) rt_mem_free(tmp, tmp_bytes, RT_MEM_TEMP);
     return rs;
 }

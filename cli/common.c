@@ -1,0 +1,134 @@
+#include "common.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "data/mnist.h"
+#include "ops/ops.h"
+
+int rt_cli_fail(const char *what) {
+    fprintf(stderr, "revtorch: %s: %s\n", what, rt_error_last());
+    return 1;
+}
+
+static const char *rt_cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "revtorch: option %s needs a value (see --help)\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+bool rt_cli_int(int argc, char **argv, int *i, int64_t *out) {
+    const char *opt = argv[*i], *v = rt_cli_value(argc, argv, i);
+    if (!v) return false;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || end == v) {
+        fprintf(stderr, "revtorch: option %s expects an integer, got '%s'\n", opt, v);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool rt_cli_float(int argc, char **argv, int *i, float *out) {
+    const char *opt = argv[*i], *v = rt_cli_value(argc, argv, i);
+    if (!v) return false;
+    char *end;
+    errno = 0;
+    float x = strtof(v, &end);
+    if (errno || *end || end == v) {
+        fprintf(stderr, "revtorch: option %s expects a number, got '%s'\n", opt, v);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool rt_cli_str(int argc, char **argv, int *i, const char **out) {
+    const char *v = rt_cli_value(argc, argv, i);
+    if (v) *out = v;
+    return v != NULL;
+}
+
+rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out) {
+    rt_dataset *full;
+    RT_TRY(rt_mnist_load(dir ? dir : rt_mnist_default_dir(), train, &full));
+    if (subset <= 0 || subset >= full->n) {
+        *out = full;
+        return RT_OK;
+    }
+    rt_status st = rt_dataset_subset(full, 0, subset, out);
+    rt_dataset_destroy(full);
+    return st;
+}
+
+rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool augment, uint64_t seed) {
+    rt_loader_options o = rt_loader_options_default();
+    o.batch_size = batch_size;
+    o.mean[0] = RT_FASHION_MNIST_MEAN;
+    o.std[0] = RT_FASHION_MNIST_STD;
+    o.seed = seed;
+    o.shuffle = train;
+    if (train && augment) {
+        o.crop_padding = 2;
+        o.hflip = true;
+    }
+    return o;
+}
+
+rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc) {
+    rt_loader_options o = rt_cli_loader_options(batch_size, false, false, 0);
+    rt_loader *l;
+    RT_TRY(rt_loader_create(ds, &o, &l));
+    bool was_training = m->training, grad = rt_grad_set_enabled(false);
+    m->training = false;
+    double total_loss = 0.0;
+    int64_t correct = 0, seen = 0;
+    rt_status st = RT_OK;
+    for (;;) {
+        rt_tensor *x = NULL, *y = NULL, *logits = NULL, *l_ = NULL;
+        bool end = false;
+        st = rt_loader_next(l, &x, &y, &end);
+        if (st != RT_OK || end) break;
+        st = rt_model_forward(m, x, &logits);
+        if (st == RT_OK) st = rt_cross_entropy(logits, y, 0.0f, &l_);
+        if (st == RT_OK) {
+            int64_t n = logits->shape[0], k = logits->shape[1];
+            const float *z = rt_tensor_f32(logits);
+            const int32_t *t = rt_tensor_data(y);
+            for (int64_t i = 0; i < n; i++) {
+                int64_t best = 0;
+                for (int64_t j = 1; j < k; j++)
+                    if (z[i * k + j] > z[i * k + best]) best = j;
+                correct += best == t[i];
+            }
+            total_loss += (double)rt_tensor_f32(l_)[0] * (double)n;
+            seen += n;
+        }
+        rt_tensor_release(x);
+        rt_tensor_release(y);
+        rt_tensor_release(logits);
+        rt_tensor_release(l_);
+        if (st != RT_OK) break;
+    }
+    m->training = was_training;
+    rt_grad_set_enabled(grad);
+    rt_loader_destroy(l);
+    *loss = seen ? total_loss / (double)seen : 0.0;
+    *acc = seen ? (double)correct / (double)seen : 0.0;
+    return st;
+}
+
+void rt_cli_print_peaks(FILE *f, const char *indent) {
+    rt_memstats s;
+    rt_memstats_get(&s);
+    fprintf(f, "%speak memory MiB:", indent);
+    for (int c = 0; c < RT_MEM_NCAT; c++)
+        fprintf(f, " %s %.2f", rt_mem_category_str((rt_mem_category)c), (double)s.peak[c] / 1048576.0);
+    fprintf(f, " | total %.2f\n", (double)s.peak_total / 1048576.0);
+}

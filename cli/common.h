@@ -1,0 +1,37 @@
+/* Pieces shared by the CLI subcommands: option parsing helpers, dataset
+ * opening, evaluation, the memory report. */
+#ifndef RT_CLI_COMMON_H
+#define RT_CLI_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "models/model.h"
+
+/* Prints "revtorch: <what>: <library message>" to stderr and returns 1. */
+int rt_cli_fail(const char *what);
+
+/* Parses argv[*i + 1] as the value of option argv[*i]; advances *i.
+ * Returns false (message printed) when missing or malformed. */
+bool rt_cli_int(int argc, char **argv, int *i, int64_t *out);
+bool rt_cli_float(int argc, char **argv, int *i, float *out);
+bool rt_cli_str(int argc, char **argv, int *i, const char **out);
+
+/* Opens Fashion-MNIST train or test split from dir (NULL = the Debian
+ * package's directory), optionally keeping only the first `subset` samples. */
+rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out);
+
+/* Loader options for Fashion-MNIST: normalisation, and for training shuffling
+ * plus RandomCrop(28, padding=2) and horizontal flip when augment is set. */
+rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool augment, uint64_t seed);
+
+/* Mean cross-entropy and accuracy (in [0,1]) of `m` in eval mode, no grad. */
+rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc);
+
+/* One line per category with the peak bytes since the last reset, in MiB. */
+void rt_cli_print_peaks(FILE *f, const char *indent);
+
+#endif

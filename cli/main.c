@@ -1,0 +1,29 @@
+/* `revtorch`: train and evaluate networks in little memory. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: revtorch <command> [options]\n\n"
+               "commands:\n"
+               "  train   train a model on Fashion-MNIST (defaults: resnet20, 3 epochs)\n"
+               "  eval    evaluate saved weights on the Fashion-MNIST test set\n\n"
+               "`revtorch <command> --help` lists a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("revtorch 0.1.0\n");
+        return 0;
+    }
+    if (!strcmp(argv[1], "train")) return rt_cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "eval")) return rt_cmd_eval(argc - 1, argv + 1);
+    fprintf(stderr, "revtorch: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

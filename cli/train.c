@@ -1,0 +1,439 @@
+/* `revtorch train`: trains a model on Fashion-MNIST with SGD or AdamW,
+ * gradient accumulation, a cosine/step schedule, checkpoints and resume. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/engine.h"
+#include "cli.h"
+#include "common.h"
+#include "io/safetensors.h"
+#include "io/weights.h"
+#include "kernels/threads.h"
+#include "ops/ops.h"
+#include "optim/optim.h"
+#include "progress.h"
+
+typedef struct train_opts {
+    const char *model, *data, *save, *resume, *log, *optimizer, *schedule;
+    int64_t epochs, batch_size, accum_steps, threads, seed, train_subset, test_subset, warmup_steps;
+    float lr, weight_decay, momentum, clip, label_smoothing;
+    bool augment;
+} train_opts;
+
+static void train_usage(FILE *f) {
+    fprintf(f,
+            "usage: revtorch train [options]\n"
+            "Trains a classifier on Fashion-MNIST and reports loss, accuracy, speed and memory.\n\n"
+            "  --model NAME          %s (default resnet20)\n"
+            "  --data DIR            Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
+            "  --epochs N            epochs (default 3)\n"
+            "  --batch-size N        samples per optimizer step (default 128)\n"
+            "  --accum-steps K       split each batch into K micro-batches, same gradient (default 1)\n"
+            "  --lr X                peak learning rate (default 0.1 for sgd, 0.001 for adamw)\n"
+            "  --optimizer sgd|adamw (default sgd: momentum 0.9, Nesterov)\n"
+            "  --momentum X          SGD momentum (default 0.9)\n"
+            "  --weight-decay X      (default 5e-4 for sgd, 0.05 for adamw)\n"
+            "  --schedule cosine|step|constant  per-step LR schedule (default cosine)\n"
+            "  --warmup-steps N      linear warm-up steps (default 100)\n"
+            "  --clip X              clip the gradient's global L2 norm to X (default off)\n"
+            "  --label-smoothing X   cross-entropy label smoothing (default 0)\n"
+            "  --no-augment          no random crop / horizontal flip\n"
+            "  --threads N           threads for oneDNN, OpenBLAS and revtorch (default: all cores)\n"
+            "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
+            "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
+            "                        optimizer state goes to FILE with .optim before .safetensors\n"
+            "  --resume FILE         continue a run saved with --save (same options)\n"
+            "  --log FILE.csv        per-epoch results; per-step losses go to FILE.steps.csv\n"
+            "  --train-subset N      use only the first N training images (quick runs, tests)\n"
+            "  --test-subset N       use only the first N test images\n",
+            rt_model_names());
+}
+
+static int train_parse(int argc, char **argv, train_opts *o) {
+    *o = (train_opts){.model = "resnet20", .optimizer = "sgd", .schedule = "cosine", .epochs = 3,
+                      .batch_size = 128, .accum_steps = 1, .lr = -1, .weight_decay = -1, .momentum = 0.9f,
+                      .warmup_steps = 100, .augment = true};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool ok = true;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            train_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--model")) ok = rt_cli_str(argc, argv, &i, &o->model);
+        else if (!strcmp(a, "--data")) ok = rt_cli_str(argc, argv, &i, &o->data);
+        else if (!strcmp(a, "--save")) ok = rt_cli_str(argc, argv, &i, &o->save);
+        else if (!strcmp(a, "--resume")) ok = rt_cli_str(argc, argv, &i, &o->resume);
+        else if (!strcmp(a, "--log")) ok = rt_cli_str(argc, argv, &i, &o->log);
+        else if (!strcmp(a, "--optimizer")) ok = rt_cli_str(argc, argv, &i, &o->optimizer);
+        else if (!strcmp(a, "--schedule")) ok = rt_cli_str(argc, argv, &i, &o->schedule);
+        else if (!strcmp(a, "--epochs")) ok = rt_cli_int(argc, argv, &i, &o->epochs);
+        else if (!strcmp(a, "--batch-size")) ok = rt_cli_int(argc, argv, &i, &o->batch_size);
+        else if (!strcmp(a, "--accum-steps")) ok = rt_cli_int(argc, argv, &i, &o->accum_steps);
+        else if (!strcmp(a, "--threads")) ok = rt_cli_int(argc, argv, &i, &o->threads);
+        else if (!strcmp(a, "--seed")) ok = rt_cli_int(argc, argv, &i, &o->seed);
+        else if (!strcmp(a, "--warmup-steps")) ok = rt_cli_int(argc, argv, &i, &o->warmup_steps);
+        else if (!strcmp(a, "--train-subset")) ok = rt_cli_int(argc, argv, &i, &o->train_subset);
+        else if (!strcmp(a, "--test-subset")) ok = rt_cli_int(argc, argv, &i, &o->test_subset);
+        else if (!strcmp(a, "--lr")) ok = rt_cli_float(argc, argv, &i, &o->lr);
+        else if (!strcmp(a, "--weight-decay")) ok = rt_cli_float(argc, argv, &i, &o->weight_decay);
+        else if (!strcmp(a, "--momentum")) ok = rt_cli_float(argc, argv, &i, &o->momentum);
+        else if (!strcmp(a, "--clip")) ok = rt_cli_float(argc, argv, &i, &o->clip);
+        else if (!strcmp(a, "--label-smoothing")) ok = rt_cli_float(argc, argv, &i, &o->label_smoothing);
+        else if (!strcmp(a, "--no-augment")) o->augment = false;
+        else {
+            fprintf(stderr, "revtorch train: unknown option '%s' (see revtorch train --help)\n", a);
+            return 2;
+        }
+        if (!ok) return 2;
+    }
+    bool adamw = !strcmp(o->optimizer, "adamw");
+    if (!adamw && strcmp(o->optimizer, "sgd")) {
+        fprintf(stderr, "revtorch train: --optimizer must be sgd or adamw, got '%s'\n", o->optimizer);
+        return 2;
+    }
+    if (o->lr < 0) o->lr = adamw ? 1e-3f : 0.1f;
+    if (o->weight_decay < 0) o->weight_decay = adamw ? 0.05f : 5e-4f;
+    if (o->epochs < 1 || o->batch_size < 1 || o->accum_steps < 1 || o->accum_steps > o->batch_size) {
+        fprintf(stderr, "revtorch train: need --epochs >= 1, --batch-size >= 1 and 1 <= --accum-steps <= "
+                        "--batch-size\n");
+        return 2;
+    }
+    return -1; /* parsed; go on */
+}
+
+/* The per-step schedule named by --schedule over total_steps optimizer steps:
+ * linear warm-up from 0.1·lr, then cosine to 0, or ×0.1 at 50% and 75%. */
+static rt_status make_schedule(const char *name, float lr, int64_t total_steps, int64_t warmup,
+                               rt_lr_schedule *s) {
+    *s = (rt_lr_schedule){.base_lr = lr, .warmup_steps = warmup, .warmup_start_factor = 0.1f, .gamma = 0.1f};
+    int64_t main_steps = total_steps - warmup > 1 ? total_steps - warmup : 1;
+    if (!strcmp(name, "cosine")) {
+        s->kind = RT_LR_COSINE;
+        s->t_max = main_steps;
+    } else if (!strcmp(name, "step")) {
+        s->kind = RT_LR_MULTISTEP;
+        s->n_milestones = 2;
+        s->milestones[0] = main_steps / 2;
+        s->milestones[1] = main_steps * 3 / 4;
+    } else if (!strcmp(name, "constant")) {
+        s->kind = RT_LR_CONSTANT;
+    } else {
+        return rt_error_set(RT_ERR_INVALID_ARG, "unknown schedule '%s' (cosine, step, constant)", name);
+    }
+    return rt_lr_schedule_check(s);
+}
+
+/* "run.safetensors" → "run.optim.safetensors"; other names get ".optim.safetensors" appended. */
+static void optim_path(const char *weights, char *buf, size_t n) {
+    const char *ext = ".safetensors";
+    size_t len = strlen(weights), el = strlen(ext);
+    if (len > el && !strcmp(weights + len - el, ext))
+        snprintf(buf, n, "%.*s.optim%s", (int)(len - el), weights, ext);
+    else
+        snprintf(buf, n, "%s.optim%s", weights, ext);
+}
+
+/* The optimizer's state tensors, collected by name for saving: the visitor
+ * hands out some entries (step counters) as temporaries, so each is retained. */
+typedef struct optim_state {
+    rt_named_tensor *items;
+    char (*names)[96];
+    int n, cap;
+} optim_state;
+
+static rt_status optim_state_add(void *ud, const char *name, rt_tensor *t) {
+    optim_state *s = ud;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        rt_named_tensor *items = realloc(s->items, (size_t)cap * sizeof *items);
+        if (items) s->items = items;
+        char(*names)[96] = realloc(s->names, (size_t)cap * sizeof *names);
+        if (names) s->names = names;
+        if (!items || !names) return rt_error_set(RT_ERR_OOM, "out of memory listing optimizer state");
+        s->cap = cap;
+    }
+    snprintf(s->names[s->n], sizeof s->names[0], "%s", name);
+    s->items[s->n].tensor = rt_tensor_retain(t);
+    s->n++;
+    return RT_OK;
+}
+
+static void optim_state_free(optim_state *s) {
+    for (int i = 0; i < s->n; i++) rt_tensor_release(s->items[i].tensor);
+    free(s->items);
+    free(s->names);
+}
+
+/* Fills each optimizer state tensor from the open checkpoint file (ud). */
+static rt_status optim_state_fill(void *ud, const char *name, rt_tensor *t) {
+    const rt_st_entry *e = rt_st_find(ud, name);
+    if (!e || strcmp(e->dtype, rt_dtype_safetensors_name(t->dtype)) || e->nbytes != rt_tensor_nbytes(t))
+        return rt_error_set(RT_ERR_FORMAT, "optimizer checkpoint lacks '%s' or holds it with another dtype or "
+                            "shape; resume with the same --optimizer and --model", name);
+    memcpy(rt_tensor_data(t), e->data, e->nbytes);
+    return RT_OK;
+}
+
+/* Saves weights and optimizer state after `epoch` completed epochs. */
+static rt_status save_checkpoint(const train_opts *o, rt_model *m, rt_optimizer *opt, int64_t epoch) {
+    char opath[4096], ep[32], steps[32];
+    optim_path(o->save, opath, sizeof opath);
+    snprintf(ep, sizeof ep, "%lld", (long long)epoch);
+    snprintf(steps, sizeof steps, "%lld", (long long)rt_optimizer_step_count(opt));
+    const char *meta[] = {"format", "pt", "model", m->name, "epoch", ep, "optimizer_steps", steps,
+                          "optimizer", o->optimizer};
+    optim_state s = {0};
+    rt_status st = rt_optimizer_state_visit(opt, optim_state_add, &s);
+    for (int i = 0; i < s.n; i++) s.items[i].name = s.names[i];
+    if (st == RT_OK) st = rt_weights_save(NULL, s.items, s.n, meta, 5, opath);
+    optim_state_free(&s);
+    if (st == RT_OK) st = rt_weights_save(m->sd, NULL, 0, meta, 5, o->save);
+    return st;
+}
+
+/* Loads a checkpoint; returns the number of completed epochs through *epoch. */
+static rt_status load_checkpoint(const train_opts *o, rt_model *m, rt_optimizer *opt, int64_t *epoch) {
+    char opath[4096], buf[64];
+    optim_path(o->resume, opath, sizeof opath);
+    RT_TRY(rt_weights_read_metadata(o->resume, "model", buf, sizeof buf));
+    if (strcmp(buf, m->name))
+        return rt_error_set(RT_ERR_FORMAT, "checkpoint '%s' holds a %s, not a %s; pass --model %s", o->resume,
+                            buf, m->name, buf);
+    RT_TRY(rt_weights_read_metadata(opath, "optimizer", buf, sizeof buf));
+    if (strcmp(buf, o->optimizer))
+        return rt_error_set(RT_ERR_FORMAT, "checkpoint '%s' was trained with --optimizer %s; resume with it",
+                            opath, buf);
+    RT_TRY(rt_weights_read_metadata(opath, "epoch", buf, sizeof buf));
+    *epoch = strtoll(buf, NULL, 10);
+    RT_TRY(rt_weights_load(m->sd, NULL, 0, o->resume));
+    rt_st_file *f;
+    RT_TRY(rt_st_open(opath, &f));
+    rt_status st = rt_optimizer_state_visit(opt, optim_state_fill, f);
+    rt_st_close(f);
+    return st;
+}
+
+/* Copies samples [first, first+count) of a batch into a new DATA tensor. */
+static rt_tensor *batch_slice(const rt_tensor *t, int64_t first, int64_t count) {
+    int64_t shape[5];
+    memcpy(shape, t->shape, sizeof shape);
+    size_t row = rt_tensor_nbytes(t) / (size_t)t->shape[0];
+    shape[0] = count;
+    rt_tensor *s = rt_tensor_create(t->ndim, shape, t->dtype, t->device, RT_MEM_DATA);
+    if (s) memcpy(rt_tensor_data(s), (const char *)rt_tensor_data(t) + (size_t)first * row, (size_t)count * row);
+    return s;
+}
+
+static int64_t count_correct(const rt_tensor *logits, const rt_tensor *labels) {
+    int64_t n = logits->shape[0], k = logits->shape[1], correct = 0;
+    const float *z = rt_tensor_f32(logits);
+    const int32_t *t = rt_tensor_data(labels);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t best = 0;
+        for (int64_t j = 1; j < k; j++)
+            if (z[i * k + j] > z[i * k + best]) best = j;
+        correct += best == t[i];
+    }
+    return correct;
+}
+
+/* One optimizer step over a batch split into accum_steps micro-batches, each
+ * loss weighted by its share of the batch (optim/accumulate.h). */
+static rt_status train_step(const train_opts *o, rt_model *m, rt_optimizer *opt, rt_tensor **params, int np,
+                            rt_tensor *x, rt_tensor *y, double *loss_out, int64_t *correct) {
+    int64_t b = x->shape[0], k = o->accum_steps < b ? o->accum_steps : b, first = 0;
+    double loss_sum = 0.0;
+    rt_optimizer_zero_grad(opt);
+    for (int64_t i = 0; i < k; i++) {
+        int64_t n = b / k + (i < b % k ? 1 : 0);
+        rt_tensor *xs = k > 1 ? batch_slice(x, first, n) : rt_tensor_retain(x);
+        rt_tensor *ys = k > 1 ? batch_slice(y, first, n) : rt_tensor_retain(y);
+        rt_tensor *logits = NULL, *loss = NULL, *scaled = NULL;
+        rt_status st = (xs && ys) ? RT_OK : RT_ERR_OOM;
+        if (st == RT_OK) st = rt_model_forward(m, xs, &logits);
+        if (st == RT_OK) st = rt_cross_entropy(logits, ys, o->label_smoothing, &loss);
+        float w = rt_accum_loss_scale(n, b);
+        if (st == RT_OK) st = rt_mul_scalar(loss, w, &scaled);
+        if (st == RT_OK) {
+            float l = rt_tensor_f32(loss)[0];
+            if (!(l == l) || l > 1e30f || l < -1e30f)
+                st = rt_error_set(RT_ERR_NONFINITE, "loss is %g at this step: lower --lr or use --clip", l);
+            loss_sum += (double)w * l;
+            *correct += count_correct(logits, ys);
+        }
+        rt_tensor_release(logits);
+        rt_tensor_release(loss);
+        if (st == RT_OK) st = rt_backward(scaled, NULL, false);
+        rt_tensor_release(scaled);
+        rt_tensor_release(xs);
+        rt_tensor_release(ys);
+        if (st != RT_OK) return st;
+        first += n;
+    }
+    if (o->clip > 0) {
+        float norm;
+        RT_TRY(rt_clip_grad_norm(params, np, o->clip, &norm));
+    }
+    *loss_out = loss_sum;
+    return rt_optimizer_step(opt);
+}
+
+int rt_cmd_train(int argc, char **argv) {
+    train_opts o;
+    int rc = train_parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    rt_set_num_threads((int)o.threads);
+
+    rt_dataset *train = NULL, *test = NULL;
+    rt_model *m = NULL;
+    rt_optimizer *opt = NULL;
+    rt_loader *loader = NULL;
+    rt_tensor **params = NULL;
+    FILE *log = NULL, *steps_log = NULL;
+    rc = 1;
+    if (rt_cli_open_dataset(o.data, true, o.train_subset, &train) != RT_OK) {
+        rt_cli_fail("cannot load the training set");
+        goto out;
+    }
+    if (rt_cli_open_dataset(o.data, false, o.test_subset, &test) != RT_OK) {
+        rt_cli_fail("cannot load the test set");
+        goto out;
+    }
+    if (rt_model_create(o.model, train->channels, train->num_classes, RT_DEVICE_CPU, (uint64_t)o.seed, &m)) {
+        rt_cli_fail("cannot create the model");
+        goto out;
+    }
+    int np = rt_state_dict_num_params(m->sd);
+    params = malloc((size_t)np * sizeof *params);
+    if (!params) goto out;
+    rt_state_dict_params(m->sd, params);
+    if (!strcmp(o.optimizer, "adamw")) {
+        rt_adamw_opts ao = rt_adamw_default_opts();
+        ao.lr = o.lr;
+        ao.weight_decay = o.weight_decay;
+        opt = rt_adamw_create(params, np, &ao);
+    } else {
+        rt_sgd_opts so = rt_sgd_default_opts(o.lr);
+        so.momentum = o.momentum;
+        so.nesterov = o.momentum > 0;
+        so.weight_decay = o.weight_decay;
+        opt = rt_sgd_create(params, np, &so);
+    }
+    if (!opt) {
+        rt_cli_fail("cannot create the optimizer");
+        goto out;
+    }
+    rt_loader_options lo = rt_cli_loader_options(o.batch_size, true, o.augment, (uint64_t)o.seed);
+    if (rt_loader_create(train, &lo, &loader) != RT_OK) {
+        rt_cli_fail("cannot create the data loader");
+        goto out;
+    }
+    int64_t per_epoch = rt_loader_batches_per_epoch(loader), start_epoch = 0;
+    rt_lr_schedule sched;
+    if (make_schedule(o.schedule, o.lr, per_epoch * o.epochs, o.warmup_steps, &sched) != RT_OK) {
+        rt_cli_fail("bad --schedule");
+        goto out;
+    }
+    if (o.resume && load_checkpoint(&o, m, opt, &start_epoch) != RT_OK) {
+        rt_cli_fail("cannot resume");
+        goto out;
+    }
+    if (o.log) {
+        char steps_path[4096];
+        snprintf(steps_path, sizeof steps_path, "%.*s.steps.csv",
+                 (int)(strlen(o.log) > 4 && !strcmp(o.log + strlen(o.log) - 4, ".csv") ? strlen(o.log) - 4
+                                                                                         : strlen(o.log)),
+                 o.log);
+        log = fopen(o.log, start_epoch ? "a" : "w");
+        steps_log = fopen(steps_path, start_epoch ? "a" : "w");
+        if (!log || !steps_log) {
+            fprintf(stderr, "revtorch train: cannot write --log %s\n", o.log);
+            goto out;
+        }
+        if (!start_epoch) {
+            fprintf(log, "epoch,train_loss,train_acc,test_loss,test_acc,images_per_s,epoch_s,peak_param_mib,"
+                         "peak_grad_mib,peak_optim_mib,peak_saved_mib,peak_temp_mib,peak_data_mib,peak_total_mib\n");
+            fprintf(steps_log, "epoch,step,lr,loss\n");
+        }
+    }
+    printf("revtorch train: %s (%lld parameters) on %lld Fashion-MNIST images, batch %lld (%lld micro-batches), "
+           "%s lr %g, %lld epochs, %d threads\n",
+           m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)train->n,
+           (long long)o.batch_size, (long long)o.accum_steps, o.optimizer, o.lr, (long long)o.epochs,
+           rt_get_num_threads());
+    for (int64_t epoch = start_epoch; epoch < o.epochs; epoch++) {
+        if (rt_loader_reset(loader, epoch) != RT_OK) {
+            rt_cli_fail("loader");
+            goto out;
+        }
+        rt_memstats_reset_peaks();
+        m->training = true;
+        char label[32];
+        snprintf(label, sizeof label, "epoch %lld/%lld", (long long)epoch + 1, (long long)o.epochs);
+        rt_progress bar;
+        rt_progress_start(&bar, stdout, label, per_epoch);
+        double loss_sum = 0.0, t0 = rt_now_s();
+        int64_t seen = 0, correct = 0;
+        for (int64_t b = 0;; b++) {
+            rt_tensor *x = NULL, *y = NULL;
+            bool end = false;
+            if (rt_loader_next(loader, &x, &y, &end) != RT_OK) {
+                rt_cli_fail("loader");
+                goto out;
+            }
+            if (end) break;
+            int64_t step = rt_optimizer_step_count(opt);
+            float lr = rt_lr_at(&sched, step);
+            rt_optimizer_set_lr(opt, lr);
+            double loss = 0.0;
+            rt_status st = train_step(&o, m, opt, params, np, x, y, &loss, &correct);
+            int64_t n = x->shape[0];
+            rt_tensor_release(x);
+            rt_tensor_release(y);
+            if (st != RT_OK) {
+                rt_progress_finish(&bar);
+                rt_cli_fail("training step failed");
+                goto out;
+            }
+            loss_sum += loss * (double)n;
+            seen += n;
+            if (steps_log) fprintf(steps_log, "%lld,%lld,%.9g,%.9g\n", (long long)epoch, (long long)step, lr, loss);
+            rt_progress_update(&bar, b + 1, loss, seen);
+        }
+        rt_progress_finish(&bar);
+        double secs = rt_now_s() - t0, test_loss, test_acc;
+        rt_memstats peaks;
+        rt_memstats_get(&peaks);
+        if (rt_cli_evaluate(m, test, 256, &test_loss, &test_acc) != RT_OK) {
+            rt_cli_fail("evaluation failed");
+            goto out;
+        }
+        printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f s\n",
+               (long long)epoch + 1, loss_sum / (double)seen, 100.0 * (double)correct / (double)seen, test_loss,
+               100.0 * test_acc, (double)seen / secs, secs);
+        rt_cli_print_peaks(stdout, "  ");
+        if (log) {
+            fprintf(log, "%lld,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f", (long long)epoch + 1, loss_sum / (double)seen,
+                    (double)correct / (double)seen, test_loss, test_acc, (double)seen / secs, secs);
+            for (int c = 0; c < RT_MEM_NCAT; c++) fprintf(log, ",%.3f", (double)peaks.peak[c] / 1048576.0);
+            fprintf(log, ",%.3f\n", (double)peaks.peak_total / 1048576.0);
+            fflush(log);
+            fflush(steps_log);
+        }
+        if (o.save && save_checkpoint(&o, m, opt, epoch + 1) != RT_OK) {
+            rt_cli_fail("cannot save the checkpoint");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    if (log) fclose(log);
+    if (steps_log) fclose(steps_log);
+    rt_loader_destroy(loader);
+    rt_optimizer_destroy(opt);
+    free(params);
+    rt_model_destroy(m);
+    rt_dataset_destroy(train);
+    rt_dataset_destroy(test);
+    return rc;
+}

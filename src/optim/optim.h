@@ -1,0 +1,10 @@
+/* The optim layer in one include: optimizers (SGD, AdamW) with checkpointable
+ * state, learning-rate schedules, gradient clipping and accumulation. */
+#ifndef RT_OPTIM_OPTIM_H
+#define RT_OPTIM_OPTIM_H
+
+#include "optim/grad.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+#endif

@@ -1,0 +1,398 @@
+/* SGD and AdamW (see optimizer.h). The element loops are transcriptions of
+ * PyTorch 1.13's _single_tensor_sgd and _single_tensor_adamw
+ * (torch/optim/sgd.py, torch/optim/adamw.py), fused into one pass per
+ * parameter: the same f32 operations in the same order, with the scalar
+ * coefficients (1-τ, 1-γλ, bias corrections) computed in double as Python
+ * does before they are handed to the f32 kernels. */
+#include "optim/optimizer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many elements an OpenMP region costs more than it saves
+ * (same threshold as kernels/vec.c). */
+#define RT_OPTIM_PAR_MIN 32768
+
+typedef enum rt_optim_kind { RT_OPTIM_SGD, RT_OPTIM_ADAMW } rt_optim_kind;
+
+/* PyTorch's optimizer.state[p] for one parameter. */
+typedef struct rt_param_state {
+    int64_t step;    /* updates applied to this parameter (state['step']) */
+    rt_tensor *buf[2]; /* SGD: momentum_buffer; AdamW: exp_avg, exp_avg_sq; NULL until needed */
+} rt_param_state;
+
+struct rt_optimizer {
+    rt_optim_kind kind;
+    int n;
+    rt_tensor **params; /* borrowed pointers */
+    rt_param_state *state;
+    int nbuf;           /* state buffers per parameter: 0, 1 or 2 */
+    float lr;
+    int64_t step_count;
+    rt_sgd_opts sgd;
+    rt_adamw_opts adamw;
+};
+
+static const char *const rt_sgd_buf_names[] = {"momentum_buffer"};
+static const char *const rt_adamw_buf_names[] = {"exp_avg", "exp_avg_sq"};
+
+rt_sgd_opts rt_sgd_default_opts(float lr) {
+    rt_sgd_opts o = {0};
+    o.lr = lr;
+    return o;
+}
+
+rt_adamw_opts rt_adamw_default_opts(void) {
+    rt_adamw_opts o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                       .weight_decay = 1e-2f, .amsgrad = false};
+    return o;
+}
+
+/* A hyper-parameter that must be finite and >= 0. */
+static bool rt_nonneg(float x) { return isfinite(x) && x >= 0.0f; }
+
+static rt_optimizer *rt_optimizer_new(const char *who, rt_optim_kind kind, rt_tensor *const *params,
+                                      int n, float lr, int nbuf) {
+    if (!params || n <= 0) {
+        rt_error_set(RT_ERR_INVALID_ARG, "%s: optimizer got an empty parameter list (params=%p, n=%d)",
+                     who, (const void *)params, n);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        const rt_tensor *p = params[i];
+        if (!p) {
+            rt_error_set(RT_ERR_INVALID_ARG, "%s: parameter %d is NULL", who, i);
+            return NULL;
+        }
+        if (p->dtype != RT_F32) {
+            rt_error_set(RT_ERR_DTYPE,
+                         "%s: parameter %d is %s; optimizers update f32 master weights only "
+                         "(keep reduced-precision copies separately)",
+                         who, i, rt_dtype_str(p->dtype));
+            return NULL;
+        }
+        if (p->grad_fn) {
+            rt_error_set(RT_ERR_INVALID_ARG,
+                         "%s: parameter %d is not a leaf (it has a grad_fn); can't optimize a "
+                         "non-leaf tensor",
+                         who, i);
+            return NULL;
+        }
+        for (int j = 0; j < i; j++)
+            if (params[j] == p) {
+                rt_error_set(RT_ERR_INVALID_ARG,
+                             "%s: parameters %d and %d are the same tensor; each parameter may "
+                             "appear once (it would be updated twice per step)",
+                             who, j, i);
+                return NULL;
+            }
+    }
+    rt_optimizer *o = calloc(1, sizeof *o);
+    if (o) {
+        o->params = malloc((size_t)n * sizeof *o->params);
+        o->state = calloc((size_t)n, sizeof *o->state);
+    }
+    if (!o || !o->params || !o->state) {
+        rt_optimizer_destroy(o);
+        rt_error_set(RT_ERR_OOM, "%s: out of memory allocating the optimizer for %d parameters", who, n);
+        return NULL;
+    }
+    memcpy(o->params, params, (size_t)n * sizeof *o->params);
+    o->kind = kind;
+    o->n = n;
+    o->lr = lr;
+    o->nbuf = nbuf;
+    return o;
+}
+
+rt_optimizer *rt_sgd_create(rt_tensor *const *params, int n, const rt_sgd_opts *o) {
+    if (!o) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_sgd_create: opts is NULL (use rt_sgd_default_opts(lr))");
+        return NULL;
+    }
+    if (!rt_nonneg(o->lr)) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_sgd_create: invalid learning rate %g (must be finite and >= 0)",
+                     (double)o->lr);
+        return NULL;
+    }
+    if (!rt_nonneg(o->momentum)) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_sgd_create: invalid momentum value %g (must be finite and >= 0)",
+                     (double)o->momentum);
+        return NULL;
+    }
+    if (!rt_nonneg(o->weight_decay)) {
+        rt_error_set(RT_ERR_INVALID_ARG,
+                     "rt_sgd_create: invalid weight_decay value %g (must be finite and >= 0)",
+                     (double)o->weight_decay);
+        return NULL;
+    }
+    if (!isfinite(o->dampening)) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_sgd_create: dampening %g is not finite", (double)o->dampening);
+        return NULL;
+    }
+    if (o->nesterov && (o->momentum <= 0.0f || o->dampening != 0.0f)) {
+        rt_error_set(RT_ERR_INVALID_ARG,
+                     "rt_sgd_create: Nesterov momentum requires a momentum and zero dampening "
+                     "(got momentum %g, dampening %g); set momentum > 0 and dampening = 0, or "
+                     "nesterov = false",
+                     (double)o->momentum, (double)o->dampening);
+        return NULL;
+    }
+    rt_optimizer *opt = rt_optimizer_new("rt_sgd_create", RT_OPTIM_SGD, params, n, o->lr,
+                                         o->momentum != 0.0f ? 1 : 0);
+    if (opt) opt->sgd = *o;
+    return opt;
+}
+
+rt_optimizer *rt_adamw_create(rt_tensor *const *params, int n, const rt_adamw_opts *o) {
+    if (!o) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_adamw_create: opts is NULL (use rt_adamw_default_opts())");
+        return NULL;
+    }
+    if (!rt_nonneg(o->lr)) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_adamw_create: invalid learning rate %g (must be finite and >= 0)",
+                     (double)o->lr);
+        return NULL;
+    }
+    if (!rt_nonneg(o->eps)) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_adamw_create: invalid epsilon value %g (must be finite and >= 0)",
+                     (double)o->eps);
+        return NULL;
+    }
+    if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f)) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_adamw_create: invalid beta parameter at index 0: %g (must be in [0, 1))",
+                     (double)o->beta1);
+        return NULL;
+    }
+    if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f)) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_adamw_create: invalid beta parameter at index 1: %g (must be in [0, 1))",
+                     (double)o->beta2);
+        return NULL;
+    }
+    if (!rt_nonneg(o->weight_decay)) {
+        rt_error_set(RT_ERR_INVALID_ARG,
+                     "rt_adamw_create: invalid weight_decay value %g (must be finite and >= 0)",
+                     (double)o->weight_decay);
+        return NULL;
+    }
+    if (o->amsgrad) {
+        rt_error_set(RT_ERR_UNSUPPORTED, "rt_adamw_create: amsgrad = true is not implemented; use amsgrad = false");
+        return NULL;
+    }
+    rt_optimizer *opt = rt_optimizer_new("rt_adamw_create", RT_OPTIM_ADAMW, params, n, o->lr, 2);
+    if (opt) opt->adamw = *o;
+    return opt;
+}
+
+void rt_optimizer_destroy(rt_optimizer *opt) {
+    if (!opt) return;
+    if (opt->state)
+        for (int i = 0; i < opt->n; i++)
+            for (int b = 0; b < 2; b++) rt_tensor_release(opt->state[i].buf[b]);
+    free(opt->state);
+    free(opt->params);
+    free(opt);
+}
+
+const char *rt_optimizer_name(const rt_optimizer *opt) {
+    return opt->kind == RT_OPTIM_SGD ? "SGD" : "AdamW";
+}
+
+int rt_optimizer_param_count(const rt_optimizer *opt) { return opt->n; }
+
+/* Allocates parameter i's missing state buffers as zeros (OPTIM, on the
+ * parameter's device). On failure the buffers made so far are kept (they are
+ * valid zero state) and the allocator's message stands. */
+static rt_status rt_optimizer_ensure_state(rt_optimizer *opt, int i) {
+    rt_param_state *st = &opt->state[i];
+    for (int b = 0; b < opt->nbuf; b++) {
+        if (st->buf[b]) continue;
+        st->buf[b] = rt_tensor_zeros_like(opt->params[i], RT_MEM_OPTIM);
+        if (!st->buf[b]) return RT_ERR_OOM;
+    }
+    return RT_OK;
+}
+
+/* Checks parameter i's grad (when present) against the parameter. */
+static rt_status rt_optimizer_check_grad(const rt_optimizer *opt, int i) {
+    const rt_tensor *p = opt->params[i], *g = p->grad;
+    if (!g) return RT_OK;
+    if (g->dtype != RT_F32)
+        return rt_error_set(RT_ERR_DTYPE, "%s.step: the grad of parameter %d is %s; f32 gradients are required",
+                            rt_optimizer_name(opt), i, rt_dtype_str(g->dtype));
+    if (g->device != p->device)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s.step: parameter %d is on the %s device but its grad is on the %s device",
+                            rt_optimizer_name(opt), i, rt_tensor_is_meta(p) ? "meta" : "cpu",
+                            rt_tensor_is_meta(g) ? "meta" : "cpu");
+    if (!rt_tensor_same_shape(p, g)) {
+        char a[64], b[64];
+        return rt_error_set(RT_ERR_SHAPE, "%s.step: parameter %d has shape %s but its grad has shape %s",
+                            rt_optimizer_name(opt), i, rt_tensor_shape_str(p, a, sizeof a),
+                            rt_tensor_shape_str(g, b, sizeof b));
+    }
+    return RT_OK;
+}
+
+/* torch.optim.SGD, one parameter (PyTorch 1.13 _single_tensor_sgd):
+ *   d_p = grad; if wd: d_p = d_p + wd*param
+ *   if momentum: buf = clone(d_p) at the first step, else buf = buf*momentum + (1-dampening)*d_p
+ *                d_p = d_p + momentum*buf (nesterov) or d_p = buf
+ *   param = param + (-lr)*d_p */
+static void rt_sgd_update(const rt_optimizer *opt, int64_t n, float *p, const float *g, float *buf,
+                          bool first) {
+    const float wd = opt->sgd.weight_decay, mu = opt->sgd.momentum;
+    const float damp1 = (float)(1.0 - (double)opt->sgd.dampening), nlr = -opt->lr;
+    const bool nesterov = opt->sgd.nesterov;
+#pragma omp parallel for if (n > RT_OPTIM_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (wd != 0.0f) d = d + wd * p[i];
+        if (mu != 0.0f) {
+            float b = first ? d : buf[i] * mu + damp1 * d;
+            buf[i] = b;
+            d = nesterov ? d + mu * b : b;
+        }
+        p[i] = p[i] + nlr * d;
+    }
+}
+
+/* torch.optim.AdamW, one parameter, amsgrad = false (PyTorch 1.13
+ * _single_tensor_adamw), `step` already incremented:
+ *   param *= 1 - lr*wd
+ *   exp_avg = exp_avg*beta1 + (1-beta1)*grad
+ *   exp_avg_sq = exp_avg_sq*beta2 + (1-beta2)*grad*grad
+ *   step_size = lr / (1 - beta1^step);  bc2_sqrt = sqrt(1 - beta2^step)   (double)
+ *   denom = sqrt(exp_avg_sq)/bc2_sqrt + eps
+ *   param += -step_size * exp_avg/denom */
+static void rt_adamw_update(const rt_optimizer *opt, int64_t n, float *p, const float *g, float *m,
+                            float *v, int64_t step) {
+    const double lr = opt->lr, b1 = opt->adamw.beta1, b2 = opt->adamw.beta2;
+    const double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
+    const float decay = (float)(1.0 - lr * (double)opt->adamw.weight_decay);
+    const float beta1 = opt->adamw.beta1, beta2 = opt->adamw.beta2;
+    const float ob1 = (float)(1.0 - b1), ob2 = (float)(1.0 - b2);
+    const float nstep = (float)(-(lr / bc1)), bc2s = (float)sqrt(bc2), eps = opt->adamw.eps;
+#pragma omp parallel for simd if (n > RT_OPTIM_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const float gi = g[i];
+        const float mi = m[i] * beta1 + ob1 * gi;
+        const float vi = v[i] * beta2 + ob2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        const float denom = sqrtf(vi) / bc2s + eps;
+        p[i] = p[i] * decay + nstep * mi / denom;
+    }
+}
+
+rt_status rt_optimizer_step(rt_optimizer *opt) {
+    if (!opt) return rt_error_set(RT_ERR_INVALID_ARG, "rt_optimizer_step: optimizer is NULL");
+    const char *who = rt_optimizer_name(opt);
+    if (!rt_nonneg(opt->lr))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s.step: the learning rate is %g; it must be finite and >= 0 (check the "
+                            "value given to rt_optimizer_set_lr / the LR schedule)",
+                            who, (double)opt->lr);
+    for (int i = 0; i < opt->n; i++) RT_TRY(rt_optimizer_check_grad(opt, i));
+
+    /* Allocate every missing state buffer before touching any parameter. */
+    const char *prev_op = rt_mem_set_op(opt->kind == RT_OPTIM_SGD ? "SGD.step" : "AdamW.step");
+    for (int i = 0; i < opt->n; i++) {
+        if (!opt->params[i]->grad) continue;
+        rt_status s = rt_optimizer_ensure_state(opt, i);
+        if (s != RT_OK) {
+            rt_mem_set_op(prev_op);
+            return s;
+        }
+    }
+    rt_mem_set_op(prev_op);
+
+    for (int i = 0; i < opt->n; i++) {
+        rt_tensor *p = opt->params[i];
+        if (!p->grad) continue;
+        rt_param_state *st = &opt->state[i];
+        bool first = st->step == 0;
+        st->step++;
+        if (rt_tensor_is_meta(p)) continue; /* accounted, nothing to compute */
+        int64_t n = rt_tensor_numel(p);
+        float *buf0 = st->buf[0] ? rt_tensor_f32(st->buf[0]) : NULL;
+        if (opt->kind == RT_OPTIM_SGD)
+            rt_sgd_update(opt, n, rt_tensor_f32(p), rt_tensor_f32(p->grad), buf0, first);
+        else
+            rt_adamw_update(opt, n, rt_tensor_f32(p), rt_tensor_f32(p->grad), buf0,
+                            rt_tensor_f32(st->buf[1]), st->step);
+    }
+    opt->step_count++;
+    return RT_OK;
+}
+
+void rt_optimizer_zero_grad(rt_optimizer *opt) {
+    if (!opt) return;
+    for (int i = 0; i < opt->n; i++) rt_tensor_zero_grad(opt->params[i]);
+}
+
+void rt_optimizer_set_lr(rt_optimizer *opt, float lr) { opt->lr = lr; }
+float rt_optimizer_get_lr(const rt_optimizer *opt) { return opt->lr; }
+
+int64_t rt_optimizer_step_count(const rt_optimizer *opt) { return opt->step_count; }
+void rt_optimizer_set_step_count(rt_optimizer *opt, int64_t steps) {
+    opt->step_count = steps < 0 ? 0 : steps;
+}
+
+int64_t rt_optimizer_state_nbytes(const rt_optimizer *opt) {
+    int64_t total = 0;
+    for (int i = 0; i < opt->n; i++) total += (int64_t)rt_tensor_nbytes(opt->params[i]);
+    return total * opt->nbuf;
+}
+
+int rt_optimizer_state_count(const rt_optimizer *opt) {
+    return 1 + (opt->nbuf ? opt->n * (opt->nbuf + 1) : 0);
+}
+
+/* Visits an int64 counter as a temporary 0-d int32 tensor and reads back what
+ * fn left in it. */
+static rt_status rt_visit_counter(rt_optimizer_state_fn fn, void *ud, const char *name, int64_t *value) {
+    if (*value > INT32_MAX)
+        return rt_error_set(RT_ERR_UNSUPPORTED,
+                            "optimizer state %s = %lld does not fit the int32 checkpoint scalar", name,
+                            (long long)*value);
+    rt_tensor *t = rt_tensor_create(0, NULL, RT_I32, RT_DEVICE_CPU, RT_MEM_OPTIM);
+    if (!t) return RT_ERR_OOM;
+    *(int32_t *)rt_tensor_data(t) = (int32_t)*value;
+    rt_status s = fn(ud, name, t);
+    int32_t back = *(const int32_t *)rt_tensor_data(t);
+    rt_tensor_release(t);
+    if (s != RT_OK) return s;
+    if (back < 0)
+        return rt_error_set(RT_ERR_FORMAT, "optimizer state %s was set to %d; step counts are >= 0",
+                            name, (int)back);
+    *value = back;
+    return RT_OK;
+}
+
+rt_status rt_optimizer_state_visit(rt_optimizer *opt, rt_optimizer_state_fn fn, void *ud) {
+    if (!opt || !fn)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_optimizer_state_visit: %s is NULL",
+                            !opt ? "optimizer" : "callback");
+    const char *prev_op = rt_mem_set_op(opt->kind == RT_OPTIM_SGD ? "SGD.state" : "AdamW.state");
+    rt_status s = RT_OK;
+    for (int i = 0; i < opt->n && s == RT_OK; i++) s = rt_optimizer_ensure_state(opt, i);
+    rt_mem_set_op(prev_op);
+    RT_TRY(s);
+
+    RT_TRY(rt_visit_counter(fn, ud, "step_count", &opt->step_count));
+    if (opt->nbuf == 0) return RT_OK;
+    const char *const *names = opt->kind == RT_OPTIM_SGD ? rt_sgd_buf_names : rt_adamw_buf_names;
+    char name[64];
+    for (int i = 0; i < opt->n; i++) {
+        snprintf(name, sizeof name, "state.%d.step", i);
+        RT_TRY(rt_visit_counter(fn, ud, name, &opt->state[i].step));
+        for (int b = 0; b < opt->nbuf; b++) {
+            snprintf(name, sizeof name, "state.%d.%s", i, names[b]);
+            RT_TRY(fn(ud, name, opt->state[i].buf[b]));
+        }
+    }
+    return RT_OK;
+}

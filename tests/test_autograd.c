@@ -1,0 +1,574 @@
+/* Tests for the autograd engine (src/autograd): gradient accumulation,
+ * summing where a tensor is used twice, graph release and retain_graph,
+ * no-grad scope, error cases, freeing of dead intermediates, and a node
+ * whose backward runs a nested forward+backward (the mechanism that
+ * checkpointing and reversible blocks use). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "core/mem.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "ops/ops.h"
+#include "rt_test.h"
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static int64_t live(rt_mem_category c) {
+    rt_memstats s;
+    rt_memstats_get(&s);
+    return s.live[c];
+}
+
+/* A tensor with deterministic values in [-1, 1) (Philox, `seed`). */
+static rt_tensor *rand_tensor(int ndim, const int64_t *shape, rt_mem_category cat, uint64_t seed) {
+    rt_tensor *t = rt_tensor_create(ndim, shape, RT_F32, RT_DEVICE_CPU, cat);
+    if (!t) return NULL;
+    int64_t n = rt_tensor_numel(t);
+    float *p = rt_tensor_f32(t);
+    rt_philox_uniform(seed, 0, n, p);
+    for (int64_t i = 0; i < n; i++) p[i] = 2.0f * p[i] - 1.0f;
+    return t;
+}
+
+static rt_tensor *const_tensor(int ndim, const int64_t *shape, float v, rt_mem_category cat) {
+    rt_tensor *t = rt_tensor_create(ndim, shape, RT_F32, RT_DEVICE_CPU, cat);
+    if (t) rt_tensor_fill(t, v);
+    return t;
+}
+
+static double max_abs_diff(const rt_tensor *a, const rt_tensor *b) {
+    double m = 0;
+    for (int64_t i = 0; i < rt_tensor_numel(a); i++) {
+        double d = fabs((double)rt_tensor_f32(a)[i] - rt_tensor_f32(b)[i]);
+        if (!(d <= m)) m = d; /* NaN propagates as "large" */
+    }
+    return m;
+}
+
+static double max_abs(const rt_tensor *a) {
+    double m = 0;
+    for (int64_t i = 0; i < rt_tensor_numel(a); i++) m = fmax(m, fabs(rt_tensor_f32(a)[i]));
+    return m;
+}
+
+/* ---- accumulation and summing ---------------------------------------------- */
+
+/* y = 3·x backpropagated twice into the same leaf: .grad = 3, then 6. */
+static void test_grad_accumulates(void) {
+    int64_t base_grad = live(RT_MEM_GRAD);
+    int64_t shape[2] = {3, 5};
+    rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 1);
+    rt_tensor *g = rand_tensor(2, shape, RT_MEM_DATA, 2);
+    CHECK(x && g);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    for (int pass = 1; pass <= 2; pass++) {
+        rt_tensor *y = NULL;
+        CHECK_OK(rt_mul_scalar(x, 3.0f, &y));
+        CHECK(y->grad_fn != NULL && y->requires_grad);
+        CHECK_OK(rt_backward(y, g, false));
+        rt_tensor_release(y);
+        CHECK(x->grad != NULL);
+        CHECK_EQ_INT(x->grad->dtype, RT_F32);
+        CHECK(rt_tensor_same_shape(x->grad, x));
+        for (int i = 0; i < 15; i++)
+            CHECK(rt_tensor_f32(x->grad)[i] == (float)pass * (3.0f * rt_tensor_f32(g)[i]));
+        /* the grad is allocated once, booked GRAD */
+        CHECK_EQ_INT(live(RT_MEM_GRAD) - base_grad, 15 * 4);
+    }
+    /* zero_grad drops it */
+    rt_tensor_zero_grad(x);
+    CHECK(x->grad == NULL);
+    CHECK_EQ_INT(live(RT_MEM_GRAD), base_grad);
+    rt_tensor_release(x);
+    rt_tensor_release(g);
+}
+
+/* y = x + x: both edges lead to the same leaf, the gradient is 2·g. */
+static void test_used_twice_add(void) {
+    int64_t shape[1] = {7};
+    rt_tensor *x = rand_tensor(1, shape, RT_MEM_DATA, 3);
+    rt_tensor *g = rand_tensor(1, shape, RT_MEM_DATA, 4);
+    CHECK(x && g);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_tensor *y = NULL;
+    CHECK_OK(rt_add(x, x, &y));
+    CHECK_OK(rt_backward(y, g, false));
+    for (int i = 0; i < 7; i++) CHECK(rt_tensor_f32(x->grad)[i] == 2.0f * rt_tensor_f32(g)[i]);
+    /* the incoming gradient was not modified in place by the summing */
+    rt_tensor *g2 = rand_tensor(1, shape, RT_MEM_DATA, 4);
+    CHECK(g2 != NULL);
+    CHECK(memcmp(rt_tensor_data(g), rt_tensor_data(g2), 28) == 0);
+    rt_tensor_release(g2);
+    rt_tensor_release(y);
+
+    /* the same through an intermediate node: a = 2x, y = a + a → 4g */
+    rt_tensor_zero_grad(x);
+    rt_tensor *a = NULL;
+    CHECK_OK(rt_mul_scalar(x, 2.0f, &a));
+    CHECK_OK(rt_add(a, a, &y));
+    CHECK_OK(rt_backward(y, g, false));
+    for (int i = 0; i < 7; i++) CHECK(rt_tensor_f32(x->grad)[i] == 4.0f * rt_tensor_f32(g)[i]);
+    rt_tensor_release(y);
+    rt_tensor_release(a);
+    rt_tensor_release(x);
+    rt_tensor_release(g);
+}
+
+/* Diamond: a = 2x; b = relu(a); c = 5a; d = b + c.
+ * dd/dx = 2·(1[a>0] + 5), summed at a before flowing into x. */
+static void test_diamond(void) {
+    int64_t base_temp = live(RT_MEM_TEMP), base_saved = live(RT_MEM_SAVED);
+    int64_t shape[2] = {4, 6};
+    rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 5);
+    rt_tensor *g = rand_tensor(2, shape, RT_MEM_DATA, 6);
+    CHECK(x && g);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_tensor *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    CHECK_OK(rt_mul_scalar(x, 2.0f, &a));
+    CHECK_OK(rt_relu(a, &b));
+    CHECK_OK(rt_mul_scalar(a, 5.0f, &c));
+    CHECK_OK(rt_add(b, c, &d));
+    rt_tensor_release(a);
+    rt_tensor_release(b);
+    rt_tensor_release(c);
+    CHECK_OK(rt_backward(d, g, false));
+    int pos = 0, neg = 0;
+    for (int i = 0; i < 24; i++) {
+        float xv = rt_tensor_f32(x)[i], gv = rt_tensor_f32(g)[i];
+        float want = 2.0f * ((xv > 0 ? 1.0f : 0.0f) * gv + 5.0f * gv);
+        pos += xv > 0;
+        neg += xv < 0;
+        CHECK_NEAR(rt_tensor_f32(x->grad)[i], want, 1e-6 * (1 + fabs(want)));
+    }
+    CHECK(pos > 0 && neg > 0); /* both relu branches exercised */
+    rt_tensor_release(d);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    rt_tensor_release(x);
+    rt_tensor_release(g);
+}
+
+/* A leaf that is itself the root: backward seeds its .grad with ones. */
+static void test_leaf_root(void) {
+    rt_tensor *s = const_tensor(0, NULL, 2.0f, RT_MEM_DATA);
+    CHECK(s != NULL);
+    CHECK_OK(rt_tensor_set_requires_grad(s, true));
+    CHECK_OK(rt_backward(s, NULL, false));
+    CHECK(s->grad != NULL && rt_tensor_f32(s->grad)[0] == 1.0f);
+    CHECK_OK(rt_backward(s, NULL, false));
+    CHECK(rt_tensor_f32(s->grad)[0] == 2.0f);
+    rt_tensor_release(s);
+}
+
+/* ---- release and retain ---------------------------------------------------- */
+
+/* A small graph with saved tensors: y = relu(conv(x, w, b)). */
+typedef struct small_graph {
+    rt_tensor *x, *w, *b, *g;
+} small_graph;
+
+static int small_graph_init(small_graph *sg, bool x_requires_grad, rt_mem_category xcat) {
+    int64_t xs[4] = {2, 3, 6, 6}, ws[4] = {4, 3, 3, 3}, bs[1] = {4}, ys[4] = {2, 4, 6, 6};
+    sg->x = rand_tensor(4, xs, xcat, 11);
+    sg->w = rand_tensor(4, ws, RT_MEM_PARAM, 12);
+    sg->b = rand_tensor(1, bs, RT_MEM_PARAM, 13);
+    sg->g = rand_tensor(4, ys, RT_MEM_DATA, 14);
+    if (!sg->x || !sg->w || !sg->b || !sg->g) return 0;
+    if (rt_tensor_set_requires_grad(sg->w, true) != RT_OK) return 0;
+    if (rt_tensor_set_requires_grad(sg->b, true) != RT_OK) return 0;
+    if (x_requires_grad && rt_tensor_set_requires_grad(sg->x, true) != RT_OK) return 0;
+    return 1;
+}
+
+static void small_graph_free(small_graph *sg) {
+    rt_tensor_release(sg->x);
+    rt_tensor_release(sg->w);
+    rt_tensor_release(sg->b);
+    rt_tensor_release(sg->g);
+}
+
+static const rt_conv_opts k_pad1 = {.padding = {1, 1}};
+
+static rt_status conv_relu(rt_tensor *x, rt_tensor *w, rt_tensor *b, rt_tensor **y) {
+    rt_tensor *c = NULL;
+    RT_TRY(rt_conv(x, w, b, &k_pad1, &c));
+    rt_status st = rt_relu(c, y);
+    rt_tensor_release(c);
+    return st;
+}
+
+static void test_backward_twice_released(void) {
+    small_graph sg;
+    CHECK(small_graph_init(&sg, true, RT_MEM_DATA));
+    rt_tensor *y = NULL;
+    CHECK_OK(conv_relu(sg.x, sg.w, sg.b, &y));
+    CHECK_OK(rt_backward(y, sg.g, false));
+    CHECK(sg.x->grad && sg.w->grad && sg.b->grad);
+    CHECK(max_abs(sg.w->grad) > 0);
+    /* copies of the gradients to compare after the failed call */
+    rt_tensor *gx = rt_tensor_to(sg.x->grad, RT_F32, RT_MEM_TEMP);
+    rt_tensor *gw = rt_tensor_to(sg.w->grad, RT_F32, RT_MEM_TEMP);
+    rt_tensor *gb = rt_tensor_to(sg.b->grad, RT_F32, RT_MEM_TEMP);
+    CHECK(gx && gw && gb);
+    rt_error_clear();
+    rt_status s = rt_backward(y, sg.g, false);
+    CHECK_EQ_INT(s, RT_ERR_GRAPH_RELEASED);
+    CHECK(strstr(rt_error_last(), "retain_graph") != NULL);
+    CHECK(memcmp(rt_tensor_data(gx), rt_tensor_data(sg.x->grad), rt_tensor_nbytes(gx)) == 0);
+    CHECK(memcmp(rt_tensor_data(gw), rt_tensor_data(sg.w->grad), rt_tensor_nbytes(gw)) == 0);
+    CHECK(memcmp(rt_tensor_data(gb), rt_tensor_data(sg.b->grad), rt_tensor_nbytes(gb)) == 0);
+    /* and again with retain_graph=true: still released, still untouched */
+    CHECK_EQ_INT(rt_backward(y, sg.g, true), RT_ERR_GRAPH_RELEASED);
+    CHECK(memcmp(rt_tensor_data(gw), rt_tensor_data(sg.w->grad), rt_tensor_nbytes(gw)) == 0);
+    rt_tensor_release(gx);
+    rt_tensor_release(gw);
+    rt_tensor_release(gb);
+    rt_tensor_release(y);
+    small_graph_free(&sg);
+}
+
+static void test_retain_graph_doubles(void) {
+    int64_t base_saved = live(RT_MEM_SAVED);
+    small_graph sg;
+    CHECK(small_graph_init(&sg, true, RT_MEM_DATA));
+    rt_tensor *y = NULL;
+    CHECK_OK(conv_relu(sg.x, sg.w, sg.b, &y));
+    int64_t saved = live(RT_MEM_SAVED) - base_saved;
+    CHECK_EQ_INT(saved, (int64_t)rt_tensor_nbytes(y)); /* relu's output; x is DATA */
+    CHECK_OK(rt_backward(y, sg.g, true));
+    CHECK_EQ_INT(live(RT_MEM_SAVED) - base_saved, saved); /* kept */
+    rt_tensor *gx = rt_tensor_to(sg.x->grad, RT_F32, RT_MEM_TEMP);
+    rt_tensor *gw = rt_tensor_to(sg.w->grad, RT_F32, RT_MEM_TEMP);
+    rt_tensor *gb = rt_tensor_to(sg.b->grad, RT_F32, RT_MEM_TEMP);
+    CHECK(gx && gw && gb);
+    CHECK_OK(rt_backward(y, sg.g, true));
+    /* same graph, same numbers: exactly doubled (g + g is exact) */
+    rt_tensor *pairs[3][2] = {{gx, sg.x->grad}, {gw, sg.w->grad}, {gb, sg.b->grad}};
+    for (int k = 0; k < 3; k++)
+        for (int64_t i = 0; i < rt_tensor_numel(pairs[k][0]); i++)
+            CHECK(rt_tensor_f32(pairs[k][1])[i] == 2.0f * rt_tensor_f32(pairs[k][0])[i]);
+    /* a final backward without retain frees the saved tensors */
+    CHECK_OK(rt_backward(y, sg.g, false));
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    for (int64_t i = 0; i < rt_tensor_numel(gb); i++)
+        CHECK(rt_tensor_f32(sg.b->grad)[i] == 3.0f * rt_tensor_f32(gb)[i]);
+    rt_tensor_release(gx);
+    rt_tensor_release(gw);
+    rt_tensor_release(gb);
+    rt_tensor_release(y);
+    small_graph_free(&sg);
+}
+
+/* ---- grad mode and errors -------------------------------------------------- */
+
+static void test_no_grad_scope(void) {
+    CHECK(rt_grad_is_enabled());
+    int64_t base_saved = live(RT_MEM_SAVED), base_temp = live(RT_MEM_TEMP);
+    small_graph sg;
+    CHECK(small_graph_init(&sg, true, RT_MEM_TEMP));
+    bool prev = rt_grad_set_enabled(false);
+    CHECK(prev);
+    CHECK(!rt_grad_is_enabled());
+    rt_tensor *y = NULL, *p = NULL;
+    CHECK_OK(conv_relu(sg.x, sg.w, sg.b, &y));
+    rt_pool_opts po = {.kernel = {2, 2}};
+    CHECK_OK(rt_max_pool(y, &po, &p));
+    CHECK(y->grad_fn == NULL && !y->requires_grad);
+    CHECK(p->grad_fn == NULL && !p->requires_grad);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved); /* nothing saved */
+    /* only x, y and p are live TEMP: the conv output and the pool workspace are gone */
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp,
+                 (int64_t)(rt_tensor_nbytes(sg.x) + rt_tensor_nbytes(y) + rt_tensor_nbytes(p)));
+    CHECK_EQ_INT(rt_backward(p, NULL, false), RT_ERR_NO_GRAD);
+    /* nested set/restore */
+    CHECK(!rt_grad_set_enabled(false));
+    CHECK(!rt_grad_set_enabled(prev));
+    CHECK(rt_grad_is_enabled());
+    rt_tensor_release(p);
+    /* with grad mode back on, the same ops record */
+    rt_tensor *y2 = NULL;
+    CHECK_OK(conv_relu(sg.x, sg.w, sg.b, &y2));
+    CHECK(y2->grad_fn != NULL);
+    CHECK(live(RT_MEM_SAVED) > base_saved);
+    rt_tensor_release(y2);
+    rt_tensor_release(y);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    small_graph_free(&sg);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+}
+
+static void test_backward_errors(void) {
+    int64_t shape[2] = {2, 3};
+    rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 21);
+    CHECK(x != NULL);
+    /* nothing requires grad */
+    rt_tensor *y = NULL;
+    CHECK_OK(rt_mul_scalar(x, 2.0f, &y));
+    CHECK(!y->requires_grad && y->grad_fn == NULL);
+    rt_error_clear();
+    CHECK_EQ_INT(rt_backward(y, NULL, false), RT_ERR_NO_GRAD);
+    CHECK(rt_error_last()[0] != '\0');
+    CHECK_EQ_INT(rt_backward(x, NULL, false), RT_ERR_NO_GRAD);
+    rt_tensor_release(y);
+    /* a non-scalar root needs an explicit gradient */
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    CHECK_OK(rt_mul_scalar(x, 2.0f, &y));
+    rt_error_clear();
+    CHECK_EQ_INT(rt_backward(y, NULL, false), RT_ERR_SHAPE);
+    CHECK(strstr(rt_error_last(), "scalar") != NULL);
+    CHECK(x->grad == NULL);
+    /* a gradient of the wrong shape */
+    int64_t wrong[2] = {3, 2};
+    rt_tensor *g = const_tensor(2, wrong, 1.0f, RT_MEM_DATA);
+    CHECK(g != NULL);
+    CHECK_EQ_INT(rt_backward(y, g, false), RT_ERR_SHAPE);
+    CHECK(x->grad == NULL);
+    /* the graph is intact after those refusals */
+    rt_tensor *g_ok = const_tensor(2, shape, 1.0f, RT_MEM_DATA);
+    CHECK(g_ok != NULL);
+    CHECK_OK(rt_backward(y, g_ok, false));
+    for (int i = 0; i < 6; i++) CHECK(rt_tensor_f32(x->grad)[i] == 2.0f);
+    rt_tensor_release(g_ok);
+    rt_tensor_release(g);
+    rt_tensor_release(y);
+    rt_tensor_release(x);
+}
+
+/* ---- memory of the graph --------------------------------------------------- */
+
+/* y = relu(conv(x)) with x a TEMP activation: after the user drops the conv
+ * output and x, the graph keeps exactly conv's input x and relu's output y
+ * (both SAVED); nothing else is live. */
+static void test_dead_intermediate_freed(void) {
+    int64_t base_temp = live(RT_MEM_TEMP), base_saved = live(RT_MEM_SAVED);
+    small_graph sg;
+    CHECK(small_graph_init(&sg, false, RT_MEM_TEMP));
+    int64_t x_bytes = (int64_t)rt_tensor_nbytes(sg.x);
+    rt_tensor *c = NULL, *y = NULL;
+    CHECK_OK(rt_conv(sg.x, sg.w, sg.b, &k_pad1, &c));
+    int64_t c_bytes = (int64_t)rt_tensor_nbytes(c);
+    CHECK_OK(rt_relu(c, &y));
+    int64_t y_bytes = (int64_t)rt_tensor_nbytes(y);
+    CHECK_EQ_INT(c_bytes, 2 * 4 * 6 * 6 * 4);
+    CHECK_EQ_INT(y_bytes, c_bytes);
+    /* while the user holds c: x and y SAVED, c TEMP */
+    CHECK_EQ_INT(live(RT_MEM_SAVED) - base_saved, x_bytes + y_bytes);
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp, c_bytes);
+    rt_tensor_release(c); /* c is dead: nobody keeps conv's output */
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp, 0);
+    CHECK_EQ_INT(live(RT_MEM_SAVED) - base_saved, x_bytes + y_bytes);
+    rt_tensor_release(sg.x); /* the graph still keeps x */
+    sg.x = NULL;
+    CHECK_EQ_INT(live(RT_MEM_SAVED) - base_saved, x_bytes + y_bytes);
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp, 0);
+    /* backward without retain frees everything the graph kept */
+    CHECK_OK(rt_backward(y, sg.g, false));
+    CHECK_EQ_INT(live(RT_MEM_SAVED) - base_saved, 0);
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp, y_bytes); /* only y, which the user holds */
+    rt_tensor_release(y);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+    small_graph_free(&sg);
+}
+
+/* Dropping the root without backward frees the whole graph at once. */
+static void test_graph_freed_with_root(void) {
+    int64_t base_temp = live(RT_MEM_TEMP), base_saved = live(RT_MEM_SAVED);
+    small_graph sg;
+    CHECK(small_graph_init(&sg, true, RT_MEM_TEMP));
+    rt_tensor *y = NULL;
+    CHECK_OK(conv_relu(sg.x, sg.w, sg.b, &y));
+    CHECK(live(RT_MEM_SAVED) > base_saved);
+    rt_tensor_release(y);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp, (int64_t)rt_tensor_nbytes(sg.x));
+    small_graph_free(&sg);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+}
+
+/* ---- nested forward + backward inside a node's backward ------------------- */
+
+/* A hand-written checkpointed block: forward computes relu(conv(x)) without
+ * recording and keeps only x; backward recomputes on a detached copy with
+ * grad mode on, back-propagates the incoming gradient through the sub-graph
+ * (parameter gradients land directly in w.grad / b.grad) and returns x's. */
+typedef struct ckpt_ctx {
+    int backward_calls;
+} ckpt_ctx;
+
+static int g_ckpt_calls;
+
+static rt_status ckpt_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rt_tensor *x_saved = NULL;
+    RT_TRY(rt_node_saved(self, 0, &x_saved));
+    rt_tensor *w = self->edges[1].leaf, *b = self->edges[2].leaf;
+    if (!w || !b) return rt_error_set(RT_ERR_STATE, "ckpt: parameters must be leaves");
+    g_ckpt_calls++;
+    bool prev = rt_grad_set_enabled(true);
+    rt_tensor *xd = rt_tensor_detach(x_saved);
+    rt_status st = xd ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK && rt_node_needs_grad(self, 0)) st = rt_tensor_set_requires_grad(xd, true);
+    rt_tensor *y = NULL;
+    if (st == RT_OK) st = conv_relu(xd, w, b, &y);
+    if (st == RT_OK) st = rt_backward(y, grad_out[0], false);
+    if (st == RT_OK && rt_node_needs_grad(self, 0)) {
+        grad_in[0] = xd->grad ? rt_tensor_retain(xd->grad) : NULL;
+        if (!grad_in[0]) st = rt_error_set(RT_ERR_STATE, "ckpt: no input gradient");
+    }
+    rt_tensor_release(y);
+    rt_tensor_release(xd);
+    rt_grad_set_enabled(prev);
+    return st;
+}
+
+static rt_status ckpt_forward(rt_tensor *x, rt_tensor *w, rt_tensor *b, rt_tensor **out) {
+    *out = NULL;
+    bool prev = rt_grad_set_enabled(false);
+    rt_tensor *y = NULL;
+    rt_status st = conv_relu(x, w, b, &y);
+    rt_grad_set_enabled(prev);
+    RT_TRY(st);
+    rt_node *node = NULL;
+    rt_tensor *inputs[3] = {x, w, b};
+    st = rt_node_create("ckpt_conv_relu", 3, inputs, 1, ckpt_backward, sizeof(ckpt_ctx), &node);
+    if (st == RT_OK && node) st = rt_node_save(node, x, NULL);
+    if (st == RT_OK) rt_node_set_output(node, y, 0);
+    rt_node_release(node);
+    if (st != RT_OK) {
+        rt_tensor_release(y);
+        return st;
+    }
+    *out = y;
+    return RT_OK;
+}
+
+/* The block is followed by another op (×0.5 then mse against a target) so the
+ * nested backward runs in the middle of an outer graph. */
+static rt_status run_net(small_graph *sg, rt_tensor *target, bool ckpt, rt_tensor **loss) {
+    rt_tensor *h = NULL, *s = NULL;
+    RT_TRY(ckpt ? ckpt_forward(sg->x, sg->w, sg->b, &h) : conv_relu(sg->x, sg->w, sg->b, &h));
+    rt_status st = rt_mul_scalar(h, 0.5f, &s);
+    rt_tensor_release(h);
+    if (st == RT_OK) st = rt_mse_loss(s, target, loss);
+    rt_tensor_release(s);
+    return st;
+}
+
+static void nested_case(bool x_requires_grad) {
+    int64_t base_temp = live(RT_MEM_TEMP), base_saved = live(RT_MEM_SAVED);
+    small_graph sg;
+    CHECK(small_graph_init(&sg, x_requires_grad, RT_MEM_DATA));
+    rt_tensor *target = rand_tensor(4, sg.g->shape, RT_MEM_DATA, 31);
+    CHECK(target != NULL);
+
+    /* plain graph */
+    rt_tensor *loss = NULL;
+    CHECK_OK(run_net(&sg, target, false, &loss));
+    float loss_plain = rt_tensor_f32(loss)[0];
+    CHECK_OK(rt_backward(loss, NULL, false));
+    rt_tensor_release(loss);
+    rt_tensor *gx = x_requires_grad ? rt_tensor_to(sg.x->grad, RT_F32, RT_MEM_TEMP) : NULL;
+    rt_tensor *gw = rt_tensor_to(sg.w->grad, RT_F32, RT_MEM_TEMP);
+    rt_tensor *gb = rt_tensor_to(sg.b->grad, RT_F32, RT_MEM_TEMP);
+    CHECK(gw && gb && (gx || !x_requires_grad));
+    CHECK(max_abs(gw) > 0 && max_abs(gb) > 0);
+    rt_tensor_zero_grad(sg.x);
+    rt_tensor_zero_grad(sg.w);
+    rt_tensor_zero_grad(sg.b);
+
+    /* checkpointed: only x is kept (and x is DATA, so nothing is SAVED) */
+    g_ckpt_calls = 0;
+    CHECK_OK(run_net(&sg, target, true, &loss));
+    CHECK(rt_tensor_f32(loss)[0] == loss_plain);
+    CHECK(loss->grad_fn != NULL);
+    /* SAVED: the mse diff only; the block itself keeps no activation */
+    CHECK_EQ_INT(live(RT_MEM_SAVED) - base_saved, (int64_t)rt_tensor_nbytes(sg.g));
+    CHECK_OK(rt_backward(loss, NULL, false));
+    CHECK_EQ_INT(g_ckpt_calls, 1);
+    rt_tensor_release(loss);
+    CHECK(sg.w->grad != NULL && sg.b->grad != NULL); /* parameter grads arrive */
+    CHECK_NEAR(max_abs_diff(sg.w->grad, gw), 0.0, 1e-6 * (1 + max_abs(gw)));
+    CHECK_NEAR(max_abs_diff(sg.b->grad, gb), 0.0, 1e-6 * (1 + max_abs(gb)));
+    if (x_requires_grad) {
+        CHECK(sg.x->grad != NULL);
+        CHECK_NEAR(max_abs_diff(sg.x->grad, gx), 0.0, 1e-6 * (1 + max_abs(gx)));
+    } else {
+        CHECK(sg.x->grad == NULL);
+    }
+    /* a second backward through the released outer graph fails cleanly */
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    rt_tensor_release(gx);
+    rt_tensor_release(gw);
+    rt_tensor_release(gb);
+    rt_tensor_release(target);
+    small_graph_free(&sg);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+}
+
+static void test_nested_backward_input_requires_grad(void) { nested_case(true); }
+static void test_nested_backward_params_only(void) { nested_case(false); }
+
+/* The nested block used twice in one graph (shared parameters): both
+ * recomputes run and the parameter gradients from both uses add up. */
+static void test_nested_backward_shared_params(void) {
+    small_graph sg;
+    CHECK(small_graph_init(&sg, true, RT_MEM_DATA));
+    int64_t ws[4] = {3, 4, 1, 1};
+    rt_tensor *proj = rand_tensor(4, ws, RT_MEM_PARAM, 41); /* 4 → 3 channels, 1×1 */
+    CHECK(proj != NULL);
+    for (int mode = 0; mode < 2; mode++) {
+        /* y = block(proj(block(x))) */
+        rt_tensor *h1 = NULL, *p = NULL, *h2 = NULL;
+        CHECK_OK(mode ? ckpt_forward(sg.x, sg.w, sg.b, &h1) : conv_relu(sg.x, sg.w, sg.b, &h1));
+        CHECK_OK(rt_conv(h1, proj, NULL, NULL, &p));
+        CHECK_OK(mode ? ckpt_forward(p, sg.w, sg.b, &h2) : conv_relu(p, sg.w, sg.b, &h2));
+        rt_tensor_release(h1);
+        rt_tensor_release(p);
+        g_ckpt_calls = 0;
+        CHECK_OK(rt_backward(h2, sg.g, false));
+        rt_tensor_release(h2);
+        if (mode == 0) {
+            /* stash the plain gradients in g's place */
+            rt_tensor *gw = rt_tensor_to(sg.w->grad, RT_F32, RT_MEM_TEMP);
+            rt_tensor *gx = rt_tensor_to(sg.x->grad, RT_F32, RT_MEM_TEMP);
+            CHECK(gw && gx);
+            rt_tensor_zero_grad(sg.w);
+            rt_tensor_zero_grad(sg.b);
+            rt_tensor_zero_grad(sg.x);
+            /* run the checkpointed version and compare */
+            rt_tensor *c1 = NULL, *cp = NULL, *c2 = NULL;
+            CHECK_OK(ckpt_forward(sg.x, sg.w, sg.b, &c1));
+            CHECK_OK(rt_conv(c1, proj, NULL, NULL, &cp));
+            CHECK_OK(ckpt_forward(cp, sg.w, sg.b, &c2));
+            rt_tensor_release(c1);
+            rt_tensor_release(cp);
+            g_ckpt_calls = 0;
+            CHECK_OK(rt_backward(c2, sg.g, false));
+            rt_tensor_release(c2);
+            CHECK_EQ_INT(g_ckpt_calls, 2);
+            CHECK_NEAR(max_abs_diff(sg.w->grad, gw), 0.0, 1e-5 * (1 + max_abs(gw)));
+            CHECK_NEAR(max_abs_diff(sg.x->grad, gx), 0.0, 1e-5 * (1 + max_abs(gx)));
+            rt_tensor_release(gw);
+            rt_tensor_release(gx);
+            break;
+        }
+    }
+    rt_tensor_release(proj);
+    small_graph_free(&sg);
+}
+
+RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", test_used_twice_add},
+             {"diamond", test_diamond}, {"leaf_root", test_leaf_root},
+             {"backward_twice_released", test_backward_twice_released},
+             {"retain_graph_doubles", test_retain_graph_doubles},
+             {"no_grad_scope", test_no_grad_scope}, {"backward_errors", test_backward_errors},
+             {"dead_intermediate_freed", test_dead_intermediate_freed},
+             {"graph_freed_with_root", test_graph_freed_with_root},
+             {"nested_backward_input_requires_grad", test_nested_backward_input_requires_grad},
+             {"nested_backward_params_only", test_nested_backward_params_only},
+             {"nested_backward_shared_params", test_nested_backward_shared_params})

@@ -1,0 +1,659 @@
+/* Gradient checks of every differentiable op in ops/ops.h against central
+ * finite differences.
+ *
+ * For an op f with inputs x_1..x_k (leaves), the scalar loss is
+ *     L = sum(f(x) * r)
+ * with a fixed random r of f's output shape; the analytic gradient comes from
+ * rt_backward(y, r) (grad_root = r = dL/dy). Each element e of every checked
+ * input is then perturbed in f32, e+ = fl(e + h), e- = fl(e - h), and
+ *     numeric = (L(e+) - L(e-)) / (e+ - e-)
+ * with grad mode off, the loss summed in double from the f32 outputs (the
+ * denominator uses the perturbation actually applied, so rounding of e ± h
+ * does not bias the estimate). Every element must satisfy
+ *     |analytic - numeric| <= atol + rtol·|numeric|,  atol = 1e-3, rtol = 1e-2
+ * (single-precision forward passes: the loss carries ~1e-7 relative rounding,
+ * divided by 2h; h = 1e-2 for ops that are linear or smooth, 1e-3 for
+ * max-pool, whose tie-free inputs are spaced > 2h apart). Inputs are kept
+ * away from kinks (relu at 0, ties in max-pool) by more than h, so no
+ * perturbation crosses one.
+ *
+ * Each check prints the largest |analytic - numeric| per input. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "ops/ops.h"
+#include "rt_test.h"
+#include "test_util.h"
+
+#define GC_ATOL 1e-3
+#define GC_RTOL 1e-2
+#define GC_MAX_IN 6
+
+/* ------------------------------------------------------------ harness */
+
+/* The function under test: one output from the inputs (borrowed leaves). */
+typedef rt_status (*gc_fn)(void *ctx, rt_tensor *const *in, rt_tensor **out);
+
+typedef struct gc_case {
+    const char *name;
+    gc_fn fn;
+    void *ctx;
+    int n_in;
+    rt_tensor *in[GC_MAX_IN];
+    bool check[GC_MAX_IN]; /* differentiate w.r.t. this input (sets requires_grad) */
+    float h;
+} gc_case;
+
+/* L = sum(y * r) in double, with grad mode off; NAN on failure. */
+static double gc_loss(const gc_case *c, const rt_tensor *r) {
+    rt_tensor *y = NULL;
+    rt_status st = c->fn(c->ctx, c->in, &y);
+    if (st != RT_OK) {
+        fprintf(stderr, "  %s: forward failed: %s: %s\n", c->name, rt_status_str(st), rt_error_last());
+        return NAN;
+    }
+    double l = NAN;
+    if (y->requires_grad || y->grad_fn) {
+        fprintf(stderr, "  %s: output has autograd history under grad mode off\n", c->name);
+    } else if (!rt_tensor_same_shape(y, r)) {
+        fprintf(stderr, "  %s: output shape changed between forwards\n", c->name);
+    } else {
+        l = 0.0;
+        const float *yp = rt_tensor_f32(y), *rp = rt_tensor_f32(r);
+        for (int64_t i = 0; i < rt_tensor_numel(y); i++) l += (double)yp[i] * (double)rp[i];
+    }
+    rt_tensor_release(y);
+    return l;
+}
+
+/* Runs the gradient check; false (with a message) on any mismatch or error. */
+static bool gc_run(gc_case *c) {
+    bool ok = true;
+    for (int i = 0; i < c->n_in; i++) {
+        if (c->check[i] && rt_tensor_set_requires_grad(c->in[i], true) != RT_OK) {
+            fprintf(stderr, "  %s: input %d: %s\n", c->name, i, rt_error_last());
+            return false;
+        }
+        rt_tensor_zero_grad(c->in[i]);
+    }
+    /* analytic: backward of sum(y * r) */
+    rt_tensor *y = NULL;
+    rt_status st = c->fn(c->ctx, c->in, &y);
+    if (st != RT_OK) {
+        fprintf(stderr, "  %s: forward failed: %s: %s\n", c->name, rt_status_str(st), rt_error_last());
+        return false;
+    }
+    rt_generator gr = {0x5eedULL, 0};
+    rt_tensor *r = tu_randn_like(&gr, y, 1.0f);
+    st = rt_backward(y, r, false);
+    rt_tensor_release(y);
+    if (st != RT_OK) {
+        fprintf(stderr, "  %s: backward failed: %s: %s\n", c->name, rt_status_str(st), rt_error_last());
+        return false;
+    }
+    for (int i = 0; i < c->n_in; i++) {
+        rt_tensor *x = c->in[i], *g = x->grad;
+        if (!c->check[i]) {
+            if (g) {
+                fprintf(stderr, "  %s: input %d does not require grad but got one\n", c->name, i);
+                ok = false;
+            }
+            continue;
+        }
+        if (!g || !rt_tensor_same_shape(g, x) || g->dtype != RT_F32) {
+            fprintf(stderr, "  %s: input %d: no gradient of its shape after backward\n", c->name, i);
+            ok = false;
+        }
+    }
+    if (!ok) return false;
+
+    /* numeric: central differences with grad mode off */
+    bool prev = rt_grad_set_enabled(false);
+    for (int i = 0; i < c->n_in; i++) {
+        if (!c->check[i]) continue;
+        rt_tensor *x = c->in[i];
+        float *xp = rt_tensor_f32(x);
+        const float *ga = rt_tensor_f32(x->grad);
+        int64_t n = rt_tensor_numel(x), bad = 0;
+        double max_err = 0.0, max_ratio = 0.0;
+        for (int64_t j = 0; j < n; j++) {
+            float orig = xp[j], plus = orig + c->h, minus = orig - c->h;
+            xp[j] = plus;
+            double lp = gc_loss(c, r);
+            xp[j] = minus;
+            double lm = gc_loss(c, r);
+            xp[j] = orig;
+            double num = (lp - lm) / ((double)plus - (double)minus);
+            double err = fabs((double)ga[j] - num), tol = GC_ATOL + GC_RTOL * fabs(num);
+            if (!(err <= max_err)) max_err = err;
+            if (!(err / tol <= max_ratio)) max_ratio = err / tol;
+            if (!(err <= tol)) {
+                if (bad++ < 5)
+                    fprintf(stderr, "  %s: input %d element %lld: analytic %.7g numeric %.7g\n", c->name, i,
+                            (long long)j, (double)ga[j], num);
+                ok = false;
+            }
+        }
+        printf("  gradcheck %-22s input %d (%4lld elems, h=%g): max |a-n| = %.3g, max err/tol = %.3f%s\n",
+               c->name, i, (long long)n, (double)c->h, max_err, max_ratio, bad ? "  FAIL" : "");
+        if (bad) fprintf(stderr, "  %s: input %d: %lld of %lld elements out of tolerance\n", c->name, i,
+                         (long long)bad, (long long)n);
+    }
+    rt_grad_set_enabled(prev);
+    return ok;
+}
+
+/* ------------------------------------------------------------ inputs */
+
+/* Per-test input stream, so a test's numbers do not depend on the others. */
+static rt_generator g_rng;
+static void seed_inputs(uint64_t seed) { g_rng = (rt_generator){seed, 0}; }
+
+static rt_tensor *randn(int ndim, const int64_t *shape, float mean, float std) {
+    return tu_randn(&g_rng, ndim, shape, mean, std);
+}
+#define RANDN(mean, std, ...) \
+    randn((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}, mean, std)
+
+/* N(0,1) values pushed to |x| >= margin (sign kept): no relu kink within reach. */
+static rt_tensor *randn_away_from_zero(int ndim, const int64_t *shape, float margin) {
+    rt_tensor *t = randn(ndim, shape, 0.0f, 1.0f);
+    if (!t) return NULL;
+    float *p = rt_tensor_f32(t);
+    for (int64_t i = 0; i < rt_tensor_numel(t); i++)
+        if (fabsf(p[i]) < margin) p[i] += p[i] >= 0.0f ? margin : -margin;
+    return t;
+}
+
+/* A random permutation of {0..n-1}, scaled to span [-scale/2, scale/2):
+ * distinct values spaced scale/n apart (no max-pool ties). */
+static rt_tensor *distinct(int ndim, const int64_t *shape, float scale) {
+    rt_tensor *t = tu_own(rt_tensor_create(ndim, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA));
+    if (!t) return NULL;
+    int64_t n = rt_tensor_numel(t);
+    float *p = rt_tensor_f32(t), u;
+    for (int64_t i = 0; i < n; i++) p[i] = (float)i;
+    for (int64_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+        rt_generator_uniform(&g_rng, 1, &u);
+        int64_t j = (int64_t)(u * (float)(i + 1));
+        if (j > i) j = i;
+        float tmp = p[i];
+        p[i] = p[j];
+        p[j] = tmp;
+    }
+    for (int64_t i = 0; i < n; i++) p[i] = (p[i] / (float)n - 0.5f) * scale;
+    return t;
+}
+
+/* Checks a case whose inputs are all differentiated. */
+static bool gc_all(const char *name, gc_fn fn, void *ctx, float h, int n, rt_tensor *const *in) {
+    gc_case c = {.name = name, .fn = fn, .ctx = ctx, .n_in = n, .h = h};
+    if (n > GC_MAX_IN) {
+        fprintf(stderr, "  %s: %d inputs, raise GC_MAX_IN\n", name, n);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) return false;
+        c.in[i] = in[i];
+        c.check[i] = true;
+    }
+    return gc_run(&c);
+}
+#define GC(name, fn, ctx, h, ...) \
+    gc_all(name, fn, ctx, h, (int)(sizeof((rt_tensor *[]){__VA_ARGS__}) / sizeof(rt_tensor *)), \
+           (rt_tensor *[]){__VA_ARGS__})
+
+/* ------------------------------------------------------------ conv / linear */
+
+static rt_status f_conv(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_conv(in[0], in[1], NULL, ctx, out);
+}
+static rt_status f_conv_bias(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_conv(in[0], in[1], in[2], ctx, out);
+}
+
+TU_TEST(conv2d_basic) {
+    seed_inputs(101);
+    rt_conv_opts o = {.padding = {1, 1}};
+    CHECK(GC("conv2d_basic", f_conv_bias, &o, 1e-2f, RANDN(0, 1, 2, 3, 6, 5), RANDN(0, 0.3f, 4, 3, 3, 3),
+             RANDN(0, 0.3f, 4)));
+}
+
+TU_TEST(conv2d_stride2_pad_nobias) {
+    seed_inputs(102);
+    rt_conv_opts o = {.stride = {2, 2}, .padding = {1, 1}};
+    CHECK(GC("conv2d_stride2_nobias", f_conv, &o, 1e-2f, RANDN(0, 1, 2, 3, 7, 6), RANDN(0, 0.3f, 4, 3, 3, 3)));
+}
+
+TU_TEST(conv2d_dilation2) {
+    seed_inputs(103);
+    rt_conv_opts o = {.padding = {2, 2}, .dilation = {2, 2}};
+    CHECK(GC("conv2d_dilation2", f_conv_bias, &o, 1e-2f, RANDN(0, 1, 2, 3, 7, 6), RANDN(0, 0.3f, 4, 3, 3, 3),
+             RANDN(0, 0.3f, 4)));
+}
+
+TU_TEST(conv2d_groups) {
+    seed_inputs(104);
+    rt_conv_opts o = {.padding = {1, 1}, .groups = 2};
+    CHECK(GC("conv2d_groups2", f_conv_bias, &o, 1e-2f, RANDN(0, 1, 2, 4, 5, 5), RANDN(0, 0.3f, 6, 2, 3, 3),
+             RANDN(0, 0.3f, 6)));
+    o.groups = 4; /* depthwise */
+    CHECK(GC("conv2d_depthwise", f_conv, &o, 1e-2f, RANDN(0, 1, 2, 4, 5, 5), RANDN(0, 0.3f, 4, 1, 3, 3)));
+}
+
+TU_TEST(conv2d_rect_mixed) {
+    seed_inputs(105);
+    /* kernel 2x3, stride (2,1), padding (0,1), dilation (1,2): every dim differs */
+    rt_conv_opts o = {.stride = {2, 1}, .padding = {0, 1}, .dilation = {1, 2}};
+    CHECK(GC("conv2d_rect_mixed", f_conv_bias, &o, 1e-2f, RANDN(0, 1, 2, 3, 7, 6), RANDN(0, 0.3f, 4, 3, 2, 3),
+             RANDN(0, 0.3f, 4)));
+}
+
+TU_TEST(conv3d) {
+    seed_inputs(106);
+    rt_conv_opts o = {.stride = {1, 2, 1}, .padding = {1, 1, 0}};
+    CHECK(GC("conv3d", f_conv_bias, &o, 1e-2f, RANDN(0, 1, 2, 2, 4, 5, 4), RANDN(0, 0.3f, 3, 2, 3, 3, 3),
+             RANDN(0, 0.3f, 3)));
+    rt_conv_opts g = {.padding = {1, 1, 1}, .groups = 2};
+    CHECK(GC("conv3d_groups_nobias", f_conv, &g, 1e-2f, RANDN(0, 1, 1, 4, 3, 3, 3),
+             RANDN(0, 0.3f, 2, 2, 3, 3, 3)));
+}
+
+static rt_status f_linear(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_linear(in[0], in[1], ctx ? in[2] : NULL, out);
+}
+
+TU_TEST(linear) {
+    seed_inputs(107);
+    int with_bias = 1;
+    CHECK(GC("linear", f_linear, &with_bias, 1e-2f, RANDN(0, 1, 4, 5), RANDN(0, 0.5f, 3, 5), RANDN(0, 0.5f, 3)));
+    CHECK(GC("linear_nobias", f_linear, NULL, 1e-2f, RANDN(0, 1, 4, 5), RANDN(0, 0.5f, 3, 5)));
+}
+
+/* ------------------------------------------------------------ batch norm */
+
+typedef struct bn_ctx {
+    rt_tensor *running_mean, *running_var;
+    int64_t num_batches_tracked;
+    bool training;
+} bn_ctx;
+
+static rt_status f_bn(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    bn_ctx *c = ctx;
+    return rt_batch_norm(in[0], in[1], in[2], c->running_mean, c->running_var, &c->num_batches_tracked,
+                         c->training, 0.1f, 1e-5f, out);
+}
+
+/* x of `shape`, per-channel weight/bias/running stats of shape[1]. */
+static void check_bn(const char *name, bool training, int ndim, const int64_t *shape) {
+    int64_t c = shape[1];
+    bn_ctx ctx = {.running_mean = randn(1, &c, 0.0f, 0.5f), .running_var = randn(1, &c, 1.0f, 0.2f),
+                  .training = training};
+    CHECK(ctx.running_mean && ctx.running_var);
+    float *rv = rt_tensor_f32(ctx.running_var);
+    for (int64_t i = 0; i < c; i++) rv[i] = fabsf(rv[i]) + 0.3f;
+    CHECK(GC(name, f_bn, &ctx, 1e-2f, randn(ndim, shape, 0.5f, 2.0f), randn(1, &c, 1.0f, 0.5f),
+             randn(1, &c, 0.0f, 0.5f)));
+    /* one update per training forward, none in eval */
+    CHECK(training ? ctx.num_batches_tracked > 0 : ctx.num_batches_tracked == 0);
+}
+
+TU_TEST(batch_norm_train) {
+    seed_inputs(108);
+    check_bn("batch_norm_train_2d", true, 4, (int64_t[]){3, 4, 3, 3});
+    if (rt_test_failed_) return;
+    check_bn("batch_norm_train_3d", true, 5, (int64_t[]){2, 3, 2, 3, 2});
+    if (rt_test_failed_) return;
+    check_bn("batch_norm_train_nc", true, 2, (int64_t[]){6, 4});
+}
+
+TU_TEST(batch_norm_eval) {
+    seed_inputs(109);
+    check_bn("batch_norm_eval_2d", false, 4, (int64_t[]){3, 4, 3, 3});
+    if (rt_test_failed_) return;
+    check_bn("batch_norm_eval_3d", false, 5, (int64_t[]){2, 3, 2, 3, 2});
+}
+
+/* ------------------------------------------------------------ activations */
+
+static rt_status f_relu(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_relu(in[0], out); }
+static rt_status f_leaky(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_leaky_relu(in[0], *(float *)ctx, out);
+}
+
+TU_TEST(relu) {
+    seed_inputs(110);
+    CHECK(GC("relu", f_relu, NULL, 1e-2f, randn_away_from_zero(4, (int64_t[]){2, 3, 4, 4}, 0.1f)));
+    CHECK(GC("relu_5d", f_relu, NULL, 1e-2f, randn_away_from_zero(5, (int64_t[]){2, 2, 2, 3, 3}, 0.1f)));
+}
+
+TU_TEST(leaky_relu) {
+    seed_inputs(111);
+    float slope = 0.2f;
+    CHECK(GC("leaky_relu_0.2", f_leaky, &slope, 1e-2f, randn_away_from_zero(4, (int64_t[]){2, 3, 4, 4}, 0.1f)));
+    slope = 0.01f;
+    CHECK(GC("leaky_relu_0.01", f_leaky, &slope, 1e-2f, randn_away_from_zero(2, (int64_t[]){5, 7}, 0.1f)));
+}
+
+/* ------------------------------------------------------------ pooling */
+
+static rt_status f_max_pool(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_max_pool(in[0], ctx, out);
+}
+static rt_status f_avg_pool(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_avg_pool(in[0], ctx, out);
+}
+static rt_status f_adaptive(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_adaptive_avg_pool_1(in[0], out);
+}
+
+/* Spacing of `distinct` values: 4/numel; all shapes below keep it > 2h = 2e-3. */
+TU_TEST(max_pool) {
+    seed_inputs(112);
+    rt_pool_opts k2 = {.kernel = {2, 2}};
+    CHECK(GC("max_pool2d_k2s2", f_max_pool, &k2, 1e-3f, distinct(4, (int64_t[]){2, 2, 6, 6}, 4.0f)));
+    rt_pool_opts k3 = {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
+    CHECK(GC("max_pool2d_k3s2p1", f_max_pool, &k3, 1e-3f, distinct(4, (int64_t[]){2, 2, 7, 7}, 4.0f)));
+    rt_pool_opts k3d = {.kernel = {2, 2, 2}};
+    CHECK(GC("max_pool3d_k2s2", f_max_pool, &k3d, 1e-3f, distinct(5, (int64_t[]){1, 2, 4, 4, 4}, 4.0f)));
+    rt_pool_opts m3d = {.kernel = {2, 3, 3}, .stride = {1, 2, 2}, .padding = {0, 1, 1}};
+    CHECK(GC("max_pool3d_mixed", f_max_pool, &m3d, 1e-3f, distinct(5, (int64_t[]){1, 2, 3, 5, 5}, 4.0f)));
+}
+
+TU_TEST(avg_pool) {
+    seed_inputs(113);
+    rt_pool_opts k2 = {.kernel = {2, 2}};
+    CHECK(GC("avg_pool2d_k2s2", f_avg_pool, &k2, 1e-2f, RANDN(0, 1, 2, 2, 6, 6)));
+    rt_pool_opts k3 = {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
+    CHECK(GC("avg_pool2d_k3s2p1", f_avg_pool, &k3, 1e-2f, RANDN(0, 1, 2, 2, 7, 7)));
+    rt_pool_opts k3d = {.kernel = {2, 2, 2}};
+    CHECK(GC("avg_pool3d_k2s2", f_avg_pool, &k3d, 1e-2f, RANDN(0, 1, 1, 2, 4, 4, 4)));
+    rt_pool_opts m3d = {.kernel = {3, 3, 3}, .stride = {2, 1, 2}, .padding = {1, 1, 1}};
+    CHECK(GC("avg_pool3d_k3p1", f_avg_pool, &m3d, 1e-2f, RANDN(0, 1, 1, 2, 5, 4, 5)));
+}
+
+TU_TEST(adaptive_avg_pool) {
+    seed_inputs(114);
+    CHECK(GC("adaptive_avg_pool2d", f_adaptive, NULL, 1e-2f, RANDN(0, 1, 2, 3, 4, 3)));
+    CHECK(GC("adaptive_avg_pool3d", f_adaptive, NULL, 1e-2f, RANDN(0, 1, 2, 2, 3, 2, 4)));
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+static rt_status f_add(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_add(in[0], in[1], out); }
+static rt_status f_sub(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_sub(in[0], in[1], out); }
+static rt_status f_add_self(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_add(in[0], in[0], out);
+}
+static rt_status f_mul_scalar(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_mul_scalar(in[0], *(float *)ctx, out);
+}
+
+TU_TEST(add) {
+    seed_inputs(115);
+    CHECK(GC("add", f_add, NULL, 1e-2f, RANDN(0, 1, 2, 3, 4, 4), RANDN(0, 1, 2, 3, 4, 4)));
+    /* x + x: two edges into one leaf, the gradient must accumulate to 2r */
+    CHECK(GC("add_same_input", f_add_self, NULL, 1e-2f, RANDN(0, 1, 3, 5)));
+}
+
+TU_TEST(sub) {
+    seed_inputs(116);
+    CHECK(GC("sub", f_sub, NULL, 1e-2f, RANDN(0, 1, 2, 3, 4, 4), RANDN(0, 1, 2, 3, 4, 4)));
+}
+
+TU_TEST(mul_scalar) {
+    seed_inputs(117);
+    float s = 2.5f;
+    CHECK(GC("mul_scalar_2.5", f_mul_scalar, &s, 1e-2f, RANDN(0, 1, 2, 3, 4, 4)));
+    s = -0.75f;
+    CHECK(GC("mul_scalar_-0.75", f_mul_scalar, &s, 1e-2f, RANDN(0, 1, 4, 6)));
+}
+
+/* ------------------------------------------------------------ shape ops */
+
+static rt_status f_cat(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_cat_channels(*(int *)ctx, in, out);
+}
+
+/* split into sizes, then cat the pieces back in the order given by `order`. */
+typedef struct split_ctx {
+    int n;
+    int64_t sizes[4];
+    int n_used;
+    int order[4]; /* pieces that reach the loss, in cat order */
+} split_ctx;
+
+static rt_status f_split(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    split_ctx *c = ctx;
+    rt_tensor *pieces[4] = {0}, *used[4];
+    RT_TRY(rt_split_channels(in[0], c->n, c->sizes, pieces));
+    for (int i = 0; i < c->n_used; i++) used[i] = pieces[c->order[i]];
+    rt_status st = c->n_used == 1 ? (*out = rt_tensor_retain(used[0]), RT_OK)
+                                  : rt_cat_channels(c->n_used, used, out);
+    for (int i = 0; i < c->n; i++) rt_tensor_release(pieces[i]);
+    return st;
+}
+
+TU_TEST(cat_channels) {
+    seed_inputs(118);
+    int n = 3;
+    CHECK(GC("cat3", f_cat, &n, 1e-2f, RANDN(0, 1, 2, 1, 3, 3), RANDN(0, 1, 2, 3, 3, 3), RANDN(0, 1, 2, 2, 3, 3)));
+    n = 2;
+    CHECK(GC("cat2_5d", f_cat, &n, 1e-2f, RANDN(0, 1, 1, 2, 2, 2, 3), RANDN(0, 1, 1, 1, 2, 2, 3)));
+    CHECK(GC("cat2_nc", f_cat, &n, 1e-2f, RANDN(0, 1, 3, 2), RANDN(0, 1, 3, 4)));
+}
+
+TU_TEST(split_channels) {
+    seed_inputs(119);
+    /* both outputs feed the loss: sum(y0·r0) + sum(y1·r1) via cat(y0, y1) */
+    split_ctx both = {.n = 2, .sizes = {2, 3}, .n_used = 2, .order = {0, 1}};
+    CHECK(GC("split_2_3", f_split, &both, 1e-2f, RANDN(0, 1, 2, 5, 3, 3)));
+    /* three pieces, recombined out of order */
+    split_ctx perm = {.n = 3, .sizes = {1, 3, 1}, .n_used = 3, .order = {2, 0, 1}};
+    CHECK(GC("split_1_3_1_permuted", f_split, &perm, 1e-2f, RANDN(0, 1, 2, 5, 2, 3)));
+    /* only the second piece is used: the first one's gradient is implicit zeros */
+    split_ctx one = {.n = 2, .sizes = {2, 3}, .n_used = 1, .order = {1}};
+    CHECK(GC("split_one_output_used", f_split, &one, 1e-2f, RANDN(0, 1, 2, 5, 3, 3)));
+}
+
+static rt_status f_reshape(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    int64_t shape[3] = {4, 3, 2};
+    return rt_reshape(in[0], 3, shape, out);
+}
+static rt_status f_flatten(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_flatten(in[0], out);
+}
+/* reshape feeding a real op, so a gradient flows back through a view */
+static rt_status f_flatten_linear(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    rt_tensor *f = NULL;
+    RT_TRY(rt_flatten(in[0], &f));
+    rt_status st = rt_linear(f, in[1], NULL, out);
+    rt_tensor_release(f);
+    return st;
+}
+
+TU_TEST(reshape_flatten) {
+    seed_inputs(120);
+    CHECK(GC("reshape", f_reshape, NULL, 1e-2f, RANDN(0, 1, 2, 3, 4)));
+    CHECK(GC("flatten", f_flatten, NULL, 1e-2f, RANDN(0, 1, 2, 3, 2, 2)));
+    CHECK(GC("flatten_5d", f_flatten, NULL, 1e-2f, RANDN(0, 1, 2, 2, 2, 1, 3)));
+    CHECK(GC("flatten_linear", f_flatten_linear, NULL, 1e-2f, RANDN(0, 1, 2, 3, 2, 2), RANDN(0, 0.5f, 5, 12)));
+}
+
+/* ------------------------------------------------------------ dropout */
+
+typedef struct dropout_ctx {
+    uint64_t seed;
+    float p;
+} dropout_ctx;
+
+/* Reseeds the default generator first, so every forward draws the same mask. */
+static rt_status f_dropout(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    dropout_ctx *c = ctx;
+    rt_manual_seed(c->seed);
+    return rt_dropout(in[0], c->p, true, out);
+}
+
+TU_TEST(dropout_gradcheck) {
+    seed_inputs(121);
+    dropout_ctx c = {.seed = 7, .p = 0.5f};
+    CHECK(GC("dropout_p0.5", f_dropout, &c, 1e-2f, randn_away_from_zero(4, (int64_t[]){2, 3, 4, 4}, 0.1f)));
+    c.p = 0.2f;
+    CHECK(GC("dropout_p0.2", f_dropout, &c, 1e-2f, randn_away_from_zero(2, (int64_t[]){5, 9}, 0.1f)));
+}
+
+TU_TEST(dropout_mask) {
+    seed_inputs(122);
+    const float p = 0.5f;
+    rt_tensor *x = randn_away_from_zero(4, (int64_t[]){2, 4, 8, 8}, 0.1f), *y1, *y2, *y3;
+    CHECK(x);
+    int64_t n = rt_tensor_numel(x);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_manual_seed(7);
+    CHECK_OK(rt_dropout(x, p, true, &y1));
+    tu_own(y1);
+    /* the stream advanced by exactly the draw */
+    CHECK_EQ_INT(rt_default_generator()->offset, rt_philox_blocks(n));
+    rt_manual_seed(7);
+    CHECK_OK(rt_dropout(x, p, true, &y2));
+    tu_own(y2);
+    rt_manual_seed(8);
+    CHECK_OK(rt_dropout(x, p, true, &y3));
+    tu_own(y3);
+    const float *xp = rt_tensor_f32(x), *a = rt_tensor_f32(y1), *b = rt_tensor_f32(y2), *d = rt_tensor_f32(y3);
+    int64_t kept = 0, differ = 0;
+    for (int64_t i = 0; i < n; i++) {
+        CHECK(a[i] == b[i]); /* same seed, same offset: same mask */
+        CHECK(a[i] == 0.0f || a[i] == xp[i] / (1.0f - p));
+        kept += a[i] != 0.0f;
+        differ += (a[i] != 0.0f) != (d[i] != 0.0f);
+    }
+    printf("  dropout p=%.1f: kept %lld of %lld, masks of seeds 7 and 8 differ in %lld\n", (double)p,
+           (long long)kept, (long long)n, (long long)differ);
+    CHECK(kept > n * 4 / 10 && kept < n * 6 / 10);
+    CHECK(differ > n / 4);
+    /* backward after the generator moved on still uses the forward's mask */
+    rt_manual_seed(12345);
+    rt_generator gr = {99, 0};
+    rt_tensor *r = tu_randn_like(&gr, y1, 1.0f);
+    CHECK_OK(rt_backward(y1, r, false));
+    CHECK(x->grad);
+    const float *gx = rt_tensor_f32(x->grad), *rp = rt_tensor_f32(r);
+    for (int64_t i = 0; i < n; i++) CHECK(gx[i] == (a[i] != 0.0f ? rp[i] / (1.0f - p) : 0.0f));
+    /* eval mode and p = 0 return x itself */
+    rt_tensor *e = NULL;
+    CHECK_OK(rt_dropout(x, p, false, &e));
+    tu_own(e);
+    CHECK(e == x);
+    CHECK_OK(rt_dropout(x, 0.0f, true, &e));
+    tu_own(e);
+    CHECK(e == x);
+    /* p outside [0, 1) is an error */
+    CHECK(rt_dropout(x, 1.0f, true, &e) == RT_ERR_INVALID_ARG);
+    CHECK(rt_dropout(x, -0.1f, true, &e) == RT_ERR_INVALID_ARG);
+}
+
+/* ------------------------------------------------------------ losses */
+
+typedef struct ce_ctx {
+    rt_tensor *target;
+    float smoothing;
+} ce_ctx;
+
+static rt_status f_ce(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    ce_ctx *c = ctx;
+    return rt_cross_entropy(in[0], c->target, c->smoothing, out);
+}
+
+static void check_ce(const char *name, int64_t n, int64_t k, float scale, float smoothing) {
+    ce_ctx c = {.target = tu_own(rt_tensor_create(1, &n, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA)),
+                .smoothing = smoothing};
+    CHECK(c.target);
+    int32_t *t = rt_tensor_data(c.target);
+    for (int64_t i = 0; i < n; i++) {
+        float u;
+        rt_generator_uniform(&g_rng, 1, &u);
+        t[i] = (int32_t)(u * (float)k) % (int32_t)k;
+    }
+    /* the target is read through ctx: an integer tensor, not an autograd input */
+    CHECK(GC(name, f_ce, &c, 1e-2f, randn(2, (int64_t[]){n, k}, 0.0f, scale)));
+}
+
+TU_TEST(cross_entropy) {
+    seed_inputs(123);
+    check_ce("cross_entropy", 6, 5, 2.0f, 0.0f);
+    if (rt_test_failed_) return;
+    check_ce("cross_entropy_smooth0.1", 6, 5, 2.0f, 0.1f);
+    if (rt_test_failed_) return;
+    check_ce("cross_entropy_smooth0.3", 4, 7, 1.0f, 0.3f);
+    if (rt_test_failed_) return;
+    /* large logits: the log-sum-exp must not overflow */
+    check_ce("cross_entropy_large", 3, 4, 30.0f, 0.1f);
+}
+
+static rt_status f_mse(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_mse_loss(in[0], in[1], out); }
+
+TU_TEST(mse_loss) {
+    seed_inputs(124);
+    CHECK(GC("mse_loss", f_mse, NULL, 1e-2f, RANDN(0, 1, 3, 4), RANDN(0, 1, 3, 4)));
+    CHECK(GC("mse_loss_4d", f_mse, NULL, 1e-2f, RANDN(0, 1, 2, 2, 3, 2), RANDN(0, 1, 2, 2, 3, 2)));
+    /* gradient w.r.t. the input only (the target needs none) */
+    gc_case gc = {.name = "mse_loss_x_only", .fn = f_mse, .n_in = 2, .h = 1e-2f,
+                  .in = {RANDN(0, 1, 3, 4), RANDN(0, 1, 3, 4)}, .check = {true, false}};
+    CHECK(gc.in[0] && gc.in[1]);
+    CHECK(gc_run(&gc));
+}
+
+/* ------------------------------------------------------------ a composite graph */
+
+/* conv -> batch_norm(train) -> h + 0.5·h (fan-out) -> avg_pool -> flatten
+ * -> linear -> cross_entropy: gradients meet and accumulate in the engine. */
+typedef struct chain_ctx {
+    rt_tensor *rm, *rv, *target;
+} chain_ctx;
+
+static rt_status f_chain(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    chain_ctx *c = ctx;
+    rt_conv_opts co = {.padding = {1, 1}};
+    rt_pool_opts po = {.kernel = {2, 2}};
+    rt_tensor *t[7] = {0};
+    rt_status st = rt_conv(in[0], in[1], NULL, &co, &t[0]);
+    if (st == RT_OK) st = rt_batch_norm(t[0], in[2], in[3], c->rm, c->rv, NULL, true, 0.1f, 1e-5f, &t[1]);
+    if (st == RT_OK) st = rt_mul_scalar(t[1], 0.5f, &t[2]);
+    if (st == RT_OK) st = rt_add(t[1], t[2], &t[3]);
+    if (st == RT_OK) st = rt_avg_pool(t[3], &po, &t[4]);
+    if (st == RT_OK) st = rt_flatten(t[4], &t[5]);
+    if (st == RT_OK) st = rt_linear(t[5], in[4], NULL, &t[6]);
+    if (st == RT_OK) st = rt_cross_entropy(t[6], c->target, 0.0f, out);
+    for (int i = 0; i < 7; i++) rt_tensor_release(t[i]);
+    return st;
+}
+
+TU_TEST(composite_chain) {
+    seed_inputs(125);
+    int64_t n = 3, c2 = 2;
+    chain_ctx c = {.rm = randn(1, &c2, 0, 1), .rv = randn(1, &c2, 1, 0),
+                   .target = tu_own(rt_tensor_create(1, &n, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA))};
+    CHECK(c.rm && c.rv && c.target);
+    int32_t *t = rt_tensor_data(c.target);
+    t[0] = 2, t[1] = 0, t[2] = 3;
+    CHECK(GC("composite_chain", f_chain, &c, 1e-2f, RANDN(0, 1, 3, 1, 4, 4), RANDN(0, 0.5f, 2, 1, 3, 3),
+             RANDN(1, 0.3f, 2), RANDN(0, 0.3f, 2), RANDN(0, 1, 4, 8)));
+}
+
+RT_TEST_MAIN({"conv2d_basic", conv2d_basic}, {"conv2d_stride2_pad_nobias", conv2d_stride2_pad_nobias},
+             {"conv2d_dilation2", conv2d_dilation2}, {"conv2d_groups", conv2d_groups},
+             {"conv2d_rect_mixed", conv2d_rect_mixed}, {"conv3d", conv3d}, {"linear", linear},
+             {"batch_norm_train", batch_norm_train}, {"batch_norm_eval", batch_norm_eval}, {"relu", relu},
+             {"leaky_relu", leaky_relu}, {"max_pool", max_pool}, {"avg_pool", avg_pool},
+             {"adaptive_avg_pool", adaptive_avg_pool}, {"add", add}, {"sub", sub}, {"mul_scalar", mul_scalar},
+             {"cat_channels", cat_channels}, {"split_channels", split_channels},
+             {"reshape_flatten", reshape_flatten}, {"dropout_gradcheck", dropout_gradcheck},
+             {"dropout_mask", dropout_mask}, {"cross_entropy", cross_entropy}, {"mse_loss", mse_loss},
+             {"composite_chain", composite_chain})

@@ -1,0 +1,120 @@
+/* Helpers shared by the op tests (test_gradcheck.c, test_parity.c).
+ *
+ * Ownership scope: a test declared with TU_TEST(name) { ... } runs between
+ * tu_begin() and tu_end(). Everything registered with tu_own / tu_defer in
+ * between is released by tu_end even when a CHECK returned early, and tu_end
+ * then asserts that the tracked allocator's live bytes are back where they
+ * were when the test began (no tensor, gradient or saved activation leaked).
+ *
+ * Include after rt_test.h. */
+#ifndef RT_TEST_UTIL_H
+#define RT_TEST_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/mem.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "rt_test.h"
+
+/* ------------------------------------------------------------ deferred cleanup */
+
+#define TU_MAX_DEFER 512
+
+typedef struct tu_deferred {
+    void (*fn)(void *);
+    void *p;
+} tu_deferred;
+
+static tu_deferred tu_defer_list_[TU_MAX_DEFER];
+static int tu_n_defer_;
+static int64_t tu_live_base_;
+
+static inline int64_t tu_live_bytes(void) {
+    rt_memstats m;
+    rt_memstats_get(&m);
+    return m.live_total;
+}
+
+/* Runs fn(p) at the end of the current test (in reverse registration order). */
+static inline void tu_defer(void (*fn)(void *), void *p) {
+    if (!p) return;
+    if (tu_n_defer_ == TU_MAX_DEFER) {
+        fprintf(stderr, "test_util: more than %d deferred releases; raise TU_MAX_DEFER\n", TU_MAX_DEFER);
+        abort();
+    }
+    tu_defer_list_[tu_n_defer_++] = (tu_deferred){fn, p};
+}
+
+static inline void tu_release_tensor_(void *p) { rt_tensor_release((rt_tensor *)p); }
+
+/* Registers t (may be NULL) for release at the end of the test; returns t. */
+static inline rt_tensor *tu_own(rt_tensor *t) {
+    tu_defer(tu_release_tensor_, t);
+    return t;
+}
+
+static inline void tu_begin(void) {
+    tu_n_defer_ = 0;
+    tu_live_base_ = tu_live_bytes();
+}
+
+static inline void tu_end(void) {
+    while (tu_n_defer_ > 0) {
+        tu_deferred d = tu_defer_list_[--tu_n_defer_];
+        d.fn(d.p);
+    }
+    int64_t live = tu_live_bytes();
+    if (live != tu_live_base_) {
+        fprintf(stderr, "  leak: %lld tracked bytes live after the test (%lld before)\n",
+                (long long)live, (long long)tu_live_base_);
+        rt_test_failed_ = 1;
+    }
+}
+
+/* Defines test function `name` whose body runs inside a tu_begin/tu_end scope. */
+#define TU_TEST(name)                                                                    \
+    static void name##_body_(void);                                                      \
+    static void name(void) {                                                             \
+        tu_begin();                                                                      \
+        name##_body_();                                                                  \
+        tu_end();                                                                        \
+    }                                                                                    \
+    static void name##_body_(void)
+
+/* ------------------------------------------------------------ tensors */
+
+/* New owned f32 tensor with N(mean, std) entries drawn from g (booked DATA). */
+static inline rt_tensor *tu_randn(rt_generator *g, int ndim, const int64_t *shape, float mean, float std) {
+    rt_tensor *t = tu_own(rt_tensor_create(ndim, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA));
+    if (t) rt_generator_normal(g, rt_tensor_numel(t), mean, std, rt_tensor_f32(t));
+    return t;
+}
+
+/* New owned f32 tensor (DATA) filled with N(0, std) draws of the same shape as `like`. */
+static inline rt_tensor *tu_randn_like(rt_generator *g, const rt_tensor *like, float std) {
+    return tu_randn(g, like->ndim, like->shape, 0.0f, std);
+}
+
+/* max |a-b| over n floats. */
+static inline double tu_max_abs_diff(int64_t n, const float *a, const float *b) {
+    double m = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m)) m = d; /* NaN propagates as the maximum */
+    }
+    return m;
+}
+
+static inline double tu_max_abs(int64_t n, const float *a) {
+    double m = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+#endif

@@ -8,7 +8,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: revtorch <command> [options]\n\n"
                "commands:\n"
                "  train   train a model on Fashion-MNIST (defaults: resnet20, 3 epochs)\n"
-               "  eval    evaluate saved weights on the Fashion-MNIST test set\n\n"
+               "  eval    evaluate saved weights on the Fashion-MNIST test set\n"
+               "  bench   time training steps on random data (see bench/)\n\n"
                "`revtorch <command> --help` lists a command's options.\n");
 }
 
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "train")) return rt_cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval")) return rt_cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench")) return rt_cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "revtorch: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -500,7 +500,6 @@ static void nested_case(bool x_requires_grad) {
     } else {
         CHECK(sg.x->grad == NULL);
     }
-    /* a second backward through the released outer graph fails cleanly */
     CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
     rt_tensor_release(gx);
     rt_tensor_release(gw);
@@ -513,51 +512,51 @@ static void nested_case(bool x_requires_grad) {
 static void test_nested_backward_input_requires_grad(void) { nested_case(true); }
 static void test_nested_backward_params_only(void) { nested_case(false); }
 
-/* The nested block used twice in one graph (shared parameters): both
- * recomputes run and the parameter gradients from both uses add up. */
+/* The nested block used twice in one graph with shared parameters,
+ * y = block(proj(block(x))): both recomputes run, and the parameter
+ * gradients of both uses add up exactly as in the plain graph. */
+static rt_status twice_net(small_graph *sg, rt_tensor *proj, bool ckpt, rt_tensor **y) {
+    rt_tensor *h1 = NULL, *p = NULL;
+    RT_TRY(ckpt ? ckpt_forward(sg->x, sg->w, sg->b, &h1) : conv_relu(sg->x, sg->w, sg->b, &h1));
+    rt_status st = rt_conv(h1, proj, NULL, NULL, &p);
+    rt_tensor_release(h1);
+    if (st == RT_OK) st = ckpt ? ckpt_forward(p, sg->w, sg->b, y) : conv_relu(p, sg->w, sg->b, y);
+    rt_tensor_release(p);
+    return st;
+}
+
 static void test_nested_backward_shared_params(void) {
     small_graph sg;
     CHECK(small_graph_init(&sg, true, RT_MEM_DATA));
     int64_t ws[4] = {3, 4, 1, 1};
-    rt_tensor *proj = rand_tensor(4, ws, RT_MEM_PARAM, 41); /* 4 → 3 channels, 1×1 */
+    rt_tensor *proj = rand_tensor(4, ws, RT_MEM_PARAM, 41); /* 4 → 3 channels, 1×1, frozen */
     CHECK(proj != NULL);
-    for (int mode = 0; mode < 2; mode++) {
-        /* y = block(proj(block(x))) */
-        rt_tensor *h1 = NULL, *p = NULL, *h2 = NULL;
-        CHECK_OK(mode ? ckpt_forward(sg.x, sg.w, sg.b, &h1) : conv_relu(sg.x, sg.w, sg.b, &h1));
-        CHECK_OK(rt_conv(h1, proj, NULL, NULL, &p));
-        CHECK_OK(mode ? ckpt_forward(p, sg.w, sg.b, &h2) : conv_relu(p, sg.w, sg.b, &h2));
-        rt_tensor_release(h1);
-        rt_tensor_release(p);
-        g_ckpt_calls = 0;
-        CHECK_OK(rt_backward(h2, sg.g, false));
-        rt_tensor_release(h2);
-        if (mode == 0) {
-            /* stash the plain gradients in g's place */
-            rt_tensor *gw = rt_tensor_to(sg.w->grad, RT_F32, RT_MEM_TEMP);
-            rt_tensor *gx = rt_tensor_to(sg.x->grad, RT_F32, RT_MEM_TEMP);
-            CHECK(gw && gx);
-            rt_tensor_zero_grad(sg.w);
-            rt_tensor_zero_grad(sg.b);
-            rt_tensor_zero_grad(sg.x);
-            /* run the checkpointed version and compare */
-            rt_tensor *c1 = NULL, *cp = NULL, *c2 = NULL;
-            CHECK_OK(ckpt_forward(sg.x, sg.w, sg.b, &c1));
-            CHECK_OK(rt_conv(c1, proj, NULL, NULL, &cp));
-            CHECK_OK(ckpt_forward(cp, sg.w, sg.b, &c2));
-            rt_tensor_release(c1);
-            rt_tensor_release(cp);
-            g_ckpt_calls = 0;
-            CHECK_OK(rt_backward(c2, sg.g, false));
-            rt_tensor_release(c2);
-            CHECK_EQ_INT(g_ckpt_calls, 2);
-            CHECK_NEAR(max_abs_diff(sg.w->grad, gw), 0.0, 1e-5 * (1 + max_abs(gw)));
-            CHECK_NEAR(max_abs_diff(sg.x->grad, gx), 0.0, 1e-5 * (1 + max_abs(gx)));
-            rt_tensor_release(gw);
-            rt_tensor_release(gx);
-            break;
-        }
-    }
+    rt_tensor *y = NULL;
+    CHECK_OK(twice_net(&sg, proj, false, &y));
+    CHECK_OK(rt_backward(y, sg.g, false));
+    rt_tensor_release(y);
+    rt_tensor *gw = rt_tensor_to(sg.w->grad, RT_F32, RT_MEM_TEMP);
+    rt_tensor *gb = rt_tensor_to(sg.b->grad, RT_F32, RT_MEM_TEMP);
+    rt_tensor *gx = rt_tensor_to(sg.x->grad, RT_F32, RT_MEM_TEMP);
+    CHECK(gw && gb && gx);
+    CHECK(proj->grad == NULL);
+    rt_tensor_zero_grad(sg.w);
+    rt_tensor_zero_grad(sg.b);
+    rt_tensor_zero_grad(sg.x);
+
+    g_ckpt_calls = 0;
+    CHECK_OK(twice_net(&sg, proj, true, &y));
+    CHECK_OK(rt_backward(y, sg.g, false));
+    rt_tensor_release(y);
+    CHECK_EQ_INT(g_ckpt_calls, 2);
+    CHECK(sg.w->grad && sg.b->grad && sg.x->grad);
+    CHECK_NEAR(max_abs_diff(sg.w->grad, gw), 0.0, 1e-5 * (1 + max_abs(gw)));
+    CHECK_NEAR(max_abs_diff(sg.b->grad, gb), 0.0, 1e-5 * (1 + max_abs(gb)));
+    CHECK_NEAR(max_abs_diff(sg.x->grad, gx), 0.0, 1e-5 * (1 + max_abs(gx)));
+    CHECK(proj->grad == NULL);
+    rt_tensor_release(gw);
+    rt_tensor_release(gb);
+    rt_tensor_release(gx);
     rt_tensor_release(proj);
     small_graph_free(&sg);
 }

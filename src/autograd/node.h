@@ -92,8 +92,9 @@ bool rt_grad_set_enabled(bool enabled);
 /* Recompute mode, thread-local by design: set by memory strategies (checkpoint,
  * reversible rebuild) while they re-run a forward whose effects already
  * happened once. Ops with side effects consult it: batch_norm does not update
- * running statistics again, dropout replays its saved mask offset instead of
- * drawing new numbers. Returns the previous state for restoring. */
+ * running statistics again. Dropout needs no flag: the strategy rewinds the
+ * default generator to the offset it saved at forward, so the replay draws
+ * the same mask, and then restores the generator. Returns the previous state for restoring. */
 bool rt_recompute_is_active(void);
 bool rt_recompute_set_active(bool active);
 

@@ -29,7 +29,7 @@ struct rt_optimizer {
     rt_tensor **params; /* borrowed pointers */
     rt_param_state *state;
     int nbuf;           /* state buffers per parameter: 0, 1 or 2 */
-    float lr;
+    double lr;
     int64_t step_count;
     rt_sgd_opts sgd;
     rt_adamw_opts adamw;
@@ -38,23 +38,23 @@ struct rt_optimizer {
 static const char *const rt_sgd_buf_names[] = {"momentum_buffer"};
 static const char *const rt_adamw_buf_names[] = {"exp_avg", "exp_avg_sq"};
 
-rt_sgd_opts rt_sgd_default_opts(float lr) {
+rt_sgd_opts rt_sgd_default_opts(double lr) {
     rt_sgd_opts o = {0};
     o.lr = lr;
     return o;
 }
 
 rt_adamw_opts rt_adamw_default_opts(void) {
-    rt_adamw_opts o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                       .weight_decay = 1e-2f, .amsgrad = false};
+    rt_adamw_opts o = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                       .weight_decay = 1e-2, .amsgrad = false};
     return o;
 }
 
 /* A hyper-parameter that must be finite and >= 0. */
-static bool rt_nonneg(float x) { return isfinite(x) && x >= 0.0f; }
+static bool rt_nonneg(double x) { return isfinite(x) && x >= 0.0; }
 
 static rt_optimizer *rt_optimizer_new(const char *who, rt_optim_kind kind, rt_tensor *const *params,
-                                      int n, float lr, int nbuf) {
+                                      int n, double lr, int nbuf) {
     if (!params || n <= 0) {
         rt_error_set(RT_ERR_INVALID_ARG, "%s: optimizer got an empty parameter list (params=%p, n=%d)",
                      who, (const void *)params, n);
@@ -114,34 +114,34 @@ rt_optimizer *rt_sgd_create(rt_tensor *const *params, int n, const rt_sgd_opts *
     }
     if (!rt_nonneg(o->lr)) {
         rt_error_set(RT_ERR_INVALID_ARG, "rt_sgd_create: invalid learning rate %g (must be finite and >= 0)",
-                     (double)o->lr);
+                     o->lr);
         return NULL;
     }
     if (!rt_nonneg(o->momentum)) {
         rt_error_set(RT_ERR_INVALID_ARG, "rt_sgd_create: invalid momentum value %g (must be finite and >= 0)",
-                     (double)o->momentum);
+                     o->momentum);
         return NULL;
     }
     if (!rt_nonneg(o->weight_decay)) {
         rt_error_set(RT_ERR_INVALID_ARG,
                      "rt_sgd_create: invalid weight_decay value %g (must be finite and >= 0)",
-                     (double)o->weight_decay);
+                     o->weight_decay);
         return NULL;
     }
     if (!isfinite(o->dampening)) {
-        rt_error_set(RT_ERR_INVALID_ARG, "rt_sgd_create: dampening %g is not finite", (double)o->dampening);
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_sgd_create: dampening %g is not finite", o->dampening);
         return NULL;
     }
-    if (o->nesterov && (o->momentum <= 0.0f || o->dampening != 0.0f)) {
+    if (o->nesterov && (o->momentum <= 0.0 || o->dampening != 0.0)) {
         rt_error_set(RT_ERR_INVALID_ARG,
                      "rt_sgd_create: Nesterov momentum requires a momentum and zero dampening "
                      "(got momentum %g, dampening %g); set momentum > 0 and dampening = 0, or "
                      "nesterov = false",
-                     (double)o->momentum, (double)o->dampening);
+                     o->momentum, o->dampening);
         return NULL;
     }
     rt_optimizer *opt = rt_optimizer_new("rt_sgd_create", RT_OPTIM_SGD, params, n, o->lr,
-                                         o->momentum != 0.0f ? 1 : 0);
+                                         o->momentum != 0.0 ? 1 : 0);
     if (opt) opt->sgd = *o;
     return opt;
 }
@@ -153,28 +153,28 @@ rt_optimizer *rt_adamw_create(rt_tensor *const *params, int n, const rt_adamw_op
     }
     if (!rt_nonneg(o->lr)) {
         rt_error_set(RT_ERR_INVALID_ARG, "rt_adamw_create: invalid learning rate %g (must be finite and >= 0)",
-                     (double)o->lr);
+                     o->lr);
         return NULL;
     }
     if (!rt_nonneg(o->eps)) {
         rt_error_set(RT_ERR_INVALID_ARG, "rt_adamw_create: invalid epsilon value %g (must be finite and >= 0)",
-                     (double)o->eps);
+                     o->eps);
         return NULL;
     }
-    if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f)) {
+    if (!(o->beta1 >= 0.0 && o->beta1 < 1.0)) {
         rt_error_set(RT_ERR_INVALID_ARG, "rt_adamw_create: invalid beta parameter at index 0: %g (must be in [0, 1))",
-                     (double)o->beta1);
+                     o->beta1);
         return NULL;
     }
-    if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f)) {
+    if (!(o->beta2 >= 0.0 && o->beta2 < 1.0)) {
         rt_error_set(RT_ERR_INVALID_ARG, "rt_adamw_create: invalid beta parameter at index 1: %g (must be in [0, 1))",
-                     (double)o->beta2);
+                     o->beta2);
         return NULL;
     }
     if (!rt_nonneg(o->weight_decay)) {
         rt_error_set(RT_ERR_INVALID_ARG,
                      "rt_adamw_create: invalid weight_decay value %g (must be finite and >= 0)",
-                     (double)o->weight_decay);
+                     o->weight_decay);
         return NULL;
     }
     if (o->amsgrad) {
@@ -243,8 +243,8 @@ static rt_status rt_optimizer_check_grad(const rt_optimizer *opt, int i) {
  *   param = param + (-lr)*d_p */
 static void rt_sgd_update(const rt_optimizer *opt, int64_t n, float *p, const float *g, float *buf,
                           bool first) {
-    const float wd = opt->sgd.weight_decay, mu = opt->sgd.momentum;
-    const float damp1 = (float)(1.0 - (double)opt->sgd.dampening), nlr = -opt->lr;
+    const float wd = (float)opt->sgd.weight_decay, mu = (float)opt->sgd.momentum;
+    const float damp1 = (float)(1.0 - opt->sgd.dampening), nlr = (float)-opt->lr;
     const bool nesterov = opt->sgd.nesterov;
 #pragma omp parallel for if (n > RT_OPTIM_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
@@ -271,11 +271,11 @@ static void rt_adamw_update(const rt_optimizer *opt, int64_t n, float *p, const 
                             float *v, int64_t step) {
     const double lr = opt->lr, b1 = opt->adamw.beta1, b2 = opt->adamw.beta2;
     const double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
-    const float decay = (float)(1.0 - lr * (double)opt->adamw.weight_decay);
-    const float beta1 = opt->adamw.beta1, beta2 = opt->adamw.beta2;
+    const float decay = (float)(1.0 - lr * opt->adamw.weight_decay);
+    const float beta1 = (float)b1, beta2 = (float)b2;
     const float ob1 = (float)(1.0 - b1), ob2 = (float)(1.0 - b2);
-    const float nstep = (float)(-(lr / bc1)), bc2s = (float)sqrt(bc2), eps = opt->adamw.eps;
-#pragma omp parallel for simd if (n > RT_OPTIM_PAR_MIN)
+    const float nstep = (float)(-(lr / bc1)), bc2s = (float)sqrt(bc2), eps = (float)opt->adamw.eps;
+#pragma omp parallel for if (n > RT_OPTIM_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         const float gi = g[i];
         const float mi = m[i] * beta1 + ob1 * gi;
@@ -283,7 +283,8 @@ static void rt_adamw_update(const rt_optimizer *opt, int64_t n, float *p, const 
         m[i] = mi;
         v[i] = vi;
         const float denom = sqrtf(vi) / bc2s + eps;
-        p[i] = p[i] * decay + nstep * mi / denom;
+        const float pd = p[i] * decay; /* param.mul_(1 - lr*wd) happens first */
+        p[i] = pd + nstep * mi / denom;
     }
 }
 
@@ -294,7 +295,7 @@ rt_status rt_optimizer_step(rt_optimizer *opt) {
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s.step: the learning rate is %g; it must be finite and >= 0 (check the "
                             "value given to rt_optimizer_set_lr / the LR schedule)",
-                            who, (double)opt->lr);
+                            who, opt->lr);
     for (int i = 0; i < opt->n; i++) RT_TRY(rt_optimizer_check_grad(opt, i));
 
     /* Allocate every missing state buffer before touching any parameter. */
@@ -334,7 +335,7 @@ void rt_optimizer_zero_grad(rt_optimizer *opt) {
 }
 
 void rt_optimizer_set_lr(rt_optimizer *opt, float lr) { opt->lr = lr; }
-float rt_optimizer_get_lr(const rt_optimizer *opt) { return opt->lr; }
+float rt_optimizer_get_lr(const rt_optimizer *opt) { return (float)opt->lr; }
 
 int64_t rt_optimizer_step_count(const rt_optimizer *opt) { return opt->step_count; }
 void rt_optimizer_set_step_count(rt_optimizer *opt, int64_t steps) {

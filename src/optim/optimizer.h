@@ -39,12 +39,17 @@ typedef struct rt_optimizer rt_optimizer;
 
 /* torch.optim.SGD(params, lr, momentum, dampening, weight_decay, nesterov).
  * A zero-initialised struct with only .lr set gives PyTorch's defaults
- * (momentum 0, dampening 0, weight_decay 0, nesterov false). */
+ * (momentum 0, dampening 0, weight_decay 0, nesterov false).
+ * Hyper-parameters are doubles because PyTorch's are Python floats: the
+ * derived coefficients (1-τ, 1-β, 1-γλ, bias corrections) are computed in
+ * double and only then rounded to f32 for the element loops, exactly as
+ * torch.optim does, so 1-0.9 gives 0.1f (with a float β it would be
+ * 0.100000024f). */
 typedef struct rt_sgd_opts {
-    float lr;           /* learning rate γ, >= 0 (PyTorch: "Invalid learning rate") */
-    float momentum;     /* μ >= 0; 0 = plain SGD, no state */
-    float dampening;    /* τ; the momentum buffer adds (1-τ)·g after the first step */
-    float weight_decay; /* λ >= 0, L2 penalty added to the gradient (coupled) */
+    double lr;          /* learning rate γ, >= 0 (PyTorch: "Invalid learning rate") */
+    double momentum;    /* μ >= 0; 0 = plain SGD, no state */
+    double dampening;   /* τ; the momentum buffer adds (1-τ)·g after the first step */
+    double weight_decay; /* λ >= 0, L2 penalty added to the gradient (coupled) */
     bool nesterov;      /* Nesterov momentum; requires momentum > 0 and dampening == 0 */
 } rt_sgd_opts;
 
@@ -52,16 +57,16 @@ typedef struct rt_sgd_opts {
  * amsgrad). Start from rt_adamw_default_opts() (PyTorch's defaults), since
  * zero is not the default for most fields. */
 typedef struct rt_adamw_opts {
-    float lr;           /* γ >= 0 */
-    float beta1;        /* β1 in [0, 1) */
-    float beta2;        /* β2 in [0, 1) */
-    float eps;          /* ε >= 0, added to sqrt(v̂) */
-    float weight_decay; /* λ >= 0, decoupled: θ ← θ - γλθ before the Adam update */
+    double lr;          /* γ >= 0 */
+    double beta1;       /* β1 in [0, 1) */
+    double beta2;       /* β2 in [0, 1) */
+    double eps;         /* ε >= 0, added to sqrt(v̂) */
+    double weight_decay; /* λ >= 0, decoupled: θ ← θ - γλθ before the Adam update */
     bool amsgrad;       /* must be false: AMSGrad is not implemented (RT_ERR_UNSUPPORTED) */
 } rt_adamw_opts;
 
 /* PyTorch's defaults: plain SGD with learning rate `lr`. */
-rt_sgd_opts rt_sgd_default_opts(float lr);
+rt_sgd_opts rt_sgd_default_opts(double lr);
 /* PyTorch's AdamW defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8,
  * weight_decay 1e-2, amsgrad false. */
 rt_adamw_opts rt_adamw_default_opts(void);
@@ -127,7 +132,8 @@ rt_status rt_optimizer_step(rt_optimizer *opt);
 void rt_optimizer_zero_grad(rt_optimizer *opt);
 
 /* Learning rate used by the next step (param_groups[0]['lr']). set_lr does
- * not validate; step rejects a negative or non-finite lr. */
+ * not validate; step rejects a negative or non-finite lr. The lr is kept as
+ * a double (from the opts); set_lr takes the float that rt_lr_at returns. */
 void rt_optimizer_set_lr(rt_optimizer *opt, float lr);
 float rt_optimizer_get_lr(const rt_optimizer *opt);
 

@@ -10,22 +10,22 @@
 #define M_PI 3.14159265358979323846
 #endif
 
-static bool rt_finite_nonneg(float x) { return isfinite(x) && x >= 0.0f; }
+static bool rt_finite_nonneg(double x) { return isfinite(x) && x >= 0.0; }
 
 /* Writes what is wrong with `s` into msg and returns false, or returns true.
  * Touches no global state, so rt_lr_at stays pure. */
 static bool rt_lr_valid(const rt_lr_schedule *s, char *msg, size_t n) {
     if (!s) return snprintf(msg, n, "LR schedule is NULL"), false;
     if (!rt_finite_nonneg(s->base_lr))
-        return snprintf(msg, n, "LR schedule: base_lr %g must be finite and >= 0", (double)s->base_lr), false;
+        return snprintf(msg, n, "LR schedule: base_lr %g must be finite and >= 0", s->base_lr), false;
     if (s->warmup_steps < 0)
         return snprintf(msg, n, "LR schedule: warmup_steps %lld must be >= 0", (long long)s->warmup_steps),
                false;
-    if (s->warmup_steps > 0 && !(s->warmup_start_factor >= 0.0f && s->warmup_start_factor <= 1.0f))
+    if (s->warmup_steps > 0 && !(s->warmup_start_factor >= 0.0 && s->warmup_start_factor <= 1.0))
         return snprintf(msg, n,
                         "LR schedule: warmup_start_factor %g must be in [0, 1] (the warm-up rises "
                         "linearly from warmup_start_factor*base_lr to base_lr)",
-                        (double)s->warmup_start_factor),
+                        s->warmup_start_factor),
                false;
     switch (s->kind) {
     case RT_LR_CONSTANT:
@@ -35,7 +35,7 @@ static bool rt_lr_valid(const rt_lr_schedule *s, char *msg, size_t n) {
             return snprintf(msg, n, "LR schedule (step): step_size %lld must be > 0", (long long)s->step_size),
                    false;
         if (!rt_finite_nonneg(s->gamma))
-            return snprintf(msg, n, "LR schedule (step): gamma %g must be finite and >= 0", (double)s->gamma),
+            return snprintf(msg, n, "LR schedule (step): gamma %g must be finite and >= 0", s->gamma),
                    false;
         return true;
     case RT_LR_MULTISTEP:
@@ -50,7 +50,7 @@ static bool rt_lr_valid(const rt_lr_schedule *s, char *msg, size_t n) {
                        false;
         if (!rt_finite_nonneg(s->gamma))
             return snprintf(msg, n, "LR schedule (multistep): gamma %g must be finite and >= 0",
-                            (double)s->gamma),
+                            s->gamma),
                    false;
         return true;
     case RT_LR_COSINE:
@@ -58,7 +58,7 @@ static bool rt_lr_valid(const rt_lr_schedule *s, char *msg, size_t n) {
             return snprintf(msg, n, "LR schedule (cosine): t_max %lld must be > 0", (long long)s->t_max), false;
         if (!rt_finite_nonneg(s->eta_min))
             return snprintf(msg, n, "LR schedule (cosine): eta_min %g must be finite and >= 0",
-                            (double)s->eta_min),
+                            s->eta_min),
                    false;
         return true;
     }
@@ -86,15 +86,15 @@ float rt_lr_at(const rt_lr_schedule *s, int64_t step) {
     case RT_LR_CONSTANT:
         return (float)base;
     case RT_LR_STEP: /* StepLR: base · gamma^(t // step_size) */
-        return (float)(base * pow((double)s->gamma, (double)(t / s->step_size)));
+        return (float)(base * pow(s->gamma, (double)(t / s->step_size)));
     case RT_LR_MULTISTEP: { /* MultiStepLR: base · gamma^bisect_right(sorted(milestones), t) */
         int k = 0;
         for (int i = 0; i < s->n_milestones; i++) k += s->milestones[i] <= t;
-        return (float)(base * pow((double)s->gamma, (double)k));
+        return (float)(base * pow(s->gamma, (double)k));
     }
     case RT_LR_COSINE: /* CosineAnnealingLR: eta_min + (base - eta_min)(1 + cos(π t / T_max)) / 2 */
         return (float)(s->eta_min + (base - s->eta_min) *
-                                        (1.0 + cos(M_PI * (double)t / (double)s->t_max)) / 2.0);
+                                        (1.0 + cos(M_PI * (double)t / s->t_max)) / 2.0);
     }
     return NAN;
 }

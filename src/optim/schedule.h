@@ -51,19 +51,21 @@ typedef enum rt_lr_kind {
  * schedule's step, i.e. step - warmup_steps). */
 typedef struct rt_lr_schedule {
     rt_lr_kind kind;
-    float base_lr;          /* the optimizer's initial lr (PyTorch's initial_lr), >= 0 */
-    float gamma;            /* STEP, MULTISTEP: multiplicative decay >= 0 (PyTorch default 0.1) */
-    int64_t step_size;      /* STEP: decay period, > 0 */
-    int64_t milestones[RT_LR_MAX_MILESTONES]; /* MULTISTEP: steps at which lr *= gamma, >= 0;
-                                                any order, repeats multiply again (as PyTorch's Counter) */
-    int n_milestones;       /* MULTISTEP: 0..RT_LR_MAX_MILESTONES */
-    int64_t t_max;          /* COSINE: half period, > 0. Past t_max the closed form rises
-                               again (PyTorch's cosine is periodic); size t_max to the run. */
-    float eta_min;          /* COSINE: minimum lr >= 0 (PyTorch default 0) */
-    int64_t warmup_steps;   /* W >= 0; 0 = no warm-up */
-    float warmup_start_factor; /* f in [0, 1]: lr at step 0 is f · base_lr. PyTorch's LinearLR
-                                  demands f > 0 for its recursive form; the closed form here
-                                  also allows 0. */
+    double base_lr;   /* the optimizer's initial lr (PyTorch's initial_lr), >= 0 */
+    double gamma;     /* STEP, MULTISTEP: multiplicative decay >= 0 (PyTorch default 0.1) */
+    int64_t step_size; /* STEP: decay period, > 0 */
+    /* MULTISTEP: steps at which lr *= gamma, >= 0, in any order; a repeated
+     * milestone multiplies again (PyTorch keeps them in a Counter). */
+    int64_t milestones[RT_LR_MAX_MILESTONES];
+    int n_milestones; /* MULTISTEP: 0..RT_LR_MAX_MILESTONES */
+    /* COSINE: half period, > 0. Past t_max the closed form rises again
+     * (PyTorch's cosine is periodic), so size t_max to the run. */
+    int64_t t_max;
+    double eta_min;   /* COSINE: minimum lr >= 0 (PyTorch default 0) */
+    int64_t warmup_steps; /* W >= 0; 0 = no warm-up */
+    /* f in [0, 1]: the lr at step 0 is f · base_lr. PyTorch's LinearLR
+     * demands f > 0 for its recursive form; the closed form also allows 0. */
+    double warmup_start_factor;
 } rt_lr_schedule;
 
 /* RT_OK when the schedule's fields are valid for its kind, else

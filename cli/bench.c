@@ -1,0 +1,113 @@
+/* `revtorch bench`: times training steps of a model on random data, for
+ * side-by-side comparison with PyTorch (bench/). Reports the median step time. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/engine.h"
+#include "cli.h"
+#include "common.h"
+#include "core/rng.h"
+#include "kernels/threads.h"
+#include "ops/ops.h"
+#include "optim/optim.h"
+#include "progress.h"
+
+static void bench_usage(FILE *f) {
+    fprintf(f, "usage: revtorch bench [options]\n"
+               "Times full training steps (forward, cross-entropy, backward, SGD step) on random data.\n\n"
+               "  --model NAME        (default resnet20)\n"
+               "  --batch-size N      (default 128)\n"
+               "  --size S            input height and width (default 28)\n"
+               "  --channels C        input channels (default 1)\n"
+               "  --steps N           timed steps (default 10)\n"
+               "  --warmup N          untimed steps first (default 3)\n"
+               "  --threads N         (default: all cores)\n"
+               "Prints one line: model, batch, median/min step seconds, images/s, peak tracked MiB.\n");
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int rt_cmd_bench(int argc, char **argv) {
+    const char *model = "resnet20";
+    int64_t batch = 128, size = 28, channels = 1, steps = 10, warmup = 3, threads = 0;
+    for (int i = 1; i < argc; i++) {
+        bool ok = true;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            bench_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--model")) ok = rt_cli_str(argc, argv, &i, &model);
+        else if (!strcmp(argv[i], "--batch-size")) ok = rt_cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--size")) ok = rt_cli_int(argc, argv, &i, &size);
+        else if (!strcmp(argv[i], "--channels")) ok = rt_cli_int(argc, argv, &i, &channels);
+        else if (!strcmp(argv[i], "--steps")) ok = rt_cli_int(argc, argv, &i, &steps);
+        else if (!strcmp(argv[i], "--warmup")) ok = rt_cli_int(argc, argv, &i, &warmup);
+        else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
+        else {
+            fprintf(stderr, "revtorch bench: unknown option '%s' (see revtorch bench --help)\n", argv[i]);
+            return 2;
+        }
+        if (!ok) return 2;
+    }
+    if (steps < 1 || batch < 1 || size < 1 || channels < 1) {
+        fprintf(stderr, "revtorch bench: --steps, --batch-size, --size and --channels must be >= 1\n");
+        return 2;
+    }
+    rt_set_num_threads((int)threads);
+    rt_model *m = NULL;
+    if (rt_model_create(model, channels, 10, RT_DEVICE_CPU, 0, &m) != RT_OK) return rt_cli_fail("model");
+    int np = rt_state_dict_num_params(m->sd);
+    rt_tensor **params = malloc((size_t)np * sizeof *params);
+    rt_state_dict_params(m->sd, params);
+    rt_sgd_opts so = rt_sgd_default_opts(0.01f);
+    so.momentum = 0.9f;
+    rt_optimizer *opt = rt_sgd_create(params, np, &so);
+    int64_t xs[4] = {batch, channels, size, size};
+    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *y = rt_tensor_create(1, &batch, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
+    double *times = malloc((size_t)steps * sizeof *times);
+    int rc = 1;
+    if (!opt || !x || !y || !times || !params) {
+        rt_cli_fail("setup");
+        goto out;
+    }
+    rt_generator g = {1, 0};
+    rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
+    for (int64_t i = 0; i < batch; i++) ((int32_t *)rt_tensor_data(y))[i] = (int32_t)(i % 10);
+    for (int64_t s = 0; s < warmup + steps; s++) {
+        if (s == warmup) rt_memstats_reset_peaks();
+        double t0 = rt_now_s();
+        rt_tensor *logits = NULL, *loss = NULL;
+        rt_optimizer_zero_grad(opt);
+        rt_status st = rt_model_forward(m, x, &logits);
+        if (st == RT_OK) st = rt_cross_entropy(logits, y, 0.0f, &loss);
+        if (st == RT_OK) st = rt_backward(loss, NULL, false);
+        if (st == RT_OK) st = rt_optimizer_step(opt);
+        rt_tensor_release(logits);
+        rt_tensor_release(loss);
+        if (st != RT_OK) {
+            rt_cli_fail("step");
+            goto out;
+        }
+        if (s >= warmup) times[s - warmup] = rt_now_s() - t0;
+    }
+    qsort(times, (size_t)steps, sizeof *times, cmp_double);
+    rt_memstats ms;
+    rt_memstats_get(&ms);
+    double median = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
+    printf("revtorch model=%s batch=%lld size=%lld threads=%d median_step_s=%.4f min_step_s=%.4f "
+           "images_per_s=%.1f peak_tracked_mib=%.1f\n",
+           model, (long long)batch, (long long)size, rt_get_num_threads(), median, times[0],
+           (double)batch / median, (double)ms.peak_total / 1048576.0);
+    rc = 0;
+out:
+    free(times);
+    rt_tensor_release(x);
+    rt_tensor_release(y);
+    rt_optimizer_destroy(opt);
+    free(params);
+    rt_model_destroy(m);
+    return rc;
+}

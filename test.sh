@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build the Release flavour
+# and run every test, then build with AddressSanitizer + UndefinedBehavior-
+# Sanitizer and run every test except the long end-to-end training runs.
+set -euo pipefail
+cd "$(dirname "$0")"
+bash scripts/setup.sh
+jobs="$(nproc)"
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build build -j"$jobs"
+(cd build && ctest --output-on-failure)
+
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRT_SANITIZE=ON > /dev/null
+cmake --build build-asan -j"$jobs"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -LE e2e)

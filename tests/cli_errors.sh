@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The CLI's help and its messages for user mistakes.
+set -uo pipefail
+bin="$1"
+pass=0; fail=0
+check() { # name, expected exit code, grep pattern for stderr+stdout, command...
+    local name="$1" want="$2" pat="$3"; shift 3
+    local out rc
+    out="$("$@" 2>&1)"; rc=$?
+    if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
+    else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | head -5; fi
+}
+check help 0 "usage: revtorch" "$bin" --help
+check train-help 0 "accum-steps" "$bin" train --help
+check eval-help 0 "--weights" "$bin" eval --help
+check bench-help 0 "median" "$bin" bench --help
+check unknown-cmd 2 "unknown command" "$bin" fly
+check unknown-opt 2 "unknown option" "$bin" train --fast
+check bad-int 2 "expects an integer" "$bin" train --epochs many
+check missing-data 1 "--data" "$bin" train --data /nonexistent/dir
+check bad-model 1 "resnet20" "$bin" train --model resnet7 --train-subset 64
+check eval-no-weights 2 "--weights FILE is required" "$bin" eval
+check eval-missing-file 1 "cannot" "$bin" eval --weights /nonexistent.safetensors
+check bad-accum 2 "accum-steps" "$bin" train --accum-steps 0
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -567,8 +567,8 @@ static void test_tensor_to_fill_copy(void) {
     rt_status s = rt_tensor_set_requires_grad(iv, true);
     CHECK(s != RT_OK);
     CHECK(!iv->requires_grad);
-    if (s != RT_ERR_STATE)
-        fprintf(stderr, "set_requires_grad on int32 returned %s, core/tensor.h documents RT_ERR_STATE\n",
+    if (s != RT_ERR_DTYPE)
+        fprintf(stderr, "set_requires_grad on int32 returned %s, core/tensor.h documents RT_ERR_DTYPE\n",
                 rt_status_str(s));
     rt_tensor_release(w);
     rt_tensor_release(iv);
@@ -578,7 +578,7 @@ static void test_tensor_to_fill_copy(void) {
     rt_tensor_release(t);
     CHECK_EQ_INT(live(RT_MEM_GRAD), base_grad);
     CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
-    CHECK_EQ_INT(s, RT_ERR_STATE);
+    CHECK_EQ_INT(s, RT_ERR_DTYPE);
 }
 
 static void test_tensor_meta(void) {

@@ -377,6 +377,48 @@ static void test_adamw_skips_missing_grad(void) {
     rt_tensor_release(b);
 }
 
+/* Above the OpenMP threshold (32768 elements) the loops run in parallel:
+ * a parameter tiling P0 25000 times, with grads tiling GS, must give in
+ * every tile exactly the bits of the 4-element run. */
+static void test_large_parallel_matches_small(void) {
+    enum { TILES = 25000, N = 4 * TILES };
+    float *big0 = malloc(N * sizeof(float)), *gbig = malloc(3 * (size_t)N * sizeof(float));
+    CHECK(big0 && gbig);
+    for (int i = 0; i < N; i++) {
+        big0[i] = P0[i % 4];
+        for (int s = 0; s < 3; s++) gbig[(size_t)s * N + i] = GS[s][i % 4];
+    }
+    for (int kind = 0; kind < 2; kind++) {
+        rt_tensor *small = vec(4, P0, RT_MEM_PARAM), *big = vec(N, big0, RT_MEM_PARAM);
+        rt_optimizer *os, *ob;
+        if (kind == 0) {
+            rt_sgd_opts o = {.lr = 0.1, .momentum = 0.9, .nesterov = true, .weight_decay = 0.01};
+            os = rt_sgd_create(&small, 1, &o);
+            ob = rt_sgd_create(&big, 1, &o);
+        } else {
+            rt_adamw_opts o = rt_adamw_default_opts();
+            os = rt_adamw_create(&small, 1, &o);
+            ob = rt_adamw_create(&big, 1, &o);
+        }
+        CHECK(os && ob);
+        CHECK_OK(run3(os, small));
+        for (int s = 0; s < 3; s++) {
+            set_grad(big, gbig + (size_t)s * N);
+            CHECK_OK(rt_optimizer_step(ob));
+        }
+        for (int i = 0; i < N; i++) {
+            if (rt_tensor_f32(big)[i] != rt_tensor_f32(small)[i % 4]) fprintf(stderr, "kind %d i %d\n", kind, i);
+            CHECK(rt_tensor_f32(big)[i] == rt_tensor_f32(small)[i % 4]);
+        }
+        rt_optimizer_destroy(os);
+        rt_optimizer_destroy(ob);
+        rt_tensor_release(small);
+        rt_tensor_release(big);
+    }
+    free(big0);
+    free(gbig);
+}
+
 /* ---- state visit and memory accounting ------------------------------------ */
 
 typedef struct name_list {
@@ -741,6 +783,7 @@ RT_TEST_MAIN({"sgd_variants", test_sgd_variants},
              {"step_errors", test_step_errors},
              {"adamw_three_steps", test_adamw_three_steps},
              {"adamw_skips_missing_grad", test_adamw_skips_missing_grad},
+             {"large_parallel_matches_small", test_large_parallel_matches_small},
              {"state_visit_names_and_bytes", test_state_visit_names_and_bytes},
              {"meta_step_accounts_state", test_meta_step_accounts_state},
              {"zero_grad_releases", test_zero_grad_releases},

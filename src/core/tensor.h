@@ -91,7 +91,8 @@ bool rt_tensor_same_shape(const rt_tensor *a, const rt_tensor *b);
 char *rt_tensor_shape_str(const rt_tensor *t, char *buf, size_t n);
 
 /* Marks a leaf as requiring grad (torch.Tensor.requires_grad_). RT_ERR_STATE
- * when t is not a leaf or not floating point. */
+ * when t is not a leaf; RT_ERR_DTYPE when t is not float32 (compute is f32;
+ * bf16/f16 are storage formats only, see dtype.h). */
 rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad);
 /* Fills every element with `value` (f32, bf16, f16, i32, u8). No-op on meta. */
 rt_status rt_tensor_fill(rt_tensor *t, float value);

@@ -1,0 +1,310 @@
+#!/usr/bin/python3
+"""Evaluate revtorch weights in PyTorch: proof that a file written by
+`revtorch train --save FILE` is a plain torchvision-style state dict.
+
+    /usr/bin/python3 tools/pytorch_eval.py WEIGHTS [--model NAME] [--data DIR]
+        [--batch-size N] [--threads N] [--test-subset N]
+        [--revtorch PATH] [--tolerance PP]
+
+Builds the ResNet named by --model (default: the "model" entry of the file's
+metadata, else resnet20) in plain torch.nn with torchvision's module names,
+loads WEIGHTS with load_state_dict(strict=True), reads the Fashion-MNIST test
+set (IDX .gz files) with gzip + numpy, normalises it exactly as revtorch does,
+((x / 255) - 0.2860) / 0.3530, and evaluates in eval mode (running BN
+statistics, no gradients).  Prints
+
+    pytorch accuracy: XX.XX% loss: Y
+
+with the same definitions as `revtorch eval --weights FILE` (top-1 accuracy;
+mean cross-entropy over the test images).  With --revtorch PATH it also runs
+`PATH eval --weights WEIGHTS` on the same images, prints its numbers and the
+differences, and exits 1 if the accuracies differ by more than --tolerance
+percentage points (default 0.05).
+
+Needs Debian's python (/usr/bin/python3, which has torch); there is no
+torchvision here, so the models below mirror torchvision.models.resnet's
+classes (BasicBlock, Bottleneck, ResNet) module for module.  The CIFAR-style
+resnet20/32/44/56/110 (He et al. 2016, §4.2) use a 3×3/1 stem without max pool,
+three stages of 16/32/64 planes and torchvision's projection shortcut
+(`downsample` = 1×1 conv + BN) where the shape changes — the same structure
+as revtorch's src/models/resnet.c.  bench/pytorch_bench.py imports build_model
+from here.
+"""
+
+import argparse
+import gzip
+import os
+import re
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+FASHION_MNIST_MEAN = 0.2860
+FASHION_MNIST_STD = 0.3530
+DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
+
+
+# --------------------------------------------------------------------------
+# Models: torchvision.models.resnet, module for module (torchvision 0.14)
+# --------------------------------------------------------------------------
+
+def conv3x3(in_planes, out_planes, stride=1):
+    return nn.Conv2d(in_planes, out_planes, kernel_size=3, stride=stride, padding=1, bias=False)
+
+
+def conv1x1(in_planes, out_planes, stride=1):
+    return nn.Conv2d(in_planes, out_planes, kernel_size=1, stride=stride, bias=False)
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, inplanes, planes, stride=1, downsample=None):
+        super().__init__()
+        self.conv1 = conv3x3(inplanes, planes, stride)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = conv3x3(planes, planes)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class Bottleneck(nn.Module):
+    """torchvision's ResNet v1.5 bottleneck: the stride sits on the 3×3 conv."""
+    expansion = 4
+
+    def __init__(self, inplanes, planes, stride=1, downsample=None):
+        super().__init__()
+        self.conv1 = conv1x1(inplanes, planes)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = conv3x3(planes, planes, stride)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = conv1x1(planes, planes * self.expansion)
+        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class ResNet(nn.Module):
+    """torchvision.models.ResNet, plus `cifar_stem` for the CIFAR family
+    (3×3/1 conv, no max pool) and a configurable stage count/width."""
+
+    def __init__(self, block, layers, widths, num_classes=10, in_channels=3, cifar_stem=False):
+        super().__init__()
+        self.inplanes = widths[0]
+        if cifar_stem:
+            self.conv1 = nn.Conv2d(in_channels, self.inplanes, kernel_size=3, stride=1, padding=1, bias=False)
+        else:
+            self.conv1 = nn.Conv2d(in_channels, self.inplanes, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(self.inplanes)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.Identity() if cifar_stem else nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        self.num_stages = len(layers)
+        for i, (n, w) in enumerate(zip(layers, widths)):
+            setattr(self, f"layer{i + 1}", self._make_layer(block, w, n, stride=1 if i == 0 else 2))
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(widths[-1] * block.expansion, num_classes)
+
+        for m in self.modules():  # torchvision's initialisation (zero_init_residual=False)
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def _make_layer(self, block, planes, blocks, stride=1):
+        downsample = None
+        if stride != 1 or self.inplanes != planes * block.expansion:
+            downsample = nn.Sequential(
+                conv1x1(self.inplanes, planes * block.expansion, stride),
+                nn.BatchNorm2d(planes * block.expansion),
+            )
+        layers = [block(self.inplanes, planes, stride, downsample)]
+        self.inplanes = planes * block.expansion
+        for _ in range(1, blocks):
+            layers.append(block(self.inplanes, planes))
+        return nn.Sequential(*layers)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        for i in range(self.num_stages):
+            x = getattr(self, f"layer{i + 1}")(x)
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(x)
+
+
+# name -> (block, blocks per stage, widths, CIFAR stem); same table as src/models/resnet.c
+MODELS = {
+    "resnet18": (BasicBlock, [2, 2, 2, 2], [64, 128, 256, 512], False),
+    "resnet34": (BasicBlock, [3, 4, 6, 3], [64, 128, 256, 512], False),
+    "resnet50": (Bottleneck, [3, 4, 6, 3], [64, 128, 256, 512], False),
+    "resnet20": (BasicBlock, [3, 3, 3], [16, 32, 64], True),
+    "resnet32": (BasicBlock, [5, 5, 5], [16, 32, 64], True),
+    "resnet44": (BasicBlock, [7, 7, 7], [16, 32, 64], True),
+    "resnet56": (BasicBlock, [9, 9, 9], [16, 32, 64], True),
+    "resnet110": (BasicBlock, [18, 18, 18], [16, 32, 64], True),
+}
+
+
+def build_model(name, in_channels=1, num_classes=10):
+    if name not in MODELS:
+        raise ValueError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
+    block, layers, widths, cifar = MODELS[name]
+    return ResNet(block, layers, widths, num_classes=num_classes, in_channels=in_channels, cifar_stem=cifar)
+
+
+# --------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------
+
+def read_idx(path):
+    """Read an IDX file (optionally gzip-compressed) into a numpy array."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise ValueError(f"{path}: not an IDX file (bad magic)")
+    dtypes = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+    if raw[2] not in dtypes:
+        raise ValueError(f"{path}: unknown IDX element type 0x{raw[2]:02x}")
+    ndim = raw[3]
+    dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
+    dt = np.dtype(dtypes[raw[2]])
+    count = int(np.prod(dims, dtype=np.int64))
+    off = 4 + 4 * ndim
+    if len(raw) - off < count * dt.itemsize:
+        raise ValueError(f"{path}: truncated ({len(raw) - off} data bytes, need {count * dt.itemsize})")
+    return np.frombuffer(raw, dtype=dt, count=count, offset=off).reshape(dims)
+
+
+def find_file(data_dir, stem):
+    for name in (stem + ".gz", stem):
+        p = os.path.join(data_dir, name)
+        if os.path.exists(p):
+            return p
+    raise FileNotFoundError(f"{data_dir}: no {stem}[.gz]")
+
+
+def load_test_set(data_dir, subset=None):
+    images = read_idx(find_file(data_dir, "t10k-images-idx3-ubyte"))
+    labels = read_idx(find_file(data_dir, "t10k-labels-idx1-ubyte"))
+    if subset:
+        images, labels = images[:subset], labels[:subset]
+    # float32 arithmetic in the same order as revtorch's loader LUT: ((float)v / 255 - mean) / std
+    x = (images.astype(np.float32) / np.float32(255.0) - np.float32(FASHION_MNIST_MEAN)) / np.float32(FASHION_MNIST_STD)
+    return torch.from_numpy(np.ascontiguousarray(x[:, None, :, :])), torch.from_numpy(labels.astype(np.int64))
+
+
+# --------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------
+
+def load_weights(path, model_name=None):
+    tensors, meta = safetensors_io.load(path)
+    name = model_name or meta.get("model") or "resnet20"
+    if "conv1.weight" not in tensors or "fc.weight" not in tensors:
+        raise ValueError(f"{path}: no conv1.weight / fc.weight: not a ResNet state dict")
+    in_ch = tensors["conv1.weight"].shape[1]
+    num_classes = tensors["fc.weight"].shape[0]
+    model = build_model(name, in_channels=in_ch, num_classes=num_classes)
+    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}
+    model.load_state_dict(state, strict=True)
+    return model, name, meta
+
+
+@torch.no_grad()
+def evaluate(model, x, y, batch_size=256):
+    model.eval()
+    correct, total_loss = 0, 0.0
+    for i in range(0, x.shape[0], batch_size):
+        logits = model(x[i:i + batch_size])
+        t = y[i:i + batch_size]
+        total_loss += float(F.cross_entropy(logits, t, reduction="sum").double())
+        correct += int((logits.argmax(dim=1) == t).sum())
+    n = x.shape[0]
+    return total_loss / n, correct / n
+
+
+def run_revtorch(binary, weights, args):
+    cmd = [binary, "eval", "--weights", weights, "--data", args.data]
+    if args.model:
+        cmd += ["--model", args.model]
+    if args.test_subset:
+        cmd += ["--test-subset", str(args.test_subset)]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"loss ([-+0-9.eEnaif]+) accuracy ([0-9.]+)%", r.stdout)
+    if r.returncode != 0 or not m:
+        sys.stderr.write(f"pytorch_eval: `{' '.join(cmd)}` failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
+        return None
+    return float(m.group(1)), float(m.group(2)) / 100.0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Evaluate revtorch weights with PyTorch on the Fashion-MNIST test set.")
+    ap.add_argument("weights", help="safetensors file written by `revtorch train --save`")
+    ap.add_argument("--model", help="architecture (default: the file's metadata 'model', else resnet20)")
+    ap.add_argument("--data", default=DEFAULT_DATA, help=f"Fashion-MNIST directory (default {DEFAULT_DATA})")
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    ap.add_argument("--test-subset", type=int, default=0, help="only the first N test images")
+    ap.add_argument("--revtorch", metavar="PATH", help="also run `PATH eval` and compare")
+    ap.add_argument("--tolerance", type=float, default=0.05, help="max accuracy difference, percentage points")
+    args = ap.parse_args(argv)
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, name, meta = load_weights(args.weights, args.model)
+    x, y = load_test_set(args.data, args.test_subset or None)
+    loss, acc = evaluate(model, x, y, args.batch_size)
+    extra = f" (epoch {meta['epoch']})" if "epoch" in meta else ""
+    print(f"{name} on {x.shape[0]} test images{extra}")
+    print(f"pytorch accuracy: {100.0 * acc:.2f}% loss: {loss:.4f}")
+
+    if args.revtorch:
+        r = run_revtorch(args.revtorch, args.weights, args)
+        if r is None:
+            return 1
+        rloss, racc = r
+        print(f"revtorch accuracy: {100.0 * racc:.2f}% loss: {rloss:.4f}")
+        dacc = 100.0 * (acc - racc)
+        print(f"difference (pytorch - revtorch): accuracy {dacc:+.2f} pp, loss {loss - rloss:+.4f}")
+        if abs(dacc) > args.tolerance + 1e-9:
+            print(f"MISMATCH: accuracies differ by more than {args.tolerance} percentage points")
+            return 1
+        print(f"match (within {args.tolerance} pp)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

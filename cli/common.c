@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/engine.h"
 #include "autograd/node.h"
+#include "core/rng.h"
+#include "memory/reversible.h"
 #include "data/mnist.h"
 #include "ops/ops.h"
 
@@ -124,11 +127,65 @@ rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size,
     return st;
 }
 
-void rt_cli_print_peaks(FILE *f, const char *indent) {
-    rt_memstats s;
-    rt_memstats_get(&s);
+void rt_cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s) {
     fprintf(f, "%speak memory MiB:", indent);
     for (int c = 0; c < RT_MEM_NCAT; c++)
-        fprintf(f, " %s %.2f", rt_mem_category_str((rt_mem_category)c), (double)s.peak[c] / 1048576.0);
-    fprintf(f, " | total %.2f\n", (double)s.peak_total / 1048576.0);
+        fprintf(f, " %s %.2f", rt_mem_category_str((rt_mem_category)c), (double)s->peak[c] / 1048576.0);
+    fprintf(f, " | total %.2f\n", (double)s->peak_total / 1048576.0);
+}
+
+rt_status rt_cli_predict_memory(const char *model, bool reversible, int grouping, int k, int64_t n, int64_t c,
+                                int64_t h, int64_t w, rt_memstats *peaks) {
+    rt_generator saved = *rt_default_generator();
+    rt_memstats before;
+    rt_memstats_get(&before);
+    rt_model *m = NULL;
+    RT_TRY(rt_model_create(model, c, 10, RT_DEVICE_META, 0, &m));
+    m->reversible = reversible;
+    m->grouping = grouping;
+    m->group_k = k;
+    int64_t xs[4] = {n, c, h, w};
+    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_META, RT_MEM_DATA);
+    rt_tensor *y = rt_tensor_create(1, &n, RT_I32, RT_DEVICE_META, RT_MEM_DATA);
+    rt_tensor *logits = NULL, *loss = NULL;
+    rt_memstats_reset_peaks();
+    rt_status st = (x && y) ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK) st = rt_model_forward(m, x, &logits);
+    if (st == RT_OK) st = rt_cross_entropy(logits, y, 0.0f, &loss);
+    if (st == RT_OK) st = rt_backward(loss, NULL, false);
+    rt_memstats_get(peaks);
+    /* report the step's own bytes: subtract what was live before the prediction */
+    for (int i = 0; i < RT_MEM_NCAT; i++) peaks->peak[i] -= before.live[i];
+    peaks->peak_total -= before.live_total;
+    rt_tensor_release(logits);
+    rt_tensor_release(loss);
+    rt_tensor_release(x);
+    rt_tensor_release(y);
+    rt_model_destroy(m);
+    rt_memstats_reset_peaks();
+    *rt_default_generator() = saved;
+    return st;
+}
+
+bool rt_cli_memory_mode(const char *memory, const char *grouping, bool *reversible, int *grouping_kind, int *k) {
+    if (!strcmp(memory, "reversible")) *reversible = true;
+    else if (!strcmp(memory, "standard")) *reversible = false;
+    else {
+        fprintf(stderr, "revtorch: --memory must be standard or reversible, got '%s'\n", memory);
+        return false;
+    }
+    *k = 0;
+    if (!strcmp(grouping, "full")) *grouping_kind = RT_GROUPING_FULL;
+    else if (!strcmp(grouping, "auto")) *grouping_kind = RT_GROUPING_AUTO;
+    else {
+        char *end;
+        long v = strtol(grouping, &end, 10);
+        if (*end || v < 1) {
+            fprintf(stderr, "revtorch: --grouping must be full, auto or a block count >= 1, got '%s'\n", grouping);
+            return false;
+        }
+        *grouping_kind = RT_GROUPING_EVERY;
+        *k = (int)v;
+    }
+    return true;
 }

@@ -31,7 +31,18 @@ rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool aug
 /* Mean cross-entropy and accuracy (in [0,1]) of `m` in eval mode, no grad. */
 rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc);
 
-/* One line per category with the peak bytes since the last reset, in MiB. */
-void rt_cli_print_peaks(FILE *f, const char *indent);
+/* Peak bytes per category of one training step (forward, cross-entropy,
+ * backward) of `model` at batch (n, c, h, w), predicted on meta tensors
+ * without computing. reversible/grouping/k set the model's memory strategy.
+ * Leaves the default generator and the real run's peaks as they were
+ * (peaks are reset afterwards). */
+rt_status rt_cli_predict_memory(const char *model, bool reversible, int grouping, int k, int64_t n, int64_t c,
+                                int64_t h, int64_t w, rt_memstats *peaks);
+
+/* Parses --memory (standard|reversible) and --grouping (full|auto|K). */
+bool rt_cli_memory_mode(const char *memory, const char *grouping, bool *reversible, int *grouping_kind, int *k);
+
+/* One line with the peak bytes per category of `s`, in MiB. */
+void rt_cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s);
 
 #endif

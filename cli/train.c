@@ -9,12 +9,13 @@
 #include "io/safetensors.h"
 #include "io/weights.h"
 #include "kernels/threads.h"
+#include "memory/reversible.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
 #include "progress.h"
 
 typedef struct train_opts {
-    const char *model, *data, *save, *resume, *log, *optimizer, *schedule;
+    const char *model, *data, *save, *resume, *log, *optimizer, *schedule, *memory, *grouping;
     int64_t epochs, batch_size, accum_steps, threads, seed, train_subset, test_subset, warmup_steps;
     float lr, weight_decay, momentum, clip, label_smoothing;
     bool augment;
@@ -38,6 +39,10 @@ static void train_usage(FILE *f) {
             "  --clip X              clip the gradient's global L2 norm to X (default off)\n"
             "  --label-smoothing X   cross-entropy label smoothing (default 0)\n"
             "  --no-augment          no random crop / horizontal flip\n"
+            "  --memory MODE         reversible (RevNets rebuild activations in backward) or standard\n"
+            "                        (plain backpropagation on the same parameters); default reversible\n"
+            "  --grouping G          reversible sequences keep nothing (full, default), the exact\n"
+            "                        input of every G-th block (an integer), or measure drift (auto)\n"
             "  --threads N           threads for oneDNN, OpenBLAS and revtorch (default: all cores)\n"
             "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
@@ -52,7 +57,8 @@ static void train_usage(FILE *f) {
 static int train_parse(int argc, char **argv, train_opts *o) {
     *o = (train_opts){.model = "resnet20", .optimizer = "sgd", .schedule = "cosine", .epochs = 3,
                       .batch_size = 128, .accum_steps = 1, .lr = -1, .weight_decay = -1, .momentum = 0.9f,
-                      .warmup_steps = 100, .augment = true};
+                      .warmup_steps = 100, .augment = true,
+                      .memory = "reversible", .grouping = "full"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -66,6 +72,8 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--log")) ok = rt_cli_str(argc, argv, &i, &o->log);
         else if (!strcmp(a, "--optimizer")) ok = rt_cli_str(argc, argv, &i, &o->optimizer);
         else if (!strcmp(a, "--schedule")) ok = rt_cli_str(argc, argv, &i, &o->schedule);
+        else if (!strcmp(a, "--memory")) ok = rt_cli_str(argc, argv, &i, &o->memory);
+        else if (!strcmp(a, "--grouping")) ok = rt_cli_str(argc, argv, &i, &o->grouping);
         else if (!strcmp(a, "--epochs")) ok = rt_cli_int(argc, argv, &i, &o->epochs);
         else if (!strcmp(a, "--batch-size")) ok = rt_cli_int(argc, argv, &i, &o->batch_size);
         else if (!strcmp(a, "--accum-steps")) ok = rt_cli_int(argc, argv, &i, &o->accum_steps);
@@ -91,6 +99,9 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         fprintf(stderr, "revtorch train: --optimizer must be sgd or adamw, got '%s'\n", o->optimizer);
         return 2;
     }
+    bool rev;
+    int kind, k;
+    if (!rt_cli_memory_mode(o->memory, o->grouping, &rev, &kind, &k)) return 2;
     if (o->lr < 0) o->lr = adamw ? 1e-3f : 0.1f;
     if (o->weight_decay < 0) o->weight_decay = adamw ? 0.05f : 5e-4f;
     if (o->epochs < 1 || o->batch_size < 1 || o->accum_steps < 1 || o->accum_steps > o->batch_size) {
@@ -303,6 +314,21 @@ int rt_cmd_train(int argc, char **argv) {
         rt_cli_fail("cannot create the model");
         goto out;
     }
+    int grouping, group_k;
+    rt_cli_memory_mode(o.memory, o.grouping, &m->reversible, &grouping, &group_k);
+    m->grouping = grouping;
+    m->group_k = group_k;
+    /* What one step would keep for backward with this strategy and with plain
+     * backpropagation, predicted on meta tensors before anything runs. */
+    rt_memstats pred, plain;
+    int64_t micro = (o.batch_size + o.accum_steps - 1) / o.accum_steps;
+    if (rt_cli_predict_memory(o.model, m->reversible, grouping, group_k, micro, train->channels, train->height,
+                              train->width, &pred) != RT_OK ||
+        rt_cli_predict_memory(o.model, false, RT_GROUPING_FULL, 0, micro, train->channels, train->height,
+                              train->width, &plain) != RT_OK) {
+        rt_cli_fail("cannot predict the memory of a step");
+        goto out;
+    }
     int np = rt_state_dict_num_params(m->sd);
     params = malloc((size_t)np * sizeof *params);
     if (!params) goto out;
@@ -361,6 +387,11 @@ int rt_cmd_train(int argc, char **argv) {
            m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)train->n,
            (long long)o.batch_size, (long long)o.accum_steps, o.optimizer, o.lr, (long long)o.epochs,
            rt_get_num_threads());
+    printf("predicted per step (meta run): activations kept for backward %.2f MiB with --memory %s, %.2f MiB with "
+           "plain backpropagation; step peak %.2f MiB vs %.2f MiB\n",
+           (double)pred.peak[RT_MEM_SAVED] / 1048576.0, m->reversible ? "reversible" : "standard",
+           (double)plain.peak[RT_MEM_SAVED] / 1048576.0, (double)pred.peak_total / 1048576.0,
+           (double)plain.peak_total / 1048576.0);
     for (int64_t epoch = start_epoch; epoch < o.epochs; epoch++) {
         if (rt_loader_reset(loader, epoch) != RT_OK) {
             rt_cli_fail("loader");
@@ -411,7 +442,12 @@ int rt_cmd_train(int argc, char **argv) {
         printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f s\n",
                (long long)epoch + 1, loss_sum / (double)seen, 100.0 * (double)correct / (double)seen, test_loss,
                100.0 * test_acc, (double)seen / secs, secs);
-        rt_cli_print_peaks(stdout, "  ");
+        rt_cli_print_peaks(stdout, "  ", &peaks);
+        printf("  activation memory (SAVED peak): %.2f MiB measured; plain backpropagation would keep %.2f MiB "
+               "(%.1fx)\n", (double)peaks.peak[RT_MEM_SAVED] / 1048576.0,
+               (double)plain.peak[RT_MEM_SAVED] / 1048576.0,
+               peaks.peak[RT_MEM_SAVED] > 0 ? (double)plain.peak[RT_MEM_SAVED] / (double)peaks.peak[RT_MEM_SAVED]
+                                            : 0.0);
         if (log) {
             fprintf(log, "%lld,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f", (long long)epoch + 1, loss_sum / (double)seen,
                     (double)correct / (double)seen, test_loss, test_acc, (double)seen / secs, secs);

@@ -2,7 +2,9 @@
  * (conv 2D/3D with stride, padding, dilation, groups, depthwise, bias; max and
  * avg pooling; batchnorm train/eval/backward; (leaky) ReLU), sgemm against a
  * naive loop, the primitive cache (a repeated shape creates nothing), the
- * TEMP accounting (back to zero after every call), and argument errors.
+ * TEMP accounting (back to zero after every call), the dry run (all data
+ * pointers NULL: the same TEMP peak as the real call, no data touched), and
+ * argument errors.
  * Tolerance: max|a-b| <= 1e-4 * max(1, max|ref|). */
 #include <pthread.h>
 #include <stdint.h>
@@ -655,10 +657,181 @@ static void test_thread_local_cache(void) {
     CHECK_EQ_INT(rt_kernels_cache_size(), 0); /* the worker's cache was its own */
 }
 
+/* ---- dry run (meta tensors) ------------------------------------------ */
+
+/* TEMP use of one kernel call: peak above the live bytes before the call, and
+ * the number of tracked allocations/frees it made. */
+typedef struct temp_use {
+    int64_t peak, n_alloc, n_free;
+} temp_use;
+
+#define MEASURE_TEMP(expr, out)                                                          \
+    do {                                                                                 \
+        rt_memstats m0_, m1_;                                                            \
+        rt_memstats_reset_peaks();                                                       \
+        rt_memstats_get(&m0_);                                                           \
+        CHECK_OK(expr);                                                                  \
+        rt_memstats_get(&m1_);                                                           \
+        CHECK_EQ_INT(m1_.live[RT_MEM_TEMP], m0_.live[RT_MEM_TEMP]);                      \
+        (out).peak = m1_.peak[RT_MEM_TEMP] - m0_.live[RT_MEM_TEMP];                      \
+        (out).n_alloc = m1_.n_alloc - m0_.n_alloc;                                       \
+        (out).n_free = m1_.n_free - m0_.n_free;                                          \
+    } while (0)
+
+/* The dry run (all data pointers NULL) first, on a cold cache: it must create
+ * the primitive, so the real call after it creates none, and both book the
+ * same TEMP peak with the same number of allocations. */
+#define DRY_VS_REAL(what, dry_expr, real_expr)                                           \
+    do {                                                                                 \
+        temp_use d_, r_;                                                                 \
+        MEASURE_TEMP(dry_expr, d_);                                                      \
+        int64_t created_ = rt_kernels_primitives_created();                              \
+        MEASURE_TEMP(real_expr, r_);                                                     \
+        CHECK_EQ_INT(rt_kernels_primitives_created(), created_);                         \
+        if (d_.peak != r_.peak || d_.n_alloc != r_.n_alloc || d_.n_free != r_.n_free)    \
+            fprintf(stderr, "  %s: dry peak %lld (%lld allocs) vs real %lld (%lld)\n",   \
+                    what, (long long)d_.peak, (long long)d_.n_alloc, (long long)r_.peak, \
+                    (long long)r_.n_alloc);                                              \
+        CHECK_EQ_INT(d_.peak, r_.peak);                                                  \
+        CHECK_EQ_INT(d_.n_alloc, r_.n_alloc);                                            \
+        CHECK_EQ_INT(d_.n_free, r_.n_free);                                              \
+        total_peak += r_.peak;                                                           \
+        printf("  %-28s TEMP peak %lld bytes (dry = real)\n", what, (long long)r_.peak); \
+    } while (0)
+
+static void test_dry_run(void) {
+    tb_free_all();
+    rt_kernels_release_cache();
+    int64_t total_peak = 0;
+    lcg_seed(900);
+    /* convolutions: blocked layouts (channels multiple of 8/16) mean reorder
+     * buffers and scratchpads in the TEMP block */
+    rt_conv_shape cs[3];
+    cs[0] = conv2(2, 16, 32, 1, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    cs[1] = conv2(3, 8, 16, 2, 11, 9, 3, 3, 2, 2, 1, 1, 2, 1, 0);
+    const int64_t in3[3] = {5, 6, 7}, k3[3] = {3, 3, 3}, s3[3] = {1, 2, 1}, p3[3] = {1, 1, 1},
+                  d3[3] = {1, 1, 1};
+    cs[2] = conv3(2, 8, 16, 1, in3, k3, s3, p3, d3, 1);
+    for (int i = 0; i < 3; i++) {
+        const rt_conv_shape *s = &cs[i];
+        int64_t out[3];
+        CHECK_OK(rt_conv_shape_check(s, out));
+        int64_t nx = s->n * s->c_in * prod3(s->in, s->nsp);
+        int64_t ny = s->n * s->c_out * prod3(out, s->nsp);
+        int64_t nw = s->c_out * (s->c_in / s->groups) * prod3(s->k, s->nsp);
+        float *x = tb_rand(nx, -1, 1), *w = tb_rand(nw, -1, 1), *b = tb_rand(s->c_out, -1, 1);
+        float *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx), *dw = tb(nw), *db = tb(s->c_out);
+        CHECK(db != NULL);
+        const float *bias = s->has_bias ? b : NULL;
+        DRY_VS_REAL("conv forward", rt_kernel_conv_forward(s, NULL, NULL, NULL, NULL),
+                    rt_kernel_conv_forward(s, x, w, bias, y));
+        DRY_VS_REAL("conv backward_data", rt_kernel_conv_backward_data(s, NULL, NULL, NULL),
+                    rt_kernel_conv_backward_data(s, w, dy, dx));
+        /* a dry run books the variant with db exactly when the shape has a bias */
+        DRY_VS_REAL("conv backward_weights",
+                    rt_kernel_conv_backward_weights(s, NULL, NULL, NULL, NULL),
+                    rt_kernel_conv_backward_weights(s, x, dy, dw, s->has_bias ? db : NULL));
+    }
+    /* pooling, 2D and 3D */
+    const int64_t pin2[3] = {9, 9}, pin3[3] = {5, 6, 7};
+    rt_pool_shape ps[2] = {pool_s(2, 2, 16, pin2, 3, 2, 1), pool_s(3, 2, 8, pin3, 2, 2, 0)};
+    for (int i = 0; i < 2; i++) {
+        const rt_pool_shape *s = &ps[i];
+        int64_t out[3];
+        CHECK_OK(rt_pool_shape_check(s, out));
+        int64_t nx = s->n * s->c * prod3(s->in, s->nsp), ny = s->n * s->c * prod3(out, s->nsp);
+        float *x = tb_rand(nx, -1, 1), *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx);
+        size_t wsb = rt_kernel_maxpool_workspace_bytes(s);
+        CHECK(wsb > 0);
+        void *ws = tb((int64_t)(wsb + 3) / 4);
+        CHECK(ws != NULL);
+        /* the workspace query already cached the training forward */
+        DRY_VS_REAL("maxpool forward", rt_kernel_maxpool_forward(s, NULL, NULL, NULL),
+                    rt_kernel_maxpool_forward(s, x, y, ws));
+        DRY_VS_REAL("maxpool backward", rt_kernel_maxpool_backward(s, NULL, NULL, NULL),
+                    rt_kernel_maxpool_backward(s, dy, ws, dx));
+        DRY_VS_REAL("avgpool forward", rt_kernel_avgpool_forward(s, NULL, NULL),
+                    rt_kernel_avgpool_forward(s, x, y));
+        DRY_VS_REAL("avgpool backward", rt_kernel_avgpool_backward(s, NULL, NULL),
+                    rt_kernel_avgpool_backward(s, dy, dx));
+    }
+    /* batchnorm: a dry run books the affine variant with both gradients */
+    rt_bn_shape bs[2] = {{4, 16, 49, 1e-5f}, {2, 8, 3 * 4 * 5, 1e-3f}};
+    for (int i = 0; i < 2; i++) {
+        const rt_bn_shape *s = &bs[i];
+        int64_t nx = s->n * s->c * s->spatial, c = s->c;
+        float *x = tb_rand(nx, -1, 3), *dy = tb_rand(nx, -1, 1), *y = tb(nx), *dx = tb(nx);
+        float *wt = tb_rand(c, 0.5f, 1.5f), *bsh = tb_rand(c, -1, 1), *mean = tb(c), *var = tb(c);
+        float *rm = tb_rand(c, -0.5f, 0.5f), *rv = tb_rand(c, 0.5f, 2.0f), *dw = tb(c), *db = tb(c);
+        CHECK(db != NULL);
+        DRY_VS_REAL("batchnorm forward_train",
+                    rt_kernel_batchnorm_forward_train(s, NULL, NULL, NULL, NULL, NULL, NULL),
+                    rt_kernel_batchnorm_forward_train(s, x, wt, bsh, y, mean, var));
+        DRY_VS_REAL("batchnorm forward_eval",
+                    rt_kernel_batchnorm_forward_eval(s, NULL, NULL, NULL, NULL, NULL, NULL),
+                    rt_kernel_batchnorm_forward_eval(s, x, wt, bsh, rm, rv, y));
+        DRY_VS_REAL("batchnorm backward",
+                    rt_kernel_batchnorm_backward(s, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                                 NULL),
+                    rt_kernel_batchnorm_backward(s, x, dy, mean, var, wt, dx, dw, db));
+    }
+    /* relu / leaky relu */
+    const int64_t n = 1003;
+    float *x = tb_rand(n, -1, 1), *y = tb(n), *dy = tb_rand(n, -1, 1), *dx = tb(n);
+    CHECK(dx != NULL);
+    for (int t = 0; t < 2; t++) {
+        float a = t ? 0.1f : 0.0f;
+        DRY_VS_REAL("relu forward", rt_kernel_relu_forward(n, a, NULL, NULL),
+                    rt_kernel_relu_forward(n, a, x, y));
+        DRY_VS_REAL("relu backward", rt_kernel_relu_backward(n, a, NULL, NULL, NULL),
+                    rt_kernel_relu_backward(n, a, y, dy, dx));
+    }
+    CHECK(total_peak > 0); /* the comparison above was not vacuous */
+    /* a dry run obeys the allocator's limit like the real call */
+    if (cs[0].n > 0) {
+        temp_use r;
+        MEASURE_TEMP(rt_kernel_conv_forward(&cs[0], NULL, NULL, NULL, NULL), r);
+        if (r.peak > 0) {
+            rt_memstats st;
+            rt_memstats_get(&st);
+            rt_mem_set_limit(st.live_total + r.peak - 1);
+            rt_status rs = rt_kernel_conv_forward(&cs[0], NULL, NULL, NULL, NULL);
+            rt_mem_set_limit(0);
+            CHECK_EQ_INT(rs, RT_ERR_OOM);
+            CHECK_EQ_INT(temp_live(), 0);
+        }
+    }
+    /* a mix of NULL and non-NULL data pointers is a caller error */
+    float buf[64] = {0};
+    CHECK_EQ_INT(rt_kernel_conv_forward(&cs[0], NULL, buf, buf, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_conv_backward_data(&cs[0], buf, NULL, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_conv_backward_weights(&cs[0], NULL, NULL, NULL, buf),
+                 RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_maxpool_forward(&ps[0], NULL, NULL, buf), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_maxpool_backward(&ps[0], NULL, buf, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_avgpool_forward(&ps[0], buf, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_avgpool_backward(&ps[0], NULL, buf), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_batchnorm_forward_train(&bs[0], NULL, buf, buf, NULL, NULL, NULL),
+                 RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_batchnorm_forward_eval(&bs[0], NULL, NULL, NULL, buf, buf, NULL),
+                 RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(
+        rt_kernel_batchnorm_backward(&bs[0], NULL, NULL, NULL, NULL, NULL, NULL, NULL, buf),
+        RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_relu_forward(n, 0.0f, buf, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_relu_backward(n, 0.0f, NULL, buf, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(temp_live(), 0);
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+#undef DRY_VS_REAL
+#undef MEASURE_TEMP
+
 RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
              {"conv3d", test_conv3d}, {"conv_empty_batch", test_conv_empty_batch},
              {"conv_errors", test_conv_errors}, {"maxpool", test_maxpool},
              {"avgpool", test_avgpool}, {"pool_errors", test_pool_errors},
              {"batchnorm", test_batchnorm}, {"batchnorm_errors", test_batchnorm_errors},
              {"relu", test_relu}, {"sgemm", test_sgemm}, {"cache_reuse", test_cache_reuse},
-             {"threads", test_threads}, {"thread_local_cache", test_thread_local_cache})
+             {"threads", test_threads}, {"thread_local_cache", test_thread_local_cache},
+             {"dry_run", test_dry_run})

@@ -24,7 +24,10 @@ static rt_status rt_list_push(rt_node_list *l, rt_node *node) {
 
 rt_status rt_accumulate_grad(rt_tensor *leaf, rt_tensor *grad) {
     if (!leaf->grad) {
-        leaf->grad = rt_tensor_empty_like(leaf, RT_MEM_GRAD);
+        /* Gradients of parameters are GRAD; those of activation leaves (inputs,
+         * the detached leaves of a recompute) are transient like activations. */
+        rt_mem_category cat = leaf->storage->category == RT_MEM_PARAM ? RT_MEM_GRAD : RT_MEM_TEMP;
+        leaf->grad = rt_tensor_empty_like(leaf, cat);
         if (!leaf->grad) return RT_ERR_OOM;
         return rt_tensor_copy(leaf->grad, grad);
     }

@@ -23,7 +23,8 @@
  * node's backward returns (gradients may then be partially accumulated). */
 rt_status rt_backward(rt_tensor *root, rt_tensor *grad_root, bool retain_graph);
 
-/* Adds `grad` into leaf->grad, allocating it (category GRAD) on first use. */
+/* Adds `grad` into leaf->grad, allocating it on first use: category GRAD for
+ * parameters (PARAM storage), TEMP for other leaves (inputs, recompute leaves). */
 rt_status rt_accumulate_grad(rt_tensor *leaf, rt_tensor *grad);
 
 #endif

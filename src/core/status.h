@@ -22,6 +22,7 @@ typedef enum rt_status {
     RT_ERR_NONFINITE = -10,    /* NaN or Inf where a finite value is required */
     RT_ERR_UNSUPPORTED = -11,  /* a valid request this build cannot serve (e.g. meta data read) */
     RT_ERR_STATE = -12,        /* an object used in the wrong state */
+    RT_ERR_RECONSTRUCTION = -13, /* a reversible block's rebuilt input drifted beyond tolerance */
 } rt_status;
 
 /* Short constant name of a status, e.g. "RT_ERR_SHAPE". Never NULL. */

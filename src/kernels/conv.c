@@ -161,8 +161,10 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const f
     RT_TRY(rt_conv_shape_check(s, out));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "forward", desc, sizeof desc);
-    if (!x || !w || !y || (s->has_bias && !b))
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, w, y%s must be non-NULL", desc,
+    int dry = !x && !w && !b && !y;
+    if (!dry && (!x || !w || !y || (s->has_bias && !b)))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: x, w, y%s must be non-NULL (or all NULL for a dry run)", desc,
                             s->has_bias ? " and b" : "");
     if (!s->has_bias && b)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: b given but has_bias is 0", desc);
@@ -181,6 +183,7 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const f
                                     {DNNL_ARG_BIAS, 0, &g.bias_md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, s->has_bias ? 4 : 3, specs, &e));
     }
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[4] = {(void *)x, (void *)w, y, (void *)b};
     return rt_dnnl_entry_exec(e, ptrs);
 }
@@ -191,8 +194,10 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
     RT_TRY(rt_conv_shape_check(s, out));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "backward_data", desc, sizeof desc);
-    if (!w || !dy || !dx)
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: w, dy, dx must be non-NULL", desc);
+    int dry = !w && !dy && !dx;
+    if (!dry && (!w || !dy || !dx))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: w, dy, dx must be non-NULL (or all NULL for a dry run)", desc);
     if (s->n == 0) return RT_OK;
     rt_dnnl_key key;
     conv_key(&key, RT_DNNL_CONV_BWD_DATA, s, 0);
@@ -231,6 +236,7 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
                                     {DNNL_ARG_DIFF_SRC, 1, &g.src_plain}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, 3, specs, &e));
     }
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[3] = {(void *)dy, (void *)w, dx};
     return rt_dnnl_entry_exec(e, ptrs);
 }
@@ -241,9 +247,14 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
     RT_TRY(rt_conv_shape_check(s, out));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "backward_weights", desc, sizeof desc);
-    if (!x || !dy || !dw)
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, dy, dw must be non-NULL", desc);
-    int with_db = db != NULL;
+    int dry = !x && !dy && !dw && !db;
+    if (!dry && (!x || !dy || !dw))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: x, dy, dw must be non-NULL (or all NULL for a dry run)", desc);
+    /* A dry run cannot see whether db is wanted: it books the call with db
+     * exactly when the shape has a bias (what the conv op does). */
+    int with_db = dry ? s->has_bias != 0 : db != NULL;
+    if (s->n == 0 && dry) return RT_OK;
     if (s->n == 0) { /* empty batch: the gradient of an empty sum is zero */
         int64_t nw = s->c_out * (s->c_in / s->groups);
         for (int i = 0; i < s->nsp; i++) nw *= s->k[i];
@@ -289,6 +300,7 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
                                     {DNNL_ARG_DIFF_BIAS, 1, &g.bias_md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, with_db ? 4 : 3, specs, &e));
     }
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[4] = {(void *)x, (void *)dy, dw, db};
     return rt_dnnl_entry_exec(e, ptrs);
 }

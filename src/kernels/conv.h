@@ -16,6 +16,15 @@
  * allocated per call as RT_MEM_TEMP and freed before return, so after a call
  * the live TEMP bytes are back where they were.
  *
+ * Dry run (meta tensors): all data pointers NULL (x, w, b, y / w, dy, dx /
+ * x, dy, dw, db) → dry run: books the call's temporary bytes, computes
+ * nothing. The kernel checks the shape, creates or looks up the cached
+ * primitive (so its sizes are known) and books and releases exactly the
+ * RT_MEM_TEMP bytes a real call of that shape allocates, at the same moments,
+ * through rt_mem_account/rt_mem_unaccount; it never reads or writes data. A
+ * dry backward_weights books the variant with db exactly when s->has_bias.
+ * A mix of NULL and non-NULL required pointers is RT_ERR_INVALID_ARG.
+ *
  * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, non-positive
  * size/stride/dilation, negative padding), RT_ERR_SHAPE (groups not dividing
  * c_in or c_out, output size <= 0), RT_ERR_OOM (TEMP allocation refused by

@@ -327,16 +327,36 @@ fail:
 
 static size_t rt_round64(size_t n) { return (n + 63) / 64 * 64; }
 
-rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs) {
-    rt_dnnl_tls *t = &rt_dnnl_state;
-    /* One TEMP block: the reorder buffers, then the shared scratchpad. */
-    size_t total = 0, off[RT_DNNL_MAX_ARGS];
+/* Layout of an entry's per-call TEMP block: the reorder buffers (off[i] for
+ * argument i), then the shared scratchpad at *scratch_off. Returns the total. */
+static size_t rt_dnnl_block_layout(const rt_dnnl_entry *e, size_t *off, size_t *scratch_off) {
+    size_t total = 0;
     for (int i = 0; i < e->nargs; i++) {
         off[i] = total;
         if (e->args[i].prim) total += rt_round64(e->args[i].prim_bytes);
     }
-    size_t scratch_off = total;
-    total += rt_round64(e->scratch_bytes);
+    *scratch_off = total;
+    return total + rt_round64(e->scratch_bytes);
+}
+
+rt_status rt_dnnl_entry_dry_run(const rt_dnnl_entry *e) {
+    size_t off[RT_DNNL_MAX_ARGS], scratch_off;
+    size_t total = rt_dnnl_block_layout(e, off, &scratch_off);
+    if (total == 0) return RT_OK;
+    /* Same bytes, category, op name and order as rt_dnnl_entry_exec's block. */
+    const char *prev = rt_mem_set_op(e->desc);
+    rt_status rs = rt_mem_account(total, RT_MEM_TEMP);
+    rt_mem_set_op(prev);
+    if (rs != RT_OK) return rs;
+    rt_mem_unaccount(total, RT_MEM_TEMP);
+    return RT_OK;
+}
+
+rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs) {
+    rt_dnnl_tls *t = &rt_dnnl_state;
+    /* One TEMP block: the reorder buffers, then the shared scratchpad. */
+    size_t off[RT_DNNL_MAX_ARGS], scratch_off;
+    size_t total = rt_dnnl_block_layout(e, off, &scratch_off);
     char *block = NULL;
     if (total > 0) {
         const char *prev = rt_mem_set_op(e->desc);

@@ -106,6 +106,12 @@ rt_status rt_dnnl_entry_create(const rt_dnnl_key *key, const char *desc, dnnl_pr
  * only read; the const is cast away because oneDNN handles are void*). */
 rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs);
 
+/* Dry run of an entry (the kernels' dry-run mode, for meta tensors): books
+ * and releases exactly the TEMP block rt_dnnl_entry_exec would allocate
+ * (same bytes, category, op name and order, same limit check, so the same
+ * RT_ERR_OOM) through rt_mem_account/rt_mem_unaccount, and executes nothing. */
+rt_status rt_dnnl_entry_dry_run(const rt_dnnl_entry *e);
+
 /* Records "oneDNN <step> failed for <desc>: <status>" and returns RT_ERR_BACKEND. */
 rt_status rt_dnnl_fail(dnnl_status_t st, const char *step, const char *desc);
 

@@ -45,8 +45,9 @@ static rt_status relu_pd(int64_t n, float slope, int backward, const char *desc,
     return RT_OK;
 }
 
+/* Validates a call; *dry is set when every buffer is NULL (dry run). */
 static rt_status relu_check(int64_t n, float slope, int backward, const void *a, const void *b,
-                            const void *c, char *desc) {
+                            const void *c, char *desc, int *dry) {
     snprintf(desc, RT_DNNL_DESC_LEN, "%s %s (n=%lld negative_slope=%g)",
              slope == 0.0f ? "relu" : "leaky_relu", backward ? "backward" : "forward",
              (long long)n, (double)slope);
@@ -56,14 +57,17 @@ static rt_status relu_check(int64_t n, float slope, int backward, const void *a,
     if (backward && slope < 0.0f)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: the backward from the output needs negative_slope >= 0", desc);
-    if (n > 0 && (!a || !b || (backward && !c)))
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: buffers must be non-NULL", desc);
+    *dry = !a && !b && !c;
+    if (n > 0 && !*dry && (!a || !b || (backward && !c)))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: buffers must be non-NULL (or all NULL for a dry run)", desc);
     return RT_OK;
 }
 
 rt_status rt_kernel_relu_forward(int64_t n, float negative_slope, const float *x, float *y) {
     char desc[RT_DNNL_DESC_LEN];
-    RT_TRY(relu_check(n, negative_slope, 0, x, y, NULL, desc));
+    int dry;
+    RT_TRY(relu_check(n, negative_slope, 0, x, y, NULL, desc, &dry));
     if (n == 0) return RT_OK;
     rt_dnnl_key key;
     rt_dnnl_key_init(&key, RT_DNNL_RELU_FWD);
@@ -77,6 +81,7 @@ rt_status rt_kernel_relu_forward(int64_t n, float negative_slope, const float *x
         rt_dnnl_argspec specs[2] = {{DNNL_ARG_SRC, 0, &md}, {DNNL_ARG_DST, 1, &md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, 2, specs, &e));
     }
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[2] = {(void *)x, y};
     return rt_dnnl_entry_exec(e, ptrs);
 }
@@ -84,7 +89,8 @@ rt_status rt_kernel_relu_forward(int64_t n, float negative_slope, const float *x
 rt_status rt_kernel_relu_backward(int64_t n, float negative_slope, const float *y,
                                   const float *dy, float *dx) {
     char desc[RT_DNNL_DESC_LEN];
-    RT_TRY(relu_check(n, negative_slope, 1, y, dy, dx, desc));
+    int dry;
+    RT_TRY(relu_check(n, negative_slope, 1, y, dy, dx, desc, &dry));
     if (n == 0) return RT_OK;
     rt_dnnl_key key;
     rt_dnnl_key_init(&key, RT_DNNL_RELU_BWD);
@@ -99,6 +105,7 @@ rt_status rt_kernel_relu_backward(int64_t n, float negative_slope, const float *
             {DNNL_ARG_DST, 0, &md}, {DNNL_ARG_DIFF_DST, 0, &md}, {DNNL_ARG_DIFF_SRC, 1, &md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, 3, specs, &e));
     }
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[3] = {(void *)y, (void *)dy, dx};
     return rt_dnnl_entry_exec(e, ptrs);
 }

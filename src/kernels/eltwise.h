@@ -3,6 +3,12 @@
  * Buffers are contiguous f32 arrays of n elements, any logical shape; the
  * caller owns them. In-place use is allowed (y == x, dx == dy). Primitives
  * are cached per thread by (n, slope) (see cache.h).
+ * Dry run (meta tensors): all data pointers NULL → dry run: books the call's
+ * temporary bytes, computes nothing (the cached primitive is created or
+ * looked up and exactly the RT_MEM_TEMP bytes of a real call, if any, are
+ * booked and released through rt_mem_account/rt_mem_unaccount; no data is
+ * touched). A mix of NULL and non-NULL pointers with n > 0 is
+ * RT_ERR_INVALID_ARG.
  * Errors: RT_ERR_INVALID_ARG (NULL pointer with n > 0, n < 0, slope not
  * finite, backward with slope < 0), RT_ERR_OOM, RT_ERR_BACKEND. */
 #ifndef RT_KERNELS_ELTWISE_H

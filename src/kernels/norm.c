@@ -81,9 +81,14 @@ rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x
                                             float *mean, float *var) {
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 1, "forward_train", desc));
-    if (!x || !y || !mean || !var)
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, y, mean and var must be non-NULL", desc);
-    unsigned flags = (weight ? dnnl_use_scale : 0u) | (bias ? dnnl_use_shift : 0u);
+    int dry = !x && !weight && !bias && !y && !mean && !var;
+    if (!dry && (!x || !y || !mean || !var))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: x, y, mean and var must be non-NULL (or all NULL for a dry run)",
+                            desc);
+    /* A dry run books the affine variant (weight and bias given), as the op runs. */
+    int has_w = dry || weight, has_b = dry || bias;
+    unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_b ? dnnl_use_shift : 0u);
     rt_dnnl_key key;
     bn_key(&key, RT_DNNL_BN_FWD_TRAIN, s, flags, dnnl_forward_training);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
@@ -98,10 +103,11 @@ rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DST, 1, &g.data};
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 1, &g.stat};
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 1, &g.stat};
-        if (weight) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
-        if (bias) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
+        if (has_w) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
+        if (has_b) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, na, specs, &e));
     }
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[6] = {(void *)x, y, mean, var};
     int na = 4;
     if (weight) ptrs[na++] = (void *)weight;
@@ -114,11 +120,16 @@ rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
                                            const float *mean, const float *var, float *y) {
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 0, "forward_eval", desc));
-    if (!x || !y || !mean || !var)
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, y, mean and var must be non-NULL", desc);
+    int dry = !x && !weight && !bias && !mean && !var && !y;
+    if (!dry && (!x || !y || !mean || !var))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: x, y, mean and var must be non-NULL (or all NULL for a dry run)",
+                            desc);
     if (s->n == 0) return RT_OK;
-    unsigned flags = dnnl_use_global_stats | (weight ? dnnl_use_scale : 0u) |
-                     (bias ? dnnl_use_shift : 0u);
+    /* A dry run books the affine variant (weight and bias given), as the op runs. */
+    int has_w = dry || weight, has_b = dry || bias;
+    unsigned flags = dnnl_use_global_stats | (has_w ? dnnl_use_scale : 0u) |
+                     (has_b ? dnnl_use_shift : 0u);
     rt_dnnl_key key;
     bn_key(&key, RT_DNNL_BN_FWD_EVAL, s, flags, dnnl_forward_inference);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
@@ -133,10 +144,11 @@ rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DST, 1, &g.data};
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 0, &g.stat};
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 0, &g.stat};
-        if (weight) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
-        if (bias) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
+        if (has_w) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
+        if (has_b) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, na, specs, &e));
     }
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[6] = {(void *)x, y, (void *)mean, (void *)var};
     int na = 4;
     if (weight) ptrs[na++] = (void *)weight;
@@ -149,8 +161,11 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
                                        float *dx, float *dweight, float *dbias) {
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 1, "backward", desc));
-    if (!x || !dy || !mean || !var || !dx)
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, dy, mean, var and dx must be non-NULL",
+    int dry = !x && !dy && !mean && !var && !weight && !dx && !dweight && !dbias;
+    if (!dry && (!x || !dy || !mean || !var || !dx))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: x, dy, mean, var and dx must be non-NULL (or all NULL for a dry "
+                            "run)",
                             desc);
     if (dweight && !weight)
         return rt_error_set(RT_ERR_INVALID_ARG,
@@ -161,9 +176,12 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
      * layouts, so any affine backward runs dnnl_backward (diff_scale always
      * computed; a weight gradient the caller does not want goes to a TEMP
      * buffer). diff_shift needs dnnl_use_shift. */
-    int full = weight || dbias;
+    /* A dry run books the affine variant with both parameter gradients
+     * requested (weight, dweight and dbias given), as the op runs. */
+    int has_w = dry || weight, has_dw = dry || dweight, has_db = dry || dbias;
+    int full = has_w || has_db;
     dnnl_prop_kind_t prop = full ? dnnl_backward : dnnl_backward_data;
-    unsigned flags = (weight ? dnnl_use_scale : 0u) | (dbias ? dnnl_use_shift : 0u);
+    unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_db ? dnnl_use_shift : 0u);
     rt_dnnl_key key;
     bn_key(&key, RT_DNNL_BN_BWD, s, flags, prop);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
@@ -184,18 +202,24 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 0, &g.stat};
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 0, &g.stat};
         specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SRC, 1, &g.data};
-        if (weight) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
-        if (weight && full) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SCALE, 1, &g.stat};
-        if (dbias) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
-        if (dbias) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SHIFT, 1, &g.stat};
+        if (has_w) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
+        if (has_w && full) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SCALE, 1, &g.stat};
+        if (has_db) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
+        if (has_db) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SHIFT, 1, &g.stat};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, na, specs, &e));
     }
     /* TEMP block of up to two [c] vectors: a weight gradient nobody asked
      * for, and the shift (beta) input that oneDNN's backward demands with
      * dnnl_use_shift although its value does not enter any gradient. */
     size_t vec = sizeof(float) * (size_t)s->c;
-    int need_dw = weight && full && !dweight, need_shift = dbias != NULL;
+    int need_dw = has_w && full && !has_dw, need_shift = has_db;
     size_t tmp_bytes = vec * (size_t)(need_dw + need_shift);
+    if (dry) { /* the same TEMP vectors, booked around the entry's dry run */
+        if (tmp_bytes) RT_TRY(rt_mem_account(tmp_bytes, RT_MEM_TEMP));
+        rt_status rs = rt_dnnl_entry_dry_run(e);
+        if (tmp_bytes) rt_mem_unaccount(tmp_bytes, RT_MEM_TEMP);
+        return rs;
+    }
     float *tmp = NULL;
     if (tmp_bytes) {
         RT_TRY(rt_mem_alloc(tmp_bytes, RT_MEM_TEMP, (void **)&tmp));

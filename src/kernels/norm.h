@@ -12,6 +12,17 @@
  * thread by shape, eps and flags (see cache.h); scratchpads are RT_MEM_TEMP
  * and freed before return.
  *
+ * Dry run (meta tensors): all data pointers NULL (every buffer argument of
+ * the call, optional ones included) → dry run: books the call's temporary
+ * bytes, computes nothing. The kernel checks the shape, creates or looks up
+ * the cached primitive and books and releases exactly the RT_MEM_TEMP bytes
+ * (scratchpad and the backward's helper vectors) a real call allocates, at
+ * the same moments, through rt_mem_account/rt_mem_unaccount; it never
+ * touches data. Since NULL cannot say which optional buffers are meant, a dry
+ * run books the affine variant: weight and bias given, and for the backward
+ * dweight and dbias requested (what the batch_norm op does). A mix of NULL
+ * and non-NULL required pointers is RT_ERR_INVALID_ARG.
+ *
  * Errors: RT_ERR_INVALID_ARG (NULL required pointer, c < 1, spatial < 1,
  * n < 0, eps negative or not finite, dweight without weight), RT_ERR_SHAPE
  * (training with only one value per channel, n*spatial <= 1, which PyTorch

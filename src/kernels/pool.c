@@ -187,11 +187,18 @@ rt_status rt_kernel_maxpool_forward(const rt_pool_shape *s, const float *x, floa
     RT_TRY(rt_pool_shape_check(s, out));
     char desc[RT_DNNL_DESC_LEN];
     pool_desc(s, "maxpool", "forward", desc, sizeof desc);
-    if (!x || !y) return rt_error_set(RT_ERR_INVALID_ARG, "%s: x and y must be non-NULL", desc);
+    int dry = !x && !y && !workspace;
+    if (!dry && (!x || !y))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: x and y must be non-NULL (or x, y, workspace all NULL for a dry "
+                            "run)",
+                            desc);
     if (s->n == 0) return RT_OK;
+    /* A dry run books the training forward (with workspace), as the op runs. */
+    rt_dnnl_kind kind = (workspace || dry) ? RT_DNNL_MAXPOOL_FWD_TRAIN : RT_DNNL_MAXPOOL_FWD_INFER;
     rt_dnnl_entry *e;
-    RT_TRY(pool_fwd_entry(s, out, workspace ? RT_DNNL_MAXPOOL_FWD_TRAIN : RT_DNNL_MAXPOOL_FWD_INFER,
-                          desc, &e));
+    RT_TRY(pool_fwd_entry(s, out, kind, desc, &e));
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[3] = {(void *)x, y, workspace};
     return rt_dnnl_entry_exec(e, ptrs);
 }
@@ -202,14 +209,16 @@ rt_status rt_kernel_maxpool_backward(const rt_pool_shape *s, const float *dy,
     RT_TRY(rt_pool_shape_check(s, out));
     char desc[RT_DNNL_DESC_LEN];
     pool_desc(s, "maxpool", "backward", desc, sizeof desc);
-    if (!dy || !workspace || !dx)
+    int dry = !dy && !workspace && !dx;
+    if (!dry && (!dy || !workspace || !dx))
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: dy, workspace and dx must be non-NULL (the workspace comes from "
-                            "rt_kernel_maxpool_forward)",
+                            "rt_kernel_maxpool_forward), or all NULL for a dry run",
                             desc);
     if (s->n == 0) return RT_OK;
     rt_dnnl_entry *e;
     RT_TRY(pool_bwd_entry(s, out, RT_DNNL_MAXPOOL_BWD, desc, &e));
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[3] = {(void *)dy, dx, (void *)workspace};
     return rt_dnnl_entry_exec(e, ptrs);
 }
@@ -219,10 +228,14 @@ rt_status rt_kernel_avgpool_forward(const rt_pool_shape *s, const float *x, floa
     RT_TRY(rt_pool_shape_check(s, out));
     char desc[RT_DNNL_DESC_LEN];
     pool_desc(s, "avgpool", "forward", desc, sizeof desc);
-    if (!x || !y) return rt_error_set(RT_ERR_INVALID_ARG, "%s: x and y must be non-NULL", desc);
+    int dry = !x && !y;
+    if (!dry && (!x || !y))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: x and y must be non-NULL (or both NULL for a dry run)", desc);
     if (s->n == 0) return RT_OK;
     rt_dnnl_entry *e;
     RT_TRY(pool_fwd_entry(s, out, RT_DNNL_AVGPOOL_FWD, desc, &e));
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[2] = {(void *)x, y};
     return rt_dnnl_entry_exec(e, ptrs);
 }
@@ -232,10 +245,14 @@ rt_status rt_kernel_avgpool_backward(const rt_pool_shape *s, const float *dy, fl
     RT_TRY(rt_pool_shape_check(s, out));
     char desc[RT_DNNL_DESC_LEN];
     pool_desc(s, "avgpool", "backward", desc, sizeof desc);
-    if (!dy || !dx) return rt_error_set(RT_ERR_INVALID_ARG, "%s: dy and dx must be non-NULL", desc);
+    int dry = !dy && !dx;
+    if (!dry && (!dy || !dx))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: dy and dx must be non-NULL (or both NULL for a dry run)", desc);
     if (s->n == 0) return RT_OK;
     rt_dnnl_entry *e;
     RT_TRY(pool_bwd_entry(s, out, RT_DNNL_AVGPOOL_BWD, desc, &e));
+    if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[2] = {(void *)dy, dx};
     return rt_dnnl_entry_exec(e, ptrs);
 }

@@ -16,6 +16,15 @@
  * scratchpad is RT_MEM_TEMP freed before return. Ties in max pooling may pick
  * a different (equal) element than PyTorch.
  *
+ * Dry run (meta tensors): all data pointers NULL (x, y, workspace / dy,
+ * workspace, dx / x, y / dy, dx) → dry run: books the call's temporary bytes,
+ * computes nothing. The kernel checks the shape, creates or looks up the
+ * cached primitive and books and releases exactly the RT_MEM_TEMP bytes a
+ * real call of that shape allocates, at the same moments, through
+ * rt_mem_account/rt_mem_unaccount; it never touches data. A dry max-pool
+ * forward books the training variant (as if a workspace were given). A mix
+ * of NULL and non-NULL required pointers is RT_ERR_INVALID_ARG.
+ *
  * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, k or stride < 1,
  * pad < 0 or pad > k/2), RT_ERR_SHAPE (output size <= 0), RT_ERR_OOM,
  * RT_ERR_BACKEND (message names the primitive and shape). */

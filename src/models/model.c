@@ -3,9 +3,11 @@
 #include <stdlib.h>
 
 #include "models/resnet.h"
+#include "models/revnet.h"
 
 const char *rt_model_names(void) {
-    return "resnet20, resnet32, resnet44, resnet56, resnet110, resnet18, resnet34, resnet50";
+    return "revnet38, revnet110, revnet164, resnet20, resnet32, resnet44, resnet56, resnet110, resnet164, "
+           "resnet18, resnet34, resnet50";
 }
 
 rt_status rt_model_create(const char *name, int64_t in_channels, int64_t num_classes, rt_device device,
@@ -14,6 +16,9 @@ rt_status rt_model_create(const char *name, int64_t in_channels, int64_t num_cla
     rt_resnet_config cfg;
     if (rt_resnet_config_get(name, &cfg) == RT_OK)
         return rt_resnet_create(name, &cfg, in_channels, num_classes, device, seed, out);
+    rt_revnet_config rcfg;
+    if (rt_revnet_config_get(name, &rcfg) == RT_OK)
+        return rt_revnet_create(name, &rcfg, in_channels, num_classes, device, seed, out);
     return rt_error_set(RT_ERR_INVALID_ARG, "unknown model '%s'; choose one of: %s", name, rt_model_names());
 }
 

@@ -13,6 +13,12 @@ struct rt_model {
     char name[32];
     rt_state_dict *sd;   /* parameters, buffers, counters with torchvision names */
     bool training;       /* train() / eval(): batch norm statistics and dropout */
+    /* Memory strategy of models with reversible parts (RevNets): reversible
+     * (rebuild activations in backward) or plain backpropagation on the same
+     * parameters; grouping of the reversible sequences (memory/reversible.h). */
+    bool reversible;
+    int grouping;        /* rt_grouping */
+    int group_k;
     void *impl;          /* the architecture's own struct */
     /* x: (N, C, H, W) f32 → logits (N, num_classes), new reference. */
     rt_status (*forward)(rt_model *m, rt_tensor *x, rt_tensor **logits);

@@ -54,7 +54,7 @@ static rt_status rt_max_pool_backward(rt_node *self, rt_tensor *const *grad_out,
     RT_SAVED(self, 0, ws);
     if (!(grad_in[0] = rt_tensor_create(c->ndim, c->x_shape, RT_F32, dy->device, RT_MEM_TEMP)))
         return RT_ERR_OOM;
-    if (!rt_op_compute(dy)) return RT_OK;
+    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
     return rt_kernel_maxpool_backward(&c->s, rt_tensor_f32(dy), rt_tensor_data(ws),
                                       rt_tensor_f32(grad_in[0]));
 }
@@ -70,7 +70,7 @@ rt_status rt_max_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
     bool keep = rt_grad_is_enabled() && x->requires_grad;
     rt_tensor *ws = rt_tensor_create(1, &ws_bytes, RT_U8, x->device, RT_MEM_TEMP);
     rt_status st = (y && ws) ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK && rt_op_compute(x))
+    if (st == RT_OK) /* on meta: dry run (all pointers NULL), books the kernel's TEMP */
         st = rt_kernel_maxpool_forward(&c.s, rt_tensor_f32(x), rt_tensor_f32(y), rt_tensor_data(ws));
     rt_node *node = NULL;
     if (st == RT_OK && keep) st = rt_node_create("max_pool", 1, &x, 1, rt_max_pool_backward, sizeof c, &node);
@@ -87,7 +87,7 @@ static rt_status rt_avg_pool_backward(rt_node *self, rt_tensor *const *grad_out,
     rt_tensor *dy = grad_out[0];
     if (!(grad_in[0] = rt_tensor_create(c->ndim, c->x_shape, RT_F32, dy->device, RT_MEM_TEMP)))
         return RT_ERR_OOM;
-    if (!rt_op_compute(dy)) return RT_OK;
+    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
     return rt_kernel_avgpool_backward(&c->s, rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
 }
 
@@ -98,8 +98,8 @@ rt_status rt_avg_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
     RT_TRY(rt_pool_setup(x, opts, "avg_pool", &c, yshape));
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
-    rt_status st = RT_OK;
-    if (rt_op_compute(x)) st = rt_kernel_avgpool_forward(&c.s, rt_tensor_f32(x), rt_tensor_f32(y));
+    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
+    rt_status st = rt_kernel_avgpool_forward(&c.s, rt_tensor_f32(x), rt_tensor_f32(y));
     rt_node *node = NULL;
     if (st == RT_OK) st = rt_node_create("avg_pool", 1, &x, 1, rt_avg_pool_backward, sizeof c, &node);
     if (st == RT_OK && node) memcpy(node->ctx, &c, sizeof c);

@@ -40,11 +40,11 @@ typedef struct rt_optimizer rt_optimizer;
 /* torch.optim.SGD(params, lr, momentum, dampening, weight_decay, nesterov).
  * A zero-initialised struct with only .lr set gives PyTorch's defaults
  * (momentum 0, dampening 0, weight_decay 0, nesterov false).
- * Hyper-parameters are doubles because PyTorch's are Python floats: the
- * derived coefficients (1-τ, 1-β, 1-γλ, bias corrections) are computed in
- * double and only then rounded to f32 for the element loops, exactly as
- * torch.optim does, so 1-0.9 gives 0.1f (with a float β it would be
- * 0.100000024f). */
+ * Hyper-parameters (here and in rt_adamw_opts) are doubles because PyTorch's
+ * are Python floats: the derived coefficients (1-τ, 1-β, 1-γλ, bias
+ * corrections) are computed in double and only then rounded to f32 for the
+ * element loops, exactly as torch.optim does, so 1-0.9 gives 0.1f (with a
+ * float β it would be 0.100000024f). */
 typedef struct rt_sgd_opts {
     double lr;          /* learning rate γ, >= 0 (PyTorch: "Invalid learning rate") */
     double momentum;    /* μ >= 0; 0 = plain SGD, no state */

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""Driver of bench/run.sh: revtorch vs PyTorch training-step time and memory.
+
+    /usr/bin/python3 bench/compare.py --revtorch PATH [--quick] [--repeats R]
+        [--threads T] [--steps N --warmup W] [--config SPEC]... [--sgemm N]
+        [--json FILE]
+
+For each configuration it runs `revtorch bench` and bench/pytorch_bench.py
+alternately (revtorch, pytorch, revtorch, pytorch, ... R times), each in a
+fresh process, and records the median step time each process reports and the
+process's peak resident set size (ru_maxrss from wait4 — the number
+`/usr/bin/time -f %M` prints).  The table shows, per configuration, the median
+over the R runs of each side; the ratio is revtorch / PyTorch (below 1:
+revtorch is faster).  Before the configurations it times an N×N SGEMM
+(torch.mm and numpy/OpenBLAS) with the same thread count as the compute peak
+to compare against.
+
+--config SPEC adds a configuration (replacing the default set the first time):
+MODEL:SIZE:CHANNELS:BATCH[:STEPS:WARMUP], e.g. resnet18:64:3:32:5:2.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = "/usr/bin/python3"  # Debian's python: the one with torch
+NOISY = 1.25  # flag a side whose per-run medians spread more than this factor
+
+# (model, size, channels, batch, steps, warmup)
+DEFAULT_CONFIGS = [
+    ("resnet20", 28, 1, 128, 10, 3),
+    ("resnet50", 224, 3, 8, 5, 2),
+]
+
+
+def parse_config(spec):
+    parts = spec.split(":")
+    if len(parts) not in (4, 6):
+        raise argparse.ArgumentTypeError(f"config '{spec}': want MODEL:SIZE:CHANNELS:BATCH[:STEPS:WARMUP]")
+    try:
+        nums = [int(p) for p in parts[1:]]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"config '{spec}': SIZE, CHANNELS, BATCH, STEPS, WARMUP are integers")
+    if len(nums) == 3:
+        nums += [10, 3]
+    return (parts[0], *nums)
+
+
+def run_measured(cmd):
+    """Run cmd; return (exit code, stdout+stderr text, peak RSS MiB of that process)."""
+    with tempfile.TemporaryFile(mode="w+") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read()
+    return p.returncode, text, ru.ru_maxrss / 1024.0  # Linux: KiB
+
+
+def parse_line(text, prefix):
+    for line in text.splitlines():
+        if line.startswith(prefix + " "):
+            return {k: v for k, v in re.findall(r"(\w+)=(\S+)", line)}
+    return None
+
+
+def one_run(kind, args, cfg):
+    model, size, ch, batch, steps, warmup = cfg
+    common = ["--model", model, "--batch-size", str(batch), "--size", str(size), "--channels", str(ch),
+              "--steps", str(steps), "--warmup", str(warmup), "--threads", str(args.threads)]
+    if kind == "revtorch":
+        cmd = [args.revtorch, "bench"] + common
+    else:
+        cmd = [PY, os.path.join(HERE, "pytorch_bench.py")] + common
+    rc, text, rss = run_measured(cmd)
+    fields = parse_line(text, kind)
+    if rc != 0 or fields is None or "median_step_s" not in fields:
+        sys.stderr.write(f"  {kind} FAILED (exit {rc}): {' '.join(cmd)}\n{text}\n")
+        return None
+    fields = {k: (float(v) if re.fullmatch(r"[-+0-9.eE]+", v) else v) for k, v in fields.items()}
+    fields["rss_mib"] = rss
+    sys.stderr.write(f"  {kind:8s} median {fields['median_step_s']:.4f} s/step  "
+                     f"{fields['images_per_s']:.1f} img/s  peak RSS {rss:.0f} MiB\n")
+    return fields
+
+
+def med(runs, key):
+    vals = [r[key] for r in runs if r is not None and key in r]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(x, spec):
+    return "n/a" if x is None else format(x, spec)
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="revtorch vs PyTorch training-step benchmark")
+    ap.add_argument("--revtorch", required=True, help="path of the revtorch binary")
+    ap.add_argument("--quick", action="store_true", help="only resnet20 28×28 1ch batch 128")
+    ap.add_argument("--repeats", type=int, default=3, help="alternating runs of each side (default 3)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for both (default 2)")
+    ap.add_argument("--steps", type=int, help="timed steps for every configuration (default: per config)")
+    ap.add_argument("--warmup", type=int, help="warm-up steps for every configuration (default: per config)")
+    ap.add_argument("--config", action="append", type=parse_config, default=[],
+                    help="MODEL:SIZE:CHANNELS:BATCH[:STEPS:WARMUP] (repeatable; replaces the defaults)")
+    ap.add_argument("--sgemm", type=int, default=2048, help="SGEMM size for the peak (0: skip; default 2048)")
+    ap.add_argument("--json", help="also write all per-run results to this file")
+    args = ap.parse_args(argv)
+    if args.repeats < 1 or args.threads < 1:
+        ap.error("--repeats and --threads must be >= 1")
+
+    configs = args.config or (DEFAULT_CONFIGS[:1] if args.quick else DEFAULT_CONFIGS)
+    configs = [(m, s, c, b, args.steps or st, args.warmup if args.warmup is not None else w)
+               for (m, s, c, b, st, w) in configs]
+
+    sys.stderr.write(f"revtorch: {args.revtorch}\nthreads {args.threads}, {args.repeats} alternating repeats, "
+                     f"load average {loadavg()}\n")
+    sgemm = None
+    if args.sgemm:
+        rc, text, _ = run_measured([PY, os.path.join(HERE, "pytorch_bench.py"), "--sgemm", str(args.sgemm),
+                                    "--threads", str(args.threads)])
+        sgemm = parse_line(text, "sgemm")
+        if rc != 0 or sgemm is None:
+            sys.stderr.write(f"SGEMM measurement failed:\n{text}\n")
+            sgemm = None
+
+    results = []
+    for cfg in configs:
+        model, size, ch, batch, steps, warmup = cfg
+        sys.stderr.write(f"{model} {size}x{size}x{ch} batch {batch}: {steps} steps after {warmup} warm-up\n")
+        runs = {"revtorch": [], "pytorch": []}
+        for _ in range(args.repeats):
+            for kind in ("revtorch", "pytorch"):
+                runs[kind].append(one_run(kind, args, cfg))
+        results.append((cfg, runs))
+
+    print(f"\n### revtorch vs PyTorch {torch_version()}: training step (forward, cross-entropy, backward, "
+          f"SGD momentum), {args.threads} threads, median of {args.repeats} alternating runs\n")
+    print("| config | revtorch s/step | PyTorch s/step | ratio rt/pt | revtorch img/s | PyTorch img/s "
+          "| revtorch peak RSS MiB | PyTorch peak RSS MiB | revtorch tracked peak MiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for cfg, runs in results:
+        model, size, ch, batch, steps, warmup = cfg
+        rt, pt = runs["revtorch"], runs["pytorch"]
+        rts, pts = med(rt, "median_step_s"), med(pt, "median_step_s")
+        ratio = rts / pts if rts and pts else None
+        print(f"| {model} {size}×{size}×{ch} b{batch} | {fmt(rts, '.4f')} | {fmt(pts, '.4f')} | {fmt(ratio, '.2f')} "
+              f"| {fmt(batch / rts if rts else None, '.1f')} | {fmt(batch / pts if pts else None, '.1f')} "
+              f"| {fmt(med(rt, 'rss_mib'), '.0f')} | {fmt(med(pt, 'rss_mib'), '.0f')} "
+              f"| {fmt(med(rt, 'peak_tracked_mib'), '.1f')} |")
+    print()
+    for cfg, runs in results:
+        model, size, ch, batch, steps, warmup = cfg
+        for kind in ("revtorch", "pytorch"):
+            vals = [r["median_step_s"] for r in runs[kind] if r]
+            failed = sum(r is None for r in runs[kind])
+            noisy = len(vals) > 1 and max(vals) > NOISY * min(vals)
+            print(f"- {model} {size}×{size}×{ch} b{batch} {kind}: per-run medians "
+                  f"{', '.join(f'{v:.4f}' for v in vals) or 'none'} s"
+                  + (f" ({failed} failed)" if failed else "")
+                  + (f" — NOISY: slowest run {max(vals) / min(vals):.1f}× the fastest (other load on the machine?)"
+                     if noisy else ""))
+        fwd = med(runs["pytorch"], "fwd_gflop")
+        if fwd:
+            rts, pts = med(runs["revtorch"], "median_step_s"), med(runs["pytorch"], "median_step_s")
+            print(f"- {model} {size}×{size}×{ch} b{batch}: {fwd:.2f} GFLOP per forward pass of the batch; "
+                  f"at ≈3× that per step: revtorch {fmt(3 * fwd / rts if rts else None, '.1f')} GFLOP/s, "
+                  f"PyTorch {fmt(3 * fwd / pts if pts else None, '.1f')} GFLOP/s")
+    pt_base = [r.get("rss_after_import_mib") for _, runs in results for r in runs["pytorch"] if r]
+    if pt_base:
+        print(f"- PyTorch's RSS after `import torch`, before any model: {statistics.median(pt_base):.0f} MiB "
+              f"(included in its peak RSS)")
+    if sgemm:
+        print(f"- SGEMM {sgemm['n']}×{sgemm['n']} f32, {sgemm['threads']} threads: torch.mm best "
+              f"{sgemm['torch_best_gflops']} GFLOP/s (median {sgemm['torch_median_gflops']}), numpy/OpenBLAS best "
+              f"{sgemm['numpy_best_gflops']} GFLOP/s (median {sgemm['numpy_median_gflops']})")
+    print(f"- load average at the end: {loadavg()}")
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "repeats": args.repeats, "sgemm": sgemm,
+                       "results": [{"config": dict(zip(("model", "size", "channels", "batch", "steps", "warmup"), cfg)),
+                                    "runs": runs} for cfg, runs in results]}, f, indent=1)
+    ok = all(r is not None for _, runs in results for rs in runs.values() for r in rs)
+    return 0 if ok else 1
+
+
+def torch_version():
+    try:
+        r = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+        return r.stdout.strip()
+    except OSError:
+        return "?"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,497 @@
+#include "memory/reversible.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/engine.h"
+#include "core/rng.h"
+#include "kernels/vec.h"
+#include "ops/coupling.h"
+#include "ops/ops.h"
+
+/* ---- block --------------------------------------------------------------- */
+
+/* y2 = couple(x2, G's output): add for additive, ops/coupling.h for affine. */
+static rt_status rt_couple(const rt_rev_block *b, rt_tensor *x2, rt_tensor *gy, rt_tensor **y2) {
+    return b->coupling == RT_COUPLING_ADDITIVE ? rt_add(x2, gy, y2) : rt_affine_coupling(x2, gy, y2);
+}
+
+static rt_status rt_uncouple(const rt_rev_block *b, rt_tensor *y2, rt_tensor *gy, rt_tensor **x2) {
+    return b->coupling == RT_COUPLING_ADDITIVE ? rt_sub(y2, gy, x2) : rt_affine_coupling_inverse(y2, gy, x2);
+}
+
+static rt_status rt_halves(const rt_rev_block *b, rt_tensor *x, rt_tensor **h1, rt_tensor **h2) {
+    const int64_t sizes[2] = {b->c1, b->c2};
+    rt_tensor *outs[2];
+    *h1 = *h2 = NULL;
+    RT_TRY(rt_split_channels(x, 2, sizes, outs));
+    *h1 = outs[0];
+    *h2 = outs[1];
+    return RT_OK;
+}
+
+static rt_status rt_join(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
+    rt_tensor *parts[2] = {a, b};
+    return rt_cat_channels(2, parts, out);
+}
+
+static void rt_release4(rt_tensor *a, rt_tensor *b, rt_tensor *c, rt_tensor *d) {
+    rt_tensor_release(a);
+    rt_tensor_release(b);
+    rt_tensor_release(c);
+    rt_tensor_release(d);
+}
+
+/* Checks that sub-network `net` maps (1, cin, sp) to (1, cout, sp), running
+ * it once without autograd in eval mode on zeros on the parameters' device. */
+static rt_status rt_probe(const char *block, const char *which, rt_subnet net, rt_device device, int ndim,
+                          const int64_t *shape, int64_t cin, int64_t cout) {
+    int64_t in_shape[5];
+    memcpy(in_shape, shape, (size_t)ndim * sizeof *shape);
+    in_shape[0] = 1;
+    in_shape[1] = cin;
+    rt_tensor *x = rt_tensor_zeros(ndim, in_shape, RT_F32, device, RT_MEM_TEMP), *y = NULL;
+    if (!x) return RT_ERR_OOM;
+    bool grad = rt_grad_set_enabled(false);
+    rt_status st = net.forward(net.self, x, false, &y);
+    rt_grad_set_enabled(grad);
+    if (st == RT_OK) {
+        bool ok = y->ndim == ndim && y->shape[0] == 1 && y->shape[1] == cout;
+        for (int i = 2; ok && i < ndim; i++) ok = y->shape[i] == shape[i];
+        if (!ok) {
+            char a[64], c[64];
+            int64_t want[5];
+            memcpy(want, in_shape, sizeof want);
+            want[1] = cout;
+            rt_tensor *w = rt_tensor_view(x, ndim, x->shape);
+            if (w) memcpy(w->shape, want, sizeof want);
+            st = rt_error_set(RT_ERR_SHAPE, "reversible block '%s': %s must map %s to %s (same size, no stride), "
+                              "got %s", block, which, rt_tensor_shape_str(x, a, sizeof a),
+                              w ? rt_tensor_shape_str(w, c, sizeof c) : "?", rt_tensor_shape_str(y, c, sizeof c));
+            rt_tensor_release(w);
+        }
+    }
+    rt_tensor_release(x);
+    rt_tensor_release(y);
+    return st;
+}
+
+rt_status rt_rev_block_init(rt_rev_block *b, const char *name, rt_coupling coupling, rt_subnet f, rt_subnet g,
+                            rt_tensor *const *params, int n_params, int ndim, const int64_t *shape) {
+    memset(b, 0, sizeof *b);
+    snprintf(b->name, sizeof b->name, "%s", name);
+    if (ndim < 3 || ndim > 5 || shape[1] < 2)
+        return rt_error_set(RT_ERR_SHAPE, "reversible block '%s' needs inputs (N, C, ...) with C >= 2 channels to "
+                            "split in halves, got %d-D input with %lld channels", name, ndim,
+                            ndim >= 2 ? (long long)shape[1] : 0LL);
+    b->coupling = coupling;
+    b->f = f;
+    b->g = g;
+    b->c1 = shape[1] / 2;
+    b->c2 = shape[1] - b->c1;
+    rt_device device = n_params > 0 ? params[0]->device : RT_DEVICE_CPU;
+    RT_TRY(rt_probe(name, "F", f, device, ndim, shape, b->c2, b->c1));
+    RT_TRY(rt_probe(name, "G", g, device, ndim, shape, b->c1, coupling == RT_COUPLING_AFFINE ? 2 * b->c2 : b->c2));
+    b->params = malloc((size_t)(n_params ? n_params : 1) * sizeof *b->params);
+    if (!b->params) return rt_error_set(RT_ERR_OOM, "out of memory creating block '%s'", name);
+    memcpy(b->params, params, (size_t)n_params * sizeof *params);
+    b->n_params = n_params;
+    return RT_OK;
+}
+
+void rt_rev_block_destroy(rt_rev_block *b) {
+    if (!b) return;
+    free(b->params);
+    b->params = NULL;
+}
+
+rt_status rt_rev_block_forward(rt_rev_block *b, rt_tensor *x, bool training, rt_tensor **y) {
+    *y = NULL;
+    rt_tensor *x1, *x2, *fx = NULL, *y1 = NULL, *gy = NULL, *y2 = NULL;
+    RT_TRY(rt_halves(b, x, &x1, &x2));
+    rt_status st = b->f.forward(b->f.self, x2, training, &fx);
+    if (st == RT_OK) st = rt_add(x1, fx, &y1);
+    if (st == RT_OK) st = b->g.forward(b->g.self, y1, training, &gy);
+    if (st == RT_OK) st = rt_couple(b, x2, gy, &y2);
+    if (st == RT_OK) st = rt_join(y1, y2, y);
+    rt_release4(x1, x2, fx, y1);
+    rt_tensor_release(gy);
+    rt_tensor_release(y2);
+    return st;
+}
+
+/* The inverse's body; caller has switched autograd off. */
+static rt_status rt_block_invert(rt_rev_block *b, rt_tensor *y, bool training, rt_tensor **x) {
+    *x = NULL;
+    rt_tensor *y1, *y2, *gy = NULL, *x2 = NULL, *fx = NULL, *x1 = NULL;
+    RT_TRY(rt_halves(b, y, &y1, &y2));
+    rt_status st = b->g.forward(b->g.self, y1, training, &gy);
+    if (st == RT_OK) st = rt_uncouple(b, y2, gy, &x2);
+    if (st == RT_OK) st = b->f.forward(b->f.self, x2, training, &fx);
+    if (st == RT_OK) st = rt_sub(y1, fx, &x1);
+    if (st == RT_OK) st = rt_join(x1, x2, x);
+    rt_release4(y1, y2, gy, x2);
+    rt_tensor_release(fx);
+    rt_tensor_release(x1);
+    return st;
+}
+
+rt_status rt_rev_block_inverse(rt_rev_block *b, rt_tensor *y, bool training, rt_tensor **x) {
+    bool grad = rt_grad_set_enabled(false), rec = rt_recompute_set_active(true);
+    rt_status st = rt_block_invert(b, y, training, x);
+    rt_recompute_set_active(rec);
+    rt_grad_set_enabled(grad);
+    return st;
+}
+
+static float rt_max_abs_diff(const rt_tensor *a, const rt_tensor *b) {
+    float m = 0.0f;
+    for (int64_t i = 0; i < rt_tensor_numel(a); i++) {
+        float d = fabsf(rt_tensor_f32(a)[i] - rt_tensor_f32(b)[i]);
+        m = d > m || d != d ? d : m;
+    }
+    return m;
+}
+
+rt_status rt_rev_block_check(rt_rev_block *b, rt_tensor *x, bool training, float *err_inv_fwd, float *err_fwd_inv) {
+    bool grad = rt_grad_set_enabled(false), rec = rt_recompute_set_active(true);
+    rt_tensor *y = NULL, *xr = NULL, *xi = NULL, *yr = NULL;
+    rt_status st = rt_rev_block_forward(b, x, training, &y);
+    if (st == RT_OK) st = rt_block_invert(b, y, training, &xr);
+    if (st == RT_OK) st = rt_block_invert(b, x, training, &xi);
+    if (st == RT_OK) st = rt_rev_block_forward(b, xi, training, &yr);
+    if (st == RT_OK) {
+        *err_inv_fwd = rt_max_abs_diff(xr, x);
+        *err_fwd_inv = rt_max_abs_diff(yr, x);
+    }
+    rt_release4(y, xr, xi, yr);
+    rt_recompute_set_active(rec);
+    rt_grad_set_enabled(grad);
+    return st;
+}
+
+rt_status rt_rev_block_logdet(rt_rev_block *b, rt_tensor *x, bool training, rt_tensor **out) {
+    *out = NULL;
+    int64_t n = x->shape[0];
+    if (b->coupling == RT_COUPLING_ADDITIVE) {
+        *out = rt_tensor_zeros(1, &n, RT_F32, x->device, RT_MEM_TEMP);
+        return *out ? RT_OK : RT_ERR_OOM;
+    }
+    bool grad = rt_grad_set_enabled(false), rec = rt_recompute_set_active(true);
+    rt_tensor *x1, *x2, *fx = NULL, *y1 = NULL, *gy = NULL;
+    rt_status st = rt_halves(b, x, &x1, &x2);
+    if (st == RT_OK) st = b->f.forward(b->f.self, x2, training, &fx);
+    if (st == RT_OK) st = rt_add(x1, fx, &y1);
+    if (st == RT_OK) st = b->g.forward(b->g.self, y1, training, &gy);
+    if (st == RT_OK) st = rt_affine_coupling_logdet(gy, out);
+    rt_release4(x1, x2, fx, y1);
+    rt_tensor_release(gy);
+    rt_recompute_set_active(rec);
+    rt_grad_set_enabled(grad);
+    return st;
+}
+
+/* ---- sequence ------------------------------------------------------------ */
+
+/* What the sequence keeps per block besides tensors: where the generator was
+ * before F and before G, and the input's fingerprint. */
+typedef struct rt_block_record {
+    uint64_t seed, off_f, off_g;
+    double sum, sumsq, proj;
+    int exact_slot; /* saved exact input, or -1 */
+} rt_block_record;
+
+typedef struct rt_seq_ctx {
+    rt_rev_sequence *seq;
+    bool training, calibrating;
+    int out_slot;
+    rt_block_record rec[];
+} rt_seq_ctx;
+
+/* sum, sum of squares and a ±1 pseudo-random projection of x, in f64. The
+ * projection moves by about ‖δ‖ for an error δ, so it sees small random
+ * drift that the first two moments average away. */
+static void rt_fingerprint(const rt_tensor *x, double *sum, double *sumsq, double *proj) {
+    const float *p = rt_tensor_f32(x);
+    int64_t n = rt_tensor_numel(x);
+    double s = 0.0, q = 0.0, r = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = p[i];
+        s += v;
+        q += v * v;
+        r += ((uint32_t)((uint64_t)i * 2654435761u) >> 31) ? v : -v;
+    }
+    *sum = s;
+    *sumsq = q;
+    *proj = r;
+}
+
+/* Relative drift of x against the fingerprint recorded at forward. */
+static double rt_drift(const rt_block_record *r, const rt_tensor *x) {
+    double s, q, p;
+    rt_fingerprint(x, &s, &q, &p);
+    double norm = sqrt(r->sumsq) > 1e-30 ? sqrt(r->sumsq) : 1e-30;
+    double d = fabs(s - r->sum) / norm;
+    d = fmax(d, fabs(p - r->proj) / norm);
+    d = fmax(d, fabs(q - r->sumsq) / (norm * norm));
+    return d != d ? INFINITY : d;
+}
+
+static void rt_rng_goto(uint64_t seed, uint64_t offset) {
+    rt_generator *g = rt_default_generator();
+    g->seed = seed;
+    g->offset = offset;
+}
+
+/* A leaf requiring grad that shares t's storage. */
+static rt_tensor *rt_leaf(rt_tensor *t) {
+    rt_tensor *l = rt_tensor_detach(t);
+    if (l) l->requires_grad = true;
+    return l;
+}
+
+/* Gradient of x held by leaf l, or zeros when nothing reached it. */
+static rt_tensor *rt_leaf_grad(rt_tensor *l) {
+    return l->grad ? rt_tensor_retain(l->grad) : rt_tensor_zeros_like(l, RT_MEM_TEMP);
+}
+
+/* Block i's backward from its exact input x: recompute y with a graph, back-propagate dy. */
+static rt_status rt_backward_exact(rt_rev_block *b, const rt_block_record *r, bool training, rt_tensor *x,
+                                   rt_tensor *dy, rt_tensor **dx) {
+    *dx = NULL;
+    rt_tensor *h1, *h2, *x1 = NULL, *x2 = NULL, *fx = NULL, *y1 = NULL, *gy = NULL, *y2 = NULL, *y = NULL;
+    RT_TRY(rt_halves(b, x, &h1, &h2));
+    x1 = rt_leaf(h1);
+    x2 = rt_leaf(h2);
+    rt_tensor_release(h1);
+    rt_tensor_release(h2);
+    rt_status st = (x1 && x2) ? RT_OK : RT_ERR_OOM;
+    bool grad = rt_grad_set_enabled(true);
+    rt_rng_goto(r->seed, r->off_f);
+    if (st == RT_OK) st = b->f.forward(b->f.self, x2, training, &fx);
+    if (st == RT_OK) st = rt_add(x1, fx, &y1);
+    rt_rng_goto(r->seed, r->off_g);
+    if (st == RT_OK) st = b->g.forward(b->g.self, y1, training, &gy);
+    if (st == RT_OK) st = rt_couple(b, x2, gy, &y2);
+    if (st == RT_OK) st = rt_join(y1, y2, &y);
+    rt_grad_set_enabled(false);
+    rt_release4(fx, y1, gy, y2);
+    if (st == RT_OK) st = rt_backward(y, dy, false);
+    rt_tensor_release(y);
+    if (st == RT_OK) {
+        rt_tensor *g1 = rt_leaf_grad(x1), *g2 = rt_leaf_grad(x2);
+        st = (g1 && g2) ? rt_join(g1, g2, dx) : RT_ERR_OOM;
+        rt_tensor_release(g1);
+        rt_tensor_release(g2);
+    }
+    rt_tensor_release(x1);
+    rt_tensor_release(x2);
+    rt_grad_set_enabled(grad);
+    return st;
+}
+
+/* Block i's backward from its output y only (RevNet Algorithm 1): rebuild x
+ * while building the graphs of G(y1) and F(x2) once, then back-propagate
+ * dy2 through G and the coupling, and dy1 + (G's contribution) through F. */
+static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, bool training, rt_tensor *y,
+                                     rt_tensor *dy, rt_tensor **x, rt_tensor **dx) {
+    *x = *dx = NULL;
+    rt_tensor *y1, *y2, *dy1 = NULL, *dy2 = NULL;
+    RT_TRY(rt_halves(b, y, &y1, &y2));
+    rt_status st = rt_halves(b, dy, &dy1, &dy2);
+    rt_tensor *y1l = rt_leaf(y1), *gy = NULL, *x2 = NULL, *x2l = NULL, *y2r = NULL, *fx = NULL, *x1 = NULL;
+    rt_tensor *g1 = NULL, *dy1t = NULL, *g2 = NULL;
+    if (st == RT_OK && !y1l) st = RT_ERR_OOM;
+    bool grad = rt_grad_set_enabled(true);
+    rt_rng_goto(r->seed, r->off_g);
+    if (st == RT_OK) st = b->g.forward(b->g.self, y1l, training, &gy);
+    rt_grad_set_enabled(false);
+    if (st == RT_OK) st = rt_uncouple(b, y2, gy, &x2);
+    if (st == RT_OK && !(x2l = rt_leaf(x2))) st = RT_ERR_OOM;
+    rt_grad_set_enabled(true);
+    if (st == RT_OK) st = rt_couple(b, x2l, gy, &y2r);
+    rt_rng_goto(r->seed, r->off_f);
+    if (st == RT_OK) st = b->f.forward(b->f.self, x2l, training, &fx);
+    rt_grad_set_enabled(false);
+    if (st == RT_OK) st = rt_sub(y1, fx, &x1);
+    if (st == RT_OK) st = rt_join(x1, x2, x);
+    if (st == RT_OK && !rt_tensor_is_meta(*x) && !rt_vec_all_finite(rt_tensor_numel(*x), rt_tensor_f32(*x)))
+        st = rt_error_set(RT_ERR_NONFINITE, "reversible block '%s': the rebuilt input is not finite (F or G "
+                          "overflowed); keep exact activations with grouping every k or auto", b->name);
+    if (st == RT_OK) st = rt_backward(y2r, dy2, false);
+    if (st == RT_OK && !(g1 = rt_leaf_grad(y1l))) st = RT_ERR_OOM;
+    if (st == RT_OK) st = rt_add(dy1, g1, &dy1t);
+    if (st == RT_OK) st = rt_backward(fx, dy1t, false);
+    if (st == RT_OK && !(g2 = rt_leaf_grad(x2l))) st = RT_ERR_OOM;
+    if (st == RT_OK) st = rt_join(dy1t, g2, dx);
+    rt_grad_set_enabled(grad);
+    rt_release4(y1, y2, dy1, dy2);
+    rt_release4(y1l, gy, x2, x2l);
+    rt_release4(y2r, fx, x1, g1);
+    rt_tensor_release(dy1t);
+    rt_tensor_release(g2);
+    if (st != RT_OK) {
+        rt_tensor_release(*x);
+        rt_tensor_release(*dx);
+        *x = *dx = NULL;
+    }
+    return st;
+}
+
+static double rt_rel_error(const rt_tensor *a, const rt_tensor *exact) {
+    double m = 0.0, scale = 1e-30;
+    for (int64_t i = 0; i < rt_tensor_numel(a); i++) {
+        double d = fabs((double)rt_tensor_f32(a)[i] - rt_tensor_f32(exact)[i]);
+        m = d > m || d != d ? d : m;
+        scale = fmax(scale, fabs(rt_tensor_f32(exact)[i]));
+    }
+    return m != m ? INFINITY : m / scale;
+}
+
+static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rt_seq_ctx *c = self->ctx;
+    rt_rev_sequence *s = c->seq;
+    double tol = s->tol > 0 ? s->tol : 1e-3;
+    rt_tensor *out;
+    RT_TRY(rt_node_saved(self, c->out_slot, &out));
+    rt_tensor *y = rt_tensor_retain(out), *dy = rt_tensor_retain(grad_out[0]);
+    rt_generator saved_gen = *rt_default_generator();
+    bool rec = rt_recompute_set_active(true);
+    rt_status st = RT_OK;
+    s->last_drift = 0.0;
+    int chain = 0, fail_chain = s->n + 1; /* calibration: inversions since the last exact input */
+    double worst_within = 0.0;
+    for (int i = s->n - 1; i >= 0 && st == RT_OK; i--) {
+        rt_rev_block *b = &s->blocks[i];
+        const rt_block_record *r = &c->rec[i];
+        rt_tensor *x = NULL, *dx = NULL, *exact = NULL;
+        if (r->exact_slot >= 0) st = rt_node_saved(self, r->exact_slot, &exact);
+        if (st != RT_OK) break;
+        if (exact && !c->calibrating) {
+            x = rt_tensor_retain(exact);
+            st = rt_backward_exact(b, r, c->training, x, dy, &dx);
+        } else {
+            st = rt_backward_rebuild(b, r, c->training, y, dy, &x, &dx);
+            if (st == RT_OK && rt_tensor_is_meta(x)) {
+                /* meta: shapes and bytes only, nothing to measure */
+            } else if (st == RT_OK && c->calibrating) {
+                double e = rt_rel_error(x, exact);
+                chain++;
+                if (e > tol) { /* a chain this long drifts too far: restart from the exact input */
+                    if (chain < fail_chain) fail_chain = chain;
+                    rt_tensor_release(x);
+                    x = rt_tensor_retain(exact);
+                    chain = 0;
+                } else {
+                    worst_within = fmax(worst_within, e);
+                }
+            } else if (st == RT_OK) {
+                double d = rt_drift(r, x);
+                s->last_drift = fmax(s->last_drift, d);
+                if (d > tol)
+                    st = rt_error_set(RT_ERR_RECONSTRUCTION,
+                                      "reversible block '%s': the input rebuilt from the output drifted by %.3g "
+                                      "(relative), over the tolerance %.3g; keep exact activations with grouping "
+                                      "every k or auto, or check F and G for exploding activations",
+                                      b->name, d, tol);
+            }
+        }
+        rt_tensor_release(y);
+        rt_tensor_release(dy);
+        y = x;
+        dy = dx;
+    }
+    if (st == RT_OK && c->calibrating) {
+        s->k = fail_chain - 1 >= 1 ? (fail_chain - 1 < s->n ? fail_chain - 1 : s->n) : 1;
+        s->calib_error[0] = worst_within;
+        s->calib_error[1] = fail_chain <= s->n ? INFINITY : worst_within;
+    }
+    rt_recompute_set_active(rec);
+    *rt_default_generator() = saved_gen;
+    if (st == RT_OK && rt_node_needs_grad(self, 0)) grad_in[0] = rt_tensor_retain(dy);
+    rt_tensor_release(y);
+    rt_tensor_release(dy);
+    return st;
+}
+
+/* Reversible forward: no graph inside, one node outside. */
+static rt_status rt_seq_forward_reversible(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **out) {
+    int n_in = 1;
+    for (int i = 0; i < s->n; i++) n_in += s->blocks[i].n_params;
+    rt_tensor **inputs = malloc((size_t)n_in * sizeof *inputs);
+    if (!inputs) return rt_error_set(RT_ERR_OOM, "out of memory in a reversible sequence");
+    inputs[0] = x;
+    for (int i = 0, k = 1; i < s->n; i++)
+        for (int j = 0; j < s->blocks[i].n_params; j++) inputs[k++] = s->blocks[i].params[j];
+    rt_node *node = NULL;
+    rt_status st = rt_node_create("reversible_sequence", n_in, inputs, 1, rt_seq_backward, 0, &node);
+    free(inputs);
+    if (st != RT_OK) return st;
+    rt_seq_ctx *c = NULL;
+    if (node) {
+        c = calloc(1, sizeof *c + (size_t)s->n * sizeof(rt_block_record));
+        if (!c) {
+            rt_node_release(node);
+            return rt_error_set(RT_ERR_OOM, "out of memory in a reversible sequence");
+        }
+        node->ctx = c;
+        c->seq = s;
+        c->training = training;
+        c->calibrating = s->grouping == RT_GROUPING_AUTO && s->k == 0 && training;
+    }
+    int k = s->grouping == RT_GROUPING_FULL ? 0 : (s->k > 0 ? s->k : 1);
+    bool grad = rt_grad_set_enabled(false);
+    rt_tensor *h = rt_tensor_retain(x);
+    rt_generator *gen = rt_default_generator();
+    for (int i = 0; i < s->n && st == RT_OK; i++) {
+        rt_rev_block *b = &s->blocks[i];
+        if (c) {
+            rt_block_record *r = &c->rec[i];
+            r->exact_slot = -1;
+            if (c->calibrating || (k > 0 && i % k == 0)) st = rt_node_save(node, h, &r->exact_slot);
+            if (!rt_tensor_is_meta(h)) rt_fingerprint(h, &r->sum, &r->sumsq, &r->proj);
+            r->seed = gen->seed;
+            r->off_f = gen->offset;
+        }
+        rt_tensor *x1 = NULL, *x2 = NULL, *fx = NULL, *y1 = NULL, *gy = NULL, *y2 = NULL, *y = NULL;
+        if (st == RT_OK) st = rt_halves(b, h, &x1, &x2);
+        if (st == RT_OK) st = b->f.forward(b->f.self, x2, training, &fx);
+        if (st == RT_OK) st = rt_add(x1, fx, &y1);
+        if (c) c->rec[i].off_g = gen->offset;
+        if (st == RT_OK) st = b->g.forward(b->g.self, y1, training, &gy);
+        if (st == RT_OK) st = rt_couple(b, x2, gy, &y2);
+        if (st == RT_OK) st = rt_join(y1, y2, &y);
+        rt_release4(x1, x2, fx, y1);
+        rt_release4(gy, y2, h, NULL);
+        h = y;
+    }
+    rt_grad_set_enabled(grad);
+    if (st == RT_OK && node) st = rt_node_save(node, h, &c->out_slot);
+    if (st == RT_OK) rt_node_set_output(node, h, 0);
+    rt_node_release(node);
+    if (st != RT_OK) {
+        rt_tensor_release(h);
+        return st;
+    }
+    *out = h;
+    return RT_OK;
+}
+
+rt_status rt_rev_sequence_forward(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **y) {
+    *y = NULL;
+    if (s->grouping == RT_GROUPING_EVERY && s->k < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "reversible sequence: grouping every k needs k >= 1 (got %d)", s->k);
+    if (s->reversible && rt_grad_is_enabled()) return rt_seq_forward_reversible(s, x, training, y);
+    rt_tensor *h = rt_tensor_retain(x);
+    for (int i = 0; i < s->n; i++) {
+        rt_tensor *next = NULL;
+        rt_status st = rt_rev_block_forward(&s->blocks[i], h, training, &next);
+        rt_tensor_release(h);
+        if (st != RT_OK) return st;
+        h = next;
+    }
+    *y = h;
+    return RT_OK;
+}

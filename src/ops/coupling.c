@@ -1,0 +1,117 @@
+#include "ops/coupling.h"
+
+#include <math.h>
+
+#include "ops/op_util.h"
+
+/* Per-sample sizes of the (s_raw, t) layout: the channel halves of st are
+ * each `inner` = C·spatial floats long within a sample of 2·inner floats. */
+static rt_status rt_coupling_check(rt_tensor *x2, rt_tensor *st, const char *op, int64_t *n, int64_t *inner) {
+    RT_TRY(rt_op_check_f32(x2, op, "x2"));
+    RT_TRY(rt_op_check_f32(st, op, "scale/shift"));
+    RT_TRY(rt_op_check_device(x2, st, op));
+    bool ok = x2->ndim == st->ndim && x2->ndim >= 2 && st->shape[1] == 2 * x2->shape[1];
+    for (int i = 0; ok && i < x2->ndim; i++) ok = i == 1 || x2->shape[i] == st->shape[i];
+    if (!ok) {
+        char a[64], b[64];
+        return rt_error_set(RT_ERR_SHAPE, "%s: G must output 2·C channels (log-scale, shift) for x2 %s, got %s", op,
+                            rt_tensor_shape_str(x2, a, sizeof a), rt_tensor_shape_str(st, b, sizeof b));
+    }
+    *n = x2->shape[0];
+    *inner = x2->shape[0] ? rt_tensor_numel(x2) / x2->shape[0] : 0;
+    return RT_OK;
+}
+
+static inline float rt_soft_clamp(float s_raw) { return RT_AFFINE_CLAMP * tanhf(s_raw / RT_AFFINE_CLAMP); }
+
+static rt_status rt_affine_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rt_tensor *x2, *st, *dy = grad_out[0];
+    RT_SAVED(self, 0, x2);
+    RT_SAVED(self, 1, st);
+    int64_t n = x2->shape[0], inner = rt_tensor_numel(x2) / (n ? n : 1);
+    rt_tensor *dx = rt_node_needs_grad(self, 0) ? rt_tensor_empty_like(x2, RT_MEM_TEMP) : NULL;
+    rt_tensor *dst = rt_node_needs_grad(self, 1) ? rt_tensor_empty_like(st, RT_MEM_TEMP) : NULL;
+    if ((rt_node_needs_grad(self, 0) && !dx) || (rt_node_needs_grad(self, 1) && !dst)) {
+        rt_tensor_release(dx);
+        rt_tensor_release(dst);
+        return RT_ERR_OOM;
+    }
+    if (rt_op_compute(dy)) {
+        const float *xp = rt_tensor_f32(x2), *sp = rt_tensor_f32(st), *g = rt_tensor_f32(dy);
+        for (int64_t b = 0; b < n; b++)
+            for (int64_t i = 0; i < inner; i++) {
+                float s_raw = sp[b * 2 * inner + i], th = tanhf(s_raw / RT_AFFINE_CLAMP);
+                float scale = expf(RT_AFFINE_CLAMP * th), gy = g[b * inner + i];
+                if (dx) rt_tensor_f32(dx)[b * inner + i] = gy * scale;
+                if (dst) {
+                    /* ∂y/∂s_raw = x2·scale·(1 - tanh²), ∂y/∂t = 1 */
+                    rt_tensor_f32(dst)[b * 2 * inner + i] = gy * xp[b * inner + i] * scale * (1.0f - th * th);
+                    rt_tensor_f32(dst)[b * 2 * inner + inner + i] = gy;
+                }
+            }
+    }
+    grad_in[0] = dx;
+    grad_in[1] = dst;
+    return RT_OK;
+}
+
+rt_status rt_affine_coupling(rt_tensor *x2, rt_tensor *st, rt_tensor **out) {
+    *out = NULL;
+    int64_t n, inner;
+    RT_TRY(rt_coupling_check(x2, st, "affine_coupling", &n, &inner));
+    rt_tensor *y = rt_tensor_empty_like(x2, RT_MEM_TEMP);
+    if (!y) return RT_ERR_OOM;
+    if (rt_op_compute(x2)) {
+        const float *xp = rt_tensor_f32(x2), *sp = rt_tensor_f32(st);
+        float *yp = rt_tensor_f32(y);
+        for (int64_t b = 0; b < n; b++)
+            for (int64_t i = 0; i < inner; i++)
+                yp[b * inner + i] = xp[b * inner + i] * expf(rt_soft_clamp(sp[b * 2 * inner + i])) +
+                                    sp[b * 2 * inner + inner + i];
+    }
+    rt_node *node = NULL;
+    rt_tensor *inputs[2] = {x2, st};
+    rt_status s = rt_node_create("affine_coupling", 2, inputs, 1, rt_affine_backward, 0, &node);
+    if (s == RT_OK && node) s = rt_node_save(node, x2, NULL);
+    if (s == RT_OK && node) s = rt_node_save(node, st, NULL);
+    return rt_op_return(s, node, y, out);
+}
+
+rt_status rt_affine_coupling_inverse(rt_tensor *y2, rt_tensor *st, rt_tensor **out) {
+    *out = NULL;
+    int64_t n, inner;
+    RT_TRY(rt_coupling_check(y2, st, "affine_coupling_inverse", &n, &inner));
+    rt_tensor *x = rt_tensor_empty_like(y2, RT_MEM_TEMP);
+    if (!x) return RT_ERR_OOM;
+    if (rt_op_compute(y2)) {
+        const float *yp = rt_tensor_f32(y2), *sp = rt_tensor_f32(st);
+        float *xp = rt_tensor_f32(x);
+        for (int64_t b = 0; b < n; b++)
+            for (int64_t i = 0; i < inner; i++)
+                xp[b * inner + i] = (yp[b * inner + i] - sp[b * 2 * inner + inner + i]) *
+                                    expf(-rt_soft_clamp(sp[b * 2 * inner + i]));
+    }
+    *out = x;
+    return RT_OK;
+}
+
+rt_status rt_affine_coupling_logdet(rt_tensor *st, rt_tensor **out) {
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(st, "affine_coupling_logdet", "scale/shift"));
+    if (st->ndim < 2 || st->shape[1] % 2) {
+        char a[64];
+        return rt_error_set(RT_ERR_SHAPE, "affine_coupling_logdet: expected (N, 2C, ...), got %s",
+                            rt_tensor_shape_str(st, a, sizeof a));
+    }
+    int64_t n = st->shape[0], inner = n ? rt_tensor_numel(st) / n / 2 : 0;
+    rt_tensor *ld = rt_tensor_create(1, &n, RT_F32, st->device, RT_MEM_TEMP);
+    if (!ld) return RT_ERR_OOM;
+    if (rt_op_compute(st))
+        for (int64_t b = 0; b < n; b++) {
+            double sum = 0.0;
+            for (int64_t i = 0; i < inner; i++) sum += rt_soft_clamp(rt_tensor_f32(st)[b * 2 * inner + i]);
+            rt_tensor_f32(ld)[b] = (float)sum;
+        }
+    *out = ld;
+    return RT_OK;
+}

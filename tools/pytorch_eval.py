@@ -4,7 +4,7 @@
 
     /usr/bin/python3 tools/pytorch_eval.py WEIGHTS [--model NAME] [--data DIR]
         [--batch-size N] [--threads N] [--test-subset N]
-        [--revtorch PATH] [--tolerance PP]
+        [--revtorch PATH] [--tolerance PP] [--loss-tolerance REL]
 
 Builds the ResNet named by --model (default: the "model" entry of the file's
 metadata, else resnet20) in plain torch.nn with torchvision's module names,
@@ -19,7 +19,8 @@ with the same definitions as `revtorch eval --weights FILE` (top-1 accuracy;
 mean cross-entropy over the test images).  With --revtorch PATH it also runs
 `PATH eval --weights WEIGHTS` on the same images, prints its numbers and the
 differences, and exits 1 if the accuracies differ by more than --tolerance
-percentage points (default 0.05).
+percentage points (default 0.05) or the losses by more than --loss-tolerance
+(relative, default 1e-3).
 
 Needs Debian's python (/usr/bin/python3, which has torch); there is no
 torchvision here, so the models below mirror torchvision.models.resnet's
@@ -280,6 +281,8 @@ def main(argv=None):
     ap.add_argument("--test-subset", type=int, default=0, help="only the first N test images")
     ap.add_argument("--revtorch", metavar="PATH", help="also run `PATH eval` and compare")
     ap.add_argument("--tolerance", type=float, default=0.05, help="max accuracy difference, percentage points")
+    ap.add_argument("--loss-tolerance", type=float, default=1e-3,
+                    help="max relative loss difference (default 1e-3)")
     args = ap.parse_args(argv)
 
     if args.threads:
@@ -299,10 +302,17 @@ def main(argv=None):
         print(f"revtorch accuracy: {100.0 * racc:.2f}% loss: {rloss:.4f}")
         dacc = 100.0 * (acc - racc)
         print(f"difference (pytorch - revtorch): accuracy {dacc:+.2f} pp, loss {loss - rloss:+.4f}")
+        bad = False
         if abs(dacc) > args.tolerance + 1e-9:
             print(f"MISMATCH: accuracies differ by more than {args.tolerance} percentage points")
+            bad = True
+        # revtorch prints the loss with 4 decimals: allow that rounding on top of the relative tolerance
+        if abs(loss - rloss) > args.loss_tolerance * max(abs(rloss), 1e-12) + 5e-5:
+            print(f"MISMATCH: losses differ by more than {args.loss_tolerance:g} relative")
+            bad = True
+        if bad:
             return 1
-        print(f"match (within {args.tolerance} pp)")
+        print(f"match (accuracy within {args.tolerance} pp, loss within {args.loss_tolerance:g} relative)")
     return 0
 
 

@@ -24,9 +24,9 @@ static rt_status rt_list_push(rt_node_list *l, rt_node *node) {
 
 rt_status rt_accumulate_grad(rt_tensor *leaf, rt_tensor *grad) {
     if (!leaf->grad) {
-        /* Gradients of parameters are GRAD; those of activation leaves (inputs,
-         * the detached leaves of a recompute) are transient like activations. */
-        rt_mem_category cat = leaf->storage->category == RT_MEM_PARAM ? RT_MEM_GRAD : RT_MEM_TEMP;
+        /* A leaf over an activation (TEMP storage: the detached leaves of a
+         * recompute) gets a transient gradient; parameters and user inputs GRAD. */
+        rt_mem_category cat = leaf->storage->category == RT_MEM_TEMP ? RT_MEM_TEMP : RT_MEM_GRAD;
         leaf->grad = rt_tensor_empty_like(leaf, cat);
         if (!leaf->grad) return RT_ERR_OOM;
         return rt_tensor_copy(leaf->grad, grad);

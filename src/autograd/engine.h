@@ -23,8 +23,9 @@
  * node's backward returns (gradients may then be partially accumulated). */
 rt_status rt_backward(rt_tensor *root, rt_tensor *grad_root, bool retain_graph);
 
-/* Adds `grad` into leaf->grad, allocating it on first use: category GRAD for
- * parameters (PARAM storage), TEMP for other leaves (inputs, recompute leaves). */
+/* Adds `grad` into leaf->grad, allocating it on first use: category TEMP for
+ * a leaf over an activation (TEMP storage, e.g. a recompute's detached leaf),
+ * GRAD otherwise (parameters, user inputs). */
 rt_status rt_accumulate_grad(rt_tensor *leaf, rt_tensor *grad);
 
 #endif

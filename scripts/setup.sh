@@ -3,7 +3,7 @@
 # Runs unattended (CI has no stdin); needs root or sudo for apt-get.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libdnnl-dev libopenblas-dev libjansson-dev zlib1g-dev
+packages=(build-essential cmake pkg-config libdnnl-dev libopenblas-dev libjansson-dev zlib1g-dev libcairo2-dev
           dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/mem.h"
 #include "core/status.h"
+#include "kernels/cache.h"
 
 typedef struct rt_test_case {
     const char *name;
@@ -77,6 +79,8 @@ static inline int rt_test_main(int argc, char **argv, const rt_test_case *cases,
         fflush(stdout);
         if (rt_test_failed_) failed++; else passed++;
     }
+    rt_kernels_release_cache();
+    rt_mem_release_cache();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : (passed ? 0 : 1);
 }

@@ -5,8 +5,22 @@
 #include <string.h>
 #include <time.h>
 
+/* A cached block: the freed storage of size class `size`. */
+typedef struct rt_block {
+    struct rt_block *next;
+    size_t size;
+} rt_block;
+
+/* Size classes: multiples of 512 bytes up to 1 MiB, then of 64 KiB
+ * (PyTorch's caching allocator rounds similarly), so shapes that recur each
+ * step map to the same class. Bins are a small open hash of singly linked
+ * free lists keyed by class size. */
+#define RT_CACHE_BINS 1024
+
 /* The per-thread tracker (see mem.h for why thread-local). */
 typedef struct rt_tracker {
+    rt_block *bins[RT_CACHE_BINS];
+    int64_t cache_limit;
     rt_memstats stats;
     int64_t limit;
     const char *op;
@@ -16,7 +30,60 @@ typedef struct rt_tracker {
     size_t n_events, cap_events;
 } rt_tracker;
 
-static _Thread_local rt_tracker rt_tls_tracker;
+static _Thread_local rt_tracker rt_tls_tracker = {.cache_limit = (int64_t)1 << 30};
+
+static size_t rt_size_class(size_t n) {
+    if (n == 0) return 512;
+    if (n <= ((size_t)1 << 20)) return (n + 511) / 512 * 512;
+    return (n + 65535) / 65536 * 65536;
+}
+
+static rt_block **rt_bin(size_t cls) { return &rt_tls_tracker.bins[(cls / 512) % RT_CACHE_BINS]; }
+
+/* A cached block of exactly class `cls`, or NULL. */
+static void *rt_cache_take(size_t cls) {
+    rt_block **pp = rt_bin(cls);
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->size == cls) {
+            rt_block *b = *pp;
+            *pp = b->next;
+            rt_tls_tracker.stats.cached_bytes -= (int64_t)cls;
+            return b;
+        }
+    return NULL;
+}
+
+static void rt_cache_put(void *p, size_t cls) {
+    rt_tracker *t = &rt_tls_tracker;
+    if (t->stats.cached_bytes + (int64_t)cls > t->cache_limit) {
+        free(p);
+        t->stats.n_sys_free++;
+        return;
+    }
+    rt_block *b = p;
+    b->size = cls;
+    rt_block **bin = rt_bin(cls);
+    b->next = *bin;
+    *bin = b;
+    t->stats.cached_bytes += (int64_t)cls;
+}
+
+void rt_mem_release_cache(void) {
+    rt_tracker *t = &rt_tls_tracker;
+    for (int i = 0; i < RT_CACHE_BINS; i++)
+        while (t->bins[i]) {
+            rt_block *b = t->bins[i];
+            t->bins[i] = b->next;
+            free(b);
+            t->stats.n_sys_free++;
+        }
+    t->stats.cached_bytes = 0;
+}
+
+void rt_mem_set_cache_limit(int64_t bytes) {
+    rt_tls_tracker.cache_limit = bytes > 0 ? bytes : 0;
+    if (rt_tls_tracker.stats.cached_bytes > rt_tls_tracker.cache_limit) rt_mem_release_cache();
+}
 
 static double rt_now_s(void) {
     struct timespec ts;
@@ -86,12 +153,20 @@ static rt_status rt_check_limit(size_t nbytes, rt_mem_category cat) {
 rt_status rt_mem_alloc(size_t nbytes, rt_mem_category cat, void **out) {
     *out = NULL;
     RT_TRY(rt_check_limit(nbytes, cat));
-    size_t rounded = (nbytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
-    if (!p)
-        return rt_error_set(RT_ERR_OOM, "out of memory: malloc of %zu bytes (%s) in op '%s' failed",
-                            nbytes, rt_mem_category_str(cat),
-                            rt_tls_tracker.op ? rt_tls_tracker.op : "?");
+    size_t cls = rt_size_class(nbytes);
+    void *p = rt_cache_take(cls);
+    if (!p) {
+        p = aligned_alloc(64, cls);
+        if (!p) { /* give the cache back to the system and try once more */
+            rt_mem_release_cache();
+            p = aligned_alloc(64, cls);
+        }
+        if (!p)
+            return rt_error_set(RT_ERR_OOM, "out of memory: malloc of %zu bytes (%s) in op '%s' failed",
+                                nbytes, rt_mem_category_str(cat),
+                                rt_tls_tracker.op ? rt_tls_tracker.op : "?");
+        rt_tls_tracker.stats.n_sys_alloc++;
+    }
     rt_book((int64_t)nbytes, cat);
     *out = p;
     return RT_OK;
@@ -99,7 +174,7 @@ rt_status rt_mem_alloc(size_t nbytes, rt_mem_category cat, void **out) {
 
 void rt_mem_free(void *p, size_t nbytes, rt_mem_category cat) {
     if (!p) return;
-    free(p);
+    rt_cache_put(p, rt_size_class(nbytes));
     rt_book(-(int64_t)nbytes, cat);
 }
 

@@ -38,6 +38,12 @@ typedef struct rt_memstats {
     int64_t peak_total;
     int64_t n_alloc; /* number of tracked allocations (real + meta) since start */
     int64_t n_free;
+    /* The caching allocator below the tracker (PyTorch's CUDACachingAllocator
+     * idea, on the host): freed blocks are kept in size bins and reused, so a
+     * training step in steady state calls the system allocator zero times. */
+    int64_t n_sys_alloc;  /* aligned_alloc calls made for tensor storage */
+    int64_t n_sys_free;   /* free calls (cache trims and releases) */
+    int64_t cached_bytes; /* bytes held in the cache, not booked to any category */
 } rt_memstats;
 
 /* Copies this thread's counters into *out. */
@@ -60,6 +66,12 @@ const char *rt_mem_set_op(const char *op_name);
 /* Moves `nbytes` of live accounting from category `from` to `to` (used when a
  * TEMP activation becomes SAVED for backward, and back). Updates peaks. */
 void rt_mem_move(int64_t nbytes, rt_mem_category from, rt_mem_category to);
+
+/* Returns every cached block of this thread to the system (call before
+ * exit, or to shrink after a large job; like torch.cuda.empty_cache). */
+void rt_mem_release_cache(void);
+/* Caps the bytes the cache may hold (default 1 GiB); blocks beyond it are freed. */
+void rt_mem_set_cache_limit(int64_t bytes);
 
 /* Allocates `nbytes` (64-byte aligned, uninitialised) booked to `cat`.
  * Returns RT_ERR_OOM (message set) when over the limit or malloc fails.

@@ -13,6 +13,15 @@
 
 /* ---- block --------------------------------------------------------------- */
 
+/* What the sequence keeps per block besides tensors: where the generator was
+ * before F and before G, and the input's fingerprint. */
+typedef struct rt_block_record {
+    uint64_t seed, off_f, off_g;
+    double sum, sumsq, proj;
+    int exact_slot; /* saved exact input, or -1 */
+} rt_block_record;
+
+
 /* y2 = couple(x2, G's output): add for additive, ops/coupling.h for affine. */
 static rt_status rt_couple(const rt_rev_block *b, rt_tensor *x2, rt_tensor *gy, rt_tensor **y2) {
     return b->coupling == RT_COUPLING_ADDITIVE ? rt_add(x2, gy, y2) : rt_affine_coupling(x2, gy, y2);
@@ -61,16 +70,13 @@ static rt_status rt_probe(const char *block, const char *which, rt_subnet net, r
         bool ok = y->ndim == ndim && y->shape[0] == 1 && y->shape[1] == cout;
         for (int i = 2; ok && i < ndim; i++) ok = y->shape[i] == shape[i];
         if (!ok) {
-            char a[64], c[64];
-            int64_t want[5];
-            memcpy(want, in_shape, sizeof want);
-            want[1] = cout;
-            rt_tensor *w = rt_tensor_view(x, ndim, x->shape);
-            if (w) memcpy(w->shape, want, sizeof want);
+            char a[64], want[64], got[64];
+            x->shape[1] = cout; /* the shape F or G should have produced, for the message */
+            rt_tensor_shape_str(x, want, sizeof want);
+            x->shape[1] = cin;
             st = rt_error_set(RT_ERR_SHAPE, "reversible block '%s': %s must map %s to %s (same size, no stride), "
-                              "got %s", block, which, rt_tensor_shape_str(x, a, sizeof a),
-                              w ? rt_tensor_shape_str(w, c, sizeof c) : "?", rt_tensor_shape_str(y, c, sizeof c));
-            rt_tensor_release(w);
+                              "got %s", block, which, rt_tensor_shape_str(x, a, sizeof a), want,
+                              rt_tensor_shape_str(y, got, sizeof got));
         }
     }
     rt_tensor_release(x);
@@ -122,20 +128,13 @@ rt_status rt_rev_block_forward(rt_rev_block *b, rt_tensor *x, bool training, rt_
     return st;
 }
 
-/* The inverse's body; caller has switched autograd off. */
+/* The inverse's body; caller has switched autograd off. With a record, the
+ * generator is rewound to the forward's offsets so dropout replays its masks. */
+static rt_status rt_block_invert_at(rt_rev_block *b, const rt_block_record *r, bool training, rt_tensor *y,
+                                    rt_tensor **x);
+
 static rt_status rt_block_invert(rt_rev_block *b, rt_tensor *y, bool training, rt_tensor **x) {
-    *x = NULL;
-    rt_tensor *y1, *y2, *gy = NULL, *x2 = NULL, *fx = NULL, *x1 = NULL;
-    RT_TRY(rt_halves(b, y, &y1, &y2));
-    rt_status st = b->g.forward(b->g.self, y1, training, &gy);
-    if (st == RT_OK) st = rt_uncouple(b, y2, gy, &x2);
-    if (st == RT_OK) st = b->f.forward(b->f.self, x2, training, &fx);
-    if (st == RT_OK) st = rt_sub(y1, fx, &x1);
-    if (st == RT_OK) st = rt_join(x1, x2, x);
-    rt_release4(y1, y2, gy, x2);
-    rt_tensor_release(fx);
-    rt_tensor_release(x1);
-    return st;
+    return rt_block_invert_at(b, NULL, training, y, x);
 }
 
 rt_status rt_rev_block_inverse(rt_rev_block *b, rt_tensor *y, bool training, rt_tensor **x) {
@@ -195,13 +194,6 @@ rt_status rt_rev_block_logdet(rt_rev_block *b, rt_tensor *x, bool training, rt_t
 
 /* ---- sequence ------------------------------------------------------------ */
 
-/* What the sequence keeps per block besides tensors: where the generator was
- * before F and before G, and the input's fingerprint. */
-typedef struct rt_block_record {
-    uint64_t seed, off_f, off_g;
-    double sum, sumsq, proj;
-    int exact_slot; /* saved exact input, or -1 */
-} rt_block_record;
 
 typedef struct rt_seq_ctx {
     rt_rev_sequence *seq;
@@ -243,6 +235,24 @@ static void rt_rng_goto(uint64_t seed, uint64_t offset) {
     rt_generator *g = rt_default_generator();
     g->seed = seed;
     g->offset = offset;
+}
+
+static rt_status rt_block_invert_at(rt_rev_block *b, const rt_block_record *r, bool training, rt_tensor *y,
+                                    rt_tensor **x) {
+    *x = NULL;
+    rt_tensor *y1, *y2, *gy = NULL, *x2 = NULL, *fx = NULL, *x1 = NULL;
+    RT_TRY(rt_halves(b, y, &y1, &y2));
+    if (r) rt_rng_goto(r->seed, r->off_g);
+    rt_status st = b->g.forward(b->g.self, y1, training, &gy);
+    if (st == RT_OK) st = rt_uncouple(b, y2, gy, &x2);
+    if (r) rt_rng_goto(r->seed, r->off_f);
+    if (st == RT_OK) st = b->f.forward(b->f.self, x2, training, &fx);
+    if (st == RT_OK) st = rt_sub(y1, fx, &x1);
+    if (st == RT_OK) st = rt_join(x1, x2, x);
+    rt_release4(y1, y2, gy, x2);
+    rt_tensor_release(fx);
+    rt_tensor_release(x1);
+    return st;
 }
 
 /* A leaf requiring grad that shares t's storage. */
@@ -369,25 +379,35 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
         rt_tensor *x = NULL, *dx = NULL, *exact = NULL;
         if (r->exact_slot >= 0) st = rt_node_saved(self, r->exact_slot, &exact);
         if (st != RT_OK) break;
-        if (exact && !c->calibrating) {
+        if (exact && c->calibrating) {
+            /* Measure how far the chain of rebuilds has drifted, then take this
+             * block's gradients from its exact input, so a calibration step is
+             * never built on a rebuild that a FULL sequence would refuse. */
+            bool grad = rt_grad_set_enabled(false);
+            st = rt_block_invert_at(b, r, c->training, y, &x);
+            rt_grad_set_enabled(grad);
+            if (st == RT_OK) st = rt_backward_exact(b, r, c->training, exact, dy, &dx);
+            if (st == RT_OK && !rt_tensor_is_meta(x)) {
+                double e = rt_rel_error(x, exact);
+                chain++;
+                if (e > tol) { /* a chain this long drifts too far: restart from the exact input */
+                    if (chain < fail_chain) {
+                        fail_chain = chain;
+                        s->calib_error[1] = e;
+                    }
+                    chain = 0;
+                    rt_tensor_release(x);
+                    x = rt_tensor_retain(exact);
+                } else {
+                    worst_within = fmax(worst_within, e);
+                }
+            }
+        } else if (exact) {
             x = rt_tensor_retain(exact);
             st = rt_backward_exact(b, r, c->training, x, dy, &dx);
         } else {
             st = rt_backward_rebuild(b, r, c->training, y, dy, &x, &dx);
-            if (st == RT_OK && rt_tensor_is_meta(x)) {
-                /* meta: shapes and bytes only, nothing to measure */
-            } else if (st == RT_OK && c->calibrating) {
-                double e = rt_rel_error(x, exact);
-                chain++;
-                if (e > tol) { /* a chain this long drifts too far: restart from the exact input */
-                    if (chain < fail_chain) fail_chain = chain;
-                    rt_tensor_release(x);
-                    x = rt_tensor_retain(exact);
-                    chain = 0;
-                } else {
-                    worst_within = fmax(worst_within, e);
-                }
-            } else if (st == RT_OK) {
+            if (st == RT_OK && !rt_tensor_is_meta(x)) {
                 double d = rt_drift(r, x);
                 s->last_drift = fmax(s->last_drift, d);
                 if (d > tol)
@@ -406,7 +426,7 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     if (st == RT_OK && c->calibrating) {
         s->k = fail_chain - 1 >= 1 ? (fail_chain - 1 < s->n ? fail_chain - 1 : s->n) : 1;
         s->calib_error[0] = worst_within;
-        s->calib_error[1] = fail_chain <= s->n ? INFINITY : worst_within;
+        if (fail_chain > s->n) s->calib_error[1] = 0.0;
     }
     rt_recompute_set_active(rec);
     *rt_default_generator() = saved_gen;

@@ -92,7 +92,8 @@ typedef struct rt_rev_sequence {
     double tol;           /* rebuild tolerance, relative (default 1e-3 when 0) */
     /* diagnostics of the last backward */
     double last_drift;    /* largest fingerprint drift seen, relative */
-    double calib_error[2];/* AUTO: [0] worst relative error after k inversions, [1] after k+1 */
+    double calib_error[2];/* AUTO: [0] worst relative rebuild error within the chosen k,
+                             [1] the first error over tol that limited k (0 when none) */
 } rt_rev_sequence;
 
 /* y = blocks[n-1](...blocks[0](x)). With reversible on, grad mode on and a

@@ -1,0 +1,71 @@
+/* `revtorch memory`: predicts the memory of one training step on meta
+ * tensors (nothing is computed), for a model, batch and strategy. */
+#include <string.h>
+
+#include "cli.h"
+#include "common.h"
+
+static void memory_usage(FILE *f) {
+    fprintf(f, "usage: revtorch memory [options]\n"
+               "Predicts the bytes of one training step (forward, cross-entropy, backward) per category\n"
+               "by running it on meta tensors, which have shapes but no data: instant, and exact.\n\n"
+               "  --model NAME       (default revnet38)\n"
+               "  --batch-size N     (default 128)\n"
+               "  --size S           input height and width (default 32)\n"
+               "  --channels C       input channels (default 3)\n"
+               "  --memory MODE      reversible or standard (default: both, side by side)\n"
+               "  --grouping G       full, auto or K (default full)\n");
+}
+
+static void print_row(const char *model, const char *mode, int64_t params, const rt_memstats *p) {
+    printf("%-10s %-11s %10lld", model, mode, (long long)params);
+    for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %9.1f", (double)p->peak[c] / 1048576.0);
+    printf(" %9.1f\n", (double)p->peak_total / 1048576.0);
+}
+
+int rt_cmd_memory(int argc, char **argv) {
+    const char *model = "revnet38", *memory = NULL, *grouping = "full";
+    int64_t batch = 128, size = 32, channels = 3;
+    for (int i = 1; i < argc; i++) {
+        bool ok = true;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            memory_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--model")) ok = rt_cli_str(argc, argv, &i, &model);
+        else if (!strcmp(argv[i], "--memory")) ok = rt_cli_str(argc, argv, &i, &memory);
+        else if (!strcmp(argv[i], "--grouping")) ok = rt_cli_str(argc, argv, &i, &grouping);
+        else if (!strcmp(argv[i], "--batch-size")) ok = rt_cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--size")) ok = rt_cli_int(argc, argv, &i, &size);
+        else if (!strcmp(argv[i], "--channels")) ok = rt_cli_int(argc, argv, &i, &channels);
+        else {
+            fprintf(stderr, "revtorch memory: unknown option '%s' (see revtorch memory --help)\n", argv[i]);
+            return 2;
+        }
+        if (!ok) return 2;
+    }
+    bool rev;
+    int kind, k;
+    if (!rt_cli_memory_mode(memory ? memory : "reversible", grouping, &rev, &kind, &k)) return 2;
+    if (batch < 1 || size < 1 || channels < 1) {
+        fprintf(stderr, "revtorch memory: --batch-size, --size and --channels must be >= 1\n");
+        return 2;
+    }
+    rt_model *m = NULL;
+    if (rt_model_create(model, channels, 10, RT_DEVICE_META, 0, &m) != RT_OK) return rt_cli_fail("model");
+    int64_t params = rt_state_dict_num_param_elements(m->sd);
+    rt_model_destroy(m);
+    printf("one training step of %s, batch %lld×%lld×%lld×%lld, peak MiB per category (meta run):\n", model,
+           (long long)batch, (long long)channels, (long long)size, (long long)size);
+    printf("%-10s %-11s %10s", "model", "memory", "params");
+    for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %9s", rt_mem_category_str((rt_mem_category)c));
+    printf(" %9s\n", "total");
+    for (int pass = 0; pass < 2; pass++) {
+        bool r = pass == 0;
+        if (memory && r != rev) continue;
+        rt_memstats p;
+        if (rt_cli_predict_memory(model, r, r ? kind : 0, k, batch, channels, size, size, &p) != RT_OK)
+            return rt_cli_fail("prediction");
+        print_row(model, r ? "reversible" : "standard", params, &p);
+    }
+    return 0;
+}

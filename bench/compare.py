@@ -163,6 +163,21 @@ def main(argv=None):
               f"| {fmt(med(rt, 'rss_mib'), '.0f')} | {fmt(med(pt, 'rss_mib'), '.0f')} "
               f"| {fmt(med(rt, 'peak_tracked_mib'), '.1f')} |")
     print()
+    print("Fastest run of each side (other load only ever adds time, so on a busy machine this is the better "
+          "estimate of intrinsic speed):\n")
+    print("| config | revtorch fastest run s/step | PyTorch fastest run s/step | ratio rt/pt "
+          "| revtorch min step s | PyTorch min step s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for cfg, runs in results:
+        model, size, ch, batch, steps, warmup = cfg
+        best = {}
+        for kind in ("revtorch", "pytorch"):
+            ok = [r for r in runs[kind] if r]
+            best[kind] = (min(r["median_step_s"] for r in ok), min(r["min_step_s"] for r in ok)) if ok else (None, None)
+        (rb, rm), (pb, pm) = best["revtorch"], best["pytorch"]
+        print(f"| {model} {size}×{size}×{ch} b{batch} | {fmt(rb, '.4f')} | {fmt(pb, '.4f')} "
+              f"| {fmt(rb / pb if rb and pb else None, '.2f')} | {fmt(rm, '.4f')} | {fmt(pm, '.4f')} |")
+    print()
     for cfg, runs in results:
         model, size, ch, batch, steps, warmup = cfg
         for kind in ("revtorch", "pytorch"):

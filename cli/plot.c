@@ -460,7 +460,8 @@ static rt_status png_save(cairo_surface_t *s, const char *path) {
     memcpy(tmp + len, ".tmp", 5);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        rt_status st = rt_error_set(RT_ERR_IO, "cannot write chart '%s': %s", tmp, strerror(errno));
+        rt_status st = rt_error_set(RT_ERR_IO, "cannot write chart '%s' (temporary file '%s'): %s", path, tmp,
+                                    strerror(errno));
         free(tmp);
         return st;
     }
@@ -474,12 +475,13 @@ static rt_status png_save(cairo_surface_t *s, const char *path) {
     rt_status st = RT_OK;
     if (bad) {
         unlink(tmp);
-        st = rt_error_set(RT_ERR_IO, "cannot write chart '%s': %s", tmp,
+        st = rt_error_set(RT_ERR_IO, "cannot write chart '%s' (temporary file '%s'): %s", path, tmp,
                           err ? strerror(err) : cairo_status_to_string(cs));
     } else if (rename(tmp, path) != 0) {
         err = errno;
         unlink(tmp);
-        st = rt_error_set(RT_ERR_IO, "cannot write chart '%s' (rename from .tmp): %s", path, strerror(err));
+        st = rt_error_set(RT_ERR_IO, "cannot write chart '%s' (renaming '%s' over it): %s", path, tmp,
+                          strerror(err));
     }
     free(tmp);
     return st;
@@ -599,7 +601,12 @@ rt_status rt_plot_memory_timeline(const char *png_path, const rt_mem_event *ev, 
         if (ev[i].time_s * 1000.0 > t_last) t_last = ev[i].time_s * 1000.0;
     }
     int64_t base[RT_MEM_NCAT];
-    for (int c = 0; c < RT_MEM_NCAT; c++) base[c] = baseline ? baseline[c] : -low[c];
+    for (int c = 0; c < RT_MEM_NCAT; c++) {
+        base[c] = baseline ? baseline[c] : -low[c];
+        if (base[c] < 0)
+            return rt_error_set(RT_ERR_INVALID_ARG, "memory timeline: baseline[%s] is %lld; live bytes are >= 0",
+                                rt_mem_category_str((rt_mem_category)c), (long long)base[c]);
+    }
     if (baseline)
         for (int c = 0; c < RT_MEM_NCAT; c++)
             if (base[c] + low[c] < 0) {

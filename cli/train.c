@@ -12,10 +12,11 @@
 #include "memory/reversible.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
+#include "plot.h"
 #include "progress.h"
 
 typedef struct train_opts {
-    const char *model, *data, *save, *resume, *log, *optimizer, *schedule, *memory, *grouping;
+    const char *model, *data, *save, *resume, *log, *optimizer, *schedule, *memory, *grouping, *trace;
     int64_t epochs, batch_size, accum_steps, threads, seed, train_subset, test_subset, warmup_steps;
     float lr, weight_decay, momentum, clip, label_smoothing;
     bool augment;
@@ -48,7 +49,10 @@ static void train_usage(FILE *f) {
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
             "                        optimizer state goes to FILE with .optim before .safetensors\n"
             "  --resume FILE         continue a run saved with --save (same options)\n"
-            "  --log FILE.csv        per-epoch results; per-step losses go to FILE.steps.csv\n"
+            "  --log FILE.csv        per-epoch results; per-step losses go to FILE.steps.csv and the\n"
+            "                        curves to FILE.png\n"
+            "  --memory-trace F.csv  record every allocation of the second training step (time, bytes,\n"
+            "                        category, op) to F.csv and draw the timeline to F.png\n"
             "  --train-subset N      use only the first N training images (quick runs, tests)\n"
             "  --test-subset N       use only the first N test images\n",
             rt_model_names());
@@ -70,6 +74,7 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--save")) ok = rt_cli_str(argc, argv, &i, &o->save);
         else if (!strcmp(a, "--resume")) ok = rt_cli_str(argc, argv, &i, &o->resume);
         else if (!strcmp(a, "--log")) ok = rt_cli_str(argc, argv, &i, &o->log);
+        else if (!strcmp(a, "--memory-trace")) ok = rt_cli_str(argc, argv, &i, &o->trace);
         else if (!strcmp(a, "--optimizer")) ok = rt_cli_str(argc, argv, &i, &o->optimizer);
         else if (!strcmp(a, "--schedule")) ok = rt_cli_str(argc, argv, &i, &o->schedule);
         else if (!strcmp(a, "--memory")) ok = rt_cli_str(argc, argv, &i, &o->memory);
@@ -132,6 +137,26 @@ static rt_status make_schedule(const char *name, float lr, int64_t total_steps, 
         return rt_error_set(RT_ERR_INVALID_ARG, "unknown schedule '%s' (cosine, step, constant)", name);
     }
     return rt_lr_schedule_check(s);
+}
+
+/* "dir/run.csv" + ".png" → "dir/run.png" (the extension replaced when it is .csv). */
+static void png_path(const char *csv, char *buf, size_t n) {
+    size_t len = strlen(csv);
+    if (len > 4 && !strcmp(csv + len - 4, ".csv")) len -= 4;
+    snprintf(buf, n, "%.*s.png", (int)len, csv);
+}
+
+/* Writes the trace recorded since `start` as CSV and as a stacked timeline PNG. */
+static void write_memory_trace(const char *path, const rt_memstats *start) {
+    char png[4096];
+    png_path(path, png, sizeof png);
+    size_t n;
+    const rt_mem_event *ev = rt_mem_trace_events(&n);
+    if (rt_mem_trace_write_csv(path) != RT_OK ||
+        rt_plot_memory_timeline(png, ev, n, start->live, "memory of one training step") != RT_OK)
+        fprintf(stderr, "revtorch train: cannot write the memory trace: %s\n", rt_error_last());
+    else
+        printf("memory timeline of step 2: %s and %s (%zu events)\n", path, png, n);
 }
 
 /* "run.safetensors" → "run.optim.safetensors"; other names get ".optim.safetensors" appended. */
@@ -414,10 +439,20 @@ int rt_cmd_train(int argc, char **argv) {
             }
             if (end) break;
             int64_t step = rt_optimizer_step_count(opt);
+            bool tracing = o.trace && step == 1;
+            rt_memstats trace_start;
+            if (tracing) {
+                rt_memstats_get(&trace_start);
+                rt_mem_trace_enable(1);
+            }
             float lr = rt_lr_at(&sched, step);
             rt_optimizer_set_lr(opt, lr);
             double loss = 0.0;
             rt_status st = train_step(&o, m, opt, params, np, x, y, &loss, &correct);
+            if (tracing) {
+                write_memory_trace(o.trace, &trace_start);
+                rt_mem_trace_enable(0);
+            }
             int64_t n = x->shape[0];
             rt_tensor_release(x);
             rt_tensor_release(y);
@@ -455,6 +490,10 @@ int rt_cmd_train(int argc, char **argv) {
             fprintf(log, ",%.3f\n", (double)peaks.peak_total / 1048576.0);
             fflush(log);
             fflush(steps_log);
+            char png[4096];
+            png_path(o.log, png, sizeof png);
+            if (rt_plot_training_csv(o.log, png) != RT_OK)
+                fprintf(stderr, "revtorch train: cannot draw %s: %s\n", png, rt_error_last());
         }
         if (o.save && save_checkpoint(&o, m, opt, epoch + 1) != RT_OK) {
             rt_cli_fail("cannot save the checkpoint");

@@ -84,6 +84,19 @@ rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool aug
     return o;
 }
 
+int64_t rt_cli_count_correct(const rt_tensor *logits, const rt_tensor *labels) {
+    int64_t n = logits->shape[0], k = logits->shape[1], correct = 0;
+    const float *z = rt_tensor_f32(logits);
+    const int32_t *t = rt_tensor_data(labels);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t best = 0;
+        for (int64_t j = 1; j < k; j++)
+            if (z[i * k + j] > z[i * k + best]) best = j;
+        correct += best == t[i];
+    }
+    return correct;
+}
+
 rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc) {
     rt_loader_options o = rt_cli_loader_options(batch_size, false, false, 0);
     rt_loader *l;
@@ -101,15 +114,8 @@ rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size,
         st = rt_model_forward(m, x, &logits);
         if (st == RT_OK) st = rt_cross_entropy(logits, y, 0.0f, &l_);
         if (st == RT_OK) {
-            int64_t n = logits->shape[0], k = logits->shape[1];
-            const float *z = rt_tensor_f32(logits);
-            const int32_t *t = rt_tensor_data(y);
-            for (int64_t i = 0; i < n; i++) {
-                int64_t best = 0;
-                for (int64_t j = 1; j < k; j++)
-                    if (z[i * k + j] > z[i * k + best]) best = j;
-                correct += best == t[i];
-            }
+            int64_t n = logits->shape[0];
+            correct += rt_cli_count_correct(logits, y);
             total_loss += (double)rt_tensor_f32(l_)[0] * (double)n;
             seen += n;
         }

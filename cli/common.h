@@ -28,6 +28,9 @@ rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_da
  * plus RandomCrop(28, padding=2) and horizontal flip when augment is set. */
 rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool augment, uint64_t seed);
 
+/* Samples whose arg-max logit (N, K) equals the i32 label (N). */
+int64_t rt_cli_count_correct(const rt_tensor *logits, const rt_tensor *labels);
+
 /* Mean cross-entropy and accuracy (in [0,1]) of `m` in eval mode, no grad. */
 rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc);
 

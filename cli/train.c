@@ -260,19 +260,6 @@ static rt_tensor *batch_slice(const rt_tensor *t, int64_t first, int64_t count) 
     return s;
 }
 
-static int64_t count_correct(const rt_tensor *logits, const rt_tensor *labels) {
-    int64_t n = logits->shape[0], k = logits->shape[1], correct = 0;
-    const float *z = rt_tensor_f32(logits);
-    const int32_t *t = rt_tensor_data(labels);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t best = 0;
-        for (int64_t j = 1; j < k; j++)
-            if (z[i * k + j] > z[i * k + best]) best = j;
-        correct += best == t[i];
-    }
-    return correct;
-}
-
 /* One optimizer step over a batch split into accum_steps micro-batches, each
  * loss weighted by its share of the batch (optim/accumulate.h). */
 static rt_status train_step(const train_opts *o, rt_model *m, rt_optimizer *opt, rt_tensor **params, int np,
@@ -295,7 +282,7 @@ static rt_status train_step(const train_opts *o, rt_model *m, rt_optimizer *opt,
             if (!(l == l) || l > 1e30f || l < -1e30f)
                 st = rt_error_set(RT_ERR_NONFINITE, "loss is %g at this step: lower --lr or use --clip", l);
             loss_sum += (double)w * l;
-            *correct += count_correct(logits, ys);
+            *correct += rt_cli_count_correct(logits, ys);
         }
         rt_tensor_release(logits);
         rt_tensor_release(loss);

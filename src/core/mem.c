@@ -1,5 +1,6 @@
 #include "core/mem.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +54,28 @@ static void *rt_cache_take(size_t cls) {
     return NULL;
 }
 
+/* Process-wide key whose destructor empties a thread's cache when the thread
+ * exits (worker threads that allocated tensors). Written once under
+ * pthread_once, read-only afterwards. */
+static pthread_once_t rt_cache_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t rt_cache_exit_key;
+static int rt_cache_key_ok;
+
+static void rt_cache_thread_exit(void *unused) {
+    (void)unused;
+    rt_mem_release_cache();
+}
+
+static void rt_cache_make_key(void) {
+    rt_cache_key_ok = pthread_key_create(&rt_cache_exit_key, rt_cache_thread_exit) == 0;
+}
+
 static void rt_cache_put(void *p, size_t cls) {
     rt_tracker *t = &rt_tls_tracker;
+    if (t->stats.cached_bytes == 0) { /* first block cached on this thread: arrange the exit hook */
+        pthread_once(&rt_cache_key_once, rt_cache_make_key);
+        if (rt_cache_key_ok) pthread_setspecific(rt_cache_exit_key, (void *)1);
+    }
     if (t->stats.cached_bytes + (int64_t)cls > t->cache_limit) {
         free(p);
         t->stats.n_sys_free++;

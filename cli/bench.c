@@ -22,6 +22,7 @@ static void bench_usage(FILE *f) {
                "  --steps N           timed steps (default 10)\n"
                "  --warmup N          untimed steps first (default 3)\n"
                "  --threads N         (default: all cores)\n"
+               "  --memory MODE       reversible or standard, for RevNets (default reversible)\n"
                "Prints one line: model, batch, median/min step seconds, images/s, peak tracked MiB.\n");
 }
 
@@ -31,7 +32,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int rt_cmd_bench(int argc, char **argv) {
-    const char *model = "resnet20";
+    const char *model = "resnet20", *memory = "reversible";
     int64_t batch = 128, size = 28, channels = 1, steps = 10, warmup = 3, threads = 0;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
@@ -45,6 +46,7 @@ int rt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) ok = rt_cli_int(argc, argv, &i, &steps);
         else if (!strcmp(argv[i], "--warmup")) ok = rt_cli_int(argc, argv, &i, &warmup);
         else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
+        else if (!strcmp(argv[i], "--memory")) ok = rt_cli_str(argc, argv, &i, &memory);
         else {
             fprintf(stderr, "revtorch bench: unknown option '%s' (see revtorch bench --help)\n", argv[i]);
             return 2;
@@ -55,9 +57,13 @@ int rt_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "revtorch bench: --steps, --batch-size, --size and --channels must be >= 1\n");
         return 2;
     }
+    bool reversible;
+    int kind, k;
+    if (!rt_cli_memory_mode(memory, "full", &reversible, &kind, &k)) return 2;
     rt_set_num_threads((int)threads);
     rt_model *m = NULL;
     if (rt_model_create(model, channels, 10, RT_DEVICE_CPU, 0, &m) != RT_OK) return rt_cli_fail("model");
+    m->reversible = reversible;
     int np = rt_state_dict_num_params(m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
     rt_state_dict_params(m->sd, params);
@@ -97,9 +103,9 @@ int rt_cmd_bench(int argc, char **argv) {
     rt_memstats ms;
     rt_memstats_get(&ms);
     double median = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
-    printf("revtorch model=%s batch=%lld size=%lld threads=%d median_step_s=%.4f min_step_s=%.4f "
+    printf("revtorch model=%s memory=%s batch=%lld size=%lld threads=%d median_step_s=%.4f min_step_s=%.4f "
            "images_per_s=%.1f peak_tracked_mib=%.1f\n",
-           model, (long long)batch, (long long)size, rt_get_num_threads(), median, times[0],
+           model, memory, (long long)batch, (long long)size, rt_get_num_threads(), median, times[0],
            (double)batch / median, (double)ms.peak_total / 1048576.0);
     rc = 0;
 out:

@@ -7,5 +7,6 @@ int rt_cmd_train(int argc, char **argv);
 int rt_cmd_eval(int argc, char **argv);
 int rt_cmd_bench(int argc, char **argv);
 int rt_cmd_memory(int argc, char **argv);
+int rt_cmd_check(int argc, char **argv);
 
 #endif

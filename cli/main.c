@@ -9,10 +9,11 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: revtorch <command> [options]\n\n"
                "commands:\n"
-               "  train   train a model on Fashion-MNIST (defaults: resnet20, 3 epochs)\n"
+               "  train   train a model on Fashion-MNIST (default: revnet_small, reversible, 3 epochs)\n"
                "  eval    evaluate saved weights on the Fashion-MNIST test set\n"
                "  bench   time training steps on random data (see bench/)\n"
-               "  memory  predict a training step's memory per category without running it\n\n"
+               "  memory  predict a training step's memory per category without running it\n"
+               "  check   measure how exactly a RevNet's reversible blocks rebuild their inputs\n\n"
                "`revtorch <command> --help` lists a command's options.\n");
 }
 
@@ -29,6 +30,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(argv[1], "eval")) return rt_cmd_eval(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return rt_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "memory")) return rt_cmd_memory(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "check")) return rt_cmd_check(argc - 1, argv + 1);
     fprintf(stderr, "revtorch: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

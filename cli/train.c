@@ -26,7 +26,8 @@ static void train_usage(FILE *f) {
     fprintf(f,
             "usage: revtorch train [options]\n"
             "Trains a classifier on Fashion-MNIST and reports loss, accuracy, speed and memory.\n\n"
-            "  --model NAME          %s (default resnet20)\n"
+            "  --model NAME          %s\n"
+            "                        (default revnet_small: a RevNet, reversible, 3 epochs ≈ 8 min on 2 cores)\n"
             "  --data DIR            Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
             "  --epochs N            epochs (default 3)\n"
             "  --batch-size N        samples per optimizer step (default 128)\n"
@@ -59,7 +60,7 @@ static void train_usage(FILE *f) {
 }
 
 static int train_parse(int argc, char **argv, train_opts *o) {
-    *o = (train_opts){.model = "resnet20", .optimizer = "sgd", .schedule = "cosine", .epochs = 3,
+    *o = (train_opts){.model = "revnet_small", .optimizer = "sgd", .schedule = "cosine", .epochs = 3,
                       .batch_size = 128, .accum_steps = 1, .lr = -1, .weight_decay = -1, .momentum = 0.9f,
                       .warmup_steps = 100, .augment = true,
                       .memory = "reversible", .grouping = "full"};
@@ -470,6 +471,7 @@ int rt_cmd_train(int argc, char **argv) {
                (double)plain.peak[RT_MEM_SAVED] / 1048576.0,
                peaks.peak[RT_MEM_SAVED] > 0 ? (double)plain.peak[RT_MEM_SAVED] / (double)peaks.peak[RT_MEM_SAVED]
                                             : 0.0);
+        fflush(stdout);
         if (log) {
             fprintf(log, "%lld,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f", (long long)epoch + 1, loss_sum / (double)seen,
                     (double)correct / (double)seen, test_loss, test_acc, (double)seen / secs, secs);

@@ -14,6 +14,11 @@ check help 0 "usage: revtorch" "$bin" --help
 check train-help 0 "accum-steps" "$bin" train --help
 check eval-help 0 "--weights" "$bin" eval --help
 check bench-help 0 "median" "$bin" bench --help
+check memory-help 0 "meta tensors" "$bin" memory --help
+check check-help 0 "inverse" "$bin" check --help
+check check-resnet 1 "no reversible blocks" "$bin" check --model resnet20
+check bad-memory 2 "standard or reversible" "$bin" train --memory tiny
+check bad-grouping 2 "grouping" "$bin" train --grouping zero
 check unknown-cmd 2 "unknown command" "$bin" fly
 check unknown-opt 2 "unknown option" "$bin" train --fast
 check bad-int 2 "expects an integer" "$bin" train --epochs many

@@ -209,11 +209,13 @@ static void rt_fingerprint(const rt_tensor *x, double *sum, double *sumsq, doubl
     const float *p = rt_tensor_f32(x);
     int64_t n = rt_tensor_numel(x);
     double s = 0.0, q = 0.0, r = 0.0;
+#pragma omp parallel for reduction(+ : s, q, r) if (n > 32768)
     for (int64_t i = 0; i < n; i++) {
         double v = p[i];
+        double sign = 1.0 - 2.0 * (double)((uint32_t)((uint64_t)i * 2654435761u) >> 31);
         s += v;
         q += v * v;
-        r += ((uint32_t)((uint64_t)i * 2654435761u) >> 31) ? v : -v;
+        r += sign * v;
     }
     *sum = s;
     *sumsq = q;

@@ -6,7 +6,7 @@
 #include "models/revnet.h"
 
 const char *rt_model_names(void) {
-    return "revnet38, revnet110, revnet164, resnet20, resnet32, resnet44, resnet56, resnet110, resnet164, "
+    return "revnet38, revnet110, revnet164, revnet_small, resnet20, resnet32, resnet44, resnet56, resnet110, resnet164, "
            "resnet18, resnet34, resnet50";
 }
 

@@ -1,9 +1,11 @@
 #include "models/revnet.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/node.h"
 #include "memory/reversible.h"
 #include "models/resblock.h"
 
@@ -83,13 +85,14 @@ rt_status rt_revnet_config_get(const char *name, rt_revnet_config *cfg) {
         {"revnet38", {RT_BLOCK_BASIC, {3, 3, 3}, 32, {32, 64, 112}}},
         {"revnet110", {RT_BLOCK_BASIC, {9, 9, 9}, 32, {32, 64, 128}}},
         {"revnet164", {RT_BLOCK_BOTTLENECK, {9, 9, 9}, 32, {32, 64, 128}}},
+        {"revnet_small", {RT_BLOCK_BASIC, {3, 3, 3}, 16, {16, 32, 64}}},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(table[i].name, name)) {
             *cfg = table[i].cfg;
             return RT_OK;
         }
-    return rt_error_set(RT_ERR_INVALID_ARG, "unknown RevNet '%s' (revnet38, revnet110, revnet164)", name);
+    return rt_error_set(RT_ERR_INVALID_ARG, "unknown RevNet '%s' (revnet38, revnet110, revnet164, revnet_small)", name);
 }
 
 static rt_status rt_revnet_forward(rt_model *m, rt_tensor *x, rt_tensor **logits) {
@@ -199,4 +202,69 @@ rt_status rt_revnet_create(const char *name, const rt_revnet_config *cfg, int64_
     }
     *out = m;
     return RT_OK;
+}
+
+static double rt_rel_diff(const rt_tensor *a, const rt_tensor *ref) {
+    double m = 0.0, scale = 1e-30;
+    for (int64_t i = 0; i < rt_tensor_numel(ref); i++) {
+        double d = fabs((double)rt_tensor_f32(a)[i] - rt_tensor_f32(ref)[i]);
+        m = d > m || d != d ? d : m;
+        scale = fmax(scale, fabs(rt_tensor_f32(ref)[i]));
+    }
+    return m != m ? INFINITY : m / scale;
+}
+
+rt_status rt_revnet_reconstruction(rt_model *m, rt_tensor *x, double *block_err, double *chain_err,
+                                   char *worst_block, size_t n) {
+    *block_err = *chain_err = 0.0;
+    if (m->forward != rt_revnet_forward)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s has no reversible blocks to check", m->name);
+    rt_revnet *r = m->impl;
+    bool grad = rt_grad_set_enabled(false);
+    rt_status st = RT_OK;
+    rt_tensor *h = NULL, *t = NULL;
+    st = rt_conv_layer_forward(&r->conv1, x, &h);
+    if (st == RT_OK) st = rt_batchnorm_layer_forward(&r->bn1, h, false, &t);
+    rt_tensor_release(h);
+    h = NULL;
+    if (st == RT_OK) st = rt_relu(t, &h);
+    rt_tensor_release(t);
+    for (int s = 0; s < 3 && st == RT_OK; s++) {
+        rt_revnet_stage *stage = &r->stages[s];
+        if (stage->has_transition) {
+            st = rt_resblock_forward(&stage->transition, h, false, &t);
+            rt_tensor_release(h);
+            h = t;
+            if (st != RT_OK) break;
+        }
+        rt_tensor *stage_in = rt_tensor_retain(h);
+        for (int i = 0; i < stage->n_rev && st == RT_OK; i++) {
+            rt_rev_block *b = &stage->blocks[i];
+            float e1 = 0, e2 = 0;
+            st = rt_rev_block_check(b, h, false, &e1, &e2);
+            double scale = 1e-30;
+            for (int64_t j = 0; st == RT_OK && j < rt_tensor_numel(h); j++) scale = fmax(scale, fabs(rt_tensor_f32(h)[j]));
+            double e = fmax(e1, e2) / scale;
+            if (st == RT_OK && !(e <= *block_err)) {
+                *block_err = e;
+                snprintf(worst_block, n, "%s", b->name);
+            }
+            t = NULL;
+            if (st == RT_OK) st = rt_rev_block_forward(b, h, false, &t);
+            rt_tensor_release(h);
+            h = t;
+        }
+        rt_tensor *back = rt_tensor_retain(h);
+        for (int i = stage->n_rev - 1; i >= 0 && st == RT_OK; i--) {
+            st = rt_rev_block_inverse(&stage->blocks[i], back, false, &t);
+            rt_tensor_release(back);
+            back = t;
+        }
+        if (st == RT_OK && stage->n_rev) *chain_err = fmax(*chain_err, rt_rel_diff(back, stage_in));
+        rt_tensor_release(back);
+        rt_tensor_release(stage_in);
+    }
+    rt_tensor_release(h);
+    rt_grad_set_enabled(grad);
+    return st;
 }

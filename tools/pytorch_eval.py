@@ -173,10 +173,15 @@ MODELS = {
     "resnet44": (BasicBlock, [7, 7, 7], [16, 32, 64], True),
     "resnet56": (BasicBlock, [9, 9, 9], [16, 32, 64], True),
     "resnet110": (BasicBlock, [18, 18, 18], [16, 32, 64], True),
+    "resnet164": (Bottleneck, [18, 18, 18], [16, 32, 64], True),
 }
 
 
 def build_model(name, in_channels=1, num_classes=10):
+    if name.startswith("revnet"):
+        from pytorch_revnet import REVNETS, build_revnet
+        if name in REVNETS:
+            return build_revnet(name, in_channels, num_classes)
     if name not in MODELS:
         raise ValueError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
     block, layers, widths, cifar = MODELS[name]

@@ -4,8 +4,12 @@
  * naive loop, the primitive cache (a repeated shape creates nothing), the
  * TEMP accounting (back to zero after every call), the dry run (all data
  * pointers NULL: the same TEMP peak as the real call, no data touched), and
- * argument errors.
- * Tolerance: max|a-b| <= 1e-4 * max(1, max|ref|). */
+ * argument errors. Blocked layouts (layout.h): rt_kernel_reorder_layout
+ * against the index formula (exact, round trip), every conv/pool/batchnorm
+ * kernel in blocked (and mixed plain/blocked conv) layouts against the same
+ * call in plain layout, C % B != 0 refused, blocked dry runs = real calls.
+ * Tolerance: max|a-b| <= 1e-4 * max(1, max|ref|) against the reference,
+ * 1e-5 * max(1, max|ref|) blocked against plain. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 #include "kernels/cache.h"
 #include "kernels/conv.h"
 #include "kernels/eltwise.h"
+#include "kernels/layout.h"
 #include "kernels/norm.h"
 #include "kernels/pool.h"
 #include "kernels/reference.h"
@@ -101,7 +106,7 @@ static rt_conv_shape conv2(int64_t n, int64_t ci, int64_t co, int64_t g, int64_t
                            int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                            int64_t dh, int64_t dw, int bias) {
     rt_conv_shape s = {2, n, ci, co, g, {h, w, 0}, {kh, kw, 0}, {sh, sw, 0}, {ph, pw, 0},
-                       {dh, dw, 0}, bias};
+                       {dh, dw, 0}, bias, RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN};
     return s;
 }
 
@@ -109,7 +114,8 @@ static rt_conv_shape conv3(int64_t n, int64_t ci, int64_t co, int64_t g, const i
                            const int64_t k[3], const int64_t st[3], const int64_t pd[3],
                            const int64_t dl[3], int bias) {
     rt_conv_shape s = {3, n, ci, co, g, {in[0], in[1], in[2]}, {k[0], k[1], k[2]},
-                       {st[0], st[1], st[2]}, {pd[0], pd[1], pd[2]}, {dl[0], dl[1], dl[2]}, bias};
+                       {st[0], st[1], st[2]}, {pd[0], pd[1], pd[2]}, {dl[0], dl[1], dl[2]}, bias,
+                       RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN};
     return s;
 }
 
@@ -268,7 +274,7 @@ static void test_conv_errors(void) {
 
 static rt_pool_shape pool_s(int nsp, int64_t n, int64_t c, const int64_t *in, int64_t k,
                             int64_t st, int64_t p) {
-    rt_pool_shape s = {nsp, n, c, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+    rt_pool_shape s = {nsp, n, c, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, RT_LAYOUT_PLAIN};
     for (int i = 0; i < nsp; i++) {
         s.in[i] = in[i];
         s.k[i] = k;
@@ -368,7 +374,7 @@ static void test_avgpool(void) {
     }
     /* adaptive-style global average pooling: k = input size -> 1x1 */
     rt_pool_shape g2 = pool_s(2, 3, 8, b, 7, 7, 0);
-    rt_pool_shape g3 = {3, 2, 4, {4, 5, 6}, {4, 5, 6}, {1, 1, 1}, {0, 0, 0}};
+    rt_pool_shape g3 = {3, 2, 4, {4, 5, 6}, {4, 5, 6}, {1, 1, 1}, {0, 0, 0}, RT_LAYOUT_PLAIN};
     (void)d;
     int64_t out[3];
     rt_pool_out_size(&g2, out);
@@ -448,10 +454,10 @@ static int bn_case(const rt_bn_shape *s, int affine, uint64_t seed) {
 static void test_batchnorm(void) {
     tb_free_all();
     rt_bn_shape cases[] = {
-        {4, 3, 25, 1e-5f},        /* BatchNorm2d 5x5 */
-        {2, 16, 1, 1e-5f},        /* BatchNorm1d */
-        {2, 8, 3 * 4 * 5, 1e-3f}, /* BatchNorm3d */
-        {3, 32, 49, 1e-5f},       /* channels multiple of 8/16 */
+        {4, 3, 25, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}},        /* BatchNorm2d 5x5 */
+        {2, 16, 1, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}},        /* BatchNorm1d */
+        {2, 8, 3 * 4 * 5, 1e-3f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}}, /* BatchNorm3d */
+        {3, 32, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}},       /* channels multiple of 8/16 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int affine = 1; affine >= 0; affine--) {
@@ -465,7 +471,7 @@ static void test_batchnorm(void) {
 
 static void test_batchnorm_errors(void) {
     float buf[16] = {0};
-    rt_bn_shape s = {1, 4, 1, 1e-5f}; /* one value per channel */
+    rt_bn_shape s = {1, 4, 1, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}}; /* one value per channel */
     CHECK_EQ_INT(rt_kernel_batchnorm_forward_train(&s, buf, NULL, NULL, buf, buf, buf),
                  RT_ERR_SHAPE);
     CHECK(strstr(rt_error_last(), "more than 1 value") != NULL);
@@ -473,7 +479,7 @@ static void test_batchnorm_errors(void) {
     s.eps = -1.0f;
     CHECK_EQ_INT(rt_kernel_batchnorm_forward_eval(&s, buf, NULL, NULL, buf, buf, buf),
                  RT_ERR_INVALID_ARG);
-    s = (rt_bn_shape){2, 2, 2, 1e-5f};
+    s = (rt_bn_shape){2, 2, 2, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}};
     CHECK_EQ_INT(rt_kernel_batchnorm_backward(&s, buf, buf, buf, buf, NULL, buf, buf, NULL),
                  RT_ERR_INVALID_ARG);
     rt_kernels_release_cache();
@@ -591,7 +597,7 @@ static void test_cache_reuse(void) {
     float *ws = tb((int64_t)wsb), *py = tb(nx);
     CHECK_KERNEL(rt_kernel_maxpool_forward(&ps, x, py, ws));
     CHECK_KERNEL(rt_kernel_maxpool_backward(&ps, py, ws, dx));
-    rt_bn_shape bs = {2, 16, 196, 1e-5f};
+    rt_bn_shape bs = {2, 16, 196, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}};
     float *mv = tb(64);
     CHECK_KERNEL(rt_kernel_batchnorm_forward_train(&bs, x, w, b, dx, mv, mv + 16));
     CHECK_KERNEL(rt_kernel_batchnorm_backward(&bs, x, dx, mv, mv + 16, w, dx, mv + 32, mv + 48));
@@ -699,6 +705,397 @@ typedef struct temp_use {
         printf("  %-28s TEMP peak %lld bytes (dry = real)\n", what, (long long)r_.peak); \
     } while (0)
 
+/* ---- blocked layouts (nChw{B}c / nCdhw{B}c) --------------------------- */
+
+#define BLK RT_LAYOUT_BLOCK
+
+/* Test-local index of plain element (n, c, s) (s = flat spatial index) in the
+ * blocked layout, from the formula in layout.h. */
+static int64_t blk_index(int64_t C, int64_t S, int64_t n, int64_t c, int64_t s) {
+    return ((n * (C / BLK) + c / BLK) * S + s) * BLK + c % BLK;
+}
+
+/* max|a-b| <= 1e-5 * max(1, max|ref|). */
+static int close_blk(const float *a, const float *ref, int64_t n, const char *what) {
+    double maxref = 1.0, worst = 0.0;
+    int64_t wi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
+        double d = fabs((double)a[i] - (double)ref[i]);
+        if (!(d <= worst)) {
+            worst = d;
+            wi = i;
+        }
+    }
+    if (worst <= 1e-5 * maxref) return 1;
+    fprintf(stderr, "  %s: max |diff| %.3g at %lld (got %.7g, ref %.7g), tol %.3g\n", what, worst,
+            (long long)wi, a[wi], ref[wi], 1e-5 * maxref);
+    return 0;
+}
+
+/* New buffer holding src (shape [n, c, sp...]) converted from `from` to `to`
+ * with rt_kernel_reorder_layout; NULL on failure (message printed). */
+static float *relayout(int nsp, int64_t n, int64_t c, const int64_t *sp, rt_layout from,
+                       rt_layout to, const float *src) {
+    int64_t shape[5] = {n, c, 1, 1, 1}, cnt = n * c;
+    for (int i = 0; i < nsp; i++) {
+        shape[2 + i] = sp[i];
+        cnt *= sp[i];
+    }
+    float *dst = tb(cnt);
+    if (!dst) return NULL;
+    rt_status rs = rt_kernel_reorder_layout(2 + nsp, shape, from, to, src, dst);
+    if (rs != RT_OK || temp_live() != 0) {
+        fprintf(stderr, "  reorder_layout -> %s: %s\n", rt_status_str(rs), rt_error_last());
+        return NULL;
+    }
+    return dst;
+}
+
+static void test_reorder_layout(void) {
+    const rt_layout LP = RT_LAYOUT_PLAIN, LB = RT_LAYOUT_BLOCKED;
+    rt_status (*reorder)(int, const int64_t *, rt_layout, rt_layout, const float *, float *) =
+        rt_kernel_reorder_layout;
+    tb_free_all();
+    rt_kernels_release_cache();
+    lcg_seed(1000);
+    const int64_t shapes[3][5] = {{2, 2 * BLK, 5, 7, 1}, {3, BLK, 1, 1, 1}, {2, 3 * BLK, 3, 4, 5}};
+    const int nds[3] = {4, 4, 5};
+    for (int t = 0; t < 3; t++) {
+        int nd = nds[t];
+        const int64_t *sh = shapes[t];
+        int64_t S = 1;
+        for (int i = 2; i < nd; i++) S *= sh[i];
+        int64_t cnt = sh[0] * sh[1] * S;
+        float *x = tb_rand(cnt, -1, 1), *xb = tb_rand(cnt, 7, 8), *back = tb(cnt),
+              *expect = tb(cnt), *copy = tb(cnt);
+        CHECK(copy != NULL);
+        for (int64_t n = 0; n < sh[0]; n++)
+            for (int64_t c = 0; c < sh[1]; c++)
+                for (int64_t s = 0; s < S; s++)
+                    expect[blk_index(sh[1], S, n, c, s)] = x[(n * sh[1] + c) * S + s];
+        CHECK_KERNEL(reorder(nd, sh, LP, LB, x, xb));
+        CHECK(memcmp(xb, expect, sizeof(float) * (size_t)cnt) == 0); /* exact */
+        CHECK_KERNEL(reorder(nd, sh, LB, LP, xb, back));
+        CHECK(memcmp(back, x, sizeof(float) * (size_t)cnt) == 0); /* exact round trip */
+        CHECK_KERNEL(reorder(nd, sh, LB, LB, xb, copy));
+        CHECK(memcmp(copy, xb, sizeof(float) * (size_t)cnt) == 0);
+        /* a cached repeat creates nothing */
+        int64_t created = rt_kernels_primitives_created();
+        CHECK_KERNEL(reorder(nd, sh, LP, LB, x, copy));
+        CHECK_EQ_INT(rt_kernels_primitives_created(), created);
+        CHECK(memcmp(copy, expect, sizeof(float) * (size_t)cnt) == 0);
+    }
+    /* errors */
+    float buf[4096] = {0};
+    int64_t bad[4] = {2, BLK + BLK / 2, 4, 4}; /* C % B != 0 */
+    CHECK_EQ_INT(reorder(4, bad, LP, LB, buf, buf + 2048),
+                 RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(reorder(4, bad, LB, LP, NULL, NULL),
+                 RT_ERR_INVALID_ARG);
+    CHECK_KERNEL(reorder(4, bad, LP, LP, buf, buf + 2048));
+    int64_t ok4[4] = {1, BLK, 2, 2}, ok3[3] = {1, BLK, 4};
+    CHECK_EQ_INT(reorder(3, ok3, LP, LB, buf, buf + 64),
+                 RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(reorder(4, ok4, LP, (rt_layout)7, buf, buf + 64),
+                 RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(reorder(4, ok4, LP, LB, buf, NULL),
+                 RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(reorder(4, NULL, LP, LB, buf, buf),
+                 RT_ERR_INVALID_ARG);
+    int64_t empty[4] = {0, BLK, 3, 3};
+    CHECK_KERNEL(reorder(4, empty, LP, LB, buf, buf));
+    CHECK_EQ_INT(temp_live(), 0);
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+/* One conv shape with layouts (sl, dl) against the same shape all plain:
+ * forward, backward-data, backward-weights (with db). */
+static int conv_blk_case(rt_conv_shape s, rt_layout sl, rt_layout dl, uint64_t seed) {
+    int64_t out[3];
+    s.src_layout = s.dst_layout = RT_LAYOUT_PLAIN;
+    if (rt_conv_shape_check(&s, out) != RT_OK) {
+        fprintf(stderr, "  bad test shape: %s\n", rt_error_last());
+        return 0;
+    }
+    tb_free_all();
+    lcg_seed(seed);
+    int64_t nx = s.n * s.c_in * prod3(s.in, s.nsp);
+    int64_t ny = s.n * s.c_out * prod3(out, s.nsp);
+    int64_t nw = s.c_out * (s.c_in / s.groups) * prod3(s.k, s.nsp);
+    float *x = tb_rand(nx, -1, 1), *w = tb_rand(nw, -1, 1), *b = tb_rand(s.c_out, -1, 1);
+    float *dy = tb_rand(ny, -1, 1);
+    float *y = tb(ny), *yr = tb(ny), *dx = tb(nx), *dxr = tb(nx);
+    float *dw = tb(nw), *dwr = tb(nw), *db = tb(s.c_out), *dbr = tb(s.c_out);
+    const float *bias = s.has_bias ? b : NULL;
+    int ok = 1;
+#define RUNL(e)                                                                          \
+    do {                                                                                 \
+        rt_status st_ = (e);                                                             \
+        if (st_ != RT_OK || temp_live() != 0) {                                          \
+            fprintf(stderr, "  %s -> %s: %s\n", #e, rt_status_str(st_), rt_error_last());\
+            return 0;                                                                    \
+        }                                                                                \
+    } while (0)
+    /* plain reference results */
+    RUNL(rt_kernel_conv_forward(&s, x, w, bias, yr));
+    RUNL(rt_kernel_conv_backward_data(&s, w, dy, dxr));
+    RUNL(rt_kernel_conv_backward_weights(&s, x, dy, dwr, dbr));
+    /* the same in (sl, dl) */
+    rt_conv_shape L = s;
+    L.src_layout = sl;
+    L.dst_layout = dl;
+    const float *xl = x, *dyl = dy;
+    if (sl == RT_LAYOUT_BLOCKED) xl = relayout(s.nsp, s.n, s.c_in, s.in, 0, sl, x);
+    if (dl == RT_LAYOUT_BLOCKED) dyl = relayout(s.nsp, s.n, s.c_out, out, 0, dl, dy);
+    if (!xl || !dyl) return 0;
+    float *yl = tb(ny), *dxl = tb(nx);
+    RUNL(rt_kernel_conv_forward(&L, xl, w, bias, yl));
+    RUNL(rt_kernel_conv_backward_data(&L, w, dyl, dxl));
+    RUNL(rt_kernel_conv_backward_weights(&L, xl, dyl, dw, db));
+    if (dl == RT_LAYOUT_BLOCKED) y = relayout(s.nsp, s.n, s.c_out, out, dl, 0, yl);
+    else memcpy(y, yl, sizeof(float) * (size_t)ny);
+    if (sl == RT_LAYOUT_BLOCKED) dx = relayout(s.nsp, s.n, s.c_in, s.in, sl, 0, dxl);
+    else memcpy(dx, dxl, sizeof(float) * (size_t)nx);
+    if (!y || !dx) return 0;
+    ok &= close_blk(y, yr, ny, "conv forward (layout)");
+    ok &= close_blk(dx, dxr, nx, "conv backward_data (layout)");
+    ok &= close_blk(dw, dwr, nw, "conv backward_weights dw (layout)");
+    ok &= close_blk(db, dbr, s.c_out, "conv backward_weights db (layout)");
+#undef RUNL
+    if (!ok)
+        fprintf(stderr, "  failing case: nsp=%d c_in=%lld c_out=%lld groups=%lld src=%d dst=%d\n",
+                s.nsp, (long long)s.c_in, (long long)s.c_out, (long long)s.groups, (int)sl,
+                (int)dl);
+    return ok;
+}
+
+static void test_conv_blocked(void) {
+    tb_free_all();
+    rt_kernels_release_cache();
+    const int64_t one[3] = {1, 1, 1}, two[3] = {2, 2, 2}, k3[3] = {3, 3, 3}, z[3] = {0, 0, 0};
+    const int64_t in_a[3] = {4, 5, 6}, in_b[3] = {5, 6, 7};
+    rt_conv_shape cases[] = {
+        conv2(2, BLK, 2 * BLK, 1, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1),     /* 3x3, bias */
+        conv2(2, 2 * BLK, 2 * BLK, 1, 11, 11, 3, 3, 2, 2, 1, 1, 1, 1, 0), /* stride 2 */
+        conv2(2, BLK, 2 * BLK, 1, 9, 9, 1, 1, 2, 2, 0, 0, 1, 1, 0),       /* 1x1 s2 downsample */
+        conv2(1, 2 * BLK, 2 * BLK, 2, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1),   /* groups 2 */
+        conv2(2, BLK, BLK, BLK, 9, 9, 3, 3, 2, 2, 1, 1, 1, 1, 0),         /* depthwise s2 */
+        conv3(2, BLK, BLK, 1, in_a, k3, one, one, one, 1),                /* 3D 3x3x3 */
+        conv3(1, BLK, 2 * BLK, 1, in_b, k3, two, one, one, 0),            /* 3D stride 2 */
+        conv3(2, BLK, 2 * BLK, 1, in_b, one, two, z, one, 1),             /* 3D 1x1x1 s2 */
+    };
+    const rt_layout combos[3][2] = {{RT_LAYOUT_BLOCKED, RT_LAYOUT_BLOCKED},
+                                    {RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED},
+                                    {RT_LAYOUT_BLOCKED, RT_LAYOUT_PLAIN}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int c = 0; c < 3; c++) {
+            int ok_ = conv_blk_case(cases[i], combos[c][0], combos[c][1], 1100 + 3 * i + c);
+            if (!ok_) fprintf(stderr, "  (blocked conv case %zu combo %d)\n", i, c);
+            CHECK(ok_);
+        }
+    /* resnet stem: plain 3-channel input, blocked output */
+    rt_conv_shape stem = conv2(2, 3, BLK, 1, 16, 16, 7, 7, 2, 2, 3, 3, 1, 1, 0);
+    CHECK(conv_blk_case(stem, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, 1190));
+    /* the speed-up: blocked in and out needs no activation reorder buffers,
+     * so a blocked forward uses less TEMP than the plain one */
+    tb_free_all();
+    rt_conv_shape s = conv2(2, 2 * BLK, 2 * BLK, 1, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 0);
+    int64_t nx = 2 * 2 * BLK * 144, nw = 2 * BLK * 2 * BLK * 9;
+    float *x = tb_rand(nx, -1, 1), *w = tb_rand(nw, -1, 1), *y = tb(nx);
+    CHECK(y != NULL);
+    temp_use plain, blk;
+    MEASURE_TEMP(rt_kernel_conv_forward(&s, x, w, NULL, y), plain);
+    size_t cache0 = rt_kernels_cache_size();
+    s.src_layout = s.dst_layout = RT_LAYOUT_BLOCKED;
+    MEASURE_TEMP(rt_kernel_conv_forward(&s, x, w, NULL, y), blk);
+    CHECK_EQ_INT(rt_kernels_cache_size(), cache0 + 1); /* not shared with the plain entry */
+    printf("  conv fwd TEMP peak: plain %lld bytes, blocked %lld bytes\n", (long long)plain.peak,
+           (long long)blk.peak);
+    CHECK(blk.peak < plain.peak);
+    CHECK(plain.peak - blk.peak >= 2 * nx * (int64_t)sizeof(float)); /* x and y buffers */
+    /* C % B != 0 refused for a blocked side */
+    float buf[64] = {0};
+    rt_conv_shape e = conv2(1, 3, BLK, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0);
+    e.src_layout = RT_LAYOUT_BLOCKED;
+    CHECK_EQ_INT(rt_kernel_conv_forward(&e, buf, buf, NULL, buf), RT_ERR_INVALID_ARG);
+    CHECK(strstr(rt_error_last(), "multiple") != NULL);
+    e = conv2(1, BLK, BLK / 2, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 0);
+    e.dst_layout = RT_LAYOUT_BLOCKED;
+    CHECK_EQ_INT(rt_kernel_conv_backward_data(&e, buf, buf, buf), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_conv_backward_weights(&e, NULL, NULL, NULL, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_conv_shape_check(&e, NULL), RT_ERR_INVALID_ARG);
+    e.dst_layout = (rt_layout)5;
+    CHECK_EQ_INT(rt_kernel_conv_forward(&e, buf, buf, NULL, buf), RT_ERR_INVALID_ARG);
+    /* the references index plain data only */
+    e = conv2(1, BLK, BLK, 1, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 0);
+    e.src_layout = RT_LAYOUT_BLOCKED;
+    CHECK_EQ_INT(rt_ref_conv_forward(&e, buf, buf, NULL, buf), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(temp_live(), 0);
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+/* Max and avg pooling forward/backward in blocked layout vs plain. */
+static int pool_blk_case(rt_pool_shape s, uint64_t seed) {
+    int64_t out[3];
+    s.layout = RT_LAYOUT_PLAIN;
+    if (rt_pool_shape_check(&s, out) != RT_OK) return 0;
+    tb_free_all();
+    lcg_seed(seed);
+    int64_t nx = s.n * s.c * prod3(s.in, s.nsp), ny = s.n * s.c * prod3(out, s.nsp);
+    float *x = tb_rand(nx, -2, 2), *dy = tb_rand(ny, -1, 1);
+    float *yr = tb(ny), *dxr = tb(nx), *ar = tb(ny), *adxr = tb(nx);
+    float *yl = tb(ny), *dxl = tb(nx), *al = tb(ny), *adxl = tb(nx);
+    rt_pool_shape L = s;
+    L.layout = RT_LAYOUT_BLOCKED;
+    size_t wsp = rt_kernel_maxpool_workspace_bytes(&s), wsl = rt_kernel_maxpool_workspace_bytes(&L);
+    if (!wsp || !wsl) {
+        fprintf(stderr, "  workspace bytes 0: %s\n", rt_error_last());
+        return 0;
+    }
+    void *wp = tb((int64_t)(wsp + 3) / 4), *wl = tb((int64_t)(wsl + 3) / 4);
+    if (!wl || !adxl) return 0;
+    int ok = 1;
+    ok &= rt_kernel_maxpool_forward(&s, x, yr, wp) == RT_OK;
+    ok &= rt_kernel_maxpool_backward(&s, dy, wp, dxr) == RT_OK;
+    ok &= rt_kernel_avgpool_forward(&s, x, ar) == RT_OK;
+    ok &= rt_kernel_avgpool_backward(&s, dy, adxr) == RT_OK;
+    float *xb = relayout(s.nsp, s.n, s.c, s.in, 0, RT_LAYOUT_BLOCKED, x);
+    float *dyb = relayout(s.nsp, s.n, s.c, out, 0, RT_LAYOUT_BLOCKED, dy);
+    if (!ok || !xb || !dyb) {
+        fprintf(stderr, "  plain pool: %s\n", rt_error_last());
+        return 0;
+    }
+    ok &= rt_kernel_maxpool_forward(&L, xb, yl, wl) == RT_OK && temp_live() == 0;
+    ok &= rt_kernel_maxpool_backward(&L, dyb, wl, dxl) == RT_OK && temp_live() == 0;
+    ok &= rt_kernel_avgpool_forward(&L, xb, al) == RT_OK && temp_live() == 0;
+    ok &= rt_kernel_avgpool_backward(&L, dyb, adxl) == RT_OK && temp_live() == 0;
+    if (!ok) {
+        fprintf(stderr, "  blocked pool: %s\n", rt_error_last());
+        return 0;
+    }
+    float *y = relayout(s.nsp, s.n, s.c, out, RT_LAYOUT_BLOCKED, 0, yl);
+    float *dx = relayout(s.nsp, s.n, s.c, s.in, RT_LAYOUT_BLOCKED, 0, dxl);
+    float *a = relayout(s.nsp, s.n, s.c, out, RT_LAYOUT_BLOCKED, 0, al);
+    float *adx = relayout(s.nsp, s.n, s.c, s.in, RT_LAYOUT_BLOCKED, 0, adxl);
+    if (!y || !dx || !a || !adx) return 0;
+    ok &= close_blk(y, yr, ny, "maxpool forward (blocked)");
+    ok &= close_blk(dx, dxr, nx, "maxpool backward (blocked)");
+    ok &= close_blk(a, ar, ny, "avgpool forward (blocked)");
+    ok &= close_blk(adx, adxr, nx, "avgpool backward (blocked)");
+    return ok;
+}
+
+static void test_pool_blocked(void) {
+    tb_free_all();
+    rt_kernels_release_cache();
+    const int64_t in2[3] = {9, 9}, in2b[3] = {8, 10}, in3[3] = {5, 6, 7};
+    rt_pool_shape cases[] = {
+        pool_s(2, 2, BLK, in2, 3, 2, 1),      /* resnet-style 3x3 s2 p1 */
+        pool_s(2, 3, 2 * BLK, in2b, 2, 2, 0), /* 2x2 s2 */
+        pool_s(3, 2, BLK, in3, 3, 2, 1),      /* 3D */
+        pool_s(3, 1, 2 * BLK, in3, 2, 1, 0),  /* 3D stride 1 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int ok_ = pool_blk_case(cases[i], 1200 + i);
+        if (!ok_) fprintf(stderr, "  (blocked pool case %zu)\n", i);
+        CHECK(ok_);
+    }
+    float buf[64] = {0};
+    rt_pool_shape e = pool_s(2, 1, BLK / 2, in2, 3, 2, 1);
+    e.layout = RT_LAYOUT_BLOCKED;
+    CHECK_EQ_INT(rt_kernel_avgpool_forward(&e, buf, buf), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_maxpool_forward(&e, NULL, NULL, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_kernel_maxpool_workspace_bytes(&e), 0);
+    CHECK_EQ_INT(rt_pool_shape_check(&e, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(temp_live(), 0);
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
+/* Batchnorm train/eval/backward in blocked layout vs plain. */
+static int bn_blk_case(int nsp, int64_t n, int64_t c, const int64_t *sp, float eps, int affine,
+                       uint64_t seed) {
+    rt_bn_shape s = {n, c, 1, eps, RT_LAYOUT_PLAIN, 0, {0, 0, 0}};
+    for (int i = 0; i < nsp; i++) s.spatial *= sp[i];
+    rt_bn_shape L = s;
+    L.layout = RT_LAYOUT_BLOCKED;
+    L.nsp = nsp;
+    for (int i = 0; i < nsp; i++) L.sp[i] = sp[i];
+    tb_free_all();
+    lcg_seed(seed);
+    int64_t nx = n * c * s.spatial;
+    float *x = tb_rand(nx, -1, 3), *dy = tb_rand(nx, -1, 1);
+    float *wt = affine ? tb_rand(c, 0.5f, 1.5f) : NULL, *bs = affine ? tb_rand(c, -1, 1) : NULL;
+    float *rm = tb_rand(c, -0.5f, 0.5f), *rv = tb_rand(c, 0.5f, 2.0f);
+    float *yr = tb(nx), *er = tb(nx), *dxr = tb(nx), *meanr = tb(c), *varr = tb(c), *dwr = tb(c),
+          *dbr = tb(c);
+    float *yl = tb(nx), *el = tb(nx), *dxl = tb(nx), *mean = tb(c), *var = tb(c), *dw = tb(c),
+          *db = tb(c);
+    if (!db) return 0;
+    int ok = 1;
+    ok &= rt_kernel_batchnorm_forward_train(&s, x, wt, bs, yr, meanr, varr) == RT_OK;
+    ok &= rt_kernel_batchnorm_forward_eval(&s, x, wt, bs, rm, rv, er) == RT_OK;
+    ok &= rt_kernel_batchnorm_backward(&s, x, dy, meanr, varr, wt, dxr, affine ? dwr : NULL,
+                                       dbr) == RT_OK;
+    float *xb = relayout(nsp, n, c, sp, 0, RT_LAYOUT_BLOCKED, x);
+    float *dyb = relayout(nsp, n, c, sp, 0, RT_LAYOUT_BLOCKED, dy);
+    if (!ok || !xb || !dyb) {
+        fprintf(stderr, "  plain bn: %s\n", rt_error_last());
+        return 0;
+    }
+    ok &= rt_kernel_batchnorm_forward_train(&L, xb, wt, bs, yl, mean, var) == RT_OK &&
+          temp_live() == 0;
+    ok &= rt_kernel_batchnorm_forward_eval(&L, xb, wt, bs, rm, rv, el) == RT_OK && temp_live() == 0;
+    ok &= rt_kernel_batchnorm_backward(&L, xb, dyb, meanr, varr, wt, dxl, affine ? dw : NULL,
+                                       db) == RT_OK &&
+          temp_live() == 0;
+    if (!ok) {
+        fprintf(stderr, "  blocked bn: %s\n", rt_error_last());
+        return 0;
+    }
+    float *y = relayout(nsp, n, c, sp, RT_LAYOUT_BLOCKED, 0, yl);
+    float *e = relayout(nsp, n, c, sp, RT_LAYOUT_BLOCKED, 0, el);
+    float *dx = relayout(nsp, n, c, sp, RT_LAYOUT_BLOCKED, 0, dxl);
+    if (!y || !e || !dx) return 0;
+    ok &= close_blk(y, yr, nx, "bn forward_train y (blocked)");
+    ok &= close_blk(mean, meanr, c, "bn forward_train mean (blocked)");
+    ok &= close_blk(var, varr, c, "bn forward_train var (blocked)");
+    ok &= close_blk(e, er, nx, "bn forward_eval (blocked)");
+    ok &= close_blk(dx, dxr, nx, "bn backward dx (blocked)");
+    if (affine) ok &= close_blk(dw, dwr, c, "bn backward dweight (blocked)");
+    ok &= close_blk(db, dbr, c, "bn backward dbias (blocked)");
+    return ok;
+}
+
+static void test_batchnorm_blocked(void) {
+    tb_free_all();
+    rt_kernels_release_cache();
+    const int64_t sp2[3] = {5, 5}, sp2b[3] = {7, 3}, sp3[3] = {3, 4, 5};
+    for (int affine = 1; affine >= 0; affine--) {
+        CHECK(bn_blk_case(2, 4, BLK, sp2, 1e-5f, affine, 1300 + affine));
+        CHECK(bn_blk_case(2, 3, 2 * BLK, sp2b, 1e-5f, affine, 1310 + affine));
+        CHECK(bn_blk_case(3, 2, 2 * BLK, sp3, 1e-3f, affine, 1320 + affine));
+    }
+    float buf[64] = {0};
+    rt_bn_shape e = {2, BLK / 2, 25, 1e-5f, RT_LAYOUT_BLOCKED, 2, {5, 5, 0}}; /* C % B */
+    CHECK_EQ_INT(rt_kernel_batchnorm_forward_train(&e, buf, NULL, NULL, buf, buf, buf),
+                 RT_ERR_INVALID_ARG);
+    e.c = BLK;
+    e.spatial = 24; /* not 5*5 */
+    CHECK_EQ_INT(rt_kernel_batchnorm_forward_eval(&e, buf, NULL, NULL, buf, buf, buf),
+                 RT_ERR_INVALID_ARG);
+    e.spatial = 25;
+    e.nsp = 1; /* blocked needs 4-D or 5-D */
+    CHECK_EQ_INT(rt_kernel_batchnorm_backward(&e, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+                 RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(temp_live(), 0);
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+
 static void test_dry_run(void) {
     tb_free_all();
     rt_kernels_release_cache();
@@ -756,7 +1153,8 @@ static void test_dry_run(void) {
                     rt_kernel_avgpool_backward(s, dy, dx));
     }
     /* batchnorm: a dry run books the affine variant with both gradients */
-    rt_bn_shape bs[2] = {{4, 16, 49, 1e-5f}, {2, 8, 3 * 4 * 5, 1e-3f}};
+    rt_bn_shape bs[2] = {{4, 16, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}},
+                         {2, 8, 3 * 4 * 5, 1e-3f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}}};
     for (int i = 0; i < 2; i++) {
         const rt_bn_shape *s = &bs[i];
         int64_t nx = s->n * s->c * s->spatial, c = s->c;
@@ -824,6 +1222,113 @@ static void test_dry_run(void) {
     rt_kernels_release_cache();
     tb_free_all();
 }
+/* Dry runs in blocked layouts book exactly the TEMP of the real calls. */
+static void test_dry_run_blocked(void) {
+    tb_free_all();
+    rt_kernels_release_cache();
+    int64_t total_peak = 0;
+    lcg_seed(1400);
+    const int64_t in3[3] = {4, 5, 6}, k3[3] = {3, 3, 3}, one[3] = {1, 1, 1};
+    rt_conv_shape cs[3];
+    cs[0] = conv2(2, BLK, 2 * BLK, 1, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    cs[1] = conv2(2, 3, BLK, 1, 16, 16, 7, 7, 2, 2, 3, 3, 1, 1, 0);
+    cs[2] = conv3(2, BLK, BLK, 1, in3, k3, one, one, one, 1);
+    cs[0].src_layout = cs[0].dst_layout = RT_LAYOUT_BLOCKED;
+    cs[1].dst_layout = RT_LAYOUT_BLOCKED; /* plain stem input */
+    cs[2].src_layout = RT_LAYOUT_BLOCKED; /* blocked in, plain out */
+    for (int i = 0; i < 3; i++) {
+        const rt_conv_shape *s = &cs[i];
+        int64_t out[3];
+        CHECK_OK(rt_conv_shape_check(s, out));
+        int64_t nx = s->n * s->c_in * prod3(s->in, s->nsp);
+        int64_t ny = s->n * s->c_out * prod3(out, s->nsp);
+        int64_t nw = s->c_out * (s->c_in / s->groups) * prod3(s->k, s->nsp);
+        float *x = tb_rand(nx, -1, 1), *w = tb_rand(nw, -1, 1), *b = tb_rand(s->c_out, -1, 1);
+        float *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx), *dw = tb(nw), *db = tb(s->c_out);
+        CHECK(db != NULL);
+        const float *bias = s->has_bias ? b : NULL;
+        DRY_VS_REAL("blocked conv forward", rt_kernel_conv_forward(s, NULL, NULL, NULL, NULL),
+                    rt_kernel_conv_forward(s, x, w, bias, y));
+        DRY_VS_REAL("blocked conv backward_data",
+                    rt_kernel_conv_backward_data(s, NULL, NULL, NULL),
+                    rt_kernel_conv_backward_data(s, w, dy, dx));
+        DRY_VS_REAL("blocked conv backward_weights",
+                    rt_kernel_conv_backward_weights(s, NULL, NULL, NULL, NULL),
+                    rt_kernel_conv_backward_weights(s, x, dy, dw, s->has_bias ? db : NULL));
+    }
+    const int64_t pin2[3] = {9, 9}, pin3[3] = {5, 6, 7};
+    rt_pool_shape ps[2] = {pool_s(2, 2, BLK, pin2, 3, 2, 1), pool_s(3, 2, BLK, pin3, 2, 2, 0)};
+    for (int i = 0; i < 2; i++) {
+        rt_pool_shape *s = &ps[i];
+        s->layout = RT_LAYOUT_BLOCKED;
+        int64_t out[3];
+        CHECK_OK(rt_pool_shape_check(s, out));
+        int64_t nx = s->n * s->c * prod3(s->in, s->nsp), ny = s->n * s->c * prod3(out, s->nsp);
+        float *x = tb_rand(nx, -1, 1), *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx);
+        CHECK(dx != NULL);
+        /* dry forward first (the workspace query would cache the primitive) */
+        DRY_VS_REAL("blocked avgpool forward", rt_kernel_avgpool_forward(s, NULL, NULL),
+                    rt_kernel_avgpool_forward(s, x, y));
+        DRY_VS_REAL("blocked avgpool backward", rt_kernel_avgpool_backward(s, NULL, NULL),
+                    rt_kernel_avgpool_backward(s, dy, dx));
+        temp_use d_;
+        MEASURE_TEMP(rt_kernel_maxpool_forward(s, NULL, NULL, NULL), d_);
+        size_t wsb = rt_kernel_maxpool_workspace_bytes(s);
+        CHECK(wsb > 0);
+        void *ws = tb((int64_t)(wsb + 3) / 4);
+        CHECK(ws != NULL);
+        temp_use r_;
+        int64_t created = rt_kernels_primitives_created();
+        MEASURE_TEMP(rt_kernel_maxpool_forward(s, x, y, ws), r_);
+        CHECK_EQ_INT(rt_kernels_primitives_created(), created);
+        CHECK_EQ_INT(d_.peak, r_.peak);
+        CHECK_EQ_INT(d_.n_alloc, r_.n_alloc);
+        DRY_VS_REAL("blocked maxpool backward", rt_kernel_maxpool_backward(s, NULL, NULL, NULL),
+                    rt_kernel_maxpool_backward(s, dy, ws, dx));
+    }
+    rt_bn_shape bs[2] = {{4, BLK, 49, 1e-5f, RT_LAYOUT_BLOCKED, 2, {7, 7, 0}},
+                         {2, 2 * BLK, 60, 1e-3f, RT_LAYOUT_BLOCKED, 3, {3, 4, 5}}};
+    for (int i = 0; i < 2; i++) {
+        const rt_bn_shape *s = &bs[i];
+        int64_t nx = s->n * s->c * s->spatial, c = s->c;
+        float *x = tb_rand(nx, -1, 3), *dy = tb_rand(nx, -1, 1), *y = tb(nx), *dx = tb(nx);
+        float *wt = tb_rand(c, 0.5f, 1.5f), *bsh = tb_rand(c, -1, 1), *mean = tb(c), *var = tb(c);
+        float *rm = tb_rand(c, -0.5f, 0.5f), *rv = tb_rand(c, 0.5f, 2.0f), *dw = tb(c), *db = tb(c);
+        CHECK(db != NULL);
+        DRY_VS_REAL("blocked bn forward_train",
+                    rt_kernel_batchnorm_forward_train(s, NULL, NULL, NULL, NULL, NULL, NULL),
+                    rt_kernel_batchnorm_forward_train(s, x, wt, bsh, y, mean, var));
+        DRY_VS_REAL("blocked bn forward_eval",
+                    rt_kernel_batchnorm_forward_eval(s, NULL, NULL, NULL, NULL, NULL, NULL),
+                    rt_kernel_batchnorm_forward_eval(s, x, wt, bsh, rm, rv, y));
+        DRY_VS_REAL("blocked bn backward",
+                    rt_kernel_batchnorm_backward(s, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                                 NULL),
+                    rt_kernel_batchnorm_backward(s, x, dy, mean, var, wt, dx, dw, db));
+    }
+    const int64_t rsh[2][5] = {{2, 2 * BLK, 6, 7, 1}, {2, BLK, 3, 4, 5}};
+    for (int i = 0; i < 2; i++) {
+        int nd = i ? 5 : 4;
+        int64_t cnt = 1;
+        for (int d = 0; d < nd; d++) cnt *= rsh[i][d];
+        float *a = tb_rand(cnt, -1, 1), *bb = tb(cnt);
+        CHECK(bb != NULL);
+        DRY_VS_REAL("reorder plain->blocked",
+                    rt_kernel_reorder_layout(nd, rsh[i], RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED,
+                                             NULL, NULL),
+                    rt_kernel_reorder_layout(nd, rsh[i], RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, a,
+                                             bb));
+        DRY_VS_REAL("reorder blocked->plain",
+                    rt_kernel_reorder_layout(nd, rsh[i], RT_LAYOUT_BLOCKED, RT_LAYOUT_PLAIN,
+                                             NULL, NULL),
+                    rt_kernel_reorder_layout(nd, rsh[i], RT_LAYOUT_BLOCKED, RT_LAYOUT_PLAIN, bb,
+                                             a));
+    }
+    CHECK(total_peak > 0);
+    CHECK_EQ_INT(temp_live(), 0);
+    rt_kernels_release_cache();
+    tb_free_all();
+}
 #undef DRY_VS_REAL
 #undef MEASURE_TEMP
 
@@ -834,4 +1339,7 @@ RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
              {"batchnorm", test_batchnorm}, {"batchnorm_errors", test_batchnorm_errors},
              {"relu", test_relu}, {"sgemm", test_sgemm}, {"cache_reuse", test_cache_reuse},
              {"threads", test_threads}, {"thread_local_cache", test_thread_local_cache},
-             {"dry_run", test_dry_run})
+             {"dry_run", test_dry_run}, {"reorder_layout", test_reorder_layout},
+             {"conv_blocked", test_conv_blocked}, {"pool_blocked", test_pool_blocked},
+             {"batchnorm_blocked", test_batchnorm_blocked},
+             {"dry_run_blocked", test_dry_run_blocked})

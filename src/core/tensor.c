@@ -97,11 +97,15 @@ rt_tensor *rt_tensor_zeros(int ndim, const int64_t *shape, rt_dtype dtype, rt_de
 }
 
 rt_tensor *rt_tensor_empty_like(const rt_tensor *like, rt_mem_category category) {
-    return rt_tensor_create(like->ndim, like->shape, like->dtype, like->device, category);
+    rt_tensor *t = rt_tensor_create(like->ndim, like->shape, like->dtype, like->device, category);
+    if (t) t->layout = like->layout;
+    return t;
 }
 
 rt_tensor *rt_tensor_zeros_like(const rt_tensor *like, rt_mem_category category) {
-    return rt_tensor_zeros(like->ndim, like->shape, like->dtype, like->device, category);
+    rt_tensor *t = rt_tensor_zeros(like->ndim, like->shape, like->dtype, like->device, category);
+    if (t) t->layout = like->layout;
+    return t;
 }
 
 rt_tensor *rt_tensor_from_data(int ndim, const int64_t *shape, rt_dtype dtype, const void *data,
@@ -125,6 +129,14 @@ void rt_tensor_release(rt_tensor *t) {
 }
 
 rt_tensor *rt_tensor_view(rt_tensor *t, int ndim, const int64_t *shape) {
+    bool same = ndim == t->ndim;
+    for (int i = 0; same && i < ndim; i++) same = shape[i] == t->shape[i];
+    if (t->layout != RT_LAYOUT_PLAIN && !same) {
+        char a[64];
+        rt_error_set(RT_ERR_SHAPE, "cannot reshape the blocked-layout tensor %s; convert it with "
+                     "rt_to_layout(x, RT_LAYOUT_PLAIN) first", rt_tensor_shape_str(t, a, sizeof a));
+        return NULL;
+    }
     if (rt_shape_numel(ndim, shape) != rt_tensor_numel(t)) {
         char a[64];
         rt_error_set(RT_ERR_SHAPE, "cannot view a tensor of shape %s (%lld elements) as %d-D with %lld elements",
@@ -136,6 +148,7 @@ rt_tensor *rt_tensor_view(rt_tensor *t, int ndim, const int64_t *shape) {
     if (!v) return NULL;
     v->storage = t->storage;
     v->storage->refcount++;
+    v->layout = t->layout;
     return v;
 }
 
@@ -143,6 +156,7 @@ rt_tensor *rt_tensor_detach(rt_tensor *t) { return rt_tensor_view(t, t->ndim, t-
 
 rt_tensor *rt_tensor_to(const rt_tensor *t, rt_dtype dtype, rt_mem_category category) {
     rt_tensor *c = rt_tensor_create(t->ndim, t->shape, dtype, t->device, category);
+    if (c) c->layout = t->layout;
     if (c && t->device == RT_DEVICE_CPU)
         rt_dtype_convert(t->storage->data, t->dtype, c->storage->data, dtype, (size_t)rt_tensor_numel(t));
     return c;

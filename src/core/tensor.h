@@ -19,10 +19,17 @@
 #include "core/dtype.h"
 #include "core/mem.h"
 #include "core/status.h"
+#include "core/layout.h"
 
 #define RT_MAX_DIMS 5
 
 typedef enum rt_device { RT_DEVICE_CPU = 0, RT_DEVICE_META = 1 } rt_device;
+
+/* Memory order of a 4-D/5-D activation (rt_layout, core/layout.h and kernels/layout.h):
+ * PLAIN is PyTorch's contiguous NCHW / NCDHW; BLOCKED is oneDNN's
+ * nChw{B}c / nCdhw{B}c, the convolutions' preferred order, used only for
+ * C % RT_LAYOUT_BLOCK == 0 so both have the same byte size. The shape is
+ * always the logical (N, C, H, W); parameters are always PLAIN. */
 
 /* A refcounted byte buffer. `category` is where its bytes are booked; while
  * at least one autograd node keeps it for backward (saved_count > 0) a TEMP
@@ -44,6 +51,7 @@ typedef struct rt_tensor {
     int64_t shape[RT_MAX_DIMS];
     rt_dtype dtype;
     rt_device device;
+    rt_layout layout;         /* PLAIN unless an op chose BLOCKED (see rt_layout) */
     rt_storage *storage;
     bool requires_grad;
     struct rt_tensor *grad;   /* accumulated gradient of a leaf (category GRAD), or NULL */
@@ -59,7 +67,7 @@ rt_tensor *rt_tensor_create(int ndim, const int64_t *shape, rt_dtype dtype, rt_d
 /* As rt_tensor_create, filled with zeros (no-op fill on meta). */
 rt_tensor *rt_tensor_zeros(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
                            rt_mem_category category);
-/* Same shape/dtype/device as `like`, new storage booked to `category`. */
+/* Same shape/dtype/device/layout as `like`, new storage booked to `category`. */
 rt_tensor *rt_tensor_empty_like(const rt_tensor *like, rt_mem_category category);
 rt_tensor *rt_tensor_zeros_like(const rt_tensor *like, rt_mem_category category);
 /* New cpu tensor holding a copy of numel elements of `data` (host dtype layout). */
@@ -75,9 +83,12 @@ void rt_tensor_release(rt_tensor *t);
 rt_tensor *rt_tensor_detach(rt_tensor *t);
 /* A new tensor sharing t's storage with a different shape of the same numel,
  * no autograd history (use rt_reshape in ops/ for the differentiable version).
- * NULL + RT_ERR_SHAPE when numel differs. */
+ * Keeps t's layout when the shape is unchanged; a BLOCKED tensor can only be
+ * viewed with its own shape. NULL + RT_ERR_SHAPE when numel differs or t is
+ * BLOCKED and the shape changes (convert with rt_to_layout first). */
 rt_tensor *rt_tensor_view(rt_tensor *t, int ndim, const int64_t *shape);
-/* A deep copy into new storage booked to `category`, converting to `dtype`. */
+/* A deep copy into new storage booked to `category`, converting to `dtype`
+ * (elementwise, so the layout is kept). */
 rt_tensor *rt_tensor_to(const rt_tensor *t, rt_dtype dtype, rt_mem_category category);
 
 int64_t rt_tensor_numel(const rt_tensor *t);

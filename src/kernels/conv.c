@@ -1,6 +1,8 @@
 /* Convolution kernels on oneDNN; see conv.h. Layout choice: primitives are
  * created with format_tag_any (oneDNN picks its preferred, usually blocked,
- * layout) and cached reorders convert from/to the caller's plain layout. */
+ * layout) and cached reorders convert from/to the caller's layout (plain, or
+ * blocked per s->src_layout / s->dst_layout; when the caller's layout is the
+ * one the primitive picked, no reorder is created or run). */
 #include "kernels/conv.h"
 
 #include <stdio.h>
@@ -36,6 +38,13 @@ static void conv_desc(const rt_conv_shape *s, const char *what, char *buf, size_
              (long long)s->groups, dims_str(a[0], 72, s->in, d), dims_str(a[1], 72, s->k, d),
              dims_str(a[2], 72, s->stride, d), dims_str(a[3], 72, s->pad, d),
              dims_str(a[4], 72, s->dil, d), s->has_bias);
+    if (s->src_layout != RT_LAYOUT_PLAIN || s->dst_layout != RT_LAYOUT_PLAIN) {
+        size_t l = strlen(buf);
+        if (l > 0 && l + 1 < n)
+            snprintf(buf + l - 1, n - (l - 1), " src_layout=%s dst_layout=%s)",
+                     s->src_layout == RT_LAYOUT_BLOCKED ? "blocked" : "plain",
+                     s->dst_layout == RT_LAYOUT_BLOCKED ? "blocked" : "plain");
+    }
 }
 
 rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]) {
@@ -59,6 +68,8 @@ rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]) {
                                 "%s: spatial dim %d needs in, k, stride, dil >= 1 and pad >= 0", d,
                                 i);
     }
+    RT_TRY(rt_dnnl_layout_check(s->src_layout, s->c_in, "x/dx (src_layout)", d));
+    RT_TRY(rt_dnnl_layout_check(s->dst_layout, s->c_out, "y/dy (dst_layout)", d));
     int64_t o[3];
     rt_conv_out_size(s, o);
     for (int i = 0; i < s->nsp; i++)
@@ -77,7 +88,8 @@ typedef struct conv_geom {
     int nd, wnd;
     int64_t src[5], dst[5], wei[6], bias[1];
     dnnl_dims_t strides, dil, pad_l, pad_r;
-    dnnl_memory_desc_t src_any, dst_any, wei_any, src_plain, dst_plain, wei_plain, bias_md;
+    /* src_user/dst_user: the caller's x/dx and y/dy layouts */
+    dnnl_memory_desc_t src_any, dst_any, wei_any, src_user, dst_user, wei_plain, bias_md;
 } conv_geom;
 
 static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], conv_geom *g,
@@ -109,8 +121,8 @@ static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], co
     RT_TRY(rt_dnnl_md(&g->src_any, g->nd, g->src, 1, desc));
     RT_TRY(rt_dnnl_md(&g->dst_any, g->nd, g->dst, 1, desc));
     RT_TRY(rt_dnnl_md(&g->wei_any, g->wnd, g->wei, 1, desc));
-    RT_TRY(rt_dnnl_md(&g->src_plain, g->nd, g->src, 0, desc));
-    RT_TRY(rt_dnnl_md(&g->dst_plain, g->nd, g->dst, 0, desc));
+    RT_TRY(rt_dnnl_md_layout(&g->src_user, g->nd, g->src, s->src_layout, desc));
+    RT_TRY(rt_dnnl_md_layout(&g->dst_user, g->nd, g->dst, s->dst_layout, desc));
     RT_TRY(rt_dnnl_md(&g->wei_plain, g->wnd, g->wei, 0, desc));
     RT_TRY(rt_dnnl_md(&g->bias_md, 1, g->bias, 0, desc));
     return RT_OK;
@@ -124,6 +136,8 @@ static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, 
     rt_dnnl_key_push(k, s->c_out);
     rt_dnnl_key_push(k, s->groups);
     rt_dnnl_key_push(k, with_bias);
+    rt_dnnl_key_push(k, s->src_layout);
+    rt_dnnl_key_push(k, s->dst_layout);
     for (int i = 0; i < s->nsp; i++) {
         rt_dnnl_key_push(k, s->in[i]);
         rt_dnnl_key_push(k, s->k[i]);
@@ -177,9 +191,9 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const f
         RT_TRY(conv_geom_init(s, out, &g, desc));
         dnnl_primitive_desc_t pd;
         RT_TRY(conv_fwd_pd(&g, s->has_bias, desc, &pd));
-        rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_plain},
+        rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_user},
                                     {DNNL_ARG_WEIGHTS, 0, &g.wei_plain},
-                                    {DNNL_ARG_DST, 1, &g.dst_plain},
+                                    {DNNL_ARG_DST, 1, &g.dst_user},
                                     {DNNL_ARG_BIAS, 0, &g.bias_md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, s->has_bias ? 4 : 3, specs, &e));
     }
@@ -231,9 +245,9 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
             dnnl_primitive_desc_destroy(hint);
             return rs;
         }
-        rt_dnnl_argspec specs[3] = {{DNNL_ARG_DIFF_DST, 0, &g.dst_plain},
+        rt_dnnl_argspec specs[3] = {{DNNL_ARG_DIFF_DST, 0, &g.dst_user},
                                     {DNNL_ARG_WEIGHTS, 0, &g.wei_plain},
-                                    {DNNL_ARG_DIFF_SRC, 1, &g.src_plain}};
+                                    {DNNL_ARG_DIFF_SRC, 1, &g.src_user}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, 3, specs, &e));
     }
     if (dry) return rt_dnnl_entry_dry_run(e);
@@ -294,8 +308,8 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
             dnnl_primitive_desc_destroy(hint);
             return rs;
         }
-        rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_plain},
-                                    {DNNL_ARG_DIFF_DST, 0, &g.dst_plain},
+        rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_user},
+                                    {DNNL_ARG_DIFF_DST, 0, &g.dst_user},
                                     {DNNL_ARG_DIFF_WEIGHTS, 1, &g.wei_plain},
                                     {DNNL_ARG_DIFF_BIAS, 1, &g.bias_md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, with_db ? 4 : 3, specs, &e));

@@ -2,16 +2,27 @@
  *
  * Mirrors torch.nn.Conv2d / Conv3d (torch.nn.functional.conv2d/conv3d) with
  * padding_mode='zeros', symmetric integer padding, stride, dilation, groups
- * and optional bias. All buffers are contiguous f32 in PyTorch layouts:
- *   x  [n, c_in, (in_d,) in_h, in_w]                      (NCHW / NCDHW)
- *   w  [c_out, c_in/groups, (k_d,) k_h, k_w]              (= oneDNN goihw/goidhw memory)
+ * and optional bias. All buffers are contiguous f32:
+ *   x  [n, c_in, (in_d,) in_h, in_w]      layout s->src_layout (also dx)
+ *   w  [c_out, c_in/groups, (k_d,) k_h, k_w]  always plain PyTorch layout
+ *                                             (= oneDNN goihw/goidhw memory)
  *   b  [c_out]
- *   y  [n, c_out, (out_d,) out_h, out_w]  with out from rt_conv_out_size
+ *   y  [n, c_out, (out_d,) out_h, out_w]  layout s->dst_layout (also dy),
+ *                                         out from rt_conv_out_size
+ * Activation layouts (see layout.h): RT_LAYOUT_PLAIN (0, the default) is
+ * NCHW / NCDHW; RT_LAYOUT_BLOCKED is nChw{B}c / nCdhw{B}c and needs c_in
+ * (for src_layout) or c_out (for dst_layout) to be a multiple of
+ * RT_LAYOUT_BLOCK. Source and destination layouts are independent (e.g. a
+ * plain 3-channel stem input with a blocked output). The byte size of a
+ * buffer does not depend on its layout.
  * The caller owns every buffer; the kernels only read inputs and overwrite
  * outputs, never keep pointers. Internally each primitive is created with
- * format_tag_any so oneDNN picks its fastest (usually blocked, e.g. nChw8c)
- * layout; when that differs from the plain layout the kernel reorders into an
- * RT_MEM_TEMP buffer (reorders are cached along with the primitive). Primitives
+ * format_tag_any so oneDNN picks its fastest (usually blocked, e.g.
+ * nChw16c) layout; when that differs from the caller's layout the kernel
+ * reorders into an RT_MEM_TEMP buffer (reorders are cached along with the
+ * primitive); when it is the same (typically a blocked caller layout) there
+ * is no reorder and no reorder buffer, which is the point of blocked layouts.
+ * Backward primitives use the forward primitive descriptor as their hint. Primitives
  * are cached per thread by the full shape (see cache.h); scratchpads are
  * allocated per call as RT_MEM_TEMP and freed before return, so after a call
  * the live TEMP bytes are back where they were.
@@ -26,9 +37,10 @@
  * A mix of NULL and non-NULL required pointers is RT_ERR_INVALID_ARG.
  *
  * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, non-positive
- * size/stride/dilation, negative padding), RT_ERR_SHAPE (groups not dividing
- * c_in or c_out, output size <= 0), RT_ERR_OOM (TEMP allocation refused by
- * the tracked allocator's limit), RT_ERR_BACKEND (oneDNN refused; the message
+ * size/stride/dilation, negative padding, unknown layout value, blocked
+ * layout with c_in or c_out not a multiple of RT_LAYOUT_BLOCK), RT_ERR_SHAPE
+ * (groups not dividing c_in or c_out, output size <= 0), RT_ERR_OOM (TEMP
+ * allocation refused by the tracked allocator's limit), RT_ERR_BACKEND (oneDNN refused; the message
  * names the primitive and the shape). Outputs are unspecified on error. */
 #ifndef RT_KERNELS_CONV_H
 #define RT_KERNELS_CONV_H
@@ -36,6 +48,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "kernels/layout.h"
 
 typedef struct rt_conv_shape {
     int nsp;                  /* 2 or 3 spatial dims */
@@ -44,6 +57,9 @@ typedef struct rt_conv_shape {
      * dil uses PyTorch's convention (1 = dense) */
     int64_t in[3], k[3], stride[3], pad[3], dil[3];
     int has_bias;
+    /* Activation layouts (0 = plain, so existing initialisers stay plain):
+     * src_layout for x and dx, dst_layout for y and dy. Part of the cache key. */
+    rt_layout src_layout, dst_layout;
 } rt_conv_shape;
 
 /* Output spatial sizes by PyTorch's formula

@@ -2,9 +2,11 @@
  * only the .c files of src/kernels include it). See cache.h for the caching policy.
  *
  * An entry bundles one main primitive with its execution arguments. Each
- * argument has a "user" memory object in the caller's plain PyTorch layout
- * and, when the primitive prefers another layout (e.g. blocked nChw8c for a
- * convolution created with format_tag_any), a "prim" memory object plus a
+ * argument has a "user" memory object in the caller's layout (plain PyTorch,
+ * or blocked nChw{B}c / nCdhw{B}c per the shape's layout fields, layout.h)
+ * and, when the primitive prefers another layout (e.g. blocked nChw16c for a
+ * convolution created with format_tag_any, called with plain data), a
+ * "prim" memory object plus a
  * cached reorder primitive between the two. Memory objects are created
  * without a buffer (DNNL_MEMORY_NONE); every call points them at the caller's
  * buffers and at one RT_MEM_TEMP block that holds the reorder temporaries and
@@ -18,6 +20,7 @@
 
 #include "core/status.h"
 #include "kernels/cache.h"
+#include "kernels/layout.h"
 
 /* Kinds of cached kernels (first word of every key). */
 typedef enum rt_dnnl_kind {
@@ -34,6 +37,7 @@ typedef enum rt_dnnl_kind {
     RT_DNNL_BN_BWD,
     RT_DNNL_RELU_FWD,
     RT_DNNL_RELU_BWD,
+    RT_DNNL_REORDER,
 } rt_dnnl_kind;
 
 #define RT_DNNL_KEY_LEN 32
@@ -121,5 +125,16 @@ dnnl_format_tag_t rt_dnnl_plain_tag(int ndims);
 /* Initialises a plain f32 md, or a format_any one when `any` is set. */
 rt_status rt_dnnl_md(dnnl_memory_desc_t *md, int ndims, const int64_t *dims, int any,
                      const char *desc);
+
+/* Initialises an f32 md of `layout` (see layout.h): plain is
+ * rt_dnnl_md(..., any=0); blocked needs ndims 4 or 5 and dims[1] % B == 0
+ * (RT_ERR_INVALID_ARG otherwise, message naming `desc`). */
+rt_status rt_dnnl_md_layout(dnnl_memory_desc_t *md, int ndims, const int64_t *dims,
+                            rt_layout layout, const char *desc);
+
+/* Checks a layout field: a known value and, for blocked, `c` a multiple of
+ * RT_LAYOUT_BLOCK. `what` names the tensor(s) in the message. Returns
+ * RT_OK or RT_ERR_INVALID_ARG with the message set. */
+rt_status rt_dnnl_layout_check(rt_layout layout, int64_t c, const char *what, const char *desc);
 
 #endif

@@ -1,7 +1,9 @@
 /* Element-wise activation kernels (oneDNN eltwise): ReLU and LeakyReLU.
  *
- * Buffers are contiguous f32 arrays of n elements, any logical shape; the
- * caller owns them. In-place use is allowed (y == x, dx == dy). Primitives
+ * Buffers are contiguous f32 arrays of n elements, any logical shape and any
+ * layout (layout.h): the kernels are layout-agnostic, y keeps x's element
+ * order, so a blocked x gives a blocked y (likewise dy/dx). The caller owns
+ * them. In-place use is allowed (y == x, dx == dy). Primitives
  * are cached per thread by (n, slope) (see cache.h).
  * Dry run (meta tensors): all data pointers NULL → dry run: books the call's
  * temporary bytes, computes nothing (the cached primitive is created or

@@ -10,8 +10,16 @@
 #include "kernels/dnnl_common.h"
 
 static void bn_desc(const rt_bn_shape *s, const char *what, char *buf, size_t n) {
-    snprintf(buf, n, "batchnorm %s (n=%lld c=%lld spatial=%lld eps=%g)", what, (long long)s->n,
-             (long long)s->c, (long long)s->spatial, (double)s->eps);
+    if (s->layout == RT_LAYOUT_BLOCKED)
+        snprintf(buf, n,
+                 "batchnorm %s (n=%lld c=%lld spatial=%lld eps=%g layout=blocked nsp=%d "
+                 "sp=[%lld,%lld,%lld])",
+                 what, (long long)s->n, (long long)s->c, (long long)s->spatial, (double)s->eps,
+                 s->nsp, (long long)s->sp[0], (long long)s->sp[1],
+                 (long long)(s->nsp == 3 ? s->sp[2] : 1));
+    else
+        snprintf(buf, n, "batchnorm %s (n=%lld c=%lld spatial=%lld eps=%g)", what,
+                 (long long)s->n, (long long)s->c, (long long)s->spatial, (double)s->eps);
 }
 
 static rt_status bn_check(const rt_bn_shape *s, int training, const char *what, char *desc) {
@@ -21,6 +29,24 @@ static rt_status bn_check(const rt_bn_shape *s, int training, const char *what, 
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: need n >= 0, c >= 1 and spatial >= 1", desc);
     if (!(s->eps >= 0.0f) || isinf(s->eps))
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: eps must be finite and >= 0", desc);
+    RT_TRY(rt_dnnl_layout_check(s->layout, s->c, "x, y, dx, dy", desc));
+    if (s->layout == RT_LAYOUT_BLOCKED) {
+        if (s->nsp != 2 && s->nsp != 3)
+            return rt_error_set(RT_ERR_INVALID_ARG,
+                                "%s: the blocked layout needs nsp = 2 or 3 spatial dims (got %d)",
+                                desc, s->nsp);
+        int64_t p = 1;
+        for (int i = 0; i < s->nsp; i++) {
+            if (s->sp[i] < 1)
+                return rt_error_set(RT_ERR_INVALID_ARG, "%s: spatial dim %d must be >= 1", desc,
+                                    i);
+            p *= s->sp[i];
+        }
+        if (p != s->spatial)
+            return rt_error_set(RT_ERR_INVALID_ARG,
+                                "%s: spatial=%lld is not the product of sp (%lld)", desc,
+                                (long long)s->spatial, (long long)p);
+    }
     if (training && s->n * s->spatial <= 1)
         return rt_error_set(RT_ERR_SHAPE,
                             "%s: expected more than 1 value per channel when training (n*spatial "
@@ -34,8 +60,13 @@ typedef struct bn_geom {
 } bn_geom;
 
 static rt_status bn_geom_init(const rt_bn_shape *s, bn_geom *g, const char *desc) {
-    int64_t d[4] = {s->n, s->c, s->spatial, 1}, c[1] = {s->c};
-    RT_TRY(rt_dnnl_md(&g->data, 4, d, 0, desc));
+    int64_t d[5] = {s->n, s->c, s->spatial, 1, 1}, c[1] = {s->c};
+    if (s->layout == RT_LAYOUT_BLOCKED) {
+        for (int i = 0; i < s->nsp; i++) d[2 + i] = s->sp[i];
+        RT_TRY(rt_dnnl_md_layout(&g->data, 2 + s->nsp, d, RT_LAYOUT_BLOCKED, desc));
+    } else {
+        RT_TRY(rt_dnnl_md(&g->data, 4, d, 0, desc));
+    }
     RT_TRY(rt_dnnl_md(&g->stat, 1, c, 0, desc));
     return RT_OK;
 }
@@ -46,6 +77,11 @@ static void bn_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_bn_shape *s, unsi
     rt_dnnl_key_push(k, s->n);
     rt_dnnl_key_push(k, s->c);
     rt_dnnl_key_push(k, s->spatial);
+    rt_dnnl_key_push(k, s->layout);
+    if (s->layout == RT_LAYOUT_BLOCKED) {
+        rt_dnnl_key_push(k, s->nsp);
+        for (int i = 0; i < s->nsp; i++) rt_dnnl_key_push(k, s->sp[i]);
+    }
     rt_dnnl_key_push_f32(k, s->eps);
     rt_dnnl_key_push(k, (int64_t)flags);
     rt_dnnl_key_push(k, prop);

@@ -8,9 +8,15 @@
  * here: the caller (the op layer) blends `mean` and the unbiased variance
  * var * m/(m-1), m = n*spatial, into running_mean/running_var exactly once
  * per training forward, as torch.nn.BatchNorm does.
- * Primitives use plain layouts ([n, c, spatial, 1] nchw) and are cached per
- * thread by shape, eps and flags (see cache.h); scratchpads are RT_MEM_TEMP
- * and freed before return.
+ * Layouts (see layout.h): with s->layout == RT_LAYOUT_PLAIN (0, the
+ * default) x, y, dx, dy are plain and viewed as [n, c, spatial, 1] nchw
+ * (s->nsp and s->sp are ignored). With RT_LAYOUT_BLOCKED they are
+ * nChw{B}c (s->nsp == 2, sp = {H, W}) or nCdhw{B}c (s->nsp == 3, sp =
+ * {D, H, W}); then c must be a multiple of RT_LAYOUT_BLOCK and spatial must
+ * equal the product of sp[0..nsp-1]. The [c] vectors are always plain.
+ * Primitives use the caller's layout directly (no reorders) and are cached
+ * per thread by shape, layout, eps and flags (see cache.h); scratchpads are
+ * RT_MEM_TEMP and freed before return.
  *
  * Dry run (meta tensors): all data pointers NULL (every buffer argument of
  * the call, optional ones included) → dry run: books the call's temporary
@@ -24,7 +30,9 @@
  * and non-NULL required pointers is RT_ERR_INVALID_ARG.
  *
  * Errors: RT_ERR_INVALID_ARG (NULL required pointer, c < 1, spatial < 1,
- * n < 0, eps negative or not finite, dweight without weight), RT_ERR_SHAPE
+ * n < 0, eps negative or not finite, dweight without weight, unknown
+ * layout; for blocked: c % RT_LAYOUT_BLOCK != 0, nsp not 2 or 3, an sp < 1
+ * or their product != spatial), RT_ERR_SHAPE
  * (training with only one value per channel, n*spatial <= 1, which PyTorch
  * rejects too), RT_ERR_OOM, RT_ERR_BACKEND (message names the primitive). */
 #ifndef RT_KERNELS_NORM_H
@@ -33,10 +41,18 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "kernels/layout.h"
 
 typedef struct rt_bn_shape {
     int64_t n, c, spatial; /* spatial = product of spatial dims */
     float eps;
+    /* Layout of x, y, dx, dy (0 = plain, so {n, c, spatial, eps}
+     * initialisers stay plain). For RT_LAYOUT_BLOCKED the real spatial dims,
+     * outer to inner: nsp = 2 (sp = {H, W}) or 3 (sp = {D, H, W}); ignored
+     * when plain. Part of the cache key. */
+    rt_layout layout;
+    int nsp;
+    int64_t sp[3];
 } rt_bn_shape;
 
 /* Training forward (F.batch_norm(training=True)): per channel

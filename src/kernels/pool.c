@@ -1,4 +1,5 @@
-/* Pooling kernels on oneDNN; see pool.h. Plain layouts, no reorders. */
+/* Pooling kernels on oneDNN; see pool.h. The caller's layout (plain or
+ * blocked) is used directly, no reorders. */
 #include "kernels/pool.h"
 
 #include <stdio.h>
@@ -32,6 +33,10 @@ static void pool_desc(const rt_pool_shape *s, const char *name, const char *what
              (long long)s->n, (long long)s->c, dims_str(a[0], 72, s->in, d),
              dims_str(a[1], 72, s->k, d), dims_str(a[2], 72, s->stride, d),
              dims_str(a[3], 72, s->pad, d));
+    if (s->layout == RT_LAYOUT_BLOCKED) {
+        size_t l = strlen(buf);
+        if (l > 0 && l + 1 < n) snprintf(buf + l - 1, n - (l - 1), " layout=blocked)");
+    }
 }
 
 rt_status rt_pool_shape_check(const rt_pool_shape *s, int64_t out[3]) {
@@ -53,6 +58,7 @@ rt_status rt_pool_shape_check(const rt_pool_shape *s, int64_t out[3]) {
                                 "size %lld (PyTorch rejects this too)",
                                 d, (long long)s->pad[i], i, (long long)s->k[i]);
     }
+    RT_TRY(rt_dnnl_layout_check(s->layout, s->c, "x, y, dx, dy", d));
     int64_t o[3];
     rt_pool_out_size(s, o);
     for (int i = 0; i < s->nsp; i++)
@@ -83,8 +89,8 @@ static rt_status pool_geom_init(const rt_pool_shape *s, const int64_t out[3], po
         g->pad_l[i] = s->pad[i];
         g->pad_r[i] = s->pad[i]; /* symmetric: oneDNN's size check is PyTorch's floor formula */
     }
-    RT_TRY(rt_dnnl_md(&g->src, 2 + s->nsp, src, 0, desc));
-    RT_TRY(rt_dnnl_md(&g->dst, 2 + s->nsp, dst, 0, desc));
+    RT_TRY(rt_dnnl_md_layout(&g->src, 2 + s->nsp, src, s->layout, desc));
+    RT_TRY(rt_dnnl_md_layout(&g->dst, 2 + s->nsp, dst, s->layout, desc));
     return RT_OK;
 }
 
@@ -93,6 +99,7 @@ static void pool_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_pool_shape *s) 
     rt_dnnl_key_push(k, s->nsp);
     rt_dnnl_key_push(k, s->n);
     rt_dnnl_key_push(k, s->c);
+    rt_dnnl_key_push(k, s->layout);
     for (int i = 0; i < s->nsp; i++) {
         rt_dnnl_key_push(k, s->in[i]);
         rt_dnnl_key_push(k, s->k[i]);

@@ -6,13 +6,16 @@
  * divisor is always prod(k), exactly like PyTorch). As in PyTorch, padding
  * must be at most half the kernel size. Buffers are contiguous f32:
  *   x, dx [n, c, (in_d,) in_h, in_w]      y, dy [n, c, (out_d,) out_h, out_w]
- * with out from rt_pool_out_size. The caller owns every buffer, including the
- * max-pool workspace (an opaque record of the argmax positions that the
+ * with out from rt_pool_out_size, all four in layout s->layout (see
+ * layout.h: RT_LAYOUT_PLAIN = NCHW/NCDHW, the default; RT_LAYOUT_BLOCKED =
+ * nChw{B}c/nCdhw{B}c, needs c % RT_LAYOUT_BLOCK == 0). The caller owns every buffer, including the
+ * max-pool workspace (an opaque record, in whatever format the primitive of
+ * that shape and layout chooses, of the argmax positions that the
  * forward writes and the backward reads; size from
  * rt_kernel_maxpool_workspace_bytes; keep it alive from forward to backward
- * and book it like a saved activation). Pooling primitives use the plain
- * layouts directly (pooling is memory-bound, so reorders would only add
- * traffic); they are cached per thread by shape (see cache.h) and any
+ * and book it like a saved activation). Pooling primitives use the caller's
+ * layout directly (pooling is memory-bound, so reorders would only add
+ * traffic); they are cached per thread by shape and layout (see cache.h) and any
  * scratchpad is RT_MEM_TEMP freed before return. Ties in max pooling may pick
  * a different (equal) element than PyTorch.
  *
@@ -26,8 +29,9 @@
  * of NULL and non-NULL required pointers is RT_ERR_INVALID_ARG.
  *
  * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, k or stride < 1,
- * pad < 0 or pad > k/2), RT_ERR_SHAPE (output size <= 0), RT_ERR_OOM,
- * RT_ERR_BACKEND (message names the primitive and shape). */
+ * pad < 0 or pad > k/2, unknown layout, blocked with c % RT_LAYOUT_BLOCK !=
+ * 0), RT_ERR_SHAPE (output size <= 0), RT_ERR_OOM, RT_ERR_BACKEND (message
+ * names the primitive and shape). */
 #ifndef RT_KERNELS_POOL_H
 #define RT_KERNELS_POOL_H
 
@@ -35,11 +39,13 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "kernels/layout.h"
 
 typedef struct rt_pool_shape {
     int nsp; /* 2 or 3 */
     int64_t n, c;
     int64_t in[3], k[3], stride[3], pad[3]; /* spatial, outer to inner, as rt_conv_shape */
+    rt_layout layout; /* of x, dx, y, dy (0 = plain); part of the cache key */
 } rt_pool_shape;
 
 /* Output sizes, floor mode: out = floor((in + 2*pad - k) / stride) + 1 for

@@ -36,10 +36,21 @@ static int64_t tap(const geo3 *g, int i, int64_t o, int64_t t) {
 
 static int in_range(const geo3 *g, int i, int64_t v) { return v >= 0 && v < g->in[i]; }
 
+/* The references index plain NCHW / NCDHW only. */
+static rt_status ref_plain_only(const char *what, int nonplain) {
+    if (nonplain)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "reference %s: only RT_LAYOUT_PLAIN is supported (reorder first)",
+                            what);
+    return RT_OK;
+}
+
 rt_status rt_ref_conv_forward(const rt_conv_shape *s, const float *x, const float *w,
                               const float *b, float *y) {
     int64_t out[3];
     RT_TRY(rt_conv_shape_check(s, out));
+    RT_TRY(ref_plain_only("conv",
+                          s->src_layout != RT_LAYOUT_PLAIN || s->dst_layout != RT_LAYOUT_PLAIN));
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, s->dil);
     int64_t cig = s->c_in / s->groups, cog = s->c_out / s->groups;
@@ -88,6 +99,8 @@ rt_status rt_ref_conv_backward_data(const rt_conv_shape *s, const float *w, cons
                                     float *dx) {
     int64_t out[3];
     RT_TRY(rt_conv_shape_check(s, out));
+    RT_TRY(ref_plain_only("conv",
+                          s->src_layout != RT_LAYOUT_PLAIN || s->dst_layout != RT_LAYOUT_PLAIN));
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, s->dil);
     int64_t cig = s->c_in / s->groups, cog = s->c_out / s->groups;
@@ -129,6 +142,8 @@ rt_status rt_ref_conv_backward_weights(const rt_conv_shape *s, const float *x, c
                                        float *dw, float *db) {
     int64_t out[3];
     RT_TRY(rt_conv_shape_check(s, out));
+    RT_TRY(ref_plain_only("conv",
+                          s->src_layout != RT_LAYOUT_PLAIN || s->dst_layout != RT_LAYOUT_PLAIN));
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, s->dil);
     int64_t cig = s->c_in / s->groups, cog = s->c_out / s->groups;
@@ -208,6 +223,7 @@ static int64_t window_argmax(const geo3 *g, const float *xc, int64_t od, int64_t
 rt_status rt_ref_maxpool_forward(const rt_pool_shape *s, const float *x, float *y) {
     int64_t out[3];
     RT_TRY(rt_pool_shape_check(s, out));
+    RT_TRY(ref_plain_only("pool", s->layout != RT_LAYOUT_PLAIN));
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, NULL);
     int64_t iv = vol(g.in), ov = vol(g.out);
@@ -225,6 +241,7 @@ rt_status rt_ref_maxpool_backward(const rt_pool_shape *s, const float *x, const 
                                   float *dx) {
     int64_t out[3];
     RT_TRY(rt_pool_shape_check(s, out));
+    RT_TRY(ref_plain_only("pool", s->layout != RT_LAYOUT_PLAIN));
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, NULL);
     int64_t iv = vol(g.in), ov = vol(g.out);
@@ -242,6 +259,7 @@ rt_status rt_ref_maxpool_backward(const rt_pool_shape *s, const float *x, const 
 rt_status rt_ref_avgpool_forward(const rt_pool_shape *s, const float *x, float *y) {
     int64_t out[3];
     RT_TRY(rt_pool_shape_check(s, out));
+    RT_TRY(ref_plain_only("pool", s->layout != RT_LAYOUT_PLAIN));
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, NULL);
     int64_t iv = vol(g.in), ov = vol(g.out);
@@ -280,6 +298,7 @@ rt_status rt_ref_avgpool_forward(const rt_pool_shape *s, const float *x, float *
 rt_status rt_ref_avgpool_backward(const rt_pool_shape *s, const float *dy, float *dx) {
     int64_t out[3];
     RT_TRY(rt_pool_shape_check(s, out));
+    RT_TRY(ref_plain_only("pool", s->layout != RT_LAYOUT_PLAIN));
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, NULL);
     int64_t iv = vol(g.in), ov = vol(g.out);
@@ -325,6 +344,7 @@ static rt_status ref_bn_check(const rt_bn_shape *s, int training) {
 rt_status rt_ref_batchnorm_forward_train(const rt_bn_shape *s, const float *x, const float *weight,
                                          const float *bias, float *y, float *mean, float *var) {
     RT_TRY(ref_bn_check(s, 1));
+    RT_TRY(ref_plain_only("batchnorm", s->layout != RT_LAYOUT_PLAIN));
     double m = (double)(s->n * s->spatial);
     for (int64_t c = 0; c < s->c; c++) {
         double sum = 0.0, sq = 0.0;
@@ -351,6 +371,7 @@ rt_status rt_ref_batchnorm_forward_eval(const rt_bn_shape *s, const float *x, co
                                         const float *bias, const float *mean, const float *var,
                                         float *y) {
     RT_TRY(ref_bn_check(s, 0));
+    RT_TRY(ref_plain_only("batchnorm", s->layout != RT_LAYOUT_PLAIN));
     for (int64_t c = 0; c < s->c; c++) {
         double inv = 1.0 / sqrt((double)var[c] + (double)s->eps);
         double gm = weight ? weight[c] : 1.0, bt = bias ? bias[c] : 0.0;
@@ -365,6 +386,7 @@ rt_status rt_ref_batchnorm_backward(const rt_bn_shape *s, const float *x, const 
                                     const float *mean, const float *var, const float *weight,
                                     float *dx, float *dweight, float *dbias) {
     RT_TRY(ref_bn_check(s, 1));
+    RT_TRY(ref_plain_only("batchnorm", s->layout != RT_LAYOUT_PLAIN));
     double m = (double)(s->n * s->spatial);
     for (int64_t c = 0; c < s->c; c++) {
         double inv = 1.0 / sqrt((double)var[c] + (double)s->eps), mu = mean[c];

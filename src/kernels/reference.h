@@ -2,6 +2,8 @@
  * kernels (and usable as the spec of their maths). Same shapes, layouts,
  * ownership and PyTorch semantics as conv.h, pool.h and norm.h; they
  * accumulate in double, allocate nothing, and are slow (naive loops).
+ * Plain layout only: a shape with a blocked layout field is
+ * RT_ERR_INVALID_ARG (convert with rt_kernel_reorder_layout first).
  * Errors: the same shape checks as the fast kernels (RT_ERR_INVALID_ARG /
  * RT_ERR_SHAPE); NULL buffers are the caller's bug. */
 #ifndef RT_KERNELS_REFERENCE_H

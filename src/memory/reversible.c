@@ -145,15 +145,6 @@ rt_status rt_rev_block_inverse(rt_rev_block *b, rt_tensor *y, bool training, rt_
     return st;
 }
 
-static float rt_max_abs_diff(const rt_tensor *a, const rt_tensor *b) {
-    float m = 0.0f;
-    for (int64_t i = 0; i < rt_tensor_numel(a); i++) {
-        float d = fabsf(rt_tensor_f32(a)[i] - rt_tensor_f32(b)[i]);
-        m = d > m || d != d ? d : m;
-    }
-    return m;
-}
-
 rt_status rt_rev_block_check(rt_rev_block *b, rt_tensor *x, bool training, float *err_inv_fwd, float *err_fwd_inv) {
     bool grad = rt_grad_set_enabled(false), rec = rt_recompute_set_active(true);
     rt_tensor *y = NULL, *xr = NULL, *xi = NULL, *yr = NULL;
@@ -161,9 +152,12 @@ rt_status rt_rev_block_check(rt_rev_block *b, rt_tensor *x, bool training, float
     if (st == RT_OK) st = rt_block_invert(b, y, training, &xr);
     if (st == RT_OK) st = rt_block_invert(b, x, training, &xi);
     if (st == RT_OK) st = rt_rev_block_forward(b, xi, training, &yr);
+    double e1 = 0, e2 = 0, scale;
+    if (st == RT_OK) st = rt_compare(xr, x, &e1, &scale);
+    if (st == RT_OK) st = rt_compare(yr, x, &e2, &scale);
     if (st == RT_OK) {
-        *err_inv_fwd = rt_max_abs_diff(xr, x);
-        *err_fwd_inv = rt_max_abs_diff(yr, x);
+        *err_inv_fwd = (float)e1;
+        *err_fwd_inv = (float)e2;
     }
     rt_release4(y, xr, xi, yr);
     rt_recompute_set_active(rec);
@@ -352,14 +346,11 @@ static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, 
     return st;
 }
 
-static double rt_rel_error(const rt_tensor *a, const rt_tensor *exact) {
-    double m = 0.0, scale = 1e-30;
-    for (int64_t i = 0; i < rt_tensor_numel(a); i++) {
-        double d = fabs((double)rt_tensor_f32(a)[i] - rt_tensor_f32(exact)[i]);
-        m = d > m || d != d ? d : m;
-        scale = fmax(scale, fabs(rt_tensor_f32(exact)[i]));
-    }
-    return m != m ? INFINITY : m / scale;
+/* max |a - exact| / max |exact|, in any memory orders. */
+static double rt_rel_error(rt_tensor *a, rt_tensor *exact) {
+    double m, scale;
+    if (rt_compare(a, exact, &m, &scale) != RT_OK) return INFINITY;
+    return m / fmax(scale, 1e-30);
 }
 
 static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
@@ -505,6 +496,16 @@ rt_status rt_rev_sequence_forward(rt_rev_sequence *s, rt_tensor *x, bool trainin
     *y = NULL;
     if (s->grouping == RT_GROUPING_EVERY && s->k < 1)
         return rt_error_set(RT_ERR_INVALID_ARG, "reversible sequence: grouping every k needs k >= 1 (got %d)", s->k);
+    if (s->n > 0 && x->layout == RT_LAYOUT_BLOCKED &&
+        (s->blocks[0].c1 % RT_LAYOUT_BLOCK || s->blocks[0].c2 % RT_LAYOUT_BLOCK)) {
+        /* The halves are not block-aligned, so every block works in the PLAIN
+         * order; convert once here so inputs and rebuilt inputs share one order. */
+        rt_tensor *plain = NULL;
+        RT_TRY(rt_to_layout(x, RT_LAYOUT_PLAIN, &plain));
+        rt_status st = rt_rev_sequence_forward(s, plain, training, y);
+        rt_tensor_release(plain);
+        return st;
+    }
     if (s->reversible && rt_grad_is_enabled()) return rt_seq_forward_reversible(s, x, training, y);
     rt_tensor *h = rt_tensor_retain(x);
     for (int i = 0; i < s->n; i++) {

@@ -19,6 +19,10 @@ struct rt_model {
     bool reversible;
     int grouping;        /* rt_grouping */
     int group_k;
+    /* Keep activations in oneDNN's BLOCKED memory order from the stem on
+     * (core/tensor.h, rt_layout); false runs everything in PLAIN NCHW. Same
+     * results either way, the blocked order avoids reorders around every conv. */
+    bool blocked;
     void *impl;          /* the architecture's own struct */
     /* x: (N, C, H, W) f32 → logits (N, num_classes), new reference. */
     rt_status (*forward)(rt_model *m, rt_tensor *x, rt_tensor **logits);

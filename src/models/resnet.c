@@ -44,6 +44,7 @@ static rt_status rt_resnet_forward(rt_model *m, rt_tensor *x, rt_tensor **logits
     *logits = NULL;
     rt_tensor *h = rt_tensor_retain(x);
     RT_SEQ(h, c, rt_conv_layer_forward(&r->conv1, h, &c));
+    if (m->blocked) RT_SEQ(h, b, rt_to_preferred_layout(h, &b));
     RT_SEQ(h, n, rt_batchnorm_layer_forward(&r->bn1, h, m->training, &n));
     RT_SEQ(h, a, rt_relu(h, &a));
     if (r->cfg.imagenet_stem) {
@@ -84,6 +85,7 @@ rt_status rt_resnet_create(const char *name, const rt_resnet_config *cfg, int64_
     m->forward = rt_resnet_forward;
     m->destroy_impl = rt_resnet_destroy;
     m->training = true;
+    m->blocked = true;
     r->cfg = *cfg;
     r->nblocks = nblocks;
 

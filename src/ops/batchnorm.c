@@ -1,6 +1,7 @@
 /* Batch normalisation op (torch.nn.functional.batch_norm) over the oneDNN
  * kernels in kernels/norm.h; eval-mode backward is a plain loop. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/norm.h"
@@ -12,26 +13,36 @@ typedef struct rt_bn_ctx {
     bool training;
 } rt_bn_ctx;
 
+/* Channel of flat element `idx` in either memory order (core/layout.h). */
+static inline int64_t rt_bn_channel(const rt_bn_shape *s, int64_t idx) {
+    if (s->layout == RT_LAYOUT_BLOCKED)
+        return (idx / (s->spatial * RT_LAYOUT_BLOCK)) % (s->c / RT_LAYOUT_BLOCK) * RT_LAYOUT_BLOCK +
+               idx % RT_LAYOUT_BLOCK;
+    return (idx / s->spatial) % s->c;
+}
+
 /* Eval mode is an affine map per channel: y = (x - rm)·w/σ + b, σ = sqrt(rv + eps). */
 static rt_status rt_bn_backward_eval(const rt_bn_ctx *c, rt_tensor *x, rt_tensor *w, rt_tensor *rm,
                                      rt_tensor *rv, rt_tensor *dy, rt_tensor *dx, rt_tensor *dw,
                                      rt_tensor *db) {
     const rt_bn_shape *s = &c->s;
-    const float *xp = rt_tensor_f32(x), *g = rt_tensor_f32(dy);
-    for (int64_t ch = 0; ch < s->c; ch++) {
-        float inv = 1.0f / sqrtf(rt_tensor_f32(rv)[ch] + s->eps), mean = rt_tensor_f32(rm)[ch];
-        double sum_dy = 0.0, sum_dy_xhat = 0.0;
-        for (int64_t n = 0; n < s->n; n++) {
-            int64_t base = (n * s->c + ch) * s->spatial;
-            for (int64_t i = 0; i < s->spatial; i++) {
-                sum_dy += g[base + i];
-                sum_dy_xhat += (double)g[base + i] * (xp[base + i] - mean) * inv;
-                if (dx) rt_tensor_f32(dx)[base + i] = g[base + i] * rt_tensor_f32(w)[ch] * inv;
-            }
-        }
-        if (dw) rt_tensor_f32(dw)[ch] = (float)sum_dy_xhat;
-        if (db) rt_tensor_f32(db)[ch] = (float)sum_dy;
+    const float *xp = rt_tensor_f32(x), *g = rt_tensor_f32(dy), *wp = rt_tensor_f32(w);
+    const float *mean = rt_tensor_f32(rm), *var = rt_tensor_f32(rv);
+    double *acc = calloc((size_t)(2 * s->c), sizeof *acc); /* Σ dy, Σ dy·x̂ per channel */
+    if (!acc) return rt_error_set(RT_ERR_OOM, "out of memory in batch_norm backward");
+    int64_t total = s->n * s->c * s->spatial;
+    for (int64_t i = 0; i < total; i++) {
+        int64_t ch = rt_bn_channel(s, i);
+        float inv = 1.0f / sqrtf(var[ch] + s->eps);
+        acc[ch] += g[i];
+        acc[s->c + ch] += (double)g[i] * (xp[i] - mean[ch]) * inv;
+        if (dx) rt_tensor_f32(dx)[i] = g[i] * wp[ch] * inv;
     }
+    for (int64_t ch = 0; ch < s->c; ch++) {
+        if (dw) rt_tensor_f32(dw)[ch] = (float)acc[s->c + ch];
+        if (db) rt_tensor_f32(db)[ch] = (float)acc[ch];
+    }
+    free(acc);
     return RT_OK;
 }
 
@@ -92,8 +103,13 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
     if (x->ndim < 2)
         return rt_error_set(RT_ERR_SHAPE, "batch_norm: expected input (N, C, ...), got %s",
                             rt_tensor_shape_str(x, a, sizeof a));
-    rt_bn_ctx c = {.s = {.n = x->shape[0], .c = x->shape[1], .spatial = 1, .eps = eps}, .training = training};
-    for (int i = 2; i < x->ndim; i++) c.s.spatial *= x->shape[i];
+    rt_bn_ctx c = {.s = {.n = x->shape[0], .c = x->shape[1], .spatial = 1, .eps = eps, .layout = x->layout,
+                         .nsp = x->ndim - 2},
+                   .training = training};
+    for (int i = 2; i < x->ndim; i++) {
+        c.s.spatial *= x->shape[i];
+        if (i - 2 < 3) c.s.sp[i - 2] = x->shape[i];
+    }
     const rt_tensor *per_channel[4] = {weight, bias, running_mean, running_var};
     for (int i = 0; i < 4; i++)
         if (per_channel[i]->ndim != 1 || per_channel[i]->shape[0] != c.s.c)

@@ -85,8 +85,14 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
                                 rt_tensor_shape_str(weight, b, sizeof b), (long long)osp[i]);
         yshape[2 + i] = osp[i];
     }
+    /* The output stays in the blocked order when the input is in it and the
+     * output channels fill whole blocks: no reorder around the primitive. */
+    s.src_layout = x->layout;
+    s.dst_layout = x->layout == RT_LAYOUT_BLOCKED && s.c_out % RT_LAYOUT_BLOCK == 0 ? RT_LAYOUT_BLOCKED
+                                                                                   : RT_LAYOUT_PLAIN;
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
+    y->layout = s.dst_layout;
     /* On meta all pointers are NULL: the kernel's dry run books its TEMP bytes. */
     rt_status st = rt_kernel_conv_forward(&s, rt_tensor_f32(x), rt_tensor_f32(weight),
                                           bias ? rt_tensor_f32(bias) : NULL, rt_tensor_f32(y));

@@ -10,6 +10,9 @@ static rt_status rt_coupling_check(rt_tensor *x2, rt_tensor *st, const char *op,
     RT_TRY(rt_op_check_f32(x2, op, "x2"));
     RT_TRY(rt_op_check_f32(st, op, "scale/shift"));
     RT_TRY(rt_op_check_device(x2, st, op));
+    if (x2->layout != st->layout)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x2 and G's output are in different memory orders; convert "
+                            "one with rt_to_layout", op);
     bool ok = x2->ndim == st->ndim && x2->ndim >= 2 && st->shape[1] == 2 * x2->shape[1];
     for (int i = 0; ok && i < x2->ndim; i++) ok = i == 1 || x2->shape[i] == st->shape[i];
     if (!ok) {

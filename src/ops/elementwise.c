@@ -36,6 +36,13 @@ static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, const char 
         return rt_error_set(RT_ERR_SHAPE, "%s: shapes %s and %s differ (no broadcasting)", op,
                             rt_tensor_shape_str(a, sa, sizeof sa), rt_tensor_shape_str(b, sb, sizeof sb));
     }
+    if (a->layout != b->layout) { /* compute in a's memory order */
+        rt_tensor *bc = NULL;
+        RT_TRY(rt_to_layout(b, a->layout, &bc));
+        rt_status st = rt_binary(a, bc, sign_b, op, out);
+        rt_tensor_release(bc);
+        return st;
+    }
     rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
     if (rt_op_compute(a)) {

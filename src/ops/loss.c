@@ -110,6 +110,13 @@ rt_status rt_mse_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out) {
         return rt_error_set(RT_ERR_SHAPE, "mse_loss: input %s and target %s differ in shape",
                             rt_tensor_shape_str(x, a, sizeof a), rt_tensor_shape_str(target, b, sizeof b));
     }
+    if (x->layout != target->layout) {
+        rt_tensor *tc = NULL;
+        RT_TRY(rt_to_layout(target, x->layout, &tc));
+        rt_status st = rt_mse_loss(x, tc, out);
+        rt_tensor_release(tc);
+        return st;
+    }
     rt_tensor *diff = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *y = rt_op_new(x, 0, NULL);
     rt_status st = (diff && y) ? RT_OK : RT_ERR_OOM;

@@ -2,7 +2,11 @@
  *
  * Conventions for every op:
  * - inputs are borrowed; *out receives a new reference (release it);
- * - activations are float32, contiguous NCHW (2-D ops) or NCDHW (3-D);
+ * - activations are float32, NCHW (2-D ops) or NCDHW (3-D), in the PLAIN or
+ *   BLOCKED memory order (core/tensor.h); an op's output has its input's
+ *   order (conv: BLOCKED when the input is and C_out is a multiple of the
+ *   block), ops that need PLAIN (flatten, linear, unaligned channel splits)
+ *   convert, and gradients always have their tensor's order;
  * - outputs are booked TEMP; what backward keeps is stored through
  *   rt_node_save and booked SAVED (listed per op under "saves");
  * - on meta tensors only shapes and memory are computed;
@@ -87,6 +91,23 @@ rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor
 rt_status rt_reshape(rt_tensor *x, int ndim, const int64_t *shape, rt_tensor **out);
 /* torch.flatten(x, 1): (N, ...) → (N, prod(...)). Shares storage. */
 rt_status rt_flatten(rt_tensor *x, rt_tensor **out);
+
+/* x in memory order `layout` (core/tensor.h, rt_layout): a new reference to
+ * x itself when it already is, else a reordered copy (oneDNN reorder),
+ * differentiable (backward reorders the gradient back). BLOCKED needs a 4-D
+ * or 5-D x with C % RT_LAYOUT_BLOCK == 0 (else RT_ERR_INVALID_ARG). Like
+ * torch.Tensor.to(memory_format=...). Saves nothing. */
+rt_status rt_to_layout(rt_tensor *x, rt_layout layout, rt_tensor **out);
+/* BLOCKED when x is 4-D/5-D with C % RT_LAYOUT_BLOCK == 0, else x as it is:
+ * what models call after the stem so activations stay in the convolutions'
+ * preferred order. */
+rt_status rt_to_preferred_layout(rt_tensor *x, rt_tensor **out);
+
+/* Compares a with ref elementwise by logical index, whatever their memory
+ * orders (no autograd): *max_abs = max |a - ref| (NaN/Inf count as
+ * infinite), *max_ref = max |ref|. Same shapes required (RT_ERR_SHAPE);
+ * meta tensors give 0. For reconstruction and equivalence checks. */
+rt_status rt_compare(rt_tensor *a, rt_tensor *ref, double *max_abs, double *max_ref);
 
 /* torch.nn.functional.dropout: in training each element is zeroed with
  * probability p and survivors scaled by 1/(1-p); the mask comes from this

@@ -22,6 +22,7 @@ static rt_status rt_pool_setup(rt_tensor *x, const rt_pool_opts *o, const char *
     c->ndim = x->ndim;
     memcpy(c->x_shape, x->shape, sizeof c->x_shape);
     rt_pool_shape *s = &c->s;
+    s->layout = x->layout;
     s->nsp = x->ndim - 2;
     s->n = x->shape[0];
     s->c = x->shape[1];
@@ -54,6 +55,7 @@ static rt_status rt_max_pool_backward(rt_node *self, rt_tensor *const *grad_out,
     RT_SAVED(self, 0, ws);
     if (!(grad_in[0] = rt_tensor_create(c->ndim, c->x_shape, RT_F32, dy->device, RT_MEM_TEMP)))
         return RT_ERR_OOM;
+    grad_in[0]->layout = c->s.layout;
     /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
     return rt_kernel_maxpool_backward(&c->s, rt_tensor_f32(dy), rt_tensor_data(ws),
                                       rt_tensor_f32(grad_in[0]));
@@ -65,6 +67,7 @@ rt_status rt_max_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
     int64_t yshape[5];
     RT_TRY(rt_pool_setup(x, opts, "max_pool", &c, yshape));
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
+    if (y) y->layout = x->layout;
     int64_t ws_bytes = (int64_t)rt_kernel_maxpool_workspace_bytes(&c.s);
     /* The workspace outlives the call only when backward will need it. */
     bool keep = rt_grad_is_enabled() && x->requires_grad;
@@ -87,6 +90,7 @@ static rt_status rt_avg_pool_backward(rt_node *self, rt_tensor *const *grad_out,
     rt_tensor *dy = grad_out[0];
     if (!(grad_in[0] = rt_tensor_create(c->ndim, c->x_shape, RT_F32, dy->device, RT_MEM_TEMP)))
         return RT_ERR_OOM;
+    grad_in[0]->layout = c->s.layout;
     /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
     return rt_kernel_avgpool_backward(&c->s, rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
 }
@@ -98,6 +102,7 @@ rt_status rt_avg_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
     RT_TRY(rt_pool_setup(x, opts, "avg_pool", &c, yshape));
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
+    y->layout = x->layout;
     /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
     rt_status st = rt_kernel_avgpool_forward(&c.s, rt_tensor_f32(x), rt_tensor_f32(y));
     rt_node *node = NULL;
@@ -116,5 +121,8 @@ rt_status rt_adaptive_avg_pool_1(rt_tensor *x, rt_tensor **out) {
     }
     rt_pool_opts o = {0}; /* a window covering the whole input is the global average */
     for (int i = 0; i < x->ndim - 2; i++) o.kernel[i] = o.stride[i] = x->shape[2 + i];
-    return rt_avg_pool(x, &o, out);
+    RT_TRY(rt_avg_pool(x, &o, out));
+    /* With a 1×1 output the blocked order is the plain one (offset n·C + c). */
+    (*out)->layout = RT_LAYOUT_PLAIN;
+    return RT_OK;
 }

@@ -49,14 +49,40 @@ static rt_status rt_cat_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
         shape[1] = c->sizes[i];
         if (!(grad_in[i] = rt_tensor_create(dy->ndim, shape, RT_F32, dy->device, RT_MEM_TEMP)))
             return RT_ERR_OOM;
+        grad_in[i]->layout = dy->layout;
     }
     if (rt_op_compute(dy)) rt_channel_copy(dy, c->n, grad_in, c->sizes, 0);
     return RT_OK;
 }
 
+/* True when every channel boundary of the pieces falls on a layout block, so
+ * channel ranges are contiguous per sample in the BLOCKED order too. */
+static bool rt_blocks_aligned(int n, const int64_t *sizes) {
+    for (int i = 0; i < n; i++)
+        if (sizes[i] % RT_LAYOUT_BLOCK) return false;
+    return true;
+}
+
 rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out) {
     *out = NULL;
     if (n < 1) return rt_error_set(RT_ERR_INVALID_ARG, "cat: need at least one tensor");
+    bool mixed = false, blocked = false, aligned = true;
+    for (int i = 0; i < n; i++) {
+        if (!xs[i]) return rt_error_set(RT_ERR_INVALID_ARG, "cat: input %d is NULL", i);
+        mixed = mixed || xs[i]->layout != xs[0]->layout;
+        blocked = blocked || xs[i]->layout == RT_LAYOUT_BLOCKED;
+        aligned = aligned && xs[i]->ndim >= 2 && xs[i]->shape[1] % RT_LAYOUT_BLOCK == 0;
+    }
+    if (blocked && (mixed || !aligned)) { /* the copy below needs one order with aligned pieces */
+        rt_layout to = aligned ? RT_LAYOUT_BLOCKED : RT_LAYOUT_PLAIN;
+        rt_tensor *conv[16] = {0};
+        if (n > 16) return rt_error_set(RT_ERR_INVALID_ARG, "cat: at most 16 tensors of mixed layouts");
+        rt_status st = RT_OK;
+        for (int i = 0; i < n && st == RT_OK; i++) st = rt_to_layout(xs[i], to, &conv[i]);
+        if (st == RT_OK) st = rt_cat_channels(n, conv, out);
+        for (int i = 0; i < n; i++) rt_tensor_release(conv[i]);
+        return st;
+    }
     int64_t shape[5];
     char a[64], b[64];
     for (int i = 0; i < n; i++) {
@@ -79,6 +105,7 @@ rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out) {
         free(c);
         return RT_ERR_OOM;
     }
+    y->layout = xs[0]->layout;
     if (rt_op_compute(y)) rt_channel_copy(y, n, xs, c->sizes, 1);
     rt_node *node = NULL;
     rt_status st = rt_node_create("cat", n, xs, 1, rt_cat_backward, 0, &node);
@@ -96,6 +123,7 @@ static rt_status rt_split_backward(rt_node *self, rt_tensor *const *grad_out, rt
     for (int i = 0; i < c->n; i++) shape[1] += c->sizes[i];
     if (!(grad_in[0] = rt_tensor_create(any->ndim, shape, RT_F32, any->device, RT_MEM_TEMP)))
         return RT_ERR_OOM;
+    grad_in[0]->layout = any->layout;
     if (rt_op_compute(any)) rt_channel_copy(grad_in[0], c->n, grad_out, c->sizes, 1);
     return RT_OK;
 }
@@ -110,6 +138,13 @@ rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor
         return rt_error_set(RT_ERR_SHAPE, "split: %d positive sizes must add up to the %lld channels "
                             "of input %s", n, x->ndim >= 2 ? (long long)x->shape[1] : 0LL,
                             rt_tensor_shape_str(x, a, sizeof a));
+    if (x->layout == RT_LAYOUT_BLOCKED && !rt_blocks_aligned(n, sizes)) {
+        rt_tensor *plain = NULL;
+        RT_TRY(rt_to_layout(x, RT_LAYOUT_PLAIN, &plain));
+        rt_status st = rt_split_channels(plain, n, sizes, outs);
+        rt_tensor_release(plain);
+        return st;
+    }
     rt_split_ctx *c = malloc(sizeof *c + (size_t)n * sizeof(int64_t));
     if (!c) return rt_error_set(RT_ERR_OOM, "out of memory in split");
     c->n = n;
@@ -120,6 +155,7 @@ rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor
         memcpy(shape, x->shape, sizeof shape);
         shape[1] = sizes[i];
         if (!(outs[i] = rt_op_new(x, x->ndim, shape))) st = RT_ERR_OOM;
+        else outs[i]->layout = x->layout;
     }
     if (st == RT_OK && rt_op_compute(x)) rt_channel_copy(x, n, outs, sizes, 0);
     rt_node *node = NULL;
@@ -146,12 +182,27 @@ typedef struct rt_reshape_ctx {
 
 static rt_status rt_reshape_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_reshape_ctx *c = self->ctx;
-    grad_in[0] = rt_tensor_view(grad_out[0], c->ndim, c->shape);
+    rt_tensor *g = grad_out[0], *plain = NULL;
+    if (g->layout != RT_LAYOUT_PLAIN) { /* a gradient arriving in another order */
+        RT_TRY(rt_to_layout(g, RT_LAYOUT_PLAIN, &plain));
+        g = plain;
+    }
+    grad_in[0] = rt_tensor_view(g, c->ndim, c->shape);
+    rt_tensor_release(plain);
     return grad_in[0] ? RT_OK : RT_ERR_OOM;
 }
 
 rt_status rt_reshape(rt_tensor *x, int ndim, const int64_t *shape, rt_tensor **out) {
     *out = NULL;
+    bool same = ndim == x->ndim;
+    for (int i = 0; same && i < ndim; i++) same = shape[i] == x->shape[i];
+    if (x->layout != RT_LAYOUT_PLAIN && !same) { /* a new shape means the PLAIN order */
+        rt_tensor *plain = NULL;
+        RT_TRY(rt_to_layout(x, RT_LAYOUT_PLAIN, &plain));
+        rt_status st = rt_reshape(plain, ndim, shape, out);
+        rt_tensor_release(plain);
+        return st;
+    }
     rt_tensor *y = rt_tensor_view(x, ndim, shape);
     if (!y) return RT_ERR_SHAPE;
     rt_node *node = NULL;

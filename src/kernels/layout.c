@@ -1,0 +1,76 @@
+/* Layout reorders on oneDNN; see layout.h. */
+#include "kernels/layout.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/dnnl_common.h"
+
+rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout from, rt_layout to,
+                                   const float *src, float *dst) {
+    if (!shape || (ndim != 4 && ndim != 5))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "reorder_layout: need a 4-D or 5-D shape (got ndim=%d%s)", ndim,
+                            shape ? "" : ", shape NULL");
+    char desc[RT_DNNL_DESC_LEN];
+    int n = snprintf(desc, sizeof desc, "reorder_layout %s->%s [",
+                     from == RT_LAYOUT_BLOCKED ? "blocked" : "plain",
+                     to == RT_LAYOUT_BLOCKED ? "blocked" : "plain");
+    for (int i = 0; i < ndim && n > 0 && (size_t)n < sizeof desc; i++)
+        n += snprintf(desc + n, sizeof desc - (size_t)n, "%s%lld", i ? "," : "",
+                      (long long)shape[i]);
+    if (n > 0 && (size_t)n < sizeof desc) snprintf(desc + n, sizeof desc - (size_t)n, "]");
+    if ((from != RT_LAYOUT_PLAIN && from != RT_LAYOUT_BLOCKED) ||
+        (to != RT_LAYOUT_PLAIN && to != RT_LAYOUT_BLOCKED))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown layout value (%d -> %d)", desc,
+                            (int)from, (int)to);
+    if (shape[0] < 0)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: N must be >= 0", desc);
+    for (int i = 1; i < ndim; i++)
+        if (shape[i] < 1)
+            return rt_error_set(RT_ERR_INVALID_ARG, "%s: C and spatial sizes must be >= 1",
+                                desc);
+    if ((from == RT_LAYOUT_BLOCKED || to == RT_LAYOUT_BLOCKED) && shape[1] % RT_LAYOUT_BLOCK)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: the blocked layout needs C (%lld) to be a multiple of %d", desc,
+                            (long long)shape[1], RT_LAYOUT_BLOCK);
+    int dry = !src && !dst;
+    if (!dry && (!src || !dst))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: src and dst must both be non-NULL (or both NULL for a dry run)",
+                            desc);
+    if (shape[0] == 0) return RT_OK;
+    if (from == to) { /* no layout change: a copy, no TEMP */
+        if (dry) return RT_OK;
+        size_t cnt = 1;
+        for (int i = 0; i < ndim; i++) cnt *= (size_t)shape[i];
+        memcpy(dst, src, cnt * sizeof(float));
+        return RT_OK;
+    }
+    rt_dnnl_key key;
+    rt_dnnl_key_init(&key, RT_DNNL_REORDER);
+    rt_dnnl_key_push(&key, ndim);
+    for (int i = 0; i < ndim; i++) rt_dnnl_key_push(&key, shape[i]);
+    rt_dnnl_key_push(&key, from);
+    rt_dnnl_key_push(&key, to);
+    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
+    if (!e) {
+        dnnl_memory_desc_t smd, dmd;
+        RT_TRY(rt_dnnl_md_layout(&smd, ndim, shape, from, desc));
+        RT_TRY(rt_dnnl_md_layout(&dmd, ndim, shape, to, desc));
+        dnnl_engine_t eng;
+        RT_TRY(rt_dnnl_engine(&eng));
+        dnnl_primitive_attr_t attr;
+        RT_TRY(rt_dnnl_attr_user_scratchpad(&attr, desc));
+        dnnl_primitive_desc_t pd;
+        dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, &smd, eng, &dmd, eng, attr);
+        dnnl_primitive_attr_destroy(attr);
+        if (st != dnnl_success)
+            return rt_dnnl_fail(st, "reorder primitive descriptor creation", desc);
+        rt_dnnl_argspec specs[2] = {{DNNL_ARG_FROM, 0, &smd}, {DNNL_ARG_TO, 1, &dmd}};
+        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, 2, specs, &e));
+    }
+    if (dry) return rt_dnnl_entry_dry_run(e);
+    void *ptrs[2] = {(void *)src, dst};
+    return rt_dnnl_entry_exec(e, ptrs);
+}

@@ -1,0 +1,41 @@
+/* Activation memory layouts shared by the oneDNN kernels.
+ *
+ * RT_LAYOUT_PLAIN is PyTorch's contiguous NCHW / NCDHW. RT_LAYOUT_BLOCKED is
+ * oneDNN's channel-blocked nChw{B}c (4-D tensors [N, C, H, W]) or nCdhw{B}c
+ * (5-D [N, C, D, H, W]) with B = RT_LAYOUT_BLOCK: element (n, c, h, w) of a
+ * 4-D tensor lives at float index
+ *     ((n*C/B + c/B)*H*W + h*W + w)*B + c%B
+ * and for 5-D the spatial offset h*W + w becomes (d*H + h)*W + w with D*H*W
+ * in place of H*W. Blocked is only defined for C % B == 0, so there is never
+ * channel padding and a blocked buffer has exactly the byte size of the
+ * plain one; every kernel refuses a blocked tensor with C % B != 0
+ * (RT_ERR_INVALID_ARG). Keeping activations blocked from layer to layer lets
+ * a convolution whose preferred layout is the blocked one run without
+ * reorders. Element-wise kernels (eltwise.h, ReLU) are layout-agnostic: they
+ * see a flat array and keep the element order, so y has x's layout. */
+#ifndef RT_KERNELS_LAYOUT_H
+#define RT_KERNELS_LAYOUT_H
+
+#include <stdint.h>
+
+#include "core/layout.h"
+#include "core/status.h"
+
+
+/* Copies a tensor of logical shape `shape` (ndim 4: N,C,H,W or 5: N,C,D,H,W)
+ * from layout `from` in src to layout `to` in dst (oneDNN reorder primitive,
+ * cached per thread by shape and layouts, see cache.h; from == to is a plain
+ * copy). src and dst are caller-owned, contiguous, shape-product floats each
+ * and must not overlap. Dry run: src and dst both NULL → checks the
+ * arguments, creates or looks up the primitive and books and releases
+ * exactly the RT_MEM_TEMP bytes a real call allocates (a scratchpad, if
+ * oneDNN wants one; usually none); touches no data. N == 0 is a valid empty
+ * call.
+ * Errors: RT_ERR_INVALID_ARG (ndim not 4 or 5, shape NULL, N < 0, C or a
+ * spatial size < 1, a layout value other than the two above, a blocked side
+ * with C % RT_LAYOUT_BLOCK != 0, exactly one of src/dst NULL), RT_ERR_OOM,
+ * RT_ERR_BACKEND. */
+rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout from, rt_layout to,
+                                   const float *src, float *dst);
+
+#endif

@@ -1,0 +1,82 @@
+/* Conversion between the PLAIN and BLOCKED memory orders (core/tensor.h). */
+#include <math.h>
+
+#include "kernels/layout.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+typedef struct rt_layout_ctx {
+    rt_layout from;
+} rt_layout_ctx;
+
+static rt_status rt_reorder(rt_tensor *x, rt_layout to, rt_tensor **out) {
+    *out = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    if (!*out) return RT_ERR_OOM;
+    (*out)->layout = to;
+    rt_status st = rt_kernel_reorder_layout(x->ndim, x->shape, x->layout, to, rt_tensor_f32(x),
+                                            rt_tensor_f32(*out));
+    if (st != RT_OK) {
+        rt_tensor_release(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+static rt_status rt_to_layout_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_layout_ctx *c = self->ctx;
+    return rt_reorder(grad_out[0], c->from, &grad_in[0]);
+}
+
+static bool rt_blockable(const rt_tensor *x) {
+    return (x->ndim == 4 || x->ndim == 5) && x->shape[1] % RT_LAYOUT_BLOCK == 0;
+}
+
+rt_status rt_to_layout(rt_tensor *x, rt_layout layout, rt_tensor **out) {
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(x, "to_layout", "input"));
+    if (x->layout == layout) {
+        *out = rt_tensor_retain(x);
+        return RT_OK;
+    }
+    if (layout == RT_LAYOUT_BLOCKED && !rt_blockable(x)) {
+        char a[64];
+        return rt_error_set(RT_ERR_INVALID_ARG, "to_layout: the blocked layout needs (N, C, [D,] H, W) with C a "
+                            "multiple of %d, got %s", RT_LAYOUT_BLOCK, rt_tensor_shape_str(x, a, sizeof a));
+    }
+    rt_tensor *y;
+    RT_TRY(rt_reorder(x, layout, &y));
+    rt_node *node = NULL;
+    rt_status st = rt_node_create("to_layout", 1, &x, 1, rt_to_layout_backward, sizeof(rt_layout_ctx), &node);
+    if (st == RT_OK && node) ((rt_layout_ctx *)node->ctx)->from = x->layout;
+    return rt_op_return(st, node, y, out);
+}
+
+rt_status rt_to_preferred_layout(rt_tensor *x, rt_tensor **out) {
+    return rt_to_layout(x, rt_blockable(x) ? RT_LAYOUT_BLOCKED : x->layout, out);
+}
+
+rt_status rt_compare(rt_tensor *a, rt_tensor *ref, double *max_abs, double *max_ref) {
+    *max_abs = *max_ref = 0.0;
+    if (!rt_tensor_same_shape(a, ref)) {
+        char x[64], y[64];
+        return rt_error_set(RT_ERR_SHAPE, "compare: shapes %s and %s differ", rt_tensor_shape_str(a, x, sizeof x),
+                            rt_tensor_shape_str(ref, y, sizeof y));
+    }
+    if (rt_tensor_is_meta(a) || rt_tensor_is_meta(ref)) return RT_OK;
+    bool grad = rt_grad_set_enabled(false);
+    rt_tensor *ac = NULL;
+    rt_status st = rt_to_layout(a, ref->layout, &ac);
+    rt_grad_set_enabled(grad);
+    if (st != RT_OK) return st;
+    const float *p = rt_tensor_f32(ac), *q = rt_tensor_f32(ref);
+    double m = 0.0, r = 0.0;
+    for (int64_t i = 0; i < rt_tensor_numel(ref); i++) {
+        double d = fabs((double)p[i] - q[i]);
+        m = d > m || d != d ? (d != d ? INFINITY : d) : m;
+        r = fmax(r, fabs(q[i]));
+    }
+    rt_tensor_release(ac);
+    *max_abs = m;
+    *max_ref = r;
+    return RT_OK;
+}

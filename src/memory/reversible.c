@@ -196,30 +196,39 @@ typedef struct rt_seq_ctx {
     rt_block_record rec[];
 } rt_seq_ctx;
 
-/* sum, sum of squares and a ±1 pseudo-random projection of x, in f64. The
- * projection moves by about ‖δ‖ for an error δ, so it sees small random
- * drift that the first two moments average away. */
-static void rt_fingerprint(const rt_tensor *x, double *sum, double *sumsq, double *proj) {
+/* sum, sum of squares and a ±1 pseudo-random projection of the input held
+ * as its two halves (x1 then x2, as flat arrays), in f64. The projection
+ * moves by about ‖δ‖ for an error δ, so it sees small random drift that the
+ * first two moments average away. A non-finite input gives a non-finite sum
+ * of squares. Half-wise, because backward keeps inputs as halves. */
+static void rt_fingerprint_part(const rt_tensor *x, int64_t base, double *sum, double *sumsq, double *proj) {
     const float *p = rt_tensor_f32(x);
     int64_t n = rt_tensor_numel(x);
     double s = 0.0, q = 0.0, r = 0.0;
 #pragma omp parallel for reduction(+ : s, q, r) if (n > 32768)
     for (int64_t i = 0; i < n; i++) {
         double v = p[i];
-        double sign = 1.0 - 2.0 * (double)((uint32_t)((uint64_t)i * 2654435761u) >> 31);
+        double sign = 1.0 - 2.0 * (double)((uint32_t)((uint64_t)(base + i) * 2654435761u) >> 31);
         s += v;
         q += v * v;
         r += sign * v;
     }
-    *sum = s;
-    *sumsq = q;
-    *proj = r;
+    *sum += s;
+    *sumsq += q;
+    *proj += r;
 }
 
-/* Relative drift of x against the fingerprint recorded at forward. */
-static double rt_drift(const rt_block_record *r, const rt_tensor *x) {
+static void rt_fingerprint(const rt_tensor *x1, const rt_tensor *x2, double *sum, double *sumsq, double *proj) {
+    *sum = *sumsq = *proj = 0.0;
+    rt_fingerprint_part(x1, 0, sum, sumsq, proj);
+    rt_fingerprint_part(x2, rt_tensor_numel(x1), sum, sumsq, proj);
+}
+
+/* Relative drift of the rebuilt halves against the forward's fingerprint. */
+static double rt_drift(const rt_block_record *r, const rt_tensor *x1, const rt_tensor *x2) {
     double s, q, p;
-    rt_fingerprint(x, &s, &q, &p);
+    rt_fingerprint(x1, x2, &s, &q, &p);
+    if (!isfinite(q)) return INFINITY;
     double norm = sqrt(r->sumsq) > 1e-30 ? sqrt(r->sumsq) : 1e-30;
     double d = fabs(s - r->sum) / norm;
     d = fmax(d, fabs(p - r->proj) / norm);
@@ -263,16 +272,16 @@ static rt_tensor *rt_leaf_grad(rt_tensor *l) {
     return l->grad ? rt_tensor_retain(l->grad) : rt_tensor_zeros_like(l, RT_MEM_TEMP);
 }
 
-/* Block i's backward from its exact input x: recompute y with a graph, back-propagate dy. */
+/* Block i's backward from its exact input x: recompute (y1, y2) with a
+ * graph and back-propagate (dy1, dy2); returns x's halves and their grads. */
 static rt_status rt_backward_exact(rt_rev_block *b, const rt_block_record *r, bool training, rt_tensor *x,
-                                   rt_tensor *dy, rt_tensor **dx) {
-    *dx = NULL;
-    rt_tensor *h1, *h2, *x1 = NULL, *x2 = NULL, *fx = NULL, *y1 = NULL, *gy = NULL, *y2 = NULL, *y = NULL;
+                                   rt_tensor *dy1, rt_tensor *dy2, rt_tensor **x1o, rt_tensor **x2o,
+                                   rt_tensor **dx1, rt_tensor **dx2) {
+    *x1o = *x2o = *dx1 = *dx2 = NULL;
+    rt_tensor *h1, *h2, *x1 = NULL, *x2 = NULL, *fx = NULL, *y1 = NULL, *gy = NULL, *y2 = NULL;
     RT_TRY(rt_halves(b, x, &h1, &h2));
     x1 = rt_leaf(h1);
     x2 = rt_leaf(h2);
-    rt_tensor_release(h1);
-    rt_tensor_release(h2);
     rt_status st = (x1 && x2) ? RT_OK : RT_ERR_OOM;
     bool grad = rt_grad_set_enabled(true);
     rt_rng_goto(r->seed, r->off_f);
@@ -281,35 +290,37 @@ static rt_status rt_backward_exact(rt_rev_block *b, const rt_block_record *r, bo
     rt_rng_goto(r->seed, r->off_g);
     if (st == RT_OK) st = b->g.forward(b->g.self, y1, training, &gy);
     if (st == RT_OK) st = rt_couple(b, x2, gy, &y2);
-    if (st == RT_OK) st = rt_join(y1, y2, &y);
     rt_grad_set_enabled(false);
+    /* y2 depends on y1 through G: its backward keeps y1's graph for the second pass */
+    if (st == RT_OK) st = rt_backward(y2, dy2, true);
+    if (st == RT_OK) st = rt_backward(y1, dy1, false);
+    if (st == RT_OK && (!(*dx1 = rt_leaf_grad(x1)) || !(*dx2 = rt_leaf_grad(x2)))) st = RT_ERR_OOM;
     rt_release4(fx, y1, gy, y2);
-    if (st == RT_OK) st = rt_backward(y, dy, false);
-    rt_tensor_release(y);
-    if (st == RT_OK) {
-        rt_tensor *g1 = rt_leaf_grad(x1), *g2 = rt_leaf_grad(x2);
-        st = (g1 && g2) ? rt_join(g1, g2, dx) : RT_ERR_OOM;
-        rt_tensor_release(g1);
-        rt_tensor_release(g2);
-    }
     rt_tensor_release(x1);
     rt_tensor_release(x2);
     rt_grad_set_enabled(grad);
-    return st;
+    if (st != RT_OK) {
+        rt_release4(h1, h2, *dx1, *dx2);
+        *dx1 = *dx2 = NULL;
+        return st;
+    }
+    *x1o = h1;
+    *x2o = h2;
+    return RT_OK;
 }
 
-/* Block i's backward from its output y only (RevNet Algorithm 1): rebuild x
- * while building the graphs of G(y1) and F(x2) once, then back-propagate
- * dy2 through G and the coupling, and dy1 + (G's contribution) through F. */
-static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, bool training, rt_tensor *y,
-                                     rt_tensor *dy, rt_tensor **x, rt_tensor **dx) {
-    *x = *dx = NULL;
-    rt_tensor *y1, *y2, *dy1 = NULL, *dy2 = NULL;
-    RT_TRY(rt_halves(b, y, &y1, &y2));
-    rt_status st = rt_halves(b, dy, &dy1, &dy2);
+/* Block i's backward from its output (y1, y2) only (RevNet Algorithm 1):
+ * rebuild (x1, x2) while building the graphs of G(y1) and F(x2) once, then
+ * back-propagate dy2 through G and the coupling, and dy1 + (G's
+ * contribution) through F. Inputs and outputs stay as halves, so no
+ * activation is concatenated and split again between blocks. */
+static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, bool training, rt_tensor *y1,
+                                     rt_tensor *y2, rt_tensor *dy1, rt_tensor *dy2, rt_tensor **x1o,
+                                     rt_tensor **x2o, rt_tensor **dx1, rt_tensor **dx2) {
+    *x1o = *x2o = *dx1 = *dx2 = NULL;
     rt_tensor *y1l = rt_leaf(y1), *gy = NULL, *x2 = NULL, *x2l = NULL, *y2r = NULL, *fx = NULL, *x1 = NULL;
     rt_tensor *g1 = NULL, *dy1t = NULL, *g2 = NULL;
-    if (st == RT_OK && !y1l) st = RT_ERR_OOM;
+    rt_status st = y1l ? RT_OK : RT_ERR_OOM;
     bool grad = rt_grad_set_enabled(true);
     rt_rng_goto(r->seed, r->off_g);
     if (st == RT_OK) st = b->g.forward(b->g.self, y1l, training, &gy);
@@ -322,28 +333,23 @@ static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, 
     if (st == RT_OK) st = b->f.forward(b->f.self, x2l, training, &fx);
     rt_grad_set_enabled(false);
     if (st == RT_OK) st = rt_sub(y1, fx, &x1);
-    if (st == RT_OK) st = rt_join(x1, x2, x);
-    if (st == RT_OK && !rt_tensor_is_meta(*x) && !rt_vec_all_finite(rt_tensor_numel(*x), rt_tensor_f32(*x)))
-        st = rt_error_set(RT_ERR_NONFINITE, "reversible block '%s': the rebuilt input is not finite (F or G "
-                          "overflowed); keep exact activations with grouping every k or auto", b->name);
     if (st == RT_OK) st = rt_backward(y2r, dy2, false);
     if (st == RT_OK && !(g1 = rt_leaf_grad(y1l))) st = RT_ERR_OOM;
     if (st == RT_OK) st = rt_add(dy1, g1, &dy1t);
     if (st == RT_OK) st = rt_backward(fx, dy1t, false);
     if (st == RT_OK && !(g2 = rt_leaf_grad(x2l))) st = RT_ERR_OOM;
-    if (st == RT_OK) st = rt_join(dy1t, g2, dx);
     rt_grad_set_enabled(grad);
-    rt_release4(y1, y2, dy1, dy2);
-    rt_release4(y1l, gy, x2, x2l);
-    rt_release4(y2r, fx, x1, g1);
-    rt_tensor_release(dy1t);
-    rt_tensor_release(g2);
+    rt_release4(y1l, gy, x2l, y2r);
+    rt_release4(fx, g1, NULL, NULL);
     if (st != RT_OK) {
-        rt_tensor_release(*x);
-        rt_tensor_release(*dx);
-        *x = *dx = NULL;
+        rt_release4(x1, x2, dy1t, g2);
+        return st;
     }
-    return st;
+    *x1o = x1;
+    *x2o = x2;
+    *dx1 = dy1t;
+    *dx2 = g2;
+    return RT_OK;
 }
 
 /* max |a - exact| / max |exact|, in any memory orders. */
@@ -357,29 +363,33 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     rt_seq_ctx *c = self->ctx;
     rt_rev_sequence *s = c->seq;
     double tol = s->tol > 0 ? s->tol : 1e-3;
-    rt_tensor *out;
+    rt_tensor *out, *y1 = NULL, *y2 = NULL, *dy1 = NULL, *dy2 = NULL;
     RT_TRY(rt_node_saved(self, c->out_slot, &out));
-    rt_tensor *y = rt_tensor_retain(out), *dy = rt_tensor_retain(grad_out[0]);
+    /* every block of a sequence splits the same channel count, so one block's
+     * input halves are the previous block's output halves */
+    rt_status st = rt_halves(&s->blocks[s->n - 1], out, &y1, &y2);
+    if (st == RT_OK) st = rt_halves(&s->blocks[s->n - 1], grad_out[0], &dy1, &dy2);
     rt_generator saved_gen = *rt_default_generator();
     bool rec = rt_recompute_set_active(true);
-    rt_status st = RT_OK;
     s->last_drift = 0.0;
     int chain = 0, fail_chain = s->n + 1; /* calibration: inversions since the last exact input */
     double worst_within = 0.0;
     for (int i = s->n - 1; i >= 0 && st == RT_OK; i--) {
         rt_rev_block *b = &s->blocks[i];
         const rt_block_record *r = &c->rec[i];
-        rt_tensor *x = NULL, *dx = NULL, *exact = NULL;
+        rt_tensor *x1 = NULL, *x2 = NULL, *dx1 = NULL, *dx2 = NULL, *exact = NULL;
         if (r->exact_slot >= 0) st = rt_node_saved(self, r->exact_slot, &exact);
         if (st != RT_OK) break;
         if (exact && c->calibrating) {
             /* Measure how far the chain of rebuilds has drifted, then take this
              * block's gradients from its exact input, so a calibration step is
              * never built on a rebuild that a FULL sequence would refuse. */
+            rt_tensor *y = NULL, *x = NULL;
             bool grad = rt_grad_set_enabled(false);
-            st = rt_block_invert_at(b, r, c->training, y, &x);
+            st = rt_join(y1, y2, &y);
+            if (st == RT_OK) st = rt_block_invert_at(b, r, c->training, y, &x);
             rt_grad_set_enabled(grad);
-            if (st == RT_OK) st = rt_backward_exact(b, r, c->training, exact, dy, &dx);
+            if (st == RT_OK) st = rt_backward_exact(b, r, c->training, exact, dy1, dy2, &x1, &x2, &dx1, &dx2);
             if (st == RT_OK && !rt_tensor_is_meta(x)) {
                 double e = rt_rel_error(x, exact);
                 chain++;
@@ -389,21 +399,25 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
                         s->calib_error[1] = e;
                     }
                     chain = 0;
-                    rt_tensor_release(x);
-                    x = rt_tensor_retain(exact);
-                } else {
+                } else { /* continue the chain from the rebuilt input */
                     worst_within = fmax(worst_within, e);
+                    rt_release4(x1, x2, NULL, NULL);
+                    st = rt_halves(b, x, &x1, &x2);
                 }
             }
+            rt_release4(y, x, NULL, NULL);
         } else if (exact) {
-            x = rt_tensor_retain(exact);
-            st = rt_backward_exact(b, r, c->training, x, dy, &dx);
+            st = rt_backward_exact(b, r, c->training, exact, dy1, dy2, &x1, &x2, &dx1, &dx2);
         } else {
-            st = rt_backward_rebuild(b, r, c->training, y, dy, &x, &dx);
-            if (st == RT_OK && !rt_tensor_is_meta(x)) {
-                double d = rt_drift(r, x);
+            st = rt_backward_rebuild(b, r, c->training, y1, y2, dy1, dy2, &x1, &x2, &dx1, &dx2);
+            if (st == RT_OK && !rt_tensor_is_meta(x1)) {
+                double d = rt_drift(r, x1, x2);
                 s->last_drift = fmax(s->last_drift, d);
-                if (d > tol)
+                if (d == INFINITY)
+                    st = rt_error_set(RT_ERR_NONFINITE, "reversible block '%s': the rebuilt input is not finite "
+                                      "(F or G overflowed); keep exact activations with grouping every k or auto",
+                                      b->name);
+                else if (d > tol)
                     st = rt_error_set(RT_ERR_RECONSTRUCTION,
                                       "reversible block '%s': the input rebuilt from the output drifted by %.3g "
                                       "(relative), over the tolerance %.3g; keep exact activations with grouping "
@@ -411,10 +425,11 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
                                       b->name, d, tol);
             }
         }
-        rt_tensor_release(y);
-        rt_tensor_release(dy);
-        y = x;
-        dy = dx;
+        rt_release4(y1, y2, dy1, dy2);
+        y1 = x1;
+        y2 = x2;
+        dy1 = dx1;
+        dy2 = dx2;
     }
     if (st == RT_OK && c->calibrating) {
         s->k = fail_chain - 1 >= 1 ? (fail_chain - 1 < s->n ? fail_chain - 1 : s->n) : 1;
@@ -423,9 +438,12 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     }
     rt_recompute_set_active(rec);
     *rt_default_generator() = saved_gen;
-    if (st == RT_OK && rt_node_needs_grad(self, 0)) grad_in[0] = rt_tensor_retain(dy);
-    rt_tensor_release(y);
-    rt_tensor_release(dy);
+    if (st == RT_OK && rt_node_needs_grad(self, 0)) {
+        bool grad = rt_grad_set_enabled(false);
+        st = rt_join(dy1, dy2, &grad_in[0]);
+        rt_grad_set_enabled(grad);
+    }
+    rt_release4(y1, y2, dy1, dy2);
     return st;
 }
 
@@ -464,12 +482,13 @@ static rt_status rt_seq_forward_reversible(rt_rev_sequence *s, rt_tensor *x, boo
             rt_block_record *r = &c->rec[i];
             r->exact_slot = -1;
             if (c->calibrating || (k > 0 && i % k == 0)) st = rt_node_save(node, h, &r->exact_slot);
-            if (!rt_tensor_is_meta(h)) rt_fingerprint(h, &r->sum, &r->sumsq, &r->proj);
             r->seed = gen->seed;
             r->off_f = gen->offset;
         }
         rt_tensor *x1 = NULL, *x2 = NULL, *fx = NULL, *y1 = NULL, *gy = NULL, *y2 = NULL, *y = NULL;
         if (st == RT_OK) st = rt_halves(b, h, &x1, &x2);
+        if (st == RT_OK && c && !rt_tensor_is_meta(h))
+            rt_fingerprint(x1, x2, &c->rec[i].sum, &c->rec[i].sumsq, &c->rec[i].proj);
         if (st == RT_OK) st = b->f.forward(b->f.self, x2, training, &fx);
         if (st == RT_OK) st = rt_add(x1, fx, &y1);
         if (c) c->rec[i].off_g = gen->offset;

@@ -4,10 +4,9 @@
 #include <string.h>
 
 #include "autograd/engine.h"
+#include "checkpoint.h"
 #include "cli.h"
 #include "common.h"
-#include "io/safetensors.h"
-#include "io/weights.h"
 #include "kernels/threads.h"
 #include "memory/reversible.h"
 #include "ops/ops.h"
@@ -160,96 +159,6 @@ static void write_memory_trace(const char *path, const rt_memstats *start) {
         printf("memory timeline of step 2: %s and %s (%zu events)\n", path, png, n);
 }
 
-/* "run.safetensors" → "run.optim.safetensors"; other names get ".optim.safetensors" appended. */
-static void optim_path(const char *weights, char *buf, size_t n) {
-    const char *ext = ".safetensors";
-    size_t len = strlen(weights), el = strlen(ext);
-    if (len > el && !strcmp(weights + len - el, ext))
-        snprintf(buf, n, "%.*s.optim%s", (int)(len - el), weights, ext);
-    else
-        snprintf(buf, n, "%s.optim%s", weights, ext);
-}
-
-/* The optimizer's state tensors, collected by name for saving: the visitor
- * hands out some entries (step counters) as temporaries, so each is retained. */
-typedef struct optim_state {
-    rt_named_tensor *items;
-    char (*names)[96];
-    int n, cap;
-} optim_state;
-
-static rt_status optim_state_add(void *ud, const char *name, rt_tensor *t) {
-    optim_state *s = ud;
-    if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 64;
-        rt_named_tensor *items = realloc(s->items, (size_t)cap * sizeof *items);
-        if (items) s->items = items;
-        char(*names)[96] = realloc(s->names, (size_t)cap * sizeof *names);
-        if (names) s->names = names;
-        if (!items || !names) return rt_error_set(RT_ERR_OOM, "out of memory listing optimizer state");
-        s->cap = cap;
-    }
-    snprintf(s->names[s->n], sizeof s->names[0], "%s", name);
-    s->items[s->n].tensor = rt_tensor_retain(t);
-    s->n++;
-    return RT_OK;
-}
-
-static void optim_state_free(optim_state *s) {
-    for (int i = 0; i < s->n; i++) rt_tensor_release(s->items[i].tensor);
-    free(s->items);
-    free(s->names);
-}
-
-/* Fills each optimizer state tensor from the open checkpoint file (ud). */
-static rt_status optim_state_fill(void *ud, const char *name, rt_tensor *t) {
-    const rt_st_entry *e = rt_st_find(ud, name);
-    if (!e || strcmp(e->dtype, rt_dtype_safetensors_name(t->dtype)) || e->nbytes != rt_tensor_nbytes(t))
-        return rt_error_set(RT_ERR_FORMAT, "optimizer checkpoint lacks '%s' or holds it with another dtype or "
-                            "shape; resume with the same --optimizer and --model", name);
-    memcpy(rt_tensor_data(t), e->data, e->nbytes);
-    return RT_OK;
-}
-
-/* Saves weights and optimizer state after `epoch` completed epochs. */
-static rt_status save_checkpoint(const train_opts *o, rt_model *m, rt_optimizer *opt, int64_t epoch) {
-    char opath[4096], ep[32], steps[32];
-    optim_path(o->save, opath, sizeof opath);
-    snprintf(ep, sizeof ep, "%lld", (long long)epoch);
-    snprintf(steps, sizeof steps, "%lld", (long long)rt_optimizer_step_count(opt));
-    const char *meta[] = {"format", "pt", "model", m->name, "epoch", ep, "optimizer_steps", steps,
-                          "optimizer", o->optimizer};
-    optim_state s = {0};
-    rt_status st = rt_optimizer_state_visit(opt, optim_state_add, &s);
-    for (int i = 0; i < s.n; i++) s.items[i].name = s.names[i];
-    if (st == RT_OK) st = rt_weights_save(NULL, s.items, s.n, meta, 5, opath);
-    optim_state_free(&s);
-    if (st == RT_OK) st = rt_weights_save(m->sd, NULL, 0, meta, 5, o->save);
-    return st;
-}
-
-/* Loads a checkpoint; returns the number of completed epochs through *epoch. */
-static rt_status load_checkpoint(const train_opts *o, rt_model *m, rt_optimizer *opt, int64_t *epoch) {
-    char opath[4096], buf[64];
-    optim_path(o->resume, opath, sizeof opath);
-    RT_TRY(rt_weights_read_metadata(o->resume, "model", buf, sizeof buf));
-    if (strcmp(buf, m->name))
-        return rt_error_set(RT_ERR_FORMAT, "checkpoint '%s' holds a %s, not a %s; pass --model %s", o->resume,
-                            buf, m->name, buf);
-    RT_TRY(rt_weights_read_metadata(opath, "optimizer", buf, sizeof buf));
-    if (strcmp(buf, o->optimizer))
-        return rt_error_set(RT_ERR_FORMAT, "checkpoint '%s' was trained with --optimizer %s; resume with it",
-                            opath, buf);
-    RT_TRY(rt_weights_read_metadata(opath, "epoch", buf, sizeof buf));
-    *epoch = strtoll(buf, NULL, 10);
-    RT_TRY(rt_weights_load(m->sd, NULL, 0, o->resume));
-    rt_st_file *f;
-    RT_TRY(rt_st_open(opath, &f));
-    rt_status st = rt_optimizer_state_visit(opt, optim_state_fill, f);
-    rt_st_close(f);
-    return st;
-}
-
 /* Copies samples [first, first+count) of a batch into a new DATA tensor. */
 static rt_tensor *batch_slice(const rt_tensor *t, int64_t first, int64_t count) {
     int64_t shape[5];
@@ -373,7 +282,7 @@ int rt_cmd_train(int argc, char **argv) {
         rt_cli_fail("bad --schedule");
         goto out;
     }
-    if (o.resume && load_checkpoint(&o, m, opt, &start_epoch) != RT_OK) {
+    if (o.resume && rt_checkpoint_load(o.resume, o.optimizer, m, opt, &start_epoch) != RT_OK) {
         rt_cli_fail("cannot resume");
         goto out;
     }
@@ -484,7 +393,7 @@ int rt_cmd_train(int argc, char **argv) {
             if (rt_plot_training_csv(o.log, png) != RT_OK)
                 fprintf(stderr, "revtorch train: cannot draw %s: %s\n", png, rt_error_last());
         }
-        if (o.save && save_checkpoint(&o, m, opt, epoch + 1) != RT_OK) {
+        if (o.save && rt_checkpoint_save(o.save, o.optimizer, m, opt, epoch + 1) != RT_OK) {
             rt_cli_fail("cannot save the checkpoint");
             goto out;
         }

@@ -112,43 +112,80 @@ static rt_status bn_pd(const rt_bn_shape *s, const bn_geom *g, dnnl_prop_kind_t 
     return RT_OK;
 }
 
-rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x,
-                                            const float *weight, const float *bias, float *y,
-                                            float *mean, float *var) {
+/* The training-forward entry (flags: use_scale / use_shift / fuse_norm_relu);
+ * with relu the entry's last argument is the workspace (DNNL_ARG_WORKSPACE,
+ * in the primitive's own format, size in e->workspace_bytes). */
+static rt_status bn_fwd_train_entry(const rt_bn_shape *s, unsigned flags, const char *desc,
+                                    rt_dnnl_entry **out) {
+    rt_dnnl_key key;
+    bn_key(&key, RT_DNNL_BN_FWD_TRAIN, s, flags, dnnl_forward_training);
+    *out = rt_dnnl_cache_find(&key);
+    if (*out) return RT_OK;
+    bn_geom g;
+    RT_TRY(bn_geom_init(s, &g, desc));
+    dnnl_primitive_desc_t pd;
+    RT_TRY(bn_pd(s, &g, dnnl_forward_training, flags, NULL, desc, &pd));
+    rt_dnnl_argspec specs[7];
+    int na = 0;
+    specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SRC, 0, &g.data};
+    specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DST, 1, &g.data};
+    specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 1, &g.stat};
+    specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 1, &g.stat};
+    if (flags & dnnl_use_scale) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
+    if (flags & dnnl_use_shift) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
+    if (flags & dnnl_fuse_norm_relu) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_WORKSPACE, 1, NULL};
+    return rt_dnnl_entry_create(&key, desc, pd, NULL, na, specs, out);
+}
+
+static rt_status bn_forward_train(const rt_bn_shape *s, int relu, const float *x,
+                                  const float *weight, const float *bias, float *y, float *mean,
+                                  float *var, void *workspace) {
     char desc[RT_DNNL_DESC_LEN];
-    RT_TRY(bn_check(s, 1, "forward_train", desc));
-    int dry = !x && !weight && !bias && !y && !mean && !var;
-    if (!dry && (!x || !y || !mean || !var))
+    RT_TRY(bn_check(s, 1, relu ? "relu forward_train" : "forward_train", desc));
+    int dry = !x && !weight && !bias && !y && !mean && !var && !workspace;
+    if (!dry && (!x || !y || !mean || !var || (relu && !workspace)))
         return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: x, y, mean and var must be non-NULL (or all NULL for a dry run)",
+                            relu ? "%s: x, y, mean, var and workspace must be non-NULL (or all "
+                                   "NULL for a dry run)"
+                                 : "%s: x, y, mean and var must be non-NULL (or all NULL for a dry "
+                                   "run)",
                             desc);
     /* A dry run books the affine variant (weight and bias given), as the op runs. */
     int has_w = dry || weight, has_b = dry || bias;
-    unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_b ? dnnl_use_shift : 0u);
-    rt_dnnl_key key;
-    bn_key(&key, RT_DNNL_BN_FWD_TRAIN, s, flags, dnnl_forward_training);
-    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
-    if (!e) {
-        bn_geom g;
-        RT_TRY(bn_geom_init(s, &g, desc));
-        dnnl_primitive_desc_t pd;
-        RT_TRY(bn_pd(s, &g, dnnl_forward_training, flags, NULL, desc, &pd));
-        rt_dnnl_argspec specs[6];
-        int na = 0;
-        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SRC, 0, &g.data};
-        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DST, 1, &g.data};
-        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 1, &g.stat};
-        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 1, &g.stat};
-        if (has_w) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
-        if (has_b) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
-        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, na, specs, &e));
-    }
+    unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_b ? dnnl_use_shift : 0u) |
+                     (relu ? dnnl_fuse_norm_relu : 0u);
+    rt_dnnl_entry *e;
+    RT_TRY(bn_fwd_train_entry(s, flags, desc, &e));
     if (dry) return rt_dnnl_entry_dry_run(e);
-    void *ptrs[6] = {(void *)x, y, mean, var};
+    void *ptrs[7] = {(void *)x, y, mean, var};
     int na = 4;
     if (weight) ptrs[na++] = (void *)weight;
     if (bias) ptrs[na++] = (void *)bias;
+    if (relu) ptrs[na++] = workspace;
     return rt_dnnl_entry_exec(e, ptrs);
+}
+
+rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x,
+                                            const float *weight, const float *bias, float *y,
+                                            float *mean, float *var) {
+    return bn_forward_train(s, 0, x, weight, bias, y, mean, var, NULL);
+}
+
+rt_status rt_kernel_batchnorm_relu_forward_train(const rt_bn_shape *s, const float *x,
+                                                 const float *weight, const float *bias, float *y,
+                                                 float *mean, float *var, void *workspace) {
+    return bn_forward_train(s, 1, x, weight, bias, y, mean, var, workspace);
+}
+
+size_t rt_kernel_batchnorm_relu_workspace_bytes(const rt_bn_shape *s) {
+    char desc[RT_DNNL_DESC_LEN];
+    if (bn_check(s, 1, "relu forward_train", desc) != RT_OK) return 0;
+    /* The workspace does not depend on the affine flags; ask the entry the op runs. */
+    rt_dnnl_entry *e;
+    if (bn_fwd_train_entry(s, dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu, desc, &e) !=
+        RT_OK)
+        return 0;
+    return e->workspace_bytes;
 }
 
 rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
@@ -192,16 +229,19 @@ rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
     return rt_dnnl_entry_exec(e, ptrs);
 }
 
-rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, const float *dy,
-                                       const float *mean, const float *var, const float *weight,
-                                       float *dx, float *dweight, float *dbias) {
+static rt_status bn_backward(const rt_bn_shape *s, int relu, const float *x, const float *dy,
+                             const float *mean, const float *var, const float *weight,
+                             const void *workspace, float *dx, float *dweight, float *dbias) {
     char desc[RT_DNNL_DESC_LEN];
-    RT_TRY(bn_check(s, 1, "backward", desc));
-    int dry = !x && !dy && !mean && !var && !weight && !dx && !dweight && !dbias;
-    if (!dry && (!x || !dy || !mean || !var || !dx))
+    RT_TRY(bn_check(s, 1, relu ? "relu backward" : "backward", desc));
+    int dry = !x && !dy && !mean && !var && !weight && !workspace && !dx && !dweight && !dbias;
+    if (!dry && (!x || !dy || !mean || !var || !dx || (relu && !workspace)))
         return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: x, dy, mean, var and dx must be non-NULL (or all NULL for a dry "
-                            "run)",
+                            relu ? "%s: x, dy, mean, var, workspace and dx must be non-NULL (the "
+                                   "workspace comes from rt_kernel_batchnorm_relu_forward_train), "
+                                   "or all NULL for a dry run"
+                                 : "%s: x, dy, mean, var and dx must be non-NULL (or all NULL for "
+                                   "a dry run)",
                             desc);
     if (dweight && !weight)
         return rt_error_set(RT_ERR_INVALID_ARG,
@@ -217,7 +257,8 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
     int has_w = dry || weight, has_dw = dry || dweight, has_db = dry || dbias;
     int full = has_w || has_db;
     dnnl_prop_kind_t prop = full ? dnnl_backward : dnnl_backward_data;
-    unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_db ? dnnl_use_shift : 0u);
+    unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_db ? dnnl_use_shift : 0u) |
+                     (relu ? dnnl_fuse_norm_relu : 0u);
     rt_dnnl_key key;
     bn_key(&key, RT_DNNL_BN_BWD, s, flags, prop);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
@@ -242,6 +283,7 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
         if (has_w && full) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SCALE, 1, &g.stat};
         if (has_db) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
         if (has_db) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DIFF_SHIFT, 1, &g.stat};
+        if (relu) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_WORKSPACE, 0, NULL};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, na, specs, &e));
     }
     /* TEMP block of up to two [c] vectors: a weight gradient nobody asked
@@ -267,7 +309,21 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
     if (weight && full) ptrs[na++] = dweight ? dweight : tmp;
     if (dbias) ptrs[na++] = tmp + (need_dw ? s->c : 0);
     if (dbias) ptrs[na++] = dbias;
+    if (relu) ptrs[na++] = (void *)workspace;
     rt_status rs = rt_dnnl_entry_exec(e, ptrs);
     if (tmp) rt_mem_free(tmp, tmp_bytes, RT_MEM_TEMP);
     return rs;
+}
+
+rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, const float *dy,
+                                       const float *mean, const float *var, const float *weight,
+                                       float *dx, float *dweight, float *dbias) {
+    return bn_backward(s, 0, x, dy, mean, var, weight, NULL, dx, dweight, dbias);
+}
+
+rt_status rt_kernel_batchnorm_relu_backward(const rt_bn_shape *s, const float *x, const float *dy,
+                                            const float *mean, const float *var,
+                                            const float *weight, const void *workspace, float *dx,
+                                            float *dweight, float *dbias) {
+    return bn_backward(s, 1, x, dy, mean, var, weight, workspace, dx, dweight, dbias);
 }

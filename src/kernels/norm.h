@@ -38,6 +38,7 @@
 #ifndef RT_KERNELS_NORM_H
 #define RT_KERNELS_NORM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -80,5 +81,30 @@ rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
 rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, const float *dy,
                                        const float *mean, const float *var, const float *weight,
                                        float *dx, float *dweight, float *dbias);
+
+/* Fused batch norm + ReLU (oneDNN's dnnl_fuse_norm_relu), training only.
+ * Forward: as rt_kernel_batchnorm_forward_train, but writes
+ *   y = max(0, (x - mean) / sqrt(var + eps) * weight + bias)
+ * and `workspace`, an opaque bit-mask of the positive outputs (in the
+ * primitive's own format) of rt_kernel_batchnorm_relu_workspace_bytes(s)
+ * bytes; mean and var are the same batch statistics as unfused. Backward: as
+ * rt_kernel_batchnorm_backward with dy replaced by dy masked with the
+ * forward's workspace (dy where the fused output was positive, else 0), i.e.
+ * the gradient through relu(bn(x)); keep the workspace alive from forward to
+ * backward. Same shapes, layouts, errors and dry-run rules as the unfused
+ * kernels (a dry run passes every pointer, workspace included, as NULL and
+ * books the affine variant); a NULL workspace in a real call is
+ * RT_ERR_INVALID_ARG. Cached separately from the unfused primitives (the
+ * fuse flag is part of the key). */
+size_t rt_kernel_batchnorm_relu_workspace_bytes(const rt_bn_shape *s); /* 0 on a bad shape */
+
+rt_status rt_kernel_batchnorm_relu_forward_train(const rt_bn_shape *s, const float *x,
+                                                 const float *weight, const float *bias, float *y,
+                                                 float *mean, float *var, void *workspace);
+
+rt_status rt_kernel_batchnorm_relu_backward(const rt_bn_shape *s, const float *x, const float *dy,
+                                            const float *mean, const float *var,
+                                            const float *weight, const void *workspace, float *dx,
+                                            float *dweight, float *dbias);
 
 #endif

@@ -1,0 +1,102 @@
+/* Checkpoints of `revtorch train`: weights in one safetensors file (PyTorch
+ * names, loadable with load_state_dict) and the optimizer state plus the
+ * training position in a second one beside it. */
+#include "checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/safetensors.h"
+#include "io/weights.h"
+
+/* "run.safetensors" → "run.optim.safetensors"; other names get ".optim.safetensors" appended. */
+static void optim_path(const char *weights, char *buf, size_t n) {
+    const char *ext = ".safetensors";
+    size_t len = strlen(weights), el = strlen(ext);
+    if (len > el && !strcmp(weights + len - el, ext))
+        snprintf(buf, n, "%.*s.optim%s", (int)(len - el), weights, ext);
+    else
+        snprintf(buf, n, "%s.optim%s", weights, ext);
+}
+
+/* The optimizer's state tensors, collected by name for saving: the visitor
+ * hands out some entries (step counters) as temporaries, so each is retained. */
+typedef struct optim_state {
+    rt_named_tensor *items;
+    char (*names)[96];
+    int n, cap;
+} optim_state;
+
+static rt_status optim_state_add(void *ud, const char *name, rt_tensor *t) {
+    optim_state *s = ud;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        rt_named_tensor *items = realloc(s->items, (size_t)cap * sizeof *items);
+        if (items) s->items = items;
+        char(*names)[96] = realloc(s->names, (size_t)cap * sizeof *names);
+        if (names) s->names = names;
+        if (!items || !names) return rt_error_set(RT_ERR_OOM, "out of memory listing optimizer state");
+        s->cap = cap;
+    }
+    snprintf(s->names[s->n], sizeof s->names[0], "%s", name);
+    s->items[s->n].tensor = rt_tensor_retain(t);
+    s->n++;
+    return RT_OK;
+}
+
+static void optim_state_free(optim_state *s) {
+    for (int i = 0; i < s->n; i++) rt_tensor_release(s->items[i].tensor);
+    free(s->items);
+    free(s->names);
+}
+
+/* Fills each optimizer state tensor from the open checkpoint file (ud). */
+static rt_status optim_state_fill(void *ud, const char *name, rt_tensor *t) {
+    const rt_st_entry *e = rt_st_find(ud, name);
+    if (!e || strcmp(e->dtype, rt_dtype_safetensors_name(t->dtype)) || e->nbytes != rt_tensor_nbytes(t))
+        return rt_error_set(RT_ERR_FORMAT, "optimizer checkpoint lacks '%s' or holds it with another dtype or "
+                            "shape; resume with the same --optimizer and --model", name);
+    memcpy(rt_tensor_data(t), e->data, e->nbytes);
+    return RT_OK;
+}
+
+rt_status rt_checkpoint_save(const char *path, const char *optimizer, rt_model *m, rt_optimizer *opt,
+                            int64_t epoch) {
+    char opath[4096], ep[32], steps[32];
+    optim_path(path, opath, sizeof opath);
+    snprintf(ep, sizeof ep, "%lld", (long long)epoch);
+    snprintf(steps, sizeof steps, "%lld", (long long)rt_optimizer_step_count(opt));
+    const char *meta[] = {"format", "pt", "model", m->name, "epoch", ep, "optimizer_steps", steps,
+                          "optimizer", optimizer};
+    optim_state s = {0};
+    rt_status st = rt_optimizer_state_visit(opt, optim_state_add, &s);
+    for (int i = 0; i < s.n; i++) s.items[i].name = s.names[i];
+    if (st == RT_OK) st = rt_weights_save(NULL, s.items, s.n, meta, 5, opath);
+    optim_state_free(&s);
+    if (st == RT_OK) st = rt_weights_save(m->sd, NULL, 0, meta, 5, path);
+    return st;
+}
+
+rt_status rt_checkpoint_load(const char *path, const char *optimizer, rt_model *m, rt_optimizer *opt,
+                            int64_t *epoch) {
+    char opath[4096], buf[64];
+    optim_path(path, opath, sizeof opath);
+    RT_TRY(rt_weights_read_metadata(path, "model", buf, sizeof buf));
+    if (strcmp(buf, m->name))
+        return rt_error_set(RT_ERR_FORMAT, "checkpoint '%s' holds a %s, not a %s; pass --model %s", path,
+                            buf, m->name, buf);
+    RT_TRY(rt_weights_read_metadata(opath, "optimizer", buf, sizeof buf));
+    if (strcmp(buf, optimizer))
+        return rt_error_set(RT_ERR_FORMAT, "checkpoint '%s' was trained with --optimizer %s; resume with it",
+                            opath, buf);
+    RT_TRY(rt_weights_read_metadata(opath, "epoch", buf, sizeof buf));
+    *epoch = strtoll(buf, NULL, 10);
+    RT_TRY(rt_weights_load(m->sd, NULL, 0, path));
+    rt_st_file *f;
+    RT_TRY(rt_st_open(opath, &f));
+    rt_status st = rt_optimizer_state_visit(opt, optim_state_fill, f);
+    rt_st_close(f);
+    return st;
+}
+

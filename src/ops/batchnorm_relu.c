@@ -1,0 +1,152 @@
+/* Fused batch norm + ReLU op (see batchnorm_relu.h) over the fused oneDNN
+ * kernels of kernels/norm.h; eval mode composes rt_batch_norm and rt_relu. */
+#include "ops/batchnorm_relu.h"
+
+#include <string.h>
+
+#include "kernels/norm.h"
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+typedef struct rt_bnr_ctx {
+    rt_bn_shape s;
+} rt_bnr_ctx;
+
+/* Saved slots: 0 x, 1 weight, 2 batch mean, 3 batch variance, 4 workspace (u8). */
+static rt_status rt_bnr_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_bnr_ctx *c = self->ctx;
+    rt_tensor *x, *w, *mean, *var, *ws, *dy = grad_out[0];
+    RT_SAVED(self, 0, x);
+    RT_SAVED(self, 1, w);
+    RT_SAVED(self, 2, mean);
+    RT_SAVED(self, 3, var);
+    RT_SAVED(self, 4, ws);
+    rt_tensor *dx = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
+    rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);
+    rt_status st = (dx && dw && db) ? RT_OK : RT_ERR_OOM;
+    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
+    if (st == RT_OK)
+        st = rt_kernel_batchnorm_relu_backward(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy),
+                                               rt_tensor_f32(mean), rt_tensor_f32(var),
+                                               rt_tensor_f32(w), rt_tensor_data(ws),
+                                               rt_tensor_f32(dx), rt_tensor_f32(dw),
+                                               rt_tensor_f32(db));
+    if (st == RT_OK) {
+        if (rt_node_needs_grad(self, 0)) grad_in[0] = rt_tensor_retain(dx);
+        if (rt_node_needs_grad(self, 1)) grad_in[1] = rt_tensor_retain(dw);
+        if (rt_node_needs_grad(self, 2)) grad_in[2] = rt_tensor_retain(db);
+    }
+    rt_tensor_release(dx);
+    rt_tensor_release(dw);
+    rt_tensor_release(db);
+    return st;
+}
+
+/* running = (1-m)·running + m·batch, with the unbiased variance (PyTorch);
+ * the same arithmetic as rt_batch_norm's update (ops/batchnorm.c). */
+static void rt_bnr_update_running(const rt_bn_shape *s, float momentum, const float *mean,
+                                  const float *var, rt_tensor *running_mean,
+                                  rt_tensor *running_var) {
+    double count = (double)s->n * (double)s->spatial;
+    double unbias = count > 1 ? count / (count - 1) : 1.0;
+    float *rm = rt_tensor_f32(running_mean), *rv = rt_tensor_f32(running_var);
+    for (int64_t ch = 0; ch < s->c; ch++) {
+        rm[ch] = (1.0f - momentum) * rm[ch] + momentum * mean[ch];
+        rv[ch] = (1.0f - momentum) * rv[ch] + momentum * (float)(var[ch] * unbias);
+    }
+}
+
+static rt_status rt_bnr_eval(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
+                             rt_tensor *running_mean, rt_tensor *running_var,
+                             int64_t *num_batches_tracked, float momentum, float eps,
+                             rt_tensor **out) {
+    rt_tensor *h = NULL;
+    RT_TRY(rt_batch_norm(x, weight, bias, running_mean, running_var, num_batches_tracked, false,
+                         momentum, eps, &h));
+    rt_status st = rt_relu(h, out);
+    rt_tensor_release(h);
+    return st;
+}
+
+rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
+                             rt_tensor *running_mean, rt_tensor *running_var,
+                             int64_t *num_batches_tracked, bool training, float momentum,
+                             float eps, rt_tensor **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "batch_norm_relu: out is NULL");
+    *out = NULL;
+    if (!training)
+        return rt_bnr_eval(x, weight, bias, running_mean, running_var, num_batches_tracked,
+                           momentum, eps, out);
+    RT_TRY(rt_op_check_f32(x, "batch_norm_relu", "input"));
+    RT_TRY(rt_op_check_f32(weight, "batch_norm_relu", "weight"));
+    RT_TRY(rt_op_check_f32(bias, "batch_norm_relu", "bias"));
+    RT_TRY(rt_op_check_f32(running_mean, "batch_norm_relu", "running_mean"));
+    RT_TRY(rt_op_check_f32(running_var, "batch_norm_relu", "running_var"));
+    char a[64];
+    if (x->ndim < 2)
+        return rt_error_set(RT_ERR_SHAPE, "batch_norm_relu: expected input (N, C, ...), got %s",
+                            rt_tensor_shape_str(x, a, sizeof a));
+    rt_bnr_ctx c;
+    memset(&c, 0, sizeof c);
+    c.s.n = x->shape[0];
+    c.s.c = x->shape[1];
+    c.s.spatial = 1;
+    c.s.eps = eps;
+    c.s.layout = x->layout;
+    c.s.nsp = x->ndim - 2;
+    for (int i = 2; i < x->ndim; i++) {
+        c.s.spatial *= x->shape[i];
+        if (i - 2 < 3) c.s.sp[i - 2] = x->shape[i];
+    }
+    const rt_tensor *per_channel[4] = {weight, bias, running_mean, running_var};
+    for (int i = 0; i < 4; i++)
+        if (per_channel[i]->ndim != 1 || per_channel[i]->shape[0] != c.s.c)
+            return rt_error_set(RT_ERR_SHAPE,
+                                "batch_norm_relu: weight, bias, running_mean and running_var "
+                                "must be (%lld) for input %s",
+                                (long long)c.s.c, rt_tensor_shape_str(x, a, sizeof a));
+    if (c.s.n * c.s.spatial <= 1)
+        return rt_error_set(RT_ERR_SHAPE,
+                            "batch_norm_relu: expected more than 1 value per channel when "
+                            "training, got input %s; use a larger batch or eval mode",
+                            rt_tensor_shape_str(x, a, sizeof a));
+    /* Creates (or finds) the cached forward primitive; 0 means the shape or
+     * oneDNN refused: a dry run of the kernel then reports why (status and
+     * message), booking nothing that outlives it. */
+    int64_t ws_bytes = (int64_t)rt_kernel_batchnorm_relu_workspace_bytes(&c.s);
+    if (ws_bytes <= 0) {
+        RT_TRY(rt_kernel_batchnorm_relu_forward_train(&c.s, NULL, NULL, NULL, NULL, NULL, NULL,
+                                                      NULL));
+        return rt_error_set(RT_ERR_BACKEND, "batch_norm_relu: oneDNN gave no workspace for input %s",
+                            rt_tensor_shape_str(x, a, sizeof a));
+    }
+
+    rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *mean = rt_tensor_empty_like(running_mean, RT_MEM_TEMP);
+    rt_tensor *var = rt_tensor_empty_like(running_var, RT_MEM_TEMP);
+    rt_tensor *ws = rt_tensor_create(1, &ws_bytes, RT_U8, x->device, RT_MEM_TEMP);
+    rt_status st = (y && mean && var && ws) ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK) /* on meta: dry run (all pointers NULL), books the kernel's TEMP */
+        st = rt_kernel_batchnorm_relu_forward_train(
+            &c.s, rt_tensor_f32(x), rt_tensor_f32(weight), rt_tensor_f32(bias), rt_tensor_f32(y),
+            rt_tensor_f32(mean), rt_tensor_f32(var), rt_tensor_data(ws));
+    if (st == RT_OK && rt_op_compute(x) && !rt_recompute_is_active()) {
+        rt_bnr_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
+                              running_mean, running_var);
+        if (num_batches_tracked) (*num_batches_tracked)++;
+    }
+    rt_node *node = NULL;
+    rt_tensor *inputs[3] = {x, weight, bias};
+    if (st == RT_OK)
+        st = rt_node_create("batch_norm_relu", 3, inputs, 1, rt_bnr_backward, sizeof c, &node);
+    if (st == RT_OK && node) {
+        memcpy(node->ctx, &c, sizeof c);
+        rt_tensor *keep[5] = {x, weight, mean, var, ws};
+        for (int i = 0; i < 5 && st == RT_OK; i++) st = rt_node_save(node, keep[i], NULL);
+    }
+    rt_tensor_release(mean);
+    rt_tensor_release(var);
+    rt_tensor_release(ws);
+    return rt_op_return(st, node, y, out);
+}

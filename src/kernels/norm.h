@@ -85,9 +85,10 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
 /* Fused batch norm + ReLU (oneDNN's dnnl_fuse_norm_relu), training only.
  * Forward: as rt_kernel_batchnorm_forward_train, but writes
  *   y = max(0, (x - mean) / sqrt(var + eps) * weight + bias)
- * and `workspace`, an opaque bit-mask of the positive outputs (in the
+ * and `workspace`, an opaque mask of the positive outputs (in the
  * primitive's own format) of rt_kernel_batchnorm_relu_workspace_bytes(s)
- * bytes; mean and var are the same batch statistics as unfused. Backward: as
+ * bytes (oneDNN 2.6: one bit per element blocked, one byte plain); mean
+ * and var are the same batch statistics as unfused. Backward: as
  * rt_kernel_batchnorm_backward with dy replaced by dy masked with the
  * forward's workspace (dy where the fused output was positive, else 0), i.e.
  * the gradient through relu(bn(x)); keep the workspace alive from forward to

@@ -42,8 +42,8 @@ static rt_status rt_residual_forward(rt_resblock *b, rt_tensor *x, bool training
     rt_tensor *h = rt_tensor_retain(x);
     for (int i = 0; i < b->nconv; i++) {
         RT_SEQ(h, c, rt_conv_layer_forward(&b->conv[i], h, &c));
-        RT_SEQ(h, n, rt_batchnorm_layer_forward(&b->bn[i], h, training, &n));
-        if (i + 1 < b->nconv) RT_SEQ(h, r, rt_relu(h, &r));
+        if (i + 1 < b->nconv) RT_SEQ(h, r, rt_batchnorm_relu_layer_forward(&b->bn[i], h, training, &r));
+        else RT_SEQ(h, n, rt_batchnorm_layer_forward(&b->bn[i], h, training, &n));
     }
     *out = h;
     return RT_OK;

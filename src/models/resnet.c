@@ -45,8 +45,7 @@ static rt_status rt_resnet_forward(rt_model *m, rt_tensor *x, rt_tensor **logits
     rt_tensor *h = rt_tensor_retain(x);
     RT_SEQ(h, c, rt_conv_layer_forward(&r->conv1, h, &c));
     if (m->blocked) RT_SEQ(h, b, rt_to_preferred_layout(h, &b));
-    RT_SEQ(h, n, rt_batchnorm_layer_forward(&r->bn1, h, m->training, &n));
-    RT_SEQ(h, a, rt_relu(h, &a));
+    RT_SEQ(h, a, rt_batchnorm_relu_layer_forward(&r->bn1, h, m->training, &a));
     if (r->cfg.imagenet_stem) {
         rt_pool_opts p = {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
         RT_SEQ(h, pooled, rt_max_pool(h, &p, &pooled));

@@ -21,8 +21,7 @@ static rt_status rt_preact_forward(void *self, rt_tensor *x, bool training, rt_t
     *y = NULL;
     rt_tensor *h = rt_tensor_retain(x);
     for (int i = 0; i < p->n; i++) {
-        RT_SEQ(h, a, rt_batchnorm_layer_forward(&p->bn[i], h, training, &a));
-        RT_SEQ(h, r, rt_relu(h, &r));
+        RT_SEQ(h, a, rt_batchnorm_relu_layer_forward(&p->bn[i], h, training, &a));
         RT_SEQ(h, c, rt_conv_layer_forward(&p->conv[i], h, &c));
     }
     *y = h;
@@ -100,8 +99,7 @@ static rt_status rt_revnet_forward(rt_model *m, rt_tensor *x, rt_tensor **logits
     *logits = NULL;
     rt_tensor *h = rt_tensor_retain(x);
     RT_SEQ(h, c, rt_conv_layer_forward(&r->conv1, h, &c));
-    RT_SEQ(h, n, rt_batchnorm_layer_forward(&r->bn1, h, m->training, &n));
-    RT_SEQ(h, a, rt_relu(h, &a));
+    RT_SEQ(h, a, rt_batchnorm_relu_layer_forward(&r->bn1, h, m->training, &a));
     for (int s = 0; s < 3; s++) {
         rt_revnet_stage *st = &r->stages[s];
         /* back to the blocked order after a sequence whose halves were not block-aligned */
@@ -115,8 +113,7 @@ static rt_status rt_revnet_forward(rt_model *m, rt_tensor *x, rt_tensor **logits
             RT_SEQ(h, y, rt_rev_sequence_forward(&st->seq, h, m->training, &y));
         }
     }
-    RT_SEQ(h, b, rt_batchnorm_layer_forward(&r->bn_out, h, m->training, &b));
-    RT_SEQ(h, a2, rt_relu(h, &a2));
+    RT_SEQ(h, a2, rt_batchnorm_relu_layer_forward(&r->bn_out, h, m->training, &a2));
     RT_SEQ(h, g, rt_adaptive_avg_pool_1(h, &g));
     RT_SEQ(h, f, rt_flatten(h, &f));
     RT_SEQ(h, z, rt_linear_layer_forward(&r->fc, h, &z));

@@ -1,5 +1,7 @@
 #include "nn/layers.h"
 
+#include "ops/batchnorm_relu.h"
+
 #include <math.h>
 #include <stdio.h>
 
@@ -71,6 +73,11 @@ rt_status rt_batchnorm_layer_init(rt_batchnorm_layer *m, rt_state_dict *sd, cons
 rt_status rt_batchnorm_layer_forward(rt_batchnorm_layer *m, rt_tensor *x, bool training, rt_tensor **y) {
     return rt_batch_norm(x, m->weight, m->bias, m->running_mean, m->running_var, &m->num_batches_tracked,
                          training, m->momentum, m->eps, y);
+}
+
+rt_status rt_batchnorm_relu_layer_forward(rt_batchnorm_layer *m, rt_tensor *x, bool training, rt_tensor **y) {
+    return rt_batch_norm_relu(x, m->weight, m->bias, m->running_mean, m->running_var, &m->num_batches_tracked,
+                              training, m->momentum, m->eps, y);
 }
 
 rt_status rt_linear_layer_init(rt_linear_layer *m, rt_state_dict *sd, const char *prefix, int64_t in,

@@ -18,7 +18,8 @@
  * saving what those save). The output and the gradients have x's layout.
  * Saves (training): x, batch mean and variance (2·C floats) and oneDNN's
  * workspace (a u8 tensor of rt_kernel_batchnorm_relu_workspace_bytes bytes,
- * about one bit per element, booked SAVED); the weight is kept too but is a
+ * booked SAVED: with oneDNN 2.6 one bit per element for the blocked layout,
+ * one byte per element for the plain one); the weight is kept too but is a
  * parameter (not booked SAVED). The unfused pair saves x, 2·C floats and the
  * relu output (a full f32 activation) instead. */
 rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,

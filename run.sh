@@ -6,4 +6,5 @@ cd "$(dirname "$0")"
 bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build -j"$(nproc)"
+mkdir -p runs
 ./build/revtorch train --save runs/revtorch.safetensors --log runs/revtorch.csv --memory-trace runs/memory.csv "$@"

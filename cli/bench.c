@@ -53,13 +53,14 @@ int rt_cmd_bench(int argc, char **argv) {
         }
         if (!ok) return 2;
     }
-    if (steps < 1 || batch < 1 || size < 1 || channels < 1) {
-        fprintf(stderr, "revtorch bench: --steps, --batch-size, --size and --channels must be >= 1\n");
+    if (steps < 1 || warmup < 0 || batch < 1 || size < 1 || channels < 1) {
+        fprintf(stderr, "revtorch bench: --steps, --batch-size, --size and --channels must be >= 1, --warmup >= 0\n");
         return 2;
     }
     bool reversible;
     int kind, k;
     if (!rt_cli_memory_mode(memory, "full", &reversible, &kind, &k)) return 2;
+    if (!rt_cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
     rt_model *m = NULL;
     if (rt_model_create(model, channels, 10, RT_DEVICE_CPU, 0, &m) != RT_OK) return rt_cli_fail("model");
@@ -103,6 +104,7 @@ int rt_cmd_bench(int argc, char **argv) {
     rt_memstats ms;
     rt_memstats_get(&ms);
     double median = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
+    if (strncmp(model, "revnet", 6)) memory = "standard"; /* only RevNets have reversible parts */
     printf("revtorch model=%s memory=%s batch=%lld size=%lld threads=%d median_step_s=%.4f min_step_s=%.4f "
            "images_per_s=%.1f peak_tracked_mib=%.1f\n",
            model, memory, (long long)batch, (long long)size, rt_get_num_threads(), median, times[0],

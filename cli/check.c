@@ -13,7 +13,7 @@ static void check_usage(FILE *f) {
                "batch of the Fashion-MNIST test set, in eval mode: per block max|inverse(forward(x)) - x| /\n"
                "max|x| and forward(inverse(x)), and per stage the drift of rebuilding the stage's input\n"
                "through the whole chain of blocks.\n\n"
-               "  --model NAME       revnet38, revnet110 or revnet164 (default: the one recorded in FILE)\n"
+               "  --model NAME       revnet38, revnet110, revnet164 or revnet_small (default: the one in FILE)\n"
                "  --weights FILE     trained weights (default: the untrained initialisation)\n"
                "  --data DIR         Fashion-MNIST directory\n"
                "  --batch-size N     (default 64)\n"
@@ -42,13 +42,15 @@ int rt_cmd_check(int argc, char **argv) {
     char recorded[64];
     if (!model && weights) {
         if (rt_weights_read_metadata(weights, "model", recorded, sizeof recorded) != RT_OK)
-            return rt_cli_fail("the weight file does not say which model it holds; pass --model");
+            return rt_cli_fail("cannot tell which model the weight file holds (pass --model if it lacks the "
+                               "\"model\" metadata)");
         model = recorded;
     }
     if (!model) {
         fprintf(stderr, "revtorch check: pass --model or --weights\n");
         return 2;
     }
+    if (!rt_cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
     rt_dataset *test = NULL;
     rt_model *m = NULL;

@@ -92,6 +92,16 @@ rt_status rt_checkpoint_load(const char *path, const char *optimizer, rt_model *
                             opath, buf);
     RT_TRY(rt_weights_read_metadata(opath, "epoch", buf, sizeof buf));
     *epoch = strtoll(buf, NULL, 10);
+    /* the two files are written one after the other: a save interrupted
+     * between them leaves a pair from different epochs, which must not resume */
+    char wbuf[64], osteps[64], wsteps[64];
+    RT_TRY(rt_weights_read_metadata(path, "epoch", wbuf, sizeof wbuf));
+    RT_TRY(rt_weights_read_metadata(opath, "optimizer_steps", osteps, sizeof osteps));
+    RT_TRY(rt_weights_read_metadata(path, "optimizer_steps", wsteps, sizeof wsteps));
+    if (strcmp(buf, wbuf) || strcmp(osteps, wsteps))
+        return rt_error_set(RT_ERR_FORMAT, "checkpoint '%s' (epoch %s, step %s) and '%s' (epoch %s, step %s) are "
+                            "from different points of training (a save was interrupted between them); resume "
+                            "from an earlier complete pair", path, wbuf, wsteps, opath, buf, osteps);
     RT_TRY(rt_weights_load(m->sd, NULL, 0, path));
     rt_st_file *f;
     RT_TRY(rt_st_open(opath, &f));

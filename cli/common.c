@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "memory/reversible.h"
 #include "data/mnist.h"
 #include "ops/ops.h"
+#include "optim/optim.h"
 
 int rt_cli_fail(const char *what) {
     fprintf(stderr, "revtorch: %s: %s\n", what, rt_error_last());
@@ -58,9 +60,25 @@ bool rt_cli_str(int argc, char **argv, int *i, const char **out) {
     return v != NULL;
 }
 
+bool rt_cli_threads_ok(int64_t threads) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    if (threads >= 0 && threads <= 4 * cores) return true;
+    fprintf(stderr, "revtorch: --threads must be 0 (all %ld cores) or 1..%ld, got %lld\n", cores, 4 * cores,
+            (long long)threads);
+    return false;
+}
+
 rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out) {
+    if (subset < 0)
+        return rt_error_set(RT_ERR_INVALID_ARG, "a subset size must be >= 1 (0 or omitted: the whole set), got %lld",
+                            (long long)subset);
     rt_dataset *full;
     RT_TRY(rt_mnist_load(dir ? dir : rt_mnist_default_dir(), train, &full));
+    if (full->n == 0) {
+        rt_dataset_destroy(full);
+        return rt_error_set(RT_ERR_FORMAT, "the %s set is empty; check --data", train ? "training" : "test");
+    }
     if (subset <= 0 || subset >= full->n) {
         *out = full;
         return RT_OK;
@@ -159,7 +177,21 @@ rt_status rt_cli_predict_memory(const char *model, bool reversible, int grouping
     if (st == RT_OK) st = rt_model_forward(m, x, &logits);
     if (st == RT_OK) st = rt_cross_entropy(logits, y, 0.0f, &loss);
     if (st == RT_OK) st = rt_backward(loss, NULL, false);
+    /* the optimizer's state (SGD momentum: one buffer per parameter) is part of the step */
+    int np = rt_state_dict_num_params(m->sd);
+    rt_tensor **params = malloc((size_t)(np ? np : 1) * sizeof *params);
+    rt_optimizer *opt = NULL;
+    if (st == RT_OK && !params) st = rt_error_set(RT_ERR_OOM, "out of memory predicting memory");
+    if (st == RT_OK) {
+        rt_state_dict_params(m->sd, params);
+        rt_sgd_opts so = rt_sgd_default_opts(0.1f);
+        so.momentum = 0.9f;
+        opt = rt_sgd_create(params, np, &so);
+        st = opt ? rt_optimizer_step(opt) : RT_ERR_INVALID_ARG;
+    }
     rt_memstats_get(peaks);
+    rt_optimizer_destroy(opt);
+    free(params);
     /* report the step's own bytes: subtract what was live before the prediction */
     for (int i = 0; i < RT_MEM_NCAT; i++) peaks->peak[i] -= before.live[i];
     peaks->peak_total -= before.live_total;

@@ -20,6 +20,10 @@ bool rt_cli_int(int argc, char **argv, int *i, int64_t *out);
 bool rt_cli_float(int argc, char **argv, int *i, float *out);
 bool rt_cli_str(int argc, char **argv, int *i, const char **out);
 
+/* Checks a --threads value: 0 means all cores, 1..4×cores are allowed.
+ * Prints a message and returns false otherwise. */
+bool rt_cli_threads_ok(int64_t threads);
+
 /* Opens Fashion-MNIST train or test split from dir (NULL = the Debian
  * package's directory), optionally keeping only the first `subset` samples. */
 rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out);
@@ -35,7 +39,7 @@ int64_t rt_cli_count_correct(const rt_tensor *logits, const rt_tensor *labels);
 rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc);
 
 /* Peak bytes per category of one training step (forward, cross-entropy,
- * backward) of `model` at batch (n, c, h, w), predicted on meta tensors
+ * backward, SGD-momentum step) of `model` at batch (n, c, h, w), predicted on meta tensors
  * without computing. reversible/grouping/k set the model's memory strategy.
  * Leaves the default generator and the real run's peaks as they were
  * (peaks are reset afterwards). */

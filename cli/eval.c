@@ -41,11 +41,13 @@ int rt_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "revtorch eval: --weights FILE is required\n");
         return 2;
     }
+    if (!rt_cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
     char recorded[64];
     if (!model) {
         if (rt_weights_read_metadata(weights, "model", recorded, sizeof recorded) != RT_OK)
-            return rt_cli_fail("the weight file does not say which model it holds; pass --model");
+            return rt_cli_fail("cannot tell which model the weight file holds (pass --model if it lacks the "
+                               "\"model\" metadata)");
         model = recorded;
     }
     rt_dataset *test = NULL;

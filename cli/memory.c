@@ -9,23 +9,23 @@ static void memory_usage(FILE *f) {
     fprintf(f, "usage: revtorch memory [options]\n"
                "Predicts the bytes of one training step (forward, cross-entropy, backward) per category\n"
                "by running it on meta tensors, which have shapes but no data: instant, and exact.\n\n"
-               "  --model NAME       (default revnet38)\n"
+               "  --model NAME       (default revnet_small, as revtorch train)\n"
                "  --batch-size N     (default 128)\n"
-               "  --size S           input height and width (default 32)\n"
-               "  --channels C       input channels (default 3)\n"
+               "  --size S           input height and width (default 28, Fashion-MNIST)\n"
+               "  --channels C       input channels (default 1)\n"
                "  --memory MODE      reversible or standard (default: both, side by side)\n"
                "  --grouping G       full, auto or K (default full)\n");
 }
 
 static void print_row(const char *model, const char *mode, int64_t params, const rt_memstats *p) {
-    printf("%-10s %-11s %10lld", model, mode, (long long)params);
+    printf("%-12s %-11s %10lld", model, mode, (long long)params);
     for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %9.1f", (double)p->peak[c] / 1048576.0);
     printf(" %9.1f\n", (double)p->peak_total / 1048576.0);
 }
 
 int rt_cmd_memory(int argc, char **argv) {
-    const char *model = "revnet38", *memory = NULL, *grouping = "full";
-    int64_t batch = 128, size = 32, channels = 3;
+    const char *model = "revnet_small", *memory = NULL, *grouping = "full";
+    int64_t batch = 128, size = 28, channels = 1;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -46,8 +46,8 @@ int rt_cmd_memory(int argc, char **argv) {
     bool rev;
     int kind, k;
     if (!rt_cli_memory_mode(memory ? memory : "reversible", grouping, &rev, &kind, &k)) return 2;
-    if (batch < 1 || size < 1 || channels < 1) {
-        fprintf(stderr, "revtorch memory: --batch-size, --size and --channels must be >= 1\n");
+    if (batch < 1 || size < 1 || channels < 1 || batch > 1000000 || size > 100000 || channels > 100000) {
+        fprintf(stderr, "revtorch memory: --batch-size (1..10^6), --size and --channels (1..10^5) out of range\n");
         return 2;
     }
     rt_model *m = NULL;
@@ -56,7 +56,7 @@ int rt_cmd_memory(int argc, char **argv) {
     rt_model_destroy(m);
     printf("one training step of %s, batch %lld×%lld×%lld×%lld, peak MiB per category (meta run):\n", model,
            (long long)batch, (long long)channels, (long long)size, (long long)size);
-    printf("%-10s %-11s %10s", "model", "memory", "params");
+    printf("%-12s %-11s %10s", "model", "memory", "params");
     for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %9s", rt_mem_category_str((rt_mem_category)c));
     printf(" %9s\n", "total");
     for (int pass = 0; pass < 2; pass++) {

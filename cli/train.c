@@ -1,6 +1,9 @@
 /* `revtorch train`: trains a model on Fashion-MNIST with SGD or AdamW,
  * gradient accumulation, a cosine/step schedule, checkpoints and resume. */
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "autograd/engine.h"
@@ -58,9 +61,32 @@ static void train_usage(FILE *f) {
             rt_model_names());
 }
 
+/* True when option `name` appears on the command line. */
+static bool strstr_arg(int argc, char **argv, const char *name) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name)) return true;
+    return false;
+}
+
+/* RT_ERR_IO unless a file can be created beside `path` (checked before
+ * training so a bad --save or --memory-trace fails at once, not after an epoch). */
+static rt_status check_writable(const char *path, const char *option) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return rt_error_set(RT_ERR_IO, "%s %s is a directory; give a file name", option, path);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.check", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return rt_error_set(RT_ERR_IO, "cannot write %s %s: %s", option, path, strerror(errno));
+    fclose(f);
+    remove(tmp);
+    return RT_OK;
+}
+
 static int train_parse(int argc, char **argv, train_opts *o) {
     *o = (train_opts){.model = "revnet_small", .optimizer = "sgd", .schedule = "cosine", .epochs = 3,
-                      .batch_size = 128, .accum_steps = 1, .lr = -1, .weight_decay = -1, .momentum = 0.9f,
+                      .batch_size = 128, .accum_steps = 1, .lr = NAN, .weight_decay = NAN, .momentum = 0.9f,
                       .warmup_steps = 100, .augment = true,
                       .memory = "reversible", .grouping = "full"};
     for (int i = 1; i < argc; i++) {
@@ -107,8 +133,21 @@ static int train_parse(int argc, char **argv, train_opts *o) {
     bool rev;
     int kind, k;
     if (!rt_cli_memory_mode(o->memory, o->grouping, &rev, &kind, &k)) return 2;
-    if (o->lr < 0) o->lr = adamw ? 1e-3f : 0.1f;
-    if (o->weight_decay < 0) o->weight_decay = adamw ? 0.05f : 5e-4f;
+    bool lr_given = !isnan(o->lr) || strstr_arg(argc, argv, "--lr");
+    bool wd_given = !isnan(o->weight_decay) || strstr_arg(argc, argv, "--weight-decay");
+    if (!lr_given) o->lr = adamw ? 1e-3f : 0.1f;
+    if (!wd_given) o->weight_decay = adamw ? 0.05f : 5e-4f;
+    if (!(o->lr >= 0 && isfinite(o->lr)) || !(o->weight_decay >= 0 && isfinite(o->weight_decay)) ||
+        !(o->clip >= 0 && isfinite(o->clip)) || !(o->momentum >= 0 && isfinite(o->momentum)) ||
+        !(o->label_smoothing >= 0 && o->label_smoothing <= 1) || o->warmup_steps < 0) {
+        fprintf(stderr, "revtorch train: --lr, --weight-decay, --momentum and --clip must be finite and >= 0 "
+                        "(--clip 0: off), --label-smoothing in [0, 1], --warmup-steps >= 0\n");
+        return 2;
+    }
+    if (o->train_subset < 0 || o->test_subset < 0) {
+        fprintf(stderr, "revtorch train: --train-subset and --test-subset must be >= 1\n");
+        return 2;
+    }
     if (o->epochs < 1 || o->batch_size < 1 || o->accum_steps < 1 || o->accum_steps > o->batch_size) {
         fprintf(stderr, "revtorch train: need --epochs >= 1, --batch-size >= 1 and 1 <= --accum-steps <= "
                         "--batch-size\n");
@@ -215,6 +254,7 @@ int rt_cmd_train(int argc, char **argv) {
     train_opts o;
     int rc = train_parse(argc, argv, &o);
     if (rc >= 0) return rc;
+    if (!rt_cli_threads_ok(o.threads)) return 2;
     rt_set_num_threads((int)o.threads);
 
     rt_dataset *train = NULL, *test = NULL;
@@ -232,6 +272,11 @@ int rt_cmd_train(int argc, char **argv) {
         rt_cli_fail("cannot load the test set");
         goto out;
     }
+    if ((o.save && check_writable(o.save, "--save") != RT_OK) ||
+        (o.trace && check_writable(o.trace, "--memory-trace") != RT_OK)) {
+        rt_cli_fail("bad output path");
+        goto out;
+    }
     if (rt_model_create(o.model, train->channels, train->num_classes, RT_DEVICE_CPU, (uint64_t)o.seed, &m)) {
         rt_cli_fail("cannot create the model");
         goto out;
@@ -243,7 +288,8 @@ int rt_cmd_train(int argc, char **argv) {
     /* What one step would keep for backward with this strategy and with plain
      * backpropagation, predicted on meta tensors before anything runs. */
     rt_memstats pred, plain;
-    int64_t micro = (o.batch_size + o.accum_steps - 1) / o.accum_steps;
+    int64_t batch = o.batch_size < train->n ? o.batch_size : train->n;
+    int64_t micro = (batch + o.accum_steps - 1) / o.accum_steps;
     if (rt_cli_predict_memory(o.model, m->reversible, grouping, group_k, micro, train->channels, train->height,
                               train->width, &pred) != RT_OK ||
         rt_cli_predict_memory(o.model, false, RT_GROUPING_FULL, 0, micro, train->channels, train->height,
@@ -272,6 +318,10 @@ int rt_cmd_train(int argc, char **argv) {
         goto out;
     }
     rt_loader_options lo = rt_cli_loader_options(o.batch_size, true, o.augment, (uint64_t)o.seed);
+    /* A last batch too small to give every micro-batch 2 samples would make
+     * batch norm fail (one value per channel): drop it, as drop_last=True would. */
+    int64_t rest = train->n % o.batch_size;
+    lo.drop_last = rest > 0 && rest < 2 * o.accum_steps;
     if (rt_loader_create(train, &lo, &loader) != RT_OK) {
         rt_cli_fail("cannot create the data loader");
         goto out;
@@ -295,10 +345,11 @@ int rt_cmd_train(int argc, char **argv) {
         log = fopen(o.log, start_epoch ? "a" : "w");
         steps_log = fopen(steps_path, start_epoch ? "a" : "w");
         if (!log || !steps_log) {
-            fprintf(stderr, "revtorch train: cannot write --log %s\n", o.log);
+            fprintf(stderr, "revtorch train: cannot write --log %s: %s\n", o.log, strerror(errno));
             goto out;
         }
-        if (!start_epoch) {
+        fseek(log, 0, SEEK_END);
+        if (ftell(log) == 0) { /* a new file, also when resuming into another log */
             fprintf(log, "epoch,train_loss,train_acc,test_loss,test_acc,images_per_s,epoch_s,peak_param_mib,"
                          "peak_grad_mib,peak_optim_mib,peak_saved_mib,peak_temp_mib,peak_data_mib,peak_total_mib\n");
             fprintf(steps_log, "epoch,step,lr,loss\n");
@@ -336,7 +387,8 @@ int rt_cmd_train(int argc, char **argv) {
             }
             if (end) break;
             int64_t step = rt_optimizer_step_count(opt);
-            bool tracing = o.trace && step == 1;
+            /* the second step (caches warm), or the first when there is only one */
+            bool tracing = o.trace && step == (per_epoch * o.epochs > 1 ? 1 : 0);
             rt_memstats trace_start;
             if (tracing) {
                 rt_memstats_get(&trace_start);

@@ -57,6 +57,15 @@ static rt_tensor *rt_tensor_header(int ndim, const int64_t *shape, rt_dtype dtyp
         rt_error_set(RT_ERR_SHAPE, "tensors have 0 to %d dimensions, got %d", RT_MAX_DIMS, ndim);
         return NULL;
     }
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] > 0 && numel > ((int64_t)1 << 58) / shape[i]) {
+            rt_error_set(RT_ERR_SHAPE, "a tensor with dimension %d = %lld would hold more than 2^58 elements; "
+                         "the shape is too large", i, (long long)shape[i]);
+            return NULL;
+        }
+        numel *= shape[i] > 0 ? shape[i] : 1;
+    }
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) {
             rt_error_set(RT_ERR_SHAPE, "dimension %d of a new tensor is negative (%lld)", i,

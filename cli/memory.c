@@ -59,9 +59,10 @@ int rt_cmd_memory(int argc, char **argv) {
     printf("%-12s %-11s %10s", "model", "memory", "params");
     for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %9s", rt_mem_category_str((rt_mem_category)c));
     printf(" %9s\n", "total");
+    bool has_reversible = strncmp(model, "revnet", 6) == 0;
     for (int pass = 0; pass < 2; pass++) {
         bool r = pass == 0;
-        if (memory && r != rev) continue;
+        if ((memory && r != rev) || (r && !has_reversible)) continue;
         rt_memstats p;
         if (rt_cli_predict_memory(model, r, r ? kind : 0, k, batch, channels, size, size, &p) != RT_OK)
             return rt_cli_fail("prediction");

@@ -27,5 +27,13 @@ check bad-model 1 "resnet20" "$bin" train --model resnet7 --train-subset 64
 check eval-no-weights 2 "--weights FILE is required" "$bin" eval
 check eval-missing-file 1 "cannot" "$bin" eval --weights /nonexistent.safetensors
 check bad-accum 2 "accum-steps" "$bin" train --accum-steps 0
+check huge-threads 2 "threads must be" "$bin" train --threads 100000
+check negative-lr 2 "must be finite" "$bin" train --lr -1
+check nan-clip 2 "must be finite" "$bin" train --clip nan
+check negative-subset 2 "subset" "$bin" train --train-subset -5
+check save-to-dir 1 "is a directory" "$bin" train --save /tmp --train-subset 64 --test-subset 64
+check save-unwritable 1 "cannot write --save" "$bin" train --save /nonexistent/dir/w.safetensors --train-subset 64 --test-subset 64
+check bench-warmup 2 "warmup" "$bin" bench --warmup -1
+check memory-huge 2 "out of range" "$bin" memory --batch-size 1000000000 --size 10000000
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -26,4 +26,16 @@ lines=$(wc -l < "$dir/full.steps.csv")
 [ "$lines" -eq 17 ] || { echo "FAIL: expected 16 steps + header, got $lines lines"; exit 1; }
 echo "$model: resumed run identical to the uninterrupted one ($((lines - 1)) steps)"
 done
+
+# A save interrupted between its two files leaves weights and optimizer state
+# from different epochs: resuming from such a pair is refused.
+common=(--model resnet20 --train-subset 256 --test-subset 128 --batch-size 64 --threads 2 --seed 7)
+"$bin" train "${common[@]}" --epochs 1 --save "$dir/a.safetensors" > /dev/null
+"$bin" train "${common[@]}" --epochs 2 --save "$dir/b.safetensors" > /dev/null
+cp "$dir/a.optim.safetensors" "$dir/b.optim.safetensors"
+if out=$("$bin" train "${common[@]}" --epochs 3 --resume "$dir/b.safetensors" 2>&1); then
+    echo "FAIL: resumed from a mismatched checkpoint pair"; exit 1
+fi
+grep -q "different points of training" <<< "$out" || { echo "FAIL: unclear message: $out"; exit 1; }
+echo "mismatched checkpoint pair refused"
 echo "1 passed, 0 failed"

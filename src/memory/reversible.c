@@ -352,13 +352,6 @@ static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, 
     return RT_OK;
 }
 
-/* max |a - exact| / max |exact|, in any memory orders. */
-static double rt_rel_error(rt_tensor *a, rt_tensor *exact) {
-    double m, scale;
-    if (rt_compare(a, exact, &m, &scale) != RT_OK) return INFINITY;
-    return m / fmax(scale, 1e-30);
-}
-
 static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     rt_seq_ctx *c = self->ctx;
     rt_rev_sequence *s = c->seq;
@@ -391,7 +384,7 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
             rt_grad_set_enabled(grad);
             if (st == RT_OK) st = rt_backward_exact(b, r, c->training, exact, dy1, dy2, &x1, &x2, &dx1, &dx2);
             if (st == RT_OK && !rt_tensor_is_meta(x)) {
-                double e = rt_rel_error(x, exact);
+                double e = rt_rel_difference(x, exact);
                 chain++;
                 if (e > tol) { /* a chain this long drifts too far: restart from the exact input */
                     if (chain < fail_chain) {

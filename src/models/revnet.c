@@ -204,13 +204,6 @@ rt_status rt_revnet_create(const char *name, const rt_revnet_config *cfg, int64_
     return RT_OK;
 }
 
-/* max |a - ref| / max |ref|, in any memory orders. */
-static double rt_rel_diff(rt_tensor *a, rt_tensor *ref) {
-    double m, scale;
-    if (rt_compare(a, ref, &m, &scale) != RT_OK) return INFINITY;
-    return m / fmax(scale, 1e-30);
-}
-
 rt_status rt_revnet_reconstruction(rt_model *m, rt_tensor *x, double *block_err, double *chain_err,
                                    char *worst_block, size_t n) {
     *block_err = *chain_err = 0.0;
@@ -257,7 +250,7 @@ rt_status rt_revnet_reconstruction(rt_model *m, rt_tensor *x, double *block_err,
             rt_tensor_release(back);
             back = t;
         }
-        if (st == RT_OK && stage->n_rev) *chain_err = fmax(*chain_err, rt_rel_diff(back, stage_in));
+        if (st == RT_OK && stage->n_rev) *chain_err = fmax(*chain_err, rt_rel_difference(back, stage_in));
         rt_tensor_release(back);
         rt_tensor_release(stage_in);
     }

@@ -79,8 +79,8 @@ static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
 }
 
 /* running = (1-m)·running + m·batch, with the unbiased variance (PyTorch). */
-static void rt_bn_update_running(const rt_bn_shape *s, float momentum, const float *mean,
-                                 const float *var, rt_tensor *running_mean, rt_tensor *running_var) {
+void rt_bn_update_running(const rt_bn_shape *s, float momentum, const float *mean, const float *var,
+                          rt_tensor *running_mean, rt_tensor *running_var) {
     double count = (double)s->n * (double)s->spatial;
     double unbias = count > 1 ? count / (count - 1) : 1.0;
     float *rm = rt_tensor_f32(running_mean), *rv = rt_tensor_f32(running_var);

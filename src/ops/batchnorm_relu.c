@@ -43,19 +43,6 @@ static rt_status rt_bnr_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     return st;
 }
 
-/* running = (1-m)·running + m·batch, with the unbiased variance (PyTorch);
- * the same arithmetic as rt_batch_norm's update (ops/batchnorm.c). */
-static void rt_bnr_update_running(const rt_bn_shape *s, float momentum, const float *mean,
-                                  const float *var, rt_tensor *running_mean,
-                                  rt_tensor *running_var) {
-    double count = (double)s->n * (double)s->spatial;
-    double unbias = count > 1 ? count / (count - 1) : 1.0;
-    float *rm = rt_tensor_f32(running_mean), *rv = rt_tensor_f32(running_var);
-    for (int64_t ch = 0; ch < s->c; ch++) {
-        rm[ch] = (1.0f - momentum) * rm[ch] + momentum * mean[ch];
-        rv[ch] = (1.0f - momentum) * rv[ch] + momentum * (float)(var[ch] * unbias);
-    }
-}
 
 static rt_status rt_bnr_eval(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
                              rt_tensor *running_mean, rt_tensor *running_var,
@@ -132,7 +119,7 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
             &c.s, rt_tensor_f32(x), rt_tensor_f32(weight), rt_tensor_f32(bias), rt_tensor_f32(y),
             rt_tensor_f32(mean), rt_tensor_f32(var), rt_tensor_data(ws));
     if (st == RT_OK && rt_op_compute(x) && !rt_recompute_is_active()) {
-        rt_bnr_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
+        rt_bn_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
                               running_mean, running_var);
         if (num_batches_tracked) (*num_batches_tracked)++;
     }

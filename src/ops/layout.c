@@ -80,3 +80,9 @@ rt_status rt_compare(rt_tensor *a, rt_tensor *ref, double *max_abs, double *max_
     *max_ref = r;
     return RT_OK;
 }
+
+double rt_rel_difference(rt_tensor *a, rt_tensor *ref) {
+    double m, scale;
+    if (rt_compare(a, ref, &m, &scale) != RT_OK) return INFINITY;
+    return m / fmax(scale, 1e-30);
+}

@@ -33,6 +33,13 @@ static inline int rt_op_compute(const rt_tensor *t) { return !rt_tensor_is_meta(
  * enclosing backward when the graph was released. */
 #define RT_SAVED(node, i, var) RT_TRY(rt_node_saved((node), (i), &(var)))
 
+struct rt_bn_shape;
+/* Batch norm's running-statistics update, shared by batch_norm and the fused
+ * batch_norm_relu: running = (1-m)·running + m·batch with the unbiased
+ * variance (PyTorch). mean/var: the batch statistics (C floats, biased var). */
+void rt_bn_update_running(const struct rt_bn_shape *s, float momentum, const float *mean, const float *var,
+                          rt_tensor *running_mean, rt_tensor *running_var);
+
 /* Ends a single-output op: on success attaches y to node (if any) and hands
  * y to *out; on failure releases y. Always drops the creator's node reference. */
 static inline rt_status rt_op_return(rt_status st, rt_node *node, rt_tensor *y, rt_tensor **out) {

@@ -108,6 +108,8 @@ rt_status rt_to_preferred_layout(rt_tensor *x, rt_tensor **out);
  * infinite), *max_ref = max |ref|. Same shapes required (RT_ERR_SHAPE);
  * meta tensors give 0. For reconstruction and equivalence checks. */
 rt_status rt_compare(rt_tensor *a, rt_tensor *ref, double *max_abs, double *max_ref);
+/* max |a - ref| / max |ref| via rt_compare; INFINITY when they cannot be compared. */
+double rt_rel_difference(rt_tensor *a, rt_tensor *ref);
 
 /* torch.nn.functional.dropout: in training each element is zeroed with
  * probability p and survivors scaled by 1/(1-p); the mask comes from this

@@ -67,15 +67,8 @@ static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
         else if (rt_op_compute(dy))
             st = rt_bn_backward_eval(c, x, w, a, b, dy, dx, dw, db);
     }
-    if (st == RT_OK) {
-        if (rt_node_needs_grad(self, 0)) grad_in[0] = rt_tensor_retain(dx);
-        if (rt_node_needs_grad(self, 1)) grad_in[1] = rt_tensor_retain(dw);
-        if (rt_node_needs_grad(self, 2)) grad_in[2] = rt_tensor_retain(db);
-    }
-    rt_tensor_release(dx);
-    rt_tensor_release(dw);
-    rt_tensor_release(db);
-    return st;
+    rt_tensor *grads[3] = {dx, dw, db};
+    return rt_op_hand_grads(st, self, 3, grads, grad_in);
 }
 
 /* running = (1-m)·running + m·batch, with the unbiased variance (PyTorch). */

@@ -32,15 +32,8 @@ static rt_status rt_bnr_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
                                                rt_tensor_f32(w), rt_tensor_data(ws),
                                                rt_tensor_f32(dx), rt_tensor_f32(dw),
                                                rt_tensor_f32(db));
-    if (st == RT_OK) {
-        if (rt_node_needs_grad(self, 0)) grad_in[0] = rt_tensor_retain(dx);
-        if (rt_node_needs_grad(self, 1)) grad_in[1] = rt_tensor_retain(dw);
-        if (rt_node_needs_grad(self, 2)) grad_in[2] = rt_tensor_retain(db);
-    }
-    rt_tensor_release(dx);
-    rt_tensor_release(dw);
-    rt_tensor_release(db);
-    return st;
+    rt_tensor *grads[3] = {dx, dw, db};
+    return rt_op_hand_grads(st, self, 3, grads, grad_in);
 }
 
 

@@ -40,6 +40,18 @@ struct rt_bn_shape;
 void rt_bn_update_running(const struct rt_bn_shape *s, float momentum, const float *mean, const float *var,
                           rt_tensor *running_mean, rt_tensor *running_var);
 
+/* Ends a backward that computed every input's gradient in one kernel call:
+ * on success hands grads[i] to grad_in[i] for each input that wants one;
+ * always releases the creator's references to grads. Returns st. */
+static inline rt_status rt_op_hand_grads(rt_status st, const rt_node *node, int n, rt_tensor *const *grads,
+                                         rt_tensor **grad_in) {
+    for (int i = 0; i < n; i++) {
+        if (st == RT_OK && rt_node_needs_grad(node, i)) grad_in[i] = rt_tensor_retain(grads[i]);
+        rt_tensor_release(grads[i]);
+    }
+    return st;
+}
+
 /* Ends a single-output op: on success attaches y to node (if any) and hands
  * y to *out; on failure releases y. Always drops the creator's node reference. */
 static inline rt_status rt_op_return(rt_status st, rt_node *node, rt_tensor *y, rt_tensor **out) {

@@ -5,13 +5,16 @@
         [--threads T] [--steps N --warmup W] [--config SPEC]... [--sgemm N]
         [--json FILE]
 
-For each configuration it runs `revtorch bench` and bench/pytorch_bench.py
-alternately (revtorch, pytorch, revtorch, pytorch, ... R times), each in a
-fresh process, and records the median step time each process reports and the
+For each configuration it runs `revtorch bench`, `revtorch bench --conv-algo
+direct` and bench/pytorch_bench.py alternately (revtorch, direct, pytorch,
+revtorch, ... R times), each in a fresh process, and records the median step time each process reports and the
 process's peak resident set size (ru_maxrss from wait4 — the number
 `/usr/bin/time -f %M` prints).  The table shows, per configuration, the median
 over the R runs of each side; the ratio is revtorch / PyTorch (below 1:
-revtorch is faster).  Before the configurations it times an N×N SGEMM
+revtorch is faster).  "revtorch" is the default convolution policy (auto:
+Winograd where oneDNN's is faster); "direct" forces the direct convolution
+PyTorch's CPU path runs, so its ratio isolates everything but the algorithm
+(--no-direct skips it).  Before the configurations it times an N×N SGEMM
 (torch.mm and numpy/OpenBLAS) with the same thread count as the compute peak
 to compare against.
 
@@ -80,10 +83,12 @@ def one_run(kind, args, cfg):
               "--steps", str(steps), "--warmup", str(warmup), "--threads", str(args.threads)]
     if kind == "revtorch":
         cmd = [args.revtorch, "bench"] + common
+    elif kind == "direct":
+        cmd = [args.revtorch, "bench", "--conv-algo", "direct"] + common
     else:
         cmd = [PY, os.path.join(HERE, "pytorch_bench.py")] + common
     rc, text, rss = run_measured(cmd)
-    fields = parse_line(text, kind)
+    fields = parse_line(text, "pytorch" if kind == "pytorch" else "revtorch")
     if rc != 0 or fields is None or "median_step_s" not in fields:
         sys.stderr.write(f"  {kind} FAILED (exit {rc}): {' '.join(cmd)}\n{text}\n")
         return None
@@ -123,6 +128,8 @@ def main(argv=None):
                     help="MODEL:SIZE:CHANNELS:BATCH[:STEPS:WARMUP] (repeatable; replaces the defaults)")
     ap.add_argument("--sgemm", type=int, default=2048, help="SGEMM size for the peak (0: skip; default 2048)")
     ap.add_argument("--json", help="also write all per-run results to this file")
+    ap.add_argument("--no-direct", action="store_true",
+                    help="skip the revtorch --conv-algo direct runs")
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.threads < 1:
         ap.error("--repeats and --threads must be >= 1")
@@ -142,27 +149,36 @@ def main(argv=None):
             sys.stderr.write(f"SGEMM measurement failed:\n{text}\n")
             sgemm = None
 
+    sides = ("revtorch", "pytorch") if args.no_direct else ("revtorch", "direct", "pytorch")
     results = []
     for cfg in configs:
         model, size, ch, batch, steps, warmup = cfg
         sys.stderr.write(f"{model} {size}x{size}x{ch} batch {batch}: {steps} steps after {warmup} warm-up\n")
-        runs = {"revtorch": [], "pytorch": []}
+        runs = {kind: [] for kind in sides}
         for _ in range(args.repeats):
-            for kind in ("revtorch", "pytorch"):
+            for kind in sides:
                 runs[kind].append(one_run(kind, args, cfg))
         results.append((cfg, runs))
 
     print(f"\n### revtorch vs PyTorch {torch_version()}: training step (forward, cross-entropy, backward, "
           f"SGD momentum), {args.threads} threads, median of {args.repeats} alternating runs\n")
-    print("| config | revtorch s/step | PyTorch s/step | ratio rt/pt | revtorch img/s | PyTorch img/s "
-          "| revtorch peak RSS MiB | PyTorch peak RSS MiB | revtorch tracked peak MiB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    direct = "direct" in sides
+    print("| config | revtorch s/step | PyTorch s/step | ratio rt/pt "
+          + ("| direct s/step | ratio direct/pt " if direct else "")
+          + "| revtorch img/s | PyTorch img/s | revtorch peak RSS MiB | PyTorch peak RSS MiB "
+          "| revtorch tracked peak MiB |")
+    print("|---|---:|---:|---:|" + ("---:|---:|" if direct else "") + "---:|---:|---:|---:|---:|")
     for cfg, runs in results:
         model, size, ch, batch, steps, warmup = cfg
         rt, pt = runs["revtorch"], runs["pytorch"]
         rts, pts = med(rt, "median_step_s"), med(pt, "median_step_s")
         ratio = rts / pts if rts and pts else None
+        dcols = ""
+        if direct:
+            ds = med(runs["direct"], "median_step_s")
+            dcols = f"| {fmt(ds, '.4f')} | {fmt(ds / pts if ds and pts else None, '.2f')} "
         print(f"| {model} {size}×{size}×{ch} b{batch} | {fmt(rts, '.4f')} | {fmt(pts, '.4f')} | {fmt(ratio, '.2f')} "
+              + dcols +
               f"| {fmt(batch / rts if rts else None, '.1f')} | {fmt(batch / pts if pts else None, '.1f')} "
               f"| {fmt(med(rt, 'rss_mib'), '.0f')} | {fmt(med(pt, 'rss_mib'), '.0f')} "
               f"| {fmt(med(rt, 'peak_tracked_mib'), '.1f')} |")
@@ -184,7 +200,7 @@ def main(argv=None):
     print()
     for cfg, runs in results:
         model, size, ch, batch, steps, warmup = cfg
-        for kind in ("revtorch", "pytorch"):
+        for kind in sides:
             vals = [r["median_step_s"] for r in runs[kind] if r]
             failed = sum(r is None for r in runs[kind])
             noisy = len(vals) > 1 and max(vals) > NOISY * min(vals)
@@ -195,10 +211,15 @@ def main(argv=None):
                      if noisy else ""))
         fwd = med(runs["pytorch"], "fwd_gflop")
         if fwd:
-            rts, pts = med(runs["revtorch"], "median_step_s"), med(runs["pytorch"], "median_step_s")
+            peak = float(sgemm["numpy_best_gflops"]) if sgemm else None
+            rates = []
+            for kind in sides:
+                t = med(runs[kind], "median_step_s")
+                rate = 3 * fwd / t if t else None
+                frac = f" ({rate / peak:.0%} of SGEMM)" if rate and peak else ""
+                rates.append(f"{kind} {fmt(rate, '.1f')} GFLOP/s{frac}")
             print(f"- {model} {size}×{size}×{ch} b{batch}: {fwd:.2f} GFLOP per forward pass of the batch; "
-                  f"at ≈3× that per step: revtorch {fmt(3 * fwd / rts if rts else None, '.1f')} GFLOP/s, "
-                  f"PyTorch {fmt(3 * fwd / pts if pts else None, '.1f')} GFLOP/s")
+                  f"at ≈3× that per step: {', '.join(rates)}")
     pt_base = [r.get("rss_after_import_mib") for _, runs in results for r in runs["pytorch"] if r]
     if pt_base:
         print(f"- PyTorch's RSS after `import torch`, before any model: {statistics.median(pt_base):.0f} MiB "

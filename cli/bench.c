@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "common.h"
 #include "core/rng.h"
+#include "kernels/conv.h"
 #include "kernels/threads.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
@@ -22,6 +23,7 @@ static void bench_usage(FILE *f) {
                "  --steps N           timed steps (default 10)\n"
                "  --warmup N          untimed steps first (default 3)\n"
                "  --threads N         (default: all cores)\n"
+               RT_CLI_CONV_ALGO_HELP
                "  --memory MODE       reversible or standard, for RevNets (default reversible)\n"
                "Prints one line: model, batch, median/min step seconds, images/s, peak tracked MiB.\n");
 }
@@ -45,6 +47,7 @@ int rt_cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--channels")) ok = rt_cli_int(argc, argv, &i, &channels);
         else if (!strcmp(argv[i], "--steps")) ok = rt_cli_int(argc, argv, &i, &steps);
         else if (!strcmp(argv[i], "--warmup")) ok = rt_cli_int(argc, argv, &i, &warmup);
+        else if (!strcmp(argv[i], "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
         else if (!strcmp(argv[i], "--memory")) ok = rt_cli_str(argc, argv, &i, &memory);
         else {
@@ -105,9 +108,10 @@ int rt_cmd_bench(int argc, char **argv) {
     rt_memstats_get(&ms);
     double median = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
     if (strncmp(model, "revnet", 6)) memory = "standard"; /* only RevNets have reversible parts */
-    printf("revtorch model=%s memory=%s batch=%lld size=%lld threads=%d median_step_s=%.4f min_step_s=%.4f "
-           "images_per_s=%.1f peak_tracked_mib=%.1f\n",
-           model, memory, (long long)batch, (long long)size, rt_get_num_threads(), median, times[0],
+    printf("revtorch model=%s memory=%s conv_algo=%s batch=%lld size=%lld threads=%d median_step_s=%.4f "
+           "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f\n",
+           model, memory, rt_conv_algo_name(rt_conv_algo_get()), (long long)batch, (long long)size,
+           rt_get_num_threads(), median, times[0],
            (double)batch / median, (double)ms.peak_total / 1048576.0);
     rc = 0;
 out:

@@ -17,7 +17,8 @@ static void check_usage(FILE *f) {
                "  --weights FILE     trained weights (default: the untrained initialisation)\n"
                "  --data DIR         Fashion-MNIST directory\n"
                "  --batch-size N     (default 64)\n"
-               "  --threads N        (default: all cores)\n");
+               "  --threads N        (default: all cores)\n"
+               RT_CLI_CONV_ALGO_HELP);
 }
 
 int rt_cmd_check(int argc, char **argv) {
@@ -32,6 +33,7 @@ int rt_cmd_check(int argc, char **argv) {
         else if (!strcmp(argv[i], "--model")) ok = rt_cli_str(argc, argv, &i, &model);
         else if (!strcmp(argv[i], "--data")) ok = rt_cli_str(argc, argv, &i, &data);
         else if (!strcmp(argv[i], "--batch-size")) ok = rt_cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
         else {
             fprintf(stderr, "revtorch check: unknown option '%s' (see revtorch check --help)\n", argv[i]);

@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "memory/reversible.h"
 #include "data/mnist.h"
+#include "kernels/conv.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
 
@@ -58,6 +59,18 @@ bool rt_cli_str(int argc, char **argv, int *i, const char **out) {
     const char *v = rt_cli_value(argc, argv, i);
     if (v) *out = v;
     return v != NULL;
+}
+
+bool rt_cli_conv_algo(int argc, char **argv, int *i) {
+    const char *v = rt_cli_value(argc, argv, i);
+    if (!v) return false;
+    rt_conv_algo algo;
+    if (rt_conv_algo_parse(v, &algo) != RT_OK) {
+        fprintf(stderr, "revtorch: --conv-algo: %s\n", rt_error_last());
+        return false;
+    }
+    rt_conv_algo_set(algo);
+    return true;
 }
 
 bool rt_cli_threads_ok(int64_t threads) {

@@ -20,6 +20,16 @@ bool rt_cli_int(int argc, char **argv, int *i, int64_t *out);
 bool rt_cli_float(int argc, char **argv, int *i, float *out);
 bool rt_cli_str(int argc, char **argv, int *i, const char **out);
 
+/* Parses --conv-algo auto|direct|winograd (argv[*i + 1]; advances *i) and
+ * sets this thread's convolution policy (rt_conv_algo_set). Prints a
+ * message and returns false for an unknown name. */
+bool rt_cli_conv_algo(int argc, char **argv, int *i);
+
+/* The --conv-algo lines of the subcommands' --help. */
+#define RT_CLI_CONV_ALGO_HELP                                                                \
+    "  --conv-algo A         auto (default: Winograd where faster), direct (as PyTorch's CPU\n" \
+    "                        convolution) or winograd (wherever oneDNN has a kernel)\n"
+
 /* Checks a --threads value: 0 means all cores, 1..4×cores are allowed.
  * Prints a message and returns false otherwise. */
 bool rt_cli_threads_ok(int64_t threads);

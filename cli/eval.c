@@ -14,6 +14,7 @@ static void eval_usage(FILE *f) {
                "  --data DIR         Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
                "  --batch-size N     (default 256)\n"
                "  --threads N        (default: all cores)\n"
+               RT_CLI_CONV_ALGO_HELP
                "  --test-subset N    only the first N test images\n");
 }
 
@@ -29,6 +30,7 @@ int rt_cmd_eval(int argc, char **argv) {
         else if (!strcmp(argv[i], "--model")) ok = rt_cli_str(argc, argv, &i, &model);
         else if (!strcmp(argv[i], "--data")) ok = rt_cli_str(argc, argv, &i, &data);
         else if (!strcmp(argv[i], "--batch-size")) ok = rt_cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
         else if (!strcmp(argv[i], "--test-subset")) ok = rt_cli_int(argc, argv, &i, &subset);
         else {

@@ -48,6 +48,7 @@ static void train_usage(FILE *f) {
             "  --grouping G          reversible sequences keep nothing (full, default), the exact\n"
             "                        input of every G-th block (an integer), or measure drift (auto)\n"
             "  --threads N           threads for oneDNN, OpenBLAS and revtorch (default: all cores)\n"
+            RT_CLI_CONV_ALGO_HELP
             "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
             "                        optimizer state goes to FILE with .optim before .safetensors\n"
@@ -108,6 +109,7 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--epochs")) ok = rt_cli_int(argc, argv, &i, &o->epochs);
         else if (!strcmp(a, "--batch-size")) ok = rt_cli_int(argc, argv, &i, &o->batch_size);
         else if (!strcmp(a, "--accum-steps")) ok = rt_cli_int(argc, argv, &i, &o->accum_steps);
+        else if (!strcmp(a, "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
         else if (!strcmp(a, "--threads")) ok = rt_cli_int(argc, argv, &i, &o->threads);
         else if (!strcmp(a, "--seed")) ok = rt_cli_int(argc, argv, &i, &o->seed);
         else if (!strcmp(a, "--warmup-steps")) ok = rt_cli_int(argc, argv, &i, &o->warmup_steps);

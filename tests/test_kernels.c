@@ -197,6 +197,60 @@ static void test_conv2d(void) {
     tb_free_all();
 }
 
+static int conv_blk_case(rt_conv_shape s, rt_layout sl, rt_layout dl, uint64_t seed);
+
+/* Winograd F(4x4,3x3) (RT_CONV_ALGO_WINOGRAD) against the same direct-sum
+ * reference and tolerance as the direct kernels: shapes oneDNN accepts
+ * (3x3, stride 1; odd sizes so that 4x4 tiles overhang) and shapes it does
+ * not (stride 2, dilation, groups, 1x1), which must fall back to direct. On a
+ * CPU without a Winograd kernel every case falls back. */
+static void test_conv_winograd(void) {
+    tb_free_all();
+    rt_kernels_release_cache();
+    rt_conv_algo prev = rt_conv_algo_set(RT_CONV_ALGO_WINOGRAD);
+    CHECK_EQ_INT(prev, RT_CONV_ALGO_AUTO);
+    CHECK_EQ_INT(rt_conv_algo_get(), RT_CONV_ALGO_WINOGRAD);
+    rt_conv_shape cases[] = {
+        conv2(2, 32, 32, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1),  /* eligible, bias */
+        conv2(3, 16, 48, 1, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 0),   /* eligible, ragged tiles */
+        conv2(2, 48, 16, 1, 7, 7, 3, 3, 1, 1, 0, 0, 1, 1, 1),    /* eligible, no padding */
+        conv2(2, 3, 8, 1, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1),     /* few channels */
+        conv2(2, 32, 32, 1, 11, 11, 3, 3, 2, 2, 1, 1, 1, 1, 0),  /* stride 2: direct */
+        conv2(1, 16, 16, 1, 12, 12, 3, 3, 1, 1, 2, 2, 2, 2, 1),  /* dilation 2: direct */
+        conv2(2, 32, 32, 2, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1),    /* groups 2: direct */
+        conv2(2, 32, 64, 1, 9, 9, 1, 1, 1, 1, 0, 0, 1, 1, 0),    /* 1x1: direct */
+    };
+    int ok = 1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int ok_ = conv_case(&cases[i], 700 + i);
+        if (!ok_) fprintf(stderr, "  (winograd case %zu)\n", i);
+        ok &= ok_;
+    }
+    /* blocked activations on an eligible shape */
+    rt_conv_shape b = conv2(2, 32, 32, 1, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    ok &= conv_blk_case(b, RT_LAYOUT_BLOCKED, RT_LAYOUT_BLOCKED, 790);
+    rt_conv_algo_set(prev);
+    rt_kernels_release_cache();
+    tb_free_all();
+    CHECK(ok);
+}
+
+/* The policy's names, parsing, and that an unknown value is ignored. */
+static void test_conv_algo_policy(void) {
+    for (int a = RT_CONV_ALGO_AUTO; a <= RT_CONV_ALGO_WINOGRAD; a++) {
+        rt_conv_algo parsed = RT_CONV_ALGO_AUTO;
+        CHECK_OK(rt_conv_algo_parse(rt_conv_algo_name((rt_conv_algo)a), &parsed));
+        CHECK_EQ_INT(parsed, a);
+    }
+    rt_conv_algo out = RT_CONV_ALGO_DIRECT;
+    CHECK_EQ_INT(rt_conv_algo_parse("fft", &out), RT_ERR_INVALID_ARG);
+    CHECK(strstr(rt_error_last(), "auto, direct or winograd") != NULL);
+    CHECK_EQ_INT(out, RT_CONV_ALGO_DIRECT);
+    CHECK(rt_conv_algo_name((rt_conv_algo)7) == NULL);
+    CHECK_EQ_INT(rt_conv_algo_set((rt_conv_algo)7), RT_CONV_ALGO_AUTO);
+    CHECK_EQ_INT(rt_conv_algo_get(), RT_CONV_ALGO_AUTO);
+}
+
 static void test_conv3d(void) {
     tb_free_all();
     const int64_t one[3] = {1, 1, 1}, two[3] = {2, 2, 2}, k3[3] = {3, 3, 3}, z[3] = {0, 0, 0};
@@ -1333,7 +1387,8 @@ static void test_dry_run_blocked(void) {
 #undef MEASURE_TEMP
 
 RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
-             {"conv3d", test_conv3d}, {"conv_empty_batch", test_conv_empty_batch},
+             {"conv3d", test_conv3d}, {"conv_winograd", test_conv_winograd},
+             {"conv_algo_policy", test_conv_algo_policy}, {"conv_empty_batch", test_conv_empty_batch},
              {"conv_errors", test_conv_errors}, {"maxpool", test_maxpool},
              {"avgpool", test_avgpool}, {"pool_errors", test_pool_errors},
              {"batchnorm", test_batchnorm}, {"batchnorm_errors", test_batchnorm_errors},

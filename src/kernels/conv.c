@@ -10,6 +10,52 @@
 
 #include "kernels/dnnl_common.h"
 
+static _Thread_local rt_conv_algo rt_tls_conv_algo; /* zero: RT_CONV_ALGO_AUTO */
+
+rt_conv_algo rt_conv_algo_set(rt_conv_algo algo) {
+    rt_conv_algo prev = rt_tls_conv_algo;
+    if (rt_conv_algo_name(algo)) rt_tls_conv_algo = algo;
+    return prev;
+}
+
+rt_conv_algo rt_conv_algo_get(void) { return rt_tls_conv_algo; }
+
+const char *rt_conv_algo_name(rt_conv_algo algo) {
+    switch (algo) {
+    case RT_CONV_ALGO_AUTO: return "auto";
+    case RT_CONV_ALGO_DIRECT: return "direct";
+    case RT_CONV_ALGO_WINOGRAD: return "winograd";
+    }
+    return NULL;
+}
+
+rt_status rt_conv_algo_parse(const char *name, rt_conv_algo *out) {
+    for (int a = RT_CONV_ALGO_AUTO; a <= RT_CONV_ALGO_WINOGRAD; a++)
+        if (name && !strcmp(name, rt_conv_algo_name((rt_conv_algo)a))) {
+            *out = (rt_conv_algo)a;
+            return RT_OK;
+        }
+    return rt_error_set(RT_ERR_INVALID_ARG,
+                        "unknown convolution algorithm '%s'; choose auto, direct or winograd",
+                        name ? name : "(null)");
+}
+
+/* Whether this thread's policy asks for Winograd on shape s (output out).
+ * oneDNN may still refuse the shape; then the kernels fall back to direct.
+ * The AUTO thresholds come from timing both algorithms on oneDNN 2.6,
+ * AVX-512, 2 threads (docs/design.md): below 32 channels or with few 4x4
+ * output tiles, the transforms cost more than the multiplications saved. */
+static int conv_wants_winograd(const rt_conv_shape *s, const int64_t out[3]) {
+    rt_conv_algo a = rt_tls_conv_algo;
+    if (a == RT_CONV_ALGO_DIRECT) return 0;
+    if (s->nsp != 2 || s->groups != 1) return 0;
+    for (int i = 0; i < 2; i++)
+        if (s->k[i] != 3 || s->stride[i] != 1 || s->dil[i] != 1) return 0;
+    if (a == RT_CONV_ALGO_WINOGRAD) return 1;
+    int64_t tiles = s->n * ((out[0] + 3) / 4) * ((out[1] + 3) / 4);
+    return s->c_in >= 32 && s->c_out >= 32 && tiles >= 128;
+}
+
 void rt_conv_out_size(const rt_conv_shape *s, int64_t out[3]) {
     for (int i = 0; i < 3; i++) out[i] = 1;
     if (!s || (s->nsp != 2 && s->nsp != 3)) return;
@@ -90,6 +136,7 @@ typedef struct conv_geom {
     dnnl_dims_t strides, dil, pad_l, pad_r;
     /* src_user/dst_user: the caller's x/dx and y/dy layouts */
     dnnl_memory_desc_t src_any, dst_any, wei_any, src_user, dst_user, wei_plain, bias_md;
+    dnnl_alg_kind_t alg; /* winograd when wanted and oneDNN has it (conv_fwd_pd decides) */
 } conv_geom;
 
 static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], conv_geom *g,
@@ -118,6 +165,7 @@ static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], co
     }
     g->wnd = wo + sp;
     g->bias[0] = s->c_out;
+    g->alg = conv_wants_winograd(s, out) ? dnnl_convolution_winograd : dnnl_convolution_direct;
     RT_TRY(rt_dnnl_md(&g->src_any, g->nd, g->src, 1, desc));
     RT_TRY(rt_dnnl_md(&g->dst_any, g->nd, g->dst, 1, desc));
     RT_TRY(rt_dnnl_md(&g->wei_any, g->wnd, g->wei, 1, desc));
@@ -138,6 +186,9 @@ static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, 
     rt_dnnl_key_push(k, with_bias);
     rt_dnnl_key_push(k, s->src_layout);
     rt_dnnl_key_push(k, s->dst_layout);
+    int64_t out[3];
+    rt_conv_out_size(s, out);
+    rt_dnnl_key_push(k, conv_wants_winograd(s, out));
     for (int i = 0; i < s->nsp; i++) {
         rt_dnnl_key_push(k, s->in[i]);
         rt_dnnl_key_push(k, s->k[i]);
@@ -147,20 +198,26 @@ static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, 
     }
 }
 
-/* Forward pd (format_any, user scratchpad); also the hint for backward. */
-static rt_status conv_fwd_pd(const conv_geom *g, int with_bias, const char *desc,
+/* Forward pd (format_any, user scratchpad); also the hint for backward, so
+ * it settles g->alg: when oneDNN has no Winograd kernel for the shape, the
+ * forward and both backward passes use direct. */
+static rt_status conv_fwd_pd(conv_geom *g, int with_bias, const char *desc,
                              dnnl_primitive_desc_t *pd) {
     *pd = NULL;
     dnnl_engine_t eng;
     RT_TRY(rt_dnnl_engine(&eng));
-    dnnl_convolution_desc_t cd;
-    dnnl_status_t st = dnnl_dilated_convolution_forward_desc_init(
-        &cd, dnnl_forward_training, dnnl_convolution_direct, &g->src_any, &g->wei_any,
-        with_bias ? &g->bias_md : NULL, &g->dst_any, g->strides, g->dil, g->pad_l, g->pad_r);
-    if (st != dnnl_success) return rt_dnnl_fail(st, "dnnl_dilated_convolution_forward_desc_init", desc);
     dnnl_primitive_attr_t attr;
     RT_TRY(rt_dnnl_attr_user_scratchpad(&attr, desc));
-    st = dnnl_primitive_desc_create(pd, &cd, attr, eng, NULL);
+    dnnl_status_t st;
+    for (;;) {
+        dnnl_convolution_desc_t cd;
+        st = dnnl_dilated_convolution_forward_desc_init(
+            &cd, dnnl_forward_training, g->alg, &g->src_any, &g->wei_any,
+            with_bias ? &g->bias_md : NULL, &g->dst_any, g->strides, g->dil, g->pad_l, g->pad_r);
+        if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &cd, attr, eng, NULL);
+        if (st == dnnl_success || g->alg == dnnl_convolution_direct) break;
+        g->alg = dnnl_convolution_direct;
+    }
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success) {
         *pd = NULL;
@@ -223,7 +280,7 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
         RT_TRY(conv_fwd_pd(&g, 0, desc, &hint));
         dnnl_convolution_desc_t cd;
         dnnl_status_t st = dnnl_dilated_convolution_backward_data_desc_init(
-            &cd, dnnl_convolution_direct, &g.src_any, &g.wei_any, &g.dst_any, g.strides, g.dil,
+            &cd, g.alg, &g.src_any, &g.wei_any, &g.dst_any, g.strides, g.dil,
             g.pad_l, g.pad_r);
         rt_status rs = RT_OK;
         dnnl_primitive_attr_t attr = NULL;
@@ -286,7 +343,7 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
         RT_TRY(conv_fwd_pd(&g, with_db, desc, &hint));
         dnnl_convolution_desc_t cd;
         dnnl_status_t st = dnnl_dilated_convolution_backward_weights_desc_init(
-            &cd, dnnl_convolution_direct, &g.src_any, &g.wei_any, with_db ? &g.bias_md : NULL,
+            &cd, g.alg, &g.src_any, &g.wei_any, with_db ? &g.bias_md : NULL,
             &g.dst_any, g.strides, g.dil, g.pad_l, g.pad_r);
         rt_status rs = RT_OK;
         dnnl_primitive_attr_t attr = NULL;

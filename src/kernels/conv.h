@@ -86,6 +86,40 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
 rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,
                                           const float *dy, float *dw, float *db);
 
+/* Convolution algorithm policy, per thread (every thread starts at
+ * RT_CONV_ALGO_AUTO). It plays the part of torch.backends.cudnn.benchmark /
+ * .deterministic: which algorithm computes the same convolution.
+ *   RT_CONV_ALGO_DIRECT    always oneDNN's direct convolution, which is what
+ *                          PyTorch's CPU convolution (mkldnn) runs.
+ *   RT_CONV_ALGO_WINOGRAD  Winograd F(4x4, 3x3) (Lavin & Gray 2016) wherever
+ *                          oneDNN has a kernel for the shape (2-D, 3x3,
+ *                          stride 1, dilation 1, groups 1), direct elsewhere.
+ *   RT_CONV_ALGO_AUTO      Winograd where it is faster on this CPU class,
+ *                          by a fixed rule measured on oneDNN 2.6 AVX-512
+ *                          (docs/design.md, "Convolution algorithm"):
+ *                          a Winograd-capable shape with c_in >= 32,
+ *                          c_out >= 32 and n*ceil(out_h/4)*ceil(out_w/4) >= 128
+ *                          output tiles; direct elsewhere.
+ * The rule depends only on the shape, so a run is reproducible; it does
+ * depend on the batch size, so evaluating with another batch may round
+ * differently (~1e-6 relative). Winograd rounds differently from direct
+ * (worst ~1e-5 relative on ResNet-50 layers) and needs a larger scratchpad
+ * (RT_MEM_TEMP, booked by dry runs too). The policy is read when a primitive
+ * is created and is part of the cache key. rt_conv_algo_set returns the
+ * previous policy; an unknown value is ignored (and returned unchanged). */
+typedef enum rt_conv_algo {
+    RT_CONV_ALGO_AUTO = 0,
+    RT_CONV_ALGO_DIRECT = 1,
+    RT_CONV_ALGO_WINOGRAD = 2,
+} rt_conv_algo;
+
+rt_conv_algo rt_conv_algo_set(rt_conv_algo algo);
+rt_conv_algo rt_conv_algo_get(void);
+/* "auto", "direct", "winograd"; NULL for an unknown value. */
+const char *rt_conv_algo_name(rt_conv_algo algo);
+/* Parses one of those names; RT_ERR_INVALID_ARG names the choices. */
+rt_status rt_conv_algo_parse(const char *name, rt_conv_algo *out);
+
 /* Checks a conv shape (the same rules the kernels apply) and, when out is
  * non-NULL, stores the output size. Returns RT_OK or the error, message set. */
 rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]);

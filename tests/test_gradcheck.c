@@ -402,6 +402,23 @@ TU_TEST(add) {
     CHECK(GC("add_same_input", f_add_self, NULL, 1e-2f, RANDN(0, 1, 3, 5)));
 }
 
+static rt_status f_add_relu(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_add_relu(in[0], in[1], out);
+}
+static rt_status f_add_relu_self(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_add_relu(in[0], in[0], out);
+}
+
+/* relu(a + b): a is pushed 0.1 away from 0 and b ~ N(0, 0.01), so a + b stays
+ * more than h from the kink; both inputs get the masked gradient. */
+TU_TEST(add_relu) {
+    seed_inputs(117);
+    CHECK(GC("add_relu", f_add_relu, NULL, 1e-2f, randn_away_from_zero(4, (int64_t[]){2, 3, 4, 4}, 0.1f),
+             RANDN(0, 0.01f, 2, 3, 4, 4)));
+    CHECK(GC("add_relu_same_input", f_add_relu_self, NULL, 1e-2f,
+             randn_away_from_zero(2, (int64_t[]){3, 5}, 0.1f)));
+}
+
 TU_TEST(sub) {
     seed_inputs(116);
     CHECK(GC("sub", f_sub, NULL, 1e-2f, RANDN(0, 1, 2, 3, 4, 4), RANDN(0, 1, 2, 3, 4, 4)));
@@ -652,7 +669,7 @@ RT_TEST_MAIN({"conv2d_basic", conv2d_basic}, {"conv2d_stride2_pad_nobias", conv2
              {"conv2d_rect_mixed", conv2d_rect_mixed}, {"conv3d", conv3d}, {"linear", linear},
              {"batch_norm_train", batch_norm_train}, {"batch_norm_eval", batch_norm_eval}, {"relu", relu},
              {"leaky_relu", leaky_relu}, {"max_pool", max_pool}, {"avg_pool", avg_pool},
-             {"adaptive_avg_pool", adaptive_avg_pool}, {"add", add}, {"sub", sub}, {"mul_scalar", mul_scalar},
+             {"adaptive_avg_pool", adaptive_avg_pool}, {"add", add}, {"add_relu", add_relu}, {"sub", sub}, {"mul_scalar", mul_scalar},
              {"cat_channels", cat_channels}, {"split_channels", split_channels},
              {"reshape_flatten", reshape_flatten}, {"dropout_gradcheck", dropout_gradcheck},
              {"dropout_mask", dropout_mask}, {"cross_entropy", cross_entropy}, {"mse_loss", mse_loss},

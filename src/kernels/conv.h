@@ -103,7 +103,7 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
  * The rule depends only on the shape, so a run is reproducible; it does
  * depend on the batch size, so evaluating with another batch may round
  * differently (~1e-6 relative). Winograd rounds differently from direct
- * (worst ~1e-5 relative on ResNet-50 layers) and needs a larger scratchpad
+ * (at most 4e-6 of the largest output on ResNet-50 layers) and needs a larger scratchpad
  * (RT_MEM_TEMP, booked by dry runs too). The policy is read when a primitive
  * is created and is part of the cache key. rt_conv_algo_set returns the
  * previous policy; an unknown value is ignored (and returned unchanged). */

@@ -10,6 +10,14 @@ void rt_vec_add(int64_t n, const float *a, const float *b, float *out) {
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+void rt_vec_add_relu(int64_t n, const float *a, const float *b, float *out) {
+#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float v = a[i] + b[i];
+        out[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
 void rt_vec_sub(int64_t n, const float *a, const float *b, float *out) {
 #pragma omp parallel for if (n > RT_VEC_PAR_MIN)
     for (int64_t i = 0; i < n; i++) out[i] = a[i] - b[i];

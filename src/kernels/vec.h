@@ -10,6 +10,8 @@
 
 void rt_vec_add(int64_t n, const float *a, const float *b, float *out); /* out = a + b */
 void rt_vec_sub(int64_t n, const float *a, const float *b, float *out); /* out = a - b */
+/* out = max(a + b, 0), one pass (a residual sum and its ReLU) */
+void rt_vec_add_relu(int64_t n, const float *a, const float *b, float *out);
 void rt_vec_mul(int64_t n, const float *a, const float *b, float *out); /* out = a * b */
 void rt_vec_axpy(int64_t n, float alpha, const float *x, float *y);     /* y += alpha * x */
 void rt_vec_scale(int64_t n, float alpha, const float *x, float *out);  /* out = alpha * x */

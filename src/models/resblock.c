@@ -71,13 +71,9 @@ rt_status rt_resblock_forward(rt_resblock *b, rt_tensor *x, bool training, rt_te
         rt_tensor_release(h);
         return st;
     }
-    rt_tensor *sum = NULL;
-    st = rt_add(h, id, &sum);
+    st = rt_add_relu(h, id, out);
     rt_tensor_release(h);
     rt_tensor_release(id);
-    if (st != RT_OK) return st;
-    st = rt_relu(sum, out);
-    rt_tensor_release(sum);
     return st;
 }
 

@@ -1,5 +1,7 @@
-/* ReLU and LeakyReLU over oneDNN eltwise (kernels/eltwise.h). */
+/* ReLU and LeakyReLU over oneDNN eltwise (kernels/eltwise.h), and the fused
+ * residual add + ReLU. */
 #include "kernels/eltwise.h"
+#include "kernels/vec.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -7,14 +9,21 @@ typedef struct rt_relu_ctx {
     float negative_slope;
 } rt_relu_ctx;
 
+/* dy masked by the saved output's sign, handed to every input that needs it
+ * (relu has one input; add_relu two, which share the tensor). */
 static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_relu_ctx *c = self->ctx;
     rt_tensor *y, *dy = grad_out[0];
     RT_SAVED(self, 0, y);
-    if (!(grad_in[0] = rt_tensor_empty_like(y, RT_MEM_TEMP))) return RT_ERR_OOM;
+    rt_tensor *g = rt_tensor_empty_like(y, RT_MEM_TEMP);
+    if (!g) return RT_ERR_OOM;
     /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
-    return rt_kernel_relu_backward(rt_tensor_numel(y), c->negative_slope, rt_tensor_f32(y),
-                                   rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
+    rt_status st = rt_kernel_relu_backward(rt_tensor_numel(y), c->negative_slope, rt_tensor_f32(y),
+                                           rt_tensor_f32(dy), rt_tensor_f32(g));
+    for (int i = 0; st == RT_OK && i < self->n_inputs; i++)
+        if (rt_node_needs_grad(self, i)) grad_in[i] = rt_tensor_retain(g);
+    rt_tensor_release(g);
+    return st;
 }
 
 rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out) {
@@ -39,3 +48,27 @@ rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out) {
 }
 
 rt_status rt_relu(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu(x, 0.0f, out); }
+
+rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
+    *out = NULL;
+    RT_TRY(rt_op_check_pair(a, b, "add_relu"));
+    if (a->layout != b->layout) { /* compute in a's memory order */
+        rt_tensor *bc = NULL;
+        RT_TRY(rt_to_layout(b, a->layout, &bc));
+        rt_status st = rt_add_relu(a, bc, out);
+        rt_tensor_release(bc);
+        return st;
+    }
+    rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
+    if (!y) return RT_ERR_OOM;
+    if (rt_op_compute(a))
+        rt_vec_add_relu(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(b), rt_tensor_f32(y));
+    rt_node *node = NULL;
+    rt_tensor *inputs[2] = {a, b};
+    rt_status st = rt_node_create("add_relu", 2, inputs, 1, rt_relu_backward, sizeof(rt_relu_ctx), &node);
+    if (st == RT_OK && node) {
+        ((rt_relu_ctx *)node->ctx)->negative_slope = 0.0f;
+        st = rt_node_save(node, y, NULL);
+    }
+    return rt_op_return(st, node, y, out);
+}

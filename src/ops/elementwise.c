@@ -28,14 +28,7 @@ static rt_status rt_linear_combo_backward(rt_node *self, rt_tensor *const *grad_
 
 static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, const char *op, rt_tensor **out) {
     *out = NULL;
-    RT_TRY(rt_op_check_f32(a, op, "first input"));
-    RT_TRY(rt_op_check_f32(b, op, "second input"));
-    RT_TRY(rt_op_check_device(a, b, op));
-    if (!rt_tensor_same_shape(a, b)) {
-        char sa[64], sb[64];
-        return rt_error_set(RT_ERR_SHAPE, "%s: shapes %s and %s differ (no broadcasting)", op,
-                            rt_tensor_shape_str(a, sa, sizeof sa), rt_tensor_shape_str(b, sb, sizeof sb));
-    }
+    RT_TRY(rt_op_check_pair(a, b, op));
     if (a->layout != b->layout) { /* compute in a's memory order */
         rt_tensor *bc = NULL;
         RT_TRY(rt_to_layout(b, a->layout, &bc));

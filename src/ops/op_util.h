@@ -21,6 +21,20 @@ static inline rt_status rt_op_check_device(const rt_tensor *a, const rt_tensor *
     return RT_OK;
 }
 
+/* The checks of an elementwise op on two tensors (add, sub, add_relu): both
+ * f32, one device, the same shape (no broadcasting: RT_ERR_SHAPE). */
+static inline rt_status rt_op_check_pair(const rt_tensor *a, const rt_tensor *b, const char *op) {
+    RT_TRY(rt_op_check_f32(a, op, "first input"));
+    RT_TRY(rt_op_check_f32(b, op, "second input"));
+    RT_TRY(rt_op_check_device(a, b, op));
+    if (!rt_tensor_same_shape(a, b)) {
+        char sa[64], sb[64];
+        return rt_error_set(RT_ERR_SHAPE, "%s: shapes %s and %s differ (no broadcasting)", op,
+                            rt_tensor_shape_str(a, sa, sizeof sa), rt_tensor_shape_str(b, sb, sizeof sb));
+    }
+    return RT_OK;
+}
+
 /* A new f32 activation (TEMP) of `shape` on like's device; NULL + message on failure. */
 static inline rt_tensor *rt_op_new(const rt_tensor *like, int ndim, const int64_t *shape) {
     return rt_tensor_create(ndim, shape, RT_F32, like->device, RT_MEM_TEMP);

@@ -59,6 +59,14 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
 rt_status rt_relu(rt_tensor *x, rt_tensor **out);
 rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out);
 
+/* torch.relu(a + b): a residual sum and its ReLU in one pass, without the
+ * sum ever being stored (same shape, no broadcasting; b is converted to a's
+ * memory order if they differ). The output has a's order. Both gradients
+ * are dy * (y > 0), one tensor handed to both inputs. Saves: y, like relu;
+ * compared with rt_add then rt_relu it skips one read and one write of the
+ * activation and the TEMP sum. Errors as rt_add. */
+rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out);
+
 /* Pooling options; zero stride means stride = kernel (PyTorch's default). */
 typedef struct rt_pool_opts {
     int64_t kernel[3];

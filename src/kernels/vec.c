@@ -6,12 +6,12 @@
 #define RT_VEC_PAR_MIN 32768
 
 void rt_vec_add(int64_t n, const float *a, const float *b, float *out) {
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void rt_vec_add_relu(int64_t n, const float *a, const float *b, float *out) {
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float v = a[i] + b[i];
         out[i] = v > 0.0f ? v : 0.0f;
@@ -19,22 +19,22 @@ void rt_vec_add_relu(int64_t n, const float *a, const float *b, float *out) {
 }
 
 void rt_vec_sub(int64_t n, const float *a, const float *b, float *out) {
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
     for (int64_t i = 0; i < n; i++) out[i] = a[i] - b[i];
 }
 
 void rt_vec_mul(int64_t n, const float *a, const float *b, float *out) {
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
     for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
 }
 
 void rt_vec_axpy(int64_t n, float alpha, const float *x, float *y) {
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
     for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
 }
 
 void rt_vec_scale(int64_t n, float alpha, const float *x, float *out) {
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
     for (int64_t i = 0; i < n; i++) out[i] = alpha * x[i];
 }
 

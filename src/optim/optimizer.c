@@ -245,17 +245,24 @@ static void rt_sgd_update(const rt_optimizer *opt, int64_t n, float *p, const fl
                           bool first) {
     const float wd = (float)opt->sgd.weight_decay, mu = (float)opt->sgd.momentum;
     const float damp1 = (float)(1.0 - opt->sgd.dampening), nlr = (float)-opt->lr;
-    const bool nesterov = opt->sgd.nesterov;
-#pragma omp parallel for if (n > RT_OPTIM_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (wd != 0.0f) d = d + wd * p[i];
-        if (mu != 0.0f) {
-            float b = first ? d : buf[i] * mu + damp1 * d;
-            buf[i] = b;
-            d = nesterov ? d + mu * b : b;
+    const int nesterov = opt->sgd.nesterov, decay = wd != 0.0f, fresh = first;
+    /* Two loops without data-dependent branches or conditional stores, so
+     * they vectorise; the selects keep PyTorch's rule that wd = 0 adds
+     * nothing (not 0·p, which would turn an infinite p into NaN). */
+    if (mu == 0.0f) {
+#pragma omp parallel for simd if (n > RT_OPTIM_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            const float d = decay ? g[i] + wd * p[i] : g[i];
+            p[i] = p[i] + nlr * d;
         }
-        p[i] = p[i] + nlr * d;
+        return;
+    }
+#pragma omp parallel for simd if (n > RT_OPTIM_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const float d = decay ? g[i] + wd * p[i] : g[i];
+        const float b = fresh ? d : buf[i] * mu + damp1 * d;
+        buf[i] = b;
+        p[i] = p[i] + nlr * (nesterov ? d + mu * b : b);
     }
 }
 
@@ -275,7 +282,7 @@ static void rt_adamw_update(const rt_optimizer *opt, int64_t n, float *p, const 
     const float beta1 = (float)b1, beta2 = (float)b2;
     const float ob1 = (float)(1.0 - b1), ob2 = (float)(1.0 - b2);
     const float nstep = (float)(-(lr / bc1)), bc2s = (float)sqrt(bc2), eps = (float)opt->adamw.eps;
-#pragma omp parallel for if (n > RT_OPTIM_PAR_MIN)
+#pragma omp parallel for simd if (n > RT_OPTIM_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         const float gi = g[i];
         const float mi = m[i] * beta1 + ob1 * gi;

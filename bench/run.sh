@@ -3,7 +3,7 @@
 #
 #   bench/run.sh [--quick] [--repeats R] [--threads T] [--steps N --warmup W]
 #                [--config MODEL:SIZE:CHANNELS:BATCH[:STEPS:WARMUP]]... [--sgemm N]
-#                [--json FILE] [--build-dir DIR | --revtorch PATH]
+#                [--json FILE] [--no-direct] [--build-dir DIR | --revtorch PATH]
 #
 # Builds revtorch (Release, target `revtorch` only) in DIR (default
 # build-bench/ in the project root, or $REVTORCH_BUILD_DIR) unless --revtorch

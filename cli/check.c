@@ -4,7 +4,6 @@
 #include "cli.h"
 #include "common.h"
 #include "io/weights.h"
-#include "kernels/threads.h"
 #include "models/revnet.h"
 
 static void check_usage(FILE *f) {
@@ -22,38 +21,26 @@ static void check_usage(FILE *f) {
 }
 
 int rt_cmd_check(int argc, char **argv) {
-    const char *weights = NULL, *model = NULL, *data = NULL;
-    int64_t batch = 64, threads = 0;
+    rt_cli_model_args a = {.batch = 64};
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             check_usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--weights")) ok = rt_cli_str(argc, argv, &i, &weights);
-        else if (!strcmp(argv[i], "--model")) ok = rt_cli_str(argc, argv, &i, &model);
-        else if (!strcmp(argv[i], "--data")) ok = rt_cli_str(argc, argv, &i, &data);
-        else if (!strcmp(argv[i], "--batch-size")) ok = rt_cli_int(argc, argv, &i, &batch);
-        else if (!strcmp(argv[i], "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
-        else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
-        else {
+        } else if (!rt_cli_model_arg(argc, argv, &i, &a, &ok)) {
             fprintf(stderr, "revtorch check: unknown option '%s' (see revtorch check --help)\n", argv[i]);
             return 2;
         }
         if (!ok) return 2;
     }
-    char recorded[64];
-    if (!model && weights) {
-        if (rt_weights_read_metadata(weights, "model", recorded, sizeof recorded) != RT_OK)
-            return rt_cli_fail("cannot tell which model the weight file holds (pass --model if it lacks the "
-                               "\"model\" metadata)");
-        model = recorded;
-    }
-    if (!model) {
+    if (!a.model && !a.weights) {
         fprintf(stderr, "revtorch check: pass --model or --weights\n");
         return 2;
     }
-    if (!rt_cli_threads_ok(threads)) return 2;
-    rt_set_num_threads((int)threads);
+    int code = rt_cli_model_args_finish(&a);
+    if (code) return code;
+    const char *model = a.model, *weights = a.weights;
+    int64_t batch = a.batch;
     rt_dataset *test = NULL;
     rt_model *m = NULL;
     rt_loader *l = NULL;
@@ -63,10 +50,11 @@ int rt_cmd_check(int argc, char **argv) {
     double block_err, chain_err;
     char worst[64] = "-";
     rt_loader_options lo = rt_cli_loader_options(batch, false, false, 0);
-    if (rt_cli_open_dataset(data, false, batch, &test) != RT_OK) rt_cli_fail("cannot load the test set");
+    if (rt_cli_open_dataset(a.data, false, batch, &test) != RT_OK) rt_cli_fail("cannot load the test set");
     else if (rt_model_create(model, test->channels, test->num_classes, RT_DEVICE_CPU, 0, &m) != RT_OK)
         rt_cli_fail("cannot create the model");
     else if (weights && rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) rt_cli_fail("cannot load the weights");
+    else if (rt_state_dict_check_finite(m->sd) != RT_OK) rt_cli_fail("unusable weights");
     else if (rt_loader_create(test, &lo, &l) != RT_OK || rt_loader_next(l, &x, &y, &end) != RT_OK || end)
         rt_cli_fail("cannot read a batch");
     else if (rt_revnet_reconstruction(m, x, &block_err, &chain_err, worst, sizeof worst) != RT_OK)

@@ -3,6 +3,7 @@
  * training position in a second one beside it. */
 #include "checkpoint.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,25 +62,73 @@ static rt_status optim_state_fill(void *ud, const char *name, rt_tensor *t) {
     return RT_OK;
 }
 
-rt_status rt_checkpoint_save(const char *path, const char *optimizer, rt_model *m, rt_optimizer *opt,
-                            int64_t epoch) {
+rt_status rt_checkpoint_save(const char *path, const char *optimizer, const char *run_options, rt_model *m,
+                             rt_optimizer *opt, int64_t epoch) {
     char opath[4096], ep[32], steps[32];
     optim_path(path, opath, sizeof opath);
     snprintf(ep, sizeof ep, "%lld", (long long)epoch);
     snprintf(steps, sizeof steps, "%lld", (long long)rt_optimizer_step_count(opt));
     const char *meta[] = {"format", "pt", "model", m->name, "epoch", ep, "optimizer_steps", steps,
-                          "optimizer", optimizer};
+                          "optimizer", optimizer, "run_options", run_options};
     optim_state s = {0};
     rt_status st = rt_optimizer_state_visit(opt, optim_state_add, &s);
     for (int i = 0; i < s.n; i++) s.items[i].name = s.names[i];
-    if (st == RT_OK) st = rt_weights_save(NULL, s.items, s.n, meta, 5, opath);
+    if (st == RT_OK) st = rt_weights_save(NULL, s.items, s.n, meta, 6, opath);
     optim_state_free(&s);
-    if (st == RT_OK) st = rt_weights_save(m->sd, NULL, 0, meta, 5, path);
+    if (st == RT_OK) st = rt_weights_save(m->sd, NULL, 0, meta, 6, path);
     return st;
 }
 
-rt_status rt_checkpoint_load(const char *path, const char *optimizer, rt_model *m, rt_optimizer *opt,
-                            int64_t *epoch) {
+/* The value of `name` in a "name=value name=value" list, copied into buf;
+ * false when absent. */
+static bool run_option(const char *list, const char *name, char *buf, size_t n) {
+    size_t len = strlen(name);
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ') p++;
+        const char *end = strchr(p, ' ');
+        size_t wl = end ? (size_t)(end - p) : strlen(p);
+        if (wl > len && !strncmp(p, name, len) && p[len] == '=') {
+            snprintf(buf, n, "%.*s", (int)(wl - len - 1), p + len + 1);
+            return true;
+        }
+        p = end;
+    }
+    return false;
+}
+
+/* RT_ERR_INVALID_ARG listing each option saved in the checkpoint whose value
+ * differs in this run, as "--batch-size 64 (this run: 128)". */
+static rt_status check_run_options(const char *path, const char *saved, const char *now) {
+    char diff[1024] = "";
+    size_t used = 0;
+    for (const char *p = saved; *p;) {
+        while (*p == ' ') p++;
+        const char *eq = strchr(p, '='), *end = strchr(p, ' ');
+        if (!eq || (end && end < eq)) break;
+        char name[64], was[128], is[128];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - p), p);
+        snprintf(was, sizeof was, "%.*s", (int)(end ? end - eq - 1 : (long)strlen(eq + 1)), eq + 1);
+        if (!run_option(now, name, is, sizeof is)) snprintf(is, sizeof is, "(not set)");
+        if (strcmp(was, is) && used + 1 < sizeof diff) {
+            for (char *c = name; *c; c++)
+                if (*c == '_') *c = '-';
+            int w = snprintf(diff + used, sizeof diff - used, "%s--%s %s (this run: %s)", used ? ", " : "", name,
+                             was, is);
+            if (w > 0) used += (size_t)w < sizeof diff - used ? (size_t)w : sizeof diff - used - 1;
+        }
+        if (!end) break;
+        p = end;
+    }
+    if (!used) return RT_OK;
+    return rt_error_set(RT_ERR_INVALID_ARG,
+                        "checkpoint '%s' was trained with %s; a resumed run continues the same data order and "
+                        "learning-rate schedule only with the same options: pass them again (or start a new run "
+                        "without --resume)",
+                        path, diff);
+}
+
+rt_status rt_checkpoint_load(const char *path, const char *optimizer, const char *run_options, rt_model *m,
+                             rt_optimizer *opt, int64_t *epoch) {
     char opath[4096], buf[64];
     optim_path(path, opath, sizeof opath);
     RT_TRY(rt_weights_read_metadata(path, "model", buf, sizeof buf));
@@ -102,6 +151,9 @@ rt_status rt_checkpoint_load(const char *path, const char *optimizer, rt_model *
         return rt_error_set(RT_ERR_FORMAT, "checkpoint '%s' (epoch %s, step %s) and '%s' (epoch %s, step %s) are "
                             "from different points of training (a save was interrupted between them); resume "
                             "from an earlier complete pair", path, wbuf, wsteps, opath, buf, osteps);
+    char saved[1024];
+    if (rt_weights_read_metadata(path, "run_options", saved, sizeof saved) == RT_OK)
+        RT_TRY(check_run_options(path, saved, run_options));
     RT_TRY(rt_weights_load(m->sd, NULL, 0, path));
     rt_st_file *f;
     RT_TRY(rt_st_open(opath, &f));

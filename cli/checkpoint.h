@@ -12,13 +12,19 @@
 #include "optim/optim.h"
 
 /* Saves m and opt after `epoch` completed epochs; `optimizer` is the
- * optimizer's CLI name ("sgd", "adamw"). Errors: RT_ERR_IO, RT_ERR_OOM. */
-rt_status rt_checkpoint_save(const char *path, const char *optimizer, rt_model *m, rt_optimizer *opt,
-                             int64_t epoch);
-/* Loads a checkpoint saved for the same model and optimizer into m and opt
- * and returns the completed epochs. Errors: RT_ERR_FORMAT naming the
- * mismatch (model, optimizer, a tensor), RT_ERR_IO. */
-rt_status rt_checkpoint_load(const char *path, const char *optimizer, rt_model *m, rt_optimizer *opt,
-                             int64_t *epoch);
+ * optimizer's CLI name ("sgd", "adamw"); `run_options` the options a resume
+ * must repeat, as "name=value" words separated by spaces (name: the CLI
+ * option without "--", "-" written "_"), stored as metadata
+ * "run_options". Errors: RT_ERR_IO, RT_ERR_OOM. */
+rt_status rt_checkpoint_save(const char *path, const char *optimizer, const char *run_options, rt_model *m,
+                             rt_optimizer *opt, int64_t epoch);
+/* Loads a checkpoint saved for the same model, optimizer and run options
+ * into m and opt and returns the completed epochs. Errors: RT_ERR_FORMAT
+ * naming the mismatch (model, optimizer, a tensor, files from different
+ * epochs), RT_ERR_INVALID_ARG listing every run option whose value differs
+ * (checkpoints without "run_options" skip that check), RT_ERR_IO. Nothing is
+ * loaded when a check fails. */
+rt_status rt_checkpoint_load(const char *path, const char *optimizer, const char *run_options, rt_model *m,
+                             rt_optimizer *opt, int64_t *epoch);
 
 #endif

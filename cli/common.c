@@ -11,6 +11,8 @@
 #include "memory/reversible.h"
 #include "data/mnist.h"
 #include "kernels/conv.h"
+#include "kernels/threads.h"
+#include "io/weights.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
 
@@ -71,6 +73,30 @@ bool rt_cli_conv_algo(int argc, char **argv, int *i) {
     }
     rt_conv_algo_set(algo);
     return true;
+}
+
+bool rt_cli_model_arg(int argc, char **argv, int *i, rt_cli_model_args *a, bool *ok) {
+    const char *o = argv[*i];
+    if (!strcmp(o, "--weights")) *ok = rt_cli_str(argc, argv, i, &a->weights);
+    else if (!strcmp(o, "--model")) *ok = rt_cli_str(argc, argv, i, &a->model);
+    else if (!strcmp(o, "--data")) *ok = rt_cli_str(argc, argv, i, &a->data);
+    else if (!strcmp(o, "--batch-size")) *ok = rt_cli_int(argc, argv, i, &a->batch);
+    else if (!strcmp(o, "--threads")) *ok = rt_cli_int(argc, argv, i, &a->threads);
+    else if (!strcmp(o, "--conv-algo")) *ok = rt_cli_conv_algo(argc, argv, i);
+    else return false;
+    return true;
+}
+
+int rt_cli_model_args_finish(rt_cli_model_args *a) {
+    if (!a->model && a->weights) {
+        if (rt_weights_read_metadata(a->weights, "model", a->recorded, sizeof a->recorded) != RT_OK)
+            return rt_cli_fail("cannot tell which model the weight file holds (pass --model if it lacks the "
+                               "\"model\" metadata)");
+        a->model = a->recorded;
+    }
+    if (!rt_cli_threads_ok(a->threads)) return 2;
+    rt_set_num_threads((int)a->threads);
+    return 0;
 }
 
 bool rt_cli_threads_ok(int64_t threads) {

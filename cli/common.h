@@ -30,6 +30,24 @@ bool rt_cli_conv_algo(int argc, char **argv, int *i);
     "  --conv-algo A         auto (default: Winograd where faster), direct (as PyTorch's CPU\n" \
     "                        convolution) or winograd (wherever oneDNN has a kernel)\n"
 
+/* Options shared by the commands that load a model, maybe from saved
+ * weights (eval, check). */
+typedef struct rt_cli_model_args {
+    const char *weights, *model, *data;
+    int64_t batch, threads;
+    char recorded[64]; /* the model name read from the weight file */
+} rt_cli_model_args;
+
+/* When argv[*i] is --weights, --model, --data, --batch-size, --threads or
+ * --conv-algo, parses its value into a (advancing *i), sets *ok to whether
+ * the value was valid (message printed otherwise) and returns true. */
+bool rt_cli_model_arg(int argc, char **argv, int *i, rt_cli_model_args *a, bool *ok);
+
+/* After parsing: takes the model name from the weight file's "model"
+ * metadata when --model was not given, checks --threads and sets the thread
+ * count. Returns 0, or an exit code with the message printed. */
+int rt_cli_model_args_finish(rt_cli_model_args *a);
+
 /* Checks a --threads value: 0 means all cores, 1..4×cores are allowed.
  * Prints a message and returns false otherwise. */
 bool rt_cli_threads_ok(int64_t threads);

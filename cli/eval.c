@@ -4,7 +4,6 @@
 #include "cli.h"
 #include "common.h"
 #include "io/weights.h"
-#include "kernels/threads.h"
 
 static void eval_usage(FILE *f) {
     fprintf(f, "usage: revtorch eval --weights FILE [options]\n"
@@ -19,48 +18,38 @@ static void eval_usage(FILE *f) {
 }
 
 int rt_cmd_eval(int argc, char **argv) {
-    const char *weights = NULL, *model = NULL, *data = NULL;
-    int64_t batch = 256, threads = 0, subset = 0;
+    rt_cli_model_args a = {.batch = 256};
+    int64_t subset = 0;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             eval_usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--weights")) ok = rt_cli_str(argc, argv, &i, &weights);
-        else if (!strcmp(argv[i], "--model")) ok = rt_cli_str(argc, argv, &i, &model);
-        else if (!strcmp(argv[i], "--data")) ok = rt_cli_str(argc, argv, &i, &data);
-        else if (!strcmp(argv[i], "--batch-size")) ok = rt_cli_int(argc, argv, &i, &batch);
-        else if (!strcmp(argv[i], "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
-        else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
-        else if (!strcmp(argv[i], "--test-subset")) ok = rt_cli_int(argc, argv, &i, &subset);
+        } else if (rt_cli_model_arg(argc, argv, &i, &a, &ok)) {
+        } else if (!strcmp(argv[i], "--test-subset")) ok = rt_cli_int(argc, argv, &i, &subset);
         else {
             fprintf(stderr, "revtorch eval: unknown option '%s' (see revtorch eval --help)\n", argv[i]);
             return 2;
         }
         if (!ok) return 2;
     }
-    if (!weights) {
+    if (!a.weights) {
         fprintf(stderr, "revtorch eval: --weights FILE is required\n");
         return 2;
     }
-    if (!rt_cli_threads_ok(threads)) return 2;
-    rt_set_num_threads((int)threads);
-    char recorded[64];
-    if (!model) {
-        if (rt_weights_read_metadata(weights, "model", recorded, sizeof recorded) != RT_OK)
-            return rt_cli_fail("cannot tell which model the weight file holds (pass --model if it lacks the "
-                               "\"model\" metadata)");
-        model = recorded;
-    }
+    int code = rt_cli_model_args_finish(&a);
+    if (code) return code;
+    const char *model = a.model, *weights = a.weights;
     rt_dataset *test = NULL;
     rt_model *m = NULL;
     int rc = 1;
     double loss, acc;
-    if (rt_cli_open_dataset(data, false, subset, &test) != RT_OK) rt_cli_fail("cannot load the test set");
+    if (rt_cli_open_dataset(a.data, false, subset, &test) != RT_OK) rt_cli_fail("cannot load the test set");
     else if (rt_model_create(model, test->channels, test->num_classes, RT_DEVICE_CPU, 0, &m) != RT_OK)
         rt_cli_fail("cannot create the model");
     else if (rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) rt_cli_fail("cannot load the weights");
-    else if (rt_cli_evaluate(m, test, batch, &loss, &acc) != RT_OK) rt_cli_fail("evaluation failed");
+    else if (rt_state_dict_check_finite(m->sd) != RT_OK) rt_cli_fail("unusable weights");
+    else if (rt_cli_evaluate(m, test, a.batch, &loss, &acc) != RT_OK) rt_cli_fail("evaluation failed");
     else {
         printf("%s on %lld test images: loss %.4f accuracy %.2f%%\n", model, (long long)test->n, loss, 100.0 * acc);
         rc = 0;

@@ -54,7 +54,7 @@ static void train_usage(FILE *f) {
             "                        optimizer state goes to FILE with .optim before .safetensors\n"
             "  --resume FILE         continue a run saved with --save (same options)\n"
             "  --log FILE.csv        per-epoch results; per-step losses go to FILE.steps.csv and the\n"
-            "                        curves to FILE.png\n"
+            "                        curves to FILE.png (a new run replaces them, --resume appends)\n"
             "  --memory-trace F.csv  record every allocation of the second training step (time, bytes,\n"
             "                        category, op) to F.csv and draw the timeline to F.png\n"
             "  --train-subset N      use only the first N training images (quick runs, tests)\n"
@@ -252,6 +252,20 @@ static rt_status train_step(const train_opts *o, rt_model *m, rt_optimizer *opt,
     return rt_optimizer_step(opt);
 }
 
+/* The options a resumed run must repeat to continue the same run: what
+ * decides the data order, the batches and the learning rate at each step.
+ * --epochs may change (training longer), as may --threads, --log, --save,
+ * --test-subset, --conv-algo and --memory/--grouping (the same arithmetic,
+ * rounded differently). */
+static void train_run_options(const train_opts *o, char *buf, size_t n) {
+    snprintf(buf, n,
+             "batch_size=%lld accum_steps=%lld seed=%lld lr=%g momentum=%g weight_decay=%g schedule=%s "
+             "warmup_steps=%lld clip=%g label_smoothing=%g augment=%d train_subset=%lld",
+             (long long)o->batch_size, (long long)o->accum_steps, (long long)o->seed, (double)o->lr,
+             (double)o->momentum, (double)o->weight_decay, o->schedule, (long long)o->warmup_steps,
+             (double)o->clip, (double)o->label_smoothing, (int)o->augment, (long long)o->train_subset);
+}
+
 int rt_cmd_train(int argc, char **argv) {
     train_opts o;
     int rc = train_parse(argc, argv, &o);
@@ -334,7 +348,9 @@ int rt_cmd_train(int argc, char **argv) {
         rt_cli_fail("bad --schedule");
         goto out;
     }
-    if (o.resume && rt_checkpoint_load(o.resume, o.optimizer, m, opt, &start_epoch) != RT_OK) {
+    char run_options[512];
+    train_run_options(&o, run_options, sizeof run_options);
+    if (o.resume && rt_checkpoint_load(o.resume, o.optimizer, run_options, m, opt, &start_epoch) != RT_OK) {
         rt_cli_fail("cannot resume");
         goto out;
     }
@@ -447,7 +463,7 @@ int rt_cmd_train(int argc, char **argv) {
             if (rt_plot_training_csv(o.log, png) != RT_OK)
                 fprintf(stderr, "revtorch train: cannot draw %s: %s\n", png, rt_error_last());
         }
-        if (o.save && rt_checkpoint_save(o.save, o.optimizer, m, opt, epoch + 1) != RT_OK) {
+        if (o.save && rt_checkpoint_save(o.save, o.optimizer, run_options, m, opt, epoch + 1) != RT_OK) {
             rt_cli_fail("cannot save the checkpoint");
             goto out;
         }

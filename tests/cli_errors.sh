@@ -35,5 +35,21 @@ check save-to-dir 1 "is a directory" "$bin" train --save /tmp --train-subset 64 
 check save-unwritable 1 "cannot write --save" "$bin" train --save /nonexistent/dir/w.safetensors --train-subset 64 --test-subset 64
 check bench-warmup 2 "warmup" "$bin" bench --warmup -1
 check memory-huge 2 "out of range" "$bin" memory --batch-size 1000000000 --size 10000000
+check bad-conv-algo 2 "choose auto, direct or winograd" "$bin" bench --conv-algo fft
+check eval-bad-conv-algo 2 "choose auto, direct or winograd" "$bin" eval --weights x --conv-algo fast
+
+# Weights holding a NaN are refused by eval and check, naming the tensor:
+# max-pool and ReLU could otherwise hide it and report a finite loss.
+tmp="$(mktemp -d)"
+"$bin" train --model resnet20 --epochs 1 --train-subset 64 --test-subset 64 --save "$tmp/w.safetensors" > /dev/null 2>&1
+hdr=$(od -An -t u8 -N8 "$tmp/w.safetensors" | tr -d ' ')
+printf '\x00\x00\xc0\x7f' | dd of="$tmp/w.safetensors" bs=1 seek=$((8 + hdr)) conv=notrunc status=none
+check eval-nan-weights 1 "holds NaN or Inf" "$bin" eval --weights "$tmp/w.safetensors" --test-subset 64
+"$bin" train --model revnet_small --epochs 1 --train-subset 64 --test-subset 64 --save "$tmp/r.safetensors" > /dev/null 2>&1
+hdr=$(od -An -t u8 -N8 "$tmp/r.safetensors" | tr -d ' ')
+printf '\x00\x00\x80\x7f' | dd of="$tmp/r.safetensors" bs=1 seek=$((8 + hdr)) conv=notrunc status=none
+check check-inf-weights 1 "holds NaN or Inf" "$bin" check --weights "$tmp/r.safetensors"
+rm -rf "$tmp"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

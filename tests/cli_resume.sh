@@ -38,4 +38,15 @@ if out=$("$bin" train "${common[@]}" --epochs 3 --resume "$dir/b.safetensors" 2>
 fi
 grep -q "different points of training" <<< "$out" || { echo "FAIL: unclear message: $out"; exit 1; }
 echo "mismatched checkpoint pair refused"
+
+# Resuming with options that change the data order or the learning rate is
+# refused, naming each option; nothing is written.
+if out=$("$bin" train "${common[@]}" --epochs 3 --resume "$dir/a.safetensors" --batch-size 32 --lr 0.05 \
+         --save "$dir/c.safetensors" 2>&1); then
+    echo "FAIL: resumed with another --batch-size and --lr"; exit 1
+fi
+grep -q -- "--batch-size 64 (this run: 32)" <<< "$out" && grep -q -- "--lr 0.1 (this run: 0.05)" <<< "$out" ||
+    { echo "FAIL: unclear message: $out"; exit 1; }
+test ! -e "$dir/c.safetensors" || { echo "FAIL: a refused resume wrote a checkpoint"; exit 1; }
+echo "resume with other options refused"
 echo "1 passed, 0 failed"

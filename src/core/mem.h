@@ -70,7 +70,12 @@ void rt_mem_move(int64_t nbytes, rt_mem_category from, rt_mem_category to);
 /* Returns every cached block of this thread to the system (call before
  * exit, or to shrink after a large job; like torch.cuda.empty_cache). */
 void rt_mem_release_cache(void);
-/* Caps the bytes the cache may hold (default 1 GiB); blocks beyond it are freed. */
+/* Caps the bytes this thread's cache may hold; a freed block that would
+ * exceed the cap goes back to the system. bytes >= 0: a fixed cap (0: no
+ * caching). bytes < 0 (the default): automatic, the larger of 1 GiB and
+ * twice the most bytes ever live on this thread, so a repeated step of any
+ * size finds its blocks again (the cache keeps whole size classes, and the
+ * classes free at one moment are not always those asked for next). */
 void rt_mem_set_cache_limit(int64_t bytes);
 
 /* Allocates `nbytes` (64-byte aligned, uninitialised) booked to `cat`.

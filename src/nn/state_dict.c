@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/vec.h"
+
 rt_state_dict *rt_state_dict_create(rt_device device, uint64_t seed) {
     rt_state_dict *sd = calloc(1, sizeof *sd);
     if (!sd) {
@@ -68,6 +70,19 @@ rt_status rt_state_dict_add(rt_state_dict *sd, const char *prefix, const char *n
 rt_status rt_state_dict_add_counter(rt_state_dict *sd, const char *prefix, const char *name,
                                     int64_t *counter) {
     return rt_state_dict_push(sd, prefix, name, (rt_state_entry){.kind = RT_ENTRY_COUNTER, .counter = counter});
+}
+
+rt_status rt_state_dict_check_finite(const rt_state_dict *sd) {
+    for (int i = 0; i < sd->n; i++) {
+        const rt_tensor *t = sd->entries[i].tensor;
+        if (!t || t->dtype != RT_F32 || rt_tensor_is_meta(t)) continue;
+        if (!rt_vec_all_finite(rt_tensor_numel(t), rt_tensor_f32(t)))
+            return rt_error_set(RT_ERR_NONFINITE,
+                                "'%s' holds NaN or Inf values: the weights are corrupt or come from a run "
+                                "that diverged; use an earlier checkpoint",
+                                sd->entries[i].name);
+    }
+    return RT_OK;
 }
 
 int rt_state_dict_num_params(const rt_state_dict *sd) {

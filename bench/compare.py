@@ -39,10 +39,10 @@ NOISY = 1.25  # flag a side whose per-run medians spread more than this factor
 DEFAULT_CONFIGS = [
     ("resnet20", 28, 1, 128, 10, 3),
     ("resnet50", 224, 3, 8, 5, 2),
-    ("resnet50", 224, 3, 16, 3, 1),
+    ("resnet50", 224, 3, 16, 5, 2),
     # both sides reversible: revtorch's sequence node vs a RevNet autograd
     # Function written in plain PyTorch (tools/pytorch_revnet.py)
-    ("revnet110", 32, 3, 128, 3, 1),
+    ("revnet110", 32, 3, 128, 5, 2),
 ]
 
 

@@ -16,7 +16,7 @@ declare -A times
 for r in $(seq "$repeats"); do
     for mode in standard reversible; do
         line=$("$bin" bench --model "$model" --memory "$mode" --batch-size "$batch" --size "$size" \
-                          --channels "$channels" --steps 3 --warmup 1 --threads 2)
+                          --channels "$channels" --steps 5 --warmup 2 --threads 2)
         t=$(sed -n 's/.*median_step_s=\([0-9.]*\).*/\1/p' <<< "$line")
         times[$mode]+="$t "
         echo "run $r $mode: $t s/step" >&2

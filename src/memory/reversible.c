@@ -470,31 +470,40 @@ static rt_status rt_seq_forward_reversible(rt_rev_sequence *s, rt_tensor *x, boo
     }
     int k = s->grouping == RT_GROUPING_FULL ? 0 : (s->k > 0 ? s->k : 1);
     bool grad = rt_grad_set_enabled(false);
-    rt_tensor *h = rt_tensor_retain(x);
     rt_generator *gen = rt_default_generator();
+    /* Every block of a sequence splits the same channel count, so a block's
+     * output halves are the next block's input halves: split once, join once. */
+    rt_tensor *x1 = NULL, *x2 = NULL, *h = NULL;
+    if (s->n > 0) st = rt_halves(&s->blocks[0], x, &x1, &x2);
     for (int i = 0; i < s->n && st == RT_OK; i++) {
         rt_rev_block *b = &s->blocks[i];
         if (c) {
             rt_block_record *r = &c->rec[i];
             r->exact_slot = -1;
-            if (c->calibrating || (k > 0 && i % k == 0)) st = rt_node_save(node, h, &r->exact_slot);
+            if (c->calibrating || (k > 0 && i % k == 0)) { /* keep this block's exact input */
+                rt_tensor *in = i == 0 ? rt_tensor_retain(x) : NULL;
+                if (i > 0) st = rt_join(x1, x2, &in);
+                if (st == RT_OK) st = rt_node_save(node, in, &r->exact_slot);
+                rt_tensor_release(in);
+            }
             r->seed = gen->seed;
             r->off_f = gen->offset;
         }
-        rt_tensor *x1 = NULL, *x2 = NULL, *fx = NULL, *y1 = NULL, *gy = NULL, *y2 = NULL, *y = NULL;
-        if (st == RT_OK) st = rt_halves(b, h, &x1, &x2);
-        if (st == RT_OK && c && !rt_tensor_is_meta(h))
+        rt_tensor *fx = NULL, *y1 = NULL, *gy = NULL, *y2 = NULL;
+        if (st == RT_OK && c && !rt_tensor_is_meta(x1))
             rt_fingerprint(x1, x2, &c->rec[i].sum, &c->rec[i].sumsq, &c->rec[i].proj);
         if (st == RT_OK) st = b->f.forward(b->f.self, x2, training, &fx);
         if (st == RT_OK) st = rt_add(x1, fx, &y1);
         if (c) c->rec[i].off_g = gen->offset;
         if (st == RT_OK) st = b->g.forward(b->g.self, y1, training, &gy);
         if (st == RT_OK) st = rt_couple(b, x2, gy, &y2);
-        if (st == RT_OK) st = rt_join(y1, y2, &y);
-        rt_release4(x1, x2, fx, y1);
-        rt_release4(gy, y2, h, NULL);
-        h = y;
+        rt_release4(x1, x2, fx, gy);
+        x1 = y1;
+        x2 = y2;
     }
+    if (s->n == 0) h = rt_tensor_retain(x);
+    else if (st == RT_OK) st = rt_join(x1, x2, &h);
+    rt_release4(x1, x2, NULL, NULL);
     rt_grad_set_enabled(grad);
     if (st == RT_OK && node) st = rt_node_save(node, h, &c->out_slot);
     if (st == RT_OK) rt_node_set_output(node, h, 0);

@@ -22,8 +22,9 @@ static void bench_usage(FILE *f) {
                "  --channels C        input channels (default 1)\n"
                "  --steps N           timed steps (default 10)\n"
                "  --warmup N          untimed steps first (default 3)\n"
-               "  --threads N         (default: all cores)\n"
-               RT_CLI_CONV_ALGO_HELP
+               "  --threads N         (default: all cores)\n");
+    rt_cli_conv_algo_help(f, 22);
+    fprintf(f,
                "  --memory MODE       reversible or standard, for RevNets (default reversible)\n"
                "Prints one line: model, batch, median/min step seconds, images/s, peak tracked MiB and the\n"
                "system allocations per timed step (0 once the caching allocator holds every block).\n");
@@ -114,7 +115,7 @@ int rt_cmd_bench(int argc, char **argv) {
     rt_memstats ms;
     rt_memstats_get(&ms);
     double median = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
-    if (strncmp(model, "revnet", 6)) memory = "standard"; /* only RevNets have reversible parts */
+    if (!rt_model_name_has_reversible(model)) memory = "standard";
     printf("revtorch model=%s memory=%s conv_algo=%s batch=%lld size=%lld threads=%d median_step_s=%.4f "
            "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f sys_allocs_per_step=%.1f\n",
            model, memory, rt_conv_algo_name(rt_conv_algo_get()), (long long)batch, (long long)size,

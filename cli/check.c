@@ -9,15 +9,15 @@
 static void check_usage(FILE *f) {
     fprintf(f, "usage: revtorch check --model NAME [--weights FILE] [options]\n"
                "Measures how exactly the reversible blocks of a RevNet rebuild their inputs, on the first\n"
-               "batch of the Fashion-MNIST test set, in eval mode: per block max|inverse(forward(x)) - x| /\n"
-               "max|x| and forward(inverse(x)), and per stage the drift of rebuilding the stage's input\n"
-               "through the whole chain of blocks.\n\n"
+               "batch of the Fashion-MNIST test set, in eval mode. Prints the worst block's error\n"
+               "max|inverse(forward(x)) - x| / max|x| (and forward(inverse(x))), naming the block, and the\n"
+               "worst stage's drift when its input is rebuilt through the whole chain of blocks.\n\n"
                "  --model NAME       revnet38, revnet110, revnet164 or revnet_small (default: the one in FILE)\n"
                "  --weights FILE     trained weights (default: the untrained initialisation)\n"
                "  --data DIR         Fashion-MNIST directory\n"
                "  --batch-size N     (default 64)\n"
-               "  --threads N        (default: all cores)\n"
-               RT_CLI_CONV_ALGO_HELP);
+               "  --threads N        (default: all cores)\n");
+    rt_cli_conv_algo_help(f, 21);
 }
 
 int rt_cmd_check(int argc, char **argv) {
@@ -54,7 +54,7 @@ int rt_cmd_check(int argc, char **argv) {
     else if (rt_model_create(model, test->channels, test->num_classes, RT_DEVICE_CPU, 0, &m) != RT_OK)
         rt_cli_fail("cannot create the model");
     else if (weights && rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) rt_cli_fail("cannot load the weights");
-    else if (rt_state_dict_check_finite(m->sd) != RT_OK) rt_cli_fail("unusable weights");
+    else if (rt_state_dict_check_values(m->sd) != RT_OK) rt_cli_fail("unusable weights");
     else if (rt_loader_create(test, &lo, &l) != RT_OK || rt_loader_next(l, &x, &y, &end) != RT_OK || end)
         rt_cli_fail("cannot read a batch");
     else if (rt_revnet_reconstruction(m, x, &block_err, &chain_err, worst, sizeof worst) != RT_OK)

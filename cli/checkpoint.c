@@ -10,6 +10,7 @@
 
 #include "io/safetensors.h"
 #include "io/weights.h"
+#include "kernels/vec.h"
 
 /* "run.safetensors" → "run.optim.safetensors"; other names get ".optim.safetensors" appended. */
 static void optim_path(const char *weights, char *buf, size_t n) {
@@ -59,6 +60,15 @@ static rt_status optim_state_fill(void *ud, const char *name, rt_tensor *t) {
         return rt_error_set(RT_ERR_FORMAT, "optimizer checkpoint lacks '%s' or holds it with another dtype or "
                             "shape; resume with the same --optimizer and --model", name);
     memcpy(rt_tensor_data(t), e->data, e->nbytes);
+    return RT_OK;
+}
+
+/* RT_ERR_NONFINITE for an f32 optimizer state tensor holding NaN or Inf
+ * (ud: the file's path, for the message). */
+static rt_status optim_state_check_finite(void *ud, const char *name, rt_tensor *t) {
+    if (t->dtype == RT_F32 && !rt_vec_all_finite(rt_tensor_numel(t), rt_tensor_f32(t)))
+        return rt_error_set(RT_ERR_NONFINITE, "optimizer state '%s' in '%s' holds NaN or Inf values; resume from "
+                            "an earlier checkpoint", name, (const char *)ud);
     return RT_OK;
 }
 
@@ -154,11 +164,16 @@ rt_status rt_checkpoint_load(const char *path, const char *optimizer, const char
     char saved[1024];
     if (rt_weights_read_metadata(path, "run_options", saved, sizeof saved) == RT_OK)
         RT_TRY(check_run_options(path, saved, run_options));
+    else
+        fprintf(stderr, "revtorch: warning: checkpoint '%s' does not record its run options (saved by an older "
+                        "revtorch); make sure this run repeats them\n", path);
     RT_TRY(rt_weights_load(m->sd, NULL, 0, path));
+    RT_TRY(rt_state_dict_check_values(m->sd));
     rt_st_file *f;
     RT_TRY(rt_st_open(opath, &f));
     rt_status st = rt_optimizer_state_visit(opt, optim_state_fill, f);
     rt_st_close(f);
+    if (st == RT_OK) st = rt_optimizer_state_visit(opt, optim_state_check_finite, (void *)opath);
     return st;
 }
 

@@ -75,6 +75,12 @@ bool rt_cli_conv_algo(int argc, char **argv, int *i) {
     return true;
 }
 
+void rt_cli_conv_algo_help(FILE *f, int col) {
+    fprintf(f, "  %-*sauto (default: Winograd where faster), direct (as PyTorch's CPU\n"
+               "%*sconvolution) or winograd (wherever oneDNN has a kernel)\n",
+            col - 2, "--conv-algo A", col, "");
+}
+
 bool rt_cli_model_arg(int argc, char **argv, int *i, rt_cli_model_args *a, bool *ok) {
     const char *o = argv[*i];
     if (!strcmp(o, "--weights")) *ok = rt_cli_str(argc, argv, i, &a->weights);

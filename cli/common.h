@@ -25,10 +25,9 @@ bool rt_cli_str(int argc, char **argv, int *i, const char **out);
  * message and returns false for an unknown name. */
 bool rt_cli_conv_algo(int argc, char **argv, int *i);
 
-/* The --conv-algo lines of the subcommands' --help. */
-#define RT_CLI_CONV_ALGO_HELP                                                                \
-    "  --conv-algo A         auto (default: Winograd where faster), direct (as PyTorch's CPU\n" \
-    "                        convolution) or winograd (wherever oneDNN has a kernel)\n"
+/* Prints the --conv-algo lines of a subcommand's --help, its description
+ * starting at column `col` like the other options of that command. */
+void rt_cli_conv_algo_help(FILE *f, int col);
 
 /* Options shared by the commands that load a model, maybe from saved
  * weights (eval, check). */

@@ -12,9 +12,10 @@ static void eval_usage(FILE *f) {
                "  --model NAME       architecture (default: the one recorded in FILE)\n"
                "  --data DIR         Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
                "  --batch-size N     (default 256)\n"
-               "  --threads N        (default: all cores)\n"
-               RT_CLI_CONV_ALGO_HELP
-               "  --test-subset N    only the first N test images\n");
+               "  --threads N        (default: all cores)\n");
+    rt_cli_conv_algo_help(f, 21);
+    fprintf(f,
+               "  --test-subset N    only the first N test images (0: all)\n");
 }
 
 int rt_cmd_eval(int argc, char **argv) {
@@ -48,7 +49,7 @@ int rt_cmd_eval(int argc, char **argv) {
     else if (rt_model_create(model, test->channels, test->num_classes, RT_DEVICE_CPU, 0, &m) != RT_OK)
         rt_cli_fail("cannot create the model");
     else if (rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) rt_cli_fail("cannot load the weights");
-    else if (rt_state_dict_check_finite(m->sd) != RT_OK) rt_cli_fail("unusable weights");
+    else if (rt_state_dict_check_values(m->sd) != RT_OK) rt_cli_fail("unusable weights");
     else if (rt_cli_evaluate(m, test, a.batch, &loss, &acc) != RT_OK) rt_cli_fail("evaluation failed");
     else {
         printf("%s on %lld test images: loss %.4f accuracy %.2f%%\n", model, (long long)test->n, loss, 100.0 * acc);

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "common.h"
+#include "kernels/threads.h"
 
 static void memory_usage(FILE *f) {
     fprintf(f, "usage: revtorch memory [options]\n"
@@ -14,7 +15,11 @@ static void memory_usage(FILE *f) {
                "  --size S           input height and width (default 28, Fashion-MNIST)\n"
                "  --channels C       input channels (default 1)\n"
                "  --memory MODE      reversible or standard (default: both, side by side)\n"
-               "  --grouping G       full, auto or K (default full)\n");
+               "  --grouping G       full, auto or K (default full)\n"
+               "  --threads N        (default: all cores; oneDNN's scratchpads depend on it)\n");
+    rt_cli_conv_algo_help(f, 21);
+    fprintf(f,
+               "Models without reversible parts show the standard row only.\n");
 }
 
 static void print_row(const char *model, const char *mode, int64_t params, const rt_memstats *p) {
@@ -25,7 +30,7 @@ static void print_row(const char *model, const char *mode, int64_t params, const
 
 int rt_cmd_memory(int argc, char **argv) {
     const char *model = "revnet_small", *memory = NULL, *grouping = "full";
-    int64_t batch = 128, size = 28, channels = 1;
+    int64_t batch = 128, size = 28, channels = 1, threads = 0;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -37,6 +42,8 @@ int rt_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch-size")) ok = rt_cli_int(argc, argv, &i, &batch);
         else if (!strcmp(argv[i], "--size")) ok = rt_cli_int(argc, argv, &i, &size);
         else if (!strcmp(argv[i], "--channels")) ok = rt_cli_int(argc, argv, &i, &channels);
+        else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
+        else if (!strcmp(argv[i], "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
         else {
             fprintf(stderr, "revtorch memory: unknown option '%s' (see revtorch memory --help)\n", argv[i]);
             return 2;
@@ -50,6 +57,8 @@ int rt_cmd_memory(int argc, char **argv) {
         fprintf(stderr, "revtorch memory: --batch-size (1..10^6), --size and --channels (1..10^5) out of range\n");
         return 2;
     }
+    if (!rt_cli_threads_ok(threads)) return 2;
+    rt_set_num_threads((int)threads);
     rt_model *m = NULL;
     if (rt_model_create(model, channels, 10, RT_DEVICE_META, 0, &m) != RT_OK) return rt_cli_fail("model");
     int64_t params = rt_state_dict_num_param_elements(m->sd);
@@ -59,10 +68,12 @@ int rt_cmd_memory(int argc, char **argv) {
     printf("%-12s %-11s %10s", "model", "memory", "params");
     for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %9s", rt_mem_category_str((rt_mem_category)c));
     printf(" %9s\n", "total");
-    bool has_reversible = strncmp(model, "revnet", 6) == 0;
+    bool has_reversible = rt_model_name_has_reversible(model);
     for (int pass = 0; pass < 2; pass++) {
         bool r = pass == 0;
-        if ((memory && r != rev) || (r && !has_reversible)) continue;
+        /* --memory reversible on a model without reversible parts: its
+         * standard row is what a reversible run would do */
+        if ((memory && has_reversible && r != rev) || (r && !has_reversible)) continue;
         rt_memstats p;
         if (rt_cli_predict_memory(model, r, r ? kind : 0, k, batch, channels, size, size, &p) != RT_OK)
             return rt_cli_fail("prediction");

@@ -20,6 +20,7 @@
 typedef struct train_opts {
     const char *model, *data, *save, *resume, *log, *optimizer, *schedule, *memory, *grouping, *trace;
     int64_t epochs, batch_size, accum_steps, threads, seed, train_subset, test_subset, warmup_steps;
+    int64_t stop_after; /* --stop-after-epoch; 0: run to --epochs */
     float lr, weight_decay, momentum, clip, label_smoothing;
     bool augment;
 } train_opts;
@@ -29,7 +30,7 @@ static void train_usage(FILE *f) {
             "usage: revtorch train [options]\n"
             "Trains a classifier on Fashion-MNIST and reports loss, accuracy, speed and memory.\n\n"
             "  --model NAME          %s\n"
-            "                        (default revnet_small: a RevNet, reversible, 3 epochs ≈ 8 min on 2 cores)\n"
+            "                        (default revnet_small: a RevNet, reversible, 3 epochs ≈ 6 min on 2 cores)\n"
             "  --data DIR            Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
             "  --epochs N            epochs (default 3)\n"
             "  --batch-size N        samples per optimizer step (default 128)\n"
@@ -47,19 +48,23 @@ static void train_usage(FILE *f) {
             "                        (plain backpropagation on the same parameters); default reversible\n"
             "  --grouping G          reversible sequences keep nothing (full, default), the exact\n"
             "                        input of every G-th block (an integer), or measure drift (auto)\n"
-            "  --threads N           threads for oneDNN, OpenBLAS and revtorch (default: all cores)\n"
-            RT_CLI_CONV_ALGO_HELP
+            "  --threads N           threads for oneDNN, OpenBLAS and revtorch (default: all cores)\n",
+            rt_model_names());
+    rt_cli_conv_algo_help(f, 24);
+    fprintf(f,
             "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
             "                        optimizer state goes to FILE with .optim before .safetensors\n"
-            "  --resume FILE         continue a run saved with --save (same options)\n"
+            "  --resume FILE         continue a run saved with --save (same options; a changed --batch-size,\n"
+            "                        --seed, --lr, schedule, ... is refused)\n"
+            "  --stop-after-epoch N  stop after epoch N of --epochs, as a time-limited job would; the\n"
+            "                        schedule still spans --epochs, and --resume continues the run\n"
             "  --log FILE.csv        per-epoch results; per-step losses go to FILE.steps.csv and the\n"
             "                        curves to FILE.png (a new run replaces them, --resume appends)\n"
             "  --memory-trace F.csv  record every allocation of the second training step (time, bytes,\n"
             "                        category, op) to F.csv and draw the timeline to F.png\n"
-            "  --train-subset N      use only the first N training images (quick runs, tests)\n"
-            "  --test-subset N       use only the first N test images\n",
-            rt_model_names());
+            "  --train-subset N      use only the first N training images (quick runs, tests; 0: all)\n"
+            "  --test-subset N       use only the first N test images (0: all)\n");
 }
 
 /* True when option `name` appears on the command line. */
@@ -114,6 +119,7 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--seed")) ok = rt_cli_int(argc, argv, &i, &o->seed);
         else if (!strcmp(a, "--warmup-steps")) ok = rt_cli_int(argc, argv, &i, &o->warmup_steps);
         else if (!strcmp(a, "--train-subset")) ok = rt_cli_int(argc, argv, &i, &o->train_subset);
+        else if (!strcmp(a, "--stop-after-epoch")) ok = rt_cli_int(argc, argv, &i, &o->stop_after);
         else if (!strcmp(a, "--test-subset")) ok = rt_cli_int(argc, argv, &i, &o->test_subset);
         else if (!strcmp(a, "--lr")) ok = rt_cli_float(argc, argv, &i, &o->lr);
         else if (!strcmp(a, "--weight-decay")) ok = rt_cli_float(argc, argv, &i, &o->weight_decay);
@@ -153,6 +159,11 @@ static int train_parse(int argc, char **argv, train_opts *o) {
     if (o->epochs < 1 || o->batch_size < 1 || o->accum_steps < 1 || o->accum_steps > o->batch_size) {
         fprintf(stderr, "revtorch train: need --epochs >= 1, --batch-size >= 1 and 1 <= --accum-steps <= "
                         "--batch-size\n");
+        return 2;
+    }
+    if (o->stop_after < 0 || o->stop_after > o->epochs || (o->stop_after == 0 && strstr_arg(argc, argv, "--stop-after-epoch"))) {
+        fprintf(stderr, "revtorch train: --stop-after-epoch must be between 1 and --epochs (%lld), got %lld\n",
+                (long long)o->epochs, (long long)o->stop_after);
         return 2;
     }
     return -1; /* parsed; go on */
@@ -252,18 +263,35 @@ static rt_status train_step(const train_opts *o, rt_model *m, rt_optimizer *opt,
     return rt_optimizer_step(opt);
 }
 
+/* The shortest decimal form of v that reads back as v ("0.1", not
+ * "0.100000001"), so that checkpoints compare exact values and print the
+ * ones the user typed. */
+static const char *float_str(float v, char *buf, size_t n) {
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, n, "%.*g", digits, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
 /* The options a resumed run must repeat to continue the same run: what
- * decides the data order, the batches and the learning rate at each step.
- * --epochs may change (training longer), as may --threads, --log, --save,
- * --test-subset, --conv-algo and --memory/--grouping (the same arithmetic,
- * rounded differently). */
+ * decides the data order, the batches and the learning rate at each step,
+ * written "name=value" with the CLI option's name ("--no-augment yes").
+ * --epochs counts too unless the schedule is constant (cosine and step
+ * anneal over all epochs). --threads, --log, --save, --test-subset,
+ * --conv-algo and --memory/--grouping may change (the same arithmetic,
+ * rounded differently), and so may --stop-after-epoch. */
 static void train_run_options(const train_opts *o, char *buf, size_t n) {
+    char lr[32], mom[32], wd[32], clip[32], ls[32], epochs[48] = "";
+    if (strcmp(o->schedule, "constant")) snprintf(epochs, sizeof epochs, " epochs=%lld", (long long)o->epochs);
     snprintf(buf, n,
-             "batch_size=%lld accum_steps=%lld seed=%lld lr=%g momentum=%g weight_decay=%g schedule=%s "
-             "warmup_steps=%lld clip=%g label_smoothing=%g augment=%d train_subset=%lld",
-             (long long)o->batch_size, (long long)o->accum_steps, (long long)o->seed, (double)o->lr,
-             (double)o->momentum, (double)o->weight_decay, o->schedule, (long long)o->warmup_steps,
-             (double)o->clip, (double)o->label_smoothing, (int)o->augment, (long long)o->train_subset);
+             "batch_size=%lld accum_steps=%lld seed=%lld lr=%s momentum=%s weight_decay=%s schedule=%s "
+             "warmup_steps=%lld clip=%s label_smoothing=%s no_augment=%s train_subset=%lld%s",
+             (long long)o->batch_size, (long long)o->accum_steps, (long long)o->seed,
+             float_str(o->lr, lr, sizeof lr), float_str(o->momentum, mom, sizeof mom),
+             float_str(o->weight_decay, wd, sizeof wd), o->schedule, (long long)o->warmup_steps,
+             float_str(o->clip, clip, sizeof clip), float_str(o->label_smoothing, ls, sizeof ls),
+             o->augment ? "no" : "yes", (long long)o->train_subset, epochs);
 }
 
 int rt_cmd_train(int argc, char **argv) {
@@ -354,6 +382,13 @@ int rt_cmd_train(int argc, char **argv) {
         rt_cli_fail("cannot resume");
         goto out;
     }
+    const int64_t last_epoch = o.stop_after ? o.stop_after : o.epochs;
+    if (start_epoch >= last_epoch) {
+        printf("revtorch train: checkpoint %s already holds %lld epoch%s; nothing left to train up to epoch %lld\n",
+               o.resume, (long long)start_epoch, start_epoch == 1 ? "" : "s", (long long)last_epoch);
+        rc = 0;
+        goto out;
+    }
     if (o.log) {
         char steps_path[4096];
         snprintf(steps_path, sizeof steps_path, "%.*s.steps.csv",
@@ -373,17 +408,22 @@ int rt_cmd_train(int argc, char **argv) {
             fprintf(steps_log, "epoch,step,lr,loss\n");
         }
     }
-    printf("revtorch train: %s (%lld parameters) on %lld Fashion-MNIST images, batch %lld (%lld micro-batches), "
-           "%s lr %g, %lld epochs, %d threads\n",
+    printf("revtorch train: %s (%lld parameters) on %lld Fashion-MNIST images, batch %lld (%lld micro-batch%s), "
+           "%s lr %g, %lld epoch%s, %d thread%s\n",
            m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)train->n,
-           (long long)o.batch_size, (long long)o.accum_steps, o.optimizer, o.lr, (long long)o.epochs,
-           rt_get_num_threads());
-    printf("predicted per step (meta run): activations kept for backward %.2f MiB with --memory %s, %.2f MiB with "
-           "plain backpropagation; step peak %.2f MiB vs %.2f MiB\n",
-           (double)pred.peak[RT_MEM_SAVED] / 1048576.0, m->reversible ? "reversible" : "standard",
-           (double)plain.peak[RT_MEM_SAVED] / 1048576.0, (double)pred.peak_total / 1048576.0,
-           (double)plain.peak_total / 1048576.0);
-    for (int64_t epoch = start_epoch; epoch < o.epochs; epoch++) {
+           (long long)o.batch_size, (long long)o.accum_steps, o.accum_steps == 1 ? "" : "es", o.optimizer, o.lr,
+           (long long)o.epochs, o.epochs == 1 ? "" : "s", rt_get_num_threads(), rt_get_num_threads() == 1 ? "" : "s");
+    const bool has_reversible = rt_model_name_has_reversible(m->name);
+    if (has_reversible)
+        printf("predicted per step (meta run): activations kept for backward %.2f MiB with --memory %s, %.2f MiB "
+               "with plain backpropagation; step peak %.2f MiB vs %.2f MiB\n",
+               (double)pred.peak[RT_MEM_SAVED] / 1048576.0, m->reversible ? "reversible" : "standard",
+               (double)plain.peak[RT_MEM_SAVED] / 1048576.0, (double)pred.peak_total / 1048576.0,
+               (double)plain.peak_total / 1048576.0);
+    else
+        printf("predicted per step (meta run): activations kept for backward %.2f MiB; step peak %.2f MiB\n",
+               (double)pred.peak[RT_MEM_SAVED] / 1048576.0, (double)pred.peak_total / 1048576.0);
+    for (int64_t epoch = start_epoch; epoch < last_epoch; epoch++) {
         if (rt_loader_reset(loader, epoch) != RT_OK) {
             rt_cli_fail("loader");
             goto out;
@@ -445,11 +485,15 @@ int rt_cmd_train(int argc, char **argv) {
                (long long)epoch + 1, loss_sum / (double)seen, 100.0 * (double)correct / (double)seen, test_loss,
                100.0 * test_acc, (double)seen / secs, secs);
         rt_cli_print_peaks(stdout, "  ", &peaks);
-        printf("  activation memory (SAVED peak): %.2f MiB measured; plain backpropagation would keep %.2f MiB "
-               "(%.1fx)\n", (double)peaks.peak[RT_MEM_SAVED] / 1048576.0,
-               (double)plain.peak[RT_MEM_SAVED] / 1048576.0,
-               peaks.peak[RT_MEM_SAVED] > 0 ? (double)plain.peak[RT_MEM_SAVED] / (double)peaks.peak[RT_MEM_SAVED]
-                                            : 0.0);
+        if (has_reversible)
+            printf("  activation memory (SAVED peak): %.2f MiB measured; plain backpropagation would keep %.2f MiB "
+                   "(%.1fx)\n", (double)peaks.peak[RT_MEM_SAVED] / 1048576.0,
+                   (double)plain.peak[RT_MEM_SAVED] / 1048576.0,
+                   peaks.peak[RT_MEM_SAVED] > 0 ? (double)plain.peak[RT_MEM_SAVED] / (double)peaks.peak[RT_MEM_SAVED]
+                                                : 0.0);
+        else
+            printf("  activation memory (SAVED peak): %.2f MiB measured, %.2f MiB predicted\n",
+                   (double)peaks.peak[RT_MEM_SAVED] / 1048576.0, (double)pred.peak[RT_MEM_SAVED] / 1048576.0);
         fflush(stdout);
         if (log) {
             fprintf(log, "%lld,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f", (long long)epoch + 1, loss_sum / (double)seen,

@@ -6,7 +6,9 @@ bin="$1"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 for model in resnet20 revnet_small; do
-common=(--model $model --train-subset 512 --test-subset 256 --batch-size 64 --threads 2 --seed 7 --accum-steps 3)
+# 2 warm-up steps, so the cosine schedule over 16 steps shapes every step
+common=(--model $model --train-subset 512 --test-subset 256 --batch-size 64 --threads 2 --seed 7 --accum-steps 3
+        --warmup-steps 2)
 rm -f "$dir"/*
 
 "$bin" train "${common[@]}" --epochs 2 --log "$dir/full.csv" > "$dir/full.out"
@@ -14,7 +16,7 @@ rm -f "$dir"/*
 cmp "$dir/full.steps.csv" "$dir/again.steps.csv" || { echo "FAIL: same seed gave different losses"; exit 1; }
 
 # The "interrupted" run stops after epoch 1 (its checkpoint is what a crash leaves).
-"$bin" train "${common[@]}" --epochs 2 --save "$dir/ck.safetensors" --log "$dir/part.csv" --epochs 1 > /dev/null
+"$bin" train "${common[@]}" --epochs 2 --save "$dir/ck.safetensors" --log "$dir/part.csv" --stop-after-epoch 1 > /dev/null
 test -f "$dir/ck.safetensors" && test -f "$dir/ck.optim.safetensors"
 "$bin" train "${common[@]}" --epochs 2 --resume "$dir/ck.safetensors" --log "$dir/part.csv" > /dev/null
 if ! cmp "$dir/full.steps.csv" "$dir/part.steps.csv"; then
@@ -49,4 +51,26 @@ grep -q -- "--batch-size 64 (this run: 32)" <<< "$out" && grep -q -- "--lr 0.1 (
     { echo "FAIL: unclear message: $out"; exit 1; }
 test ! -e "$dir/c.safetensors" || { echo "FAIL: a refused resume wrote a checkpoint"; exit 1; }
 echo "resume with other options refused"
+
+# With a cosine schedule --epochs decides every step's learning rate: a
+# changed --epochs is refused; with a constant schedule it only says when to stop.
+"$bin" train "${common[@]}" --epochs 2 --stop-after-epoch 1 --save "$dir/e.safetensors" > /dev/null
+if out=$("$bin" train "${common[@]}" --epochs 4 --resume "$dir/e.safetensors" 2>&1); then
+    echo "FAIL: resumed a cosine schedule with another --epochs"; exit 1
+fi
+grep -q -- "--epochs 2 (this run: 4)" <<< "$out" || { echo "FAIL: unclear message: $out"; exit 1; }
+"$bin" train "${common[@]}" --schedule constant --epochs 1 --save "$dir/k.safetensors" > /dev/null
+"$bin" train "${common[@]}" --schedule constant --epochs 2 --resume "$dir/k.safetensors" > /dev/null
+out=$("$bin" train "${common[@]}" --schedule constant --epochs 1 --resume "$dir/k.safetensors")
+grep -q "nothing left to train" <<< "$out" || { echo "FAIL: finished checkpoint: $out"; exit 1; }
+echo "--epochs: refused with a cosine schedule, accepted with a constant one"
+
+# A checkpoint whose weights hold a NaN is refused before training.
+hdr=$(od -An -t u8 -N8 "$dir/a.safetensors" | tr -d ' ')
+printf '\x00\x00\xc0\x7f' | dd of="$dir/a.safetensors" bs=1 seek=$((8 + hdr)) conv=notrunc status=none
+if out=$("$bin" train "${common[@]}" --epochs 1 --resume "$dir/a.safetensors" 2>&1); then
+    echo "FAIL: resumed from weights holding a NaN"; exit 1
+fi
+grep -q "holds NaN or Inf" <<< "$out" || { echo "FAIL: unclear message: $out"; exit 1; }
+echo "checkpoint holding a NaN refused"
 echo "1 passed, 0 failed"

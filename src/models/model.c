@@ -10,6 +10,11 @@ const char *rt_model_names(void) {
            "resnet18, resnet34, resnet50";
 }
 
+bool rt_model_name_has_reversible(const char *name) {
+    rt_revnet_config cfg;
+    return name && rt_revnet_config_get(name, &cfg) == RT_OK;
+}
+
 rt_status rt_model_create(const char *name, int64_t in_channels, int64_t num_classes, rt_device device,
                           uint64_t seed, rt_model **out) {
     *out = NULL;

@@ -41,5 +41,8 @@ void rt_model_destroy(rt_model *m);
 rt_status rt_model_forward(rt_model *m, rt_tensor *x, rt_tensor **logits);
 /* Comma-separated list of the model names rt_model_create accepts. */
 const char *rt_model_names(void);
+/* Whether model `name` has reversible parts (the RevNets), i.e. whether
+ * rt_model.reversible changes anything. False for unknown names. */
+bool rt_model_name_has_reversible(const char *name);
 
 #endif

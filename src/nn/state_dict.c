@@ -72,15 +72,28 @@ rt_status rt_state_dict_add_counter(rt_state_dict *sd, const char *prefix, const
     return rt_state_dict_push(sd, prefix, name, (rt_state_entry){.kind = RT_ENTRY_COUNTER, .counter = counter});
 }
 
-rt_status rt_state_dict_check_finite(const rt_state_dict *sd) {
+static bool rt_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+rt_status rt_state_dict_check_values(const rt_state_dict *sd) {
     for (int i = 0; i < sd->n; i++) {
         const rt_tensor *t = sd->entries[i].tensor;
         if (!t || t->dtype != RT_F32 || rt_tensor_is_meta(t)) continue;
-        if (!rt_vec_all_finite(rt_tensor_numel(t), rt_tensor_f32(t)))
+        const int64_t n = rt_tensor_numel(t);
+        const float *v = rt_tensor_f32(t);
+        if (!rt_vec_all_finite(n, v))
             return rt_error_set(RT_ERR_NONFINITE,
                                 "'%s' holds NaN or Inf values: the weights are corrupt or come from a run "
                                 "that diverged; use an earlier checkpoint",
                                 sd->entries[i].name);
+        if (rt_ends_with(sd->entries[i].name, "running_var"))
+            for (int64_t j = 0; j < n; j++)
+                if (v[j] < 0.0f)
+                    return rt_error_set(RT_ERR_FORMAT,
+                                        "'%s' holds a negative variance (%g at index %lld): the file is corrupt",
+                                        sd->entries[i].name, (double)v[j], (long long)j);
     }
     return RT_OK;
 }

@@ -54,10 +54,12 @@ rt_state_entry *rt_state_dict_find(rt_state_dict *sd, const char *name);
 int rt_state_dict_num_params(const rt_state_dict *sd);
 int64_t rt_state_dict_num_param_elements(const rt_state_dict *sd);
 /* RT_OK when every f32 parameter and buffer on the cpu holds only finite
- * values; RT_ERR_NONFINITE naming the first entry with NaN or Inf otherwise
- * (a network's ReLUs and max-pools can hide a NaN weight from the loss, so
- * check after loading weights one did not train). Meta tensors pass. */
-rt_status rt_state_dict_check_finite(const rt_state_dict *sd);
+ * values and every running_var is >= 0 (a variance); otherwise
+ * RT_ERR_NONFINITE (NaN or Inf) or RT_ERR_FORMAT (a negative variance)
+ * naming the first such entry. A network's ReLUs and max-pools can hide a
+ * NaN weight from the loss, so check after loading weights one did not
+ * train. Meta tensors pass. */
+rt_status rt_state_dict_check_values(const rt_state_dict *sd);
 /* Fills params[0..num_params-1] (borrowed pointers) in registration order;
  * the array must hold rt_state_dict_num_params entries. */
 void rt_state_dict_params(const rt_state_dict *sd, rt_tensor **params);

@@ -30,7 +30,7 @@ static void train_usage(FILE *f) {
             "usage: revtorch train [options]\n"
             "Trains a classifier on Fashion-MNIST and reports loss, accuracy, speed and memory.\n\n"
             "  --model NAME          %s\n"
-            "                        (default revnet_small: a RevNet, reversible, 3 epochs ≈ 6 min on 2 cores)\n"
+            "                        (default revnet_small: a RevNet, reversible, 3 epochs ≈ 4.5 min on 2 cores)\n"
             "  --data DIR            Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
             "  --epochs N            epochs (default 3)\n"
             "  --batch-size N        samples per optimizer step (default 128)\n"

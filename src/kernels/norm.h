@@ -14,9 +14,16 @@
  * nChw{B}c (s->nsp == 2, sp = {H, W}) or nCdhw{B}c (s->nsp == 3, sp =
  * {D, H, W}); then c must be a multiple of RT_LAYOUT_BLOCK and spatial must
  * equal the product of sp[0..nsp-1]. The [c] vectors are always plain.
- * Primitives use the caller's layout directly (no reorders) and are cached
- * per thread by shape, layout, eps and flags (see cache.h); scratchpads are
- * RT_MEM_TEMP and freed before return.
+ * Blocked data go to the primitives directly; plain data are reordered to
+ * and from NHWC around them (oneDNN's NCHW kernel is generic C++, its NHWC
+ * ones are JIT), through cached reorders and RT_MEM_TEMP buffers.
+ * Primitives are cached per thread by shape, layout, eps and flags (see
+ * cache.h); scratchpads are RT_MEM_TEMP and freed before return.
+ * Training statistics (mean, biased var) are computed by revtorch in two
+ * passes with double accumulators, as PyTorch's CPU kernel does, and
+ * oneDNN normalises with them: its float statistics drift by ~1e-5
+ * relative when |mean| >> std, which reversible blocks amplify. The fused
+ * ReLU's workspace is oneDNN's 1-bit mask.
  *
  * Dry run (meta tensors): all data pointers NULL (every buffer argument of
  * the call, optional ones included) → dry run: books the call's temporary

@@ -120,8 +120,10 @@ static void bn_channel_sums(const rt_bn_shape *s, const float *x, const double *
 }
 
 static rt_status bn_batch_stats(const rt_bn_shape *s, const float *x, float *mean, float *var) {
-    /* on the stack up to 4096 channels (64 KiB), the widest torchvision layer is 2048 */
-    double stack[2 * 4096], *buf = s->c <= 4096 ? stack : malloc(2 * sizeof(double) * (size_t)s->c);
+    /* 16 KiB of stack up to 1024 channels; wider layers (ResNet-50's last
+     * stage has 2048) take 16 bytes per channel from malloc: bookkeeping of
+     * the kernel, like oneDNN's own, not a tensor the tracker accounts. */
+    double stack[2 * 1024], *buf = s->c <= 1024 ? stack : malloc(2 * sizeof(double) * (size_t)s->c);
     if (!buf) return rt_error_set(RT_ERR_OOM, "batch norm: out of memory for %lld channel statistics",
                                   (long long)s->c);
     double *mu = buf, *acc = buf + s->c;

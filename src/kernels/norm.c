@@ -88,35 +88,52 @@ static rt_status bn_geom_init(const rt_bn_shape *s, bn_geom *g, const char *desc
  * blocks rebuild drifted up to 2e-3 relative instead of 1e-5 on
  * revnet_small, enough to fail the drift check. So oneDNN only normalises,
  * with these (dnnl_use_global_stats); its backward takes them as inputs. */
+/* Adds image i's part of channel group g (one channel plain, RT_LAYOUT_BLOCK
+ * channels blocked) to a: sums of x, or of (x - mean)^2 when mean is given. */
+static void bn_partial_sums(const rt_bn_shape *s, const float *x, int64_t i, int64_t g, const double *mean,
+                            double *a) {
+    const int64_t sp = s->spatial;
+    if (s->layout != RT_LAYOUT_BLOCKED) {
+        const float *p = x + (i * s->c + g) * sp;
+        const double mu = mean ? mean[g] : 0.0;
+        double t = 0.0;
+#pragma omp simd reduction(+ : t)
+        for (int64_t j = 0; j < sp; j++) t += mean ? ((double)p[j] - mu) * ((double)p[j] - mu) : p[j];
+        a[0] += t;
+        return;
+    }
+    const float *p = x + (i * (s->c / RT_LAYOUT_BLOCK) + g) * sp * RT_LAYOUT_BLOCK;
+    double t[RT_LAYOUT_BLOCK] = {0}, mk[RT_LAYOUT_BLOCK] = {0};
+    if (mean)
+        for (int k = 0; k < RT_LAYOUT_BLOCK; k++) mk[k] = mean[g * RT_LAYOUT_BLOCK + k];
+    for (int64_t j = 0; j < sp; j++)
+#pragma omp simd
+        for (int k = 0; k < RT_LAYOUT_BLOCK; k++) {
+            const double v = p[j * RT_LAYOUT_BLOCK + k];
+            t[k] += mean ? (v - mk[k]) * (v - mk[k]) : v;
+        }
+    for (int k = 0; k < RT_LAYOUT_BLOCK; k++) a[k] += t[k];
+}
+
+/* acc[c] = per-channel sums over images and space (see bn_partial_sums). */
 static void bn_channel_sums(const rt_bn_shape *s, const float *x, const double *mean, double *acc) {
-    const int64_t n = s->n, c = s->c, sp = s->spatial;
+    const int64_t n = s->n, c = s->c;
     const int blocked = s->layout == RT_LAYOUT_BLOCKED;
     const int64_t groups = blocked ? c / RT_LAYOUT_BLOCK : c, inner = blocked ? RT_LAYOUT_BLOCK : 1;
+    const int par = n * c * s->spatial > 32768;
     for (int64_t ch = 0; ch < c; ch++) acc[ch] = 0.0;
-#pragma omp parallel for collapse(2) schedule(static) reduction(+ : acc[:c]) if (n * c * sp > 32768)
+    if (groups >= 8 || c > 1024) {
+        /* enough channel groups to share out: each thread owns whole groups */
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t g = 0; g < groups; g++)
+            for (int64_t i = 0; i < n; i++) bn_partial_sums(s, x, i, g, mean, acc + g * inner);
+        return;
+    }
+    /* few channels (at most 1024, so each thread's private copy of acc is at
+     * most 8 KiB of stack): share out the images too */
+#pragma omp parallel for collapse(2) schedule(static) reduction(+ : acc[:c]) if (par)
     for (int64_t i = 0; i < n; i++)
-        for (int64_t g = 0; g < groups; g++) {
-            const float *p = x + (i * groups + g) * sp * inner;
-            double *a = acc + g * inner;
-            if (!blocked) {
-                double t = 0.0;
-                const double mu = mean ? mean[g] : 0.0;
-#pragma omp simd reduction(+ : t)
-                for (int64_t j = 0; j < sp; j++) t += mean ? ((double)p[j] - mu) * ((double)p[j] - mu) : p[j];
-                a[0] += t;
-            } else {
-                double t[RT_LAYOUT_BLOCK] = {0}, mk[RT_LAYOUT_BLOCK] = {0};
-                if (mean)
-                    for (int k = 0; k < RT_LAYOUT_BLOCK; k++) mk[k] = mean[g * RT_LAYOUT_BLOCK + k];
-                for (int64_t j = 0; j < sp; j++)
-#pragma omp simd
-                    for (int k = 0; k < RT_LAYOUT_BLOCK; k++) {
-                        const double v = p[j * RT_LAYOUT_BLOCK + k];
-                        t[k] += mean ? (v - mk[k]) * (v - mk[k]) : v;
-                    }
-                for (int k = 0; k < RT_LAYOUT_BLOCK; k++) a[k] += t[k];
-            }
-        }
+        for (int64_t g = 0; g < groups; g++) bn_partial_sums(s, x, i, g, mean, acc + g * inner);
 }
 
 static rt_status bn_batch_stats(const rt_bn_shape *s, const float *x, float *mean, float *var) {

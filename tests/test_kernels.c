@@ -546,6 +546,28 @@ static void test_batchnorm_exact_stats(void) {
     tb_free_all();
 }
 
+/* 1.2 million channels (n = 2, one value each): the statistics must not keep
+ * a per-thread copy of every channel on the stack (8 bytes x 1.2M is more
+ * than a default 8 MiB stack; it crashed once). Each channel holds -1 and
+ * +1 (shifted per channel), so mean = shift and var = 1 exactly. */
+static void test_batchnorm_wide(void) {
+    tb_free_all();
+    enum { C = 1200000 };
+    rt_bn_shape s = {2, C, 1, 1e-5f, RT_LAYOUT_PLAIN, 0, {0}};
+    float *x = tb(2 * (int64_t)C), *y = tb(2 * (int64_t)C), *m = tb(C), *v = tb(C);
+    CHECK(v != NULL);
+    for (int64_t c = 0; c < C; c++) {
+        x[c] = (float)(c % 7) - 1.0f;
+        x[C + c] = (float)(c % 7) + 1.0f;
+    }
+    CHECK_KERNEL(rt_kernel_batchnorm_forward_train(&s, x, NULL, NULL, y, m, v));
+    for (int64_t c = 0; c < C; c += 9973) {
+        CHECK_NEAR(m[c], (float)(c % 7), 0.0);
+        CHECK_NEAR(v[c], 1.0, 0.0);
+    }
+    tb_free_all();
+}
+
 static void test_batchnorm(void) {
     tb_free_all();
     rt_bn_shape cases[] = {
@@ -1432,7 +1454,8 @@ RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
              {"conv_algo_policy", test_conv_algo_policy}, {"conv_empty_batch", test_conv_empty_batch},
              {"conv_errors", test_conv_errors}, {"maxpool", test_maxpool},
              {"avgpool", test_avgpool}, {"pool_errors", test_pool_errors},
-             {"batchnorm", test_batchnorm}, {"batchnorm_exact_stats", test_batchnorm_exact_stats}, {"batchnorm_errors", test_batchnorm_errors},
+             {"batchnorm", test_batchnorm}, {"batchnorm_exact_stats", test_batchnorm_exact_stats},
+             {"batchnorm_wide", test_batchnorm_wide}, {"batchnorm_errors", test_batchnorm_errors},
              {"relu", test_relu}, {"sgemm", test_sgemm}, {"cache_reuse", test_cache_reuse},
              {"threads", test_threads}, {"thread_local_cache", test_thread_local_cache},
              {"dry_run", test_dry_run}, {"reorder_layout", test_reorder_layout},

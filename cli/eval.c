@@ -26,9 +26,9 @@ int rt_cmd_eval(int argc, char **argv) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             eval_usage(stdout);
             return 0;
-        } else if (rt_cli_model_arg(argc, argv, &i, &a, &ok)) {
-        } else if (!strcmp(argv[i], "--test-subset")) ok = rt_cli_int(argc, argv, &i, &subset);
-        else {
+        } else if (!strcmp(argv[i], "--test-subset")) {
+            ok = rt_cli_int(argc, argv, &i, &subset);
+        } else if (!rt_cli_model_arg(argc, argv, &i, &a, &ok)) {
             fprintf(stderr, "revtorch eval: unknown option '%s' (see revtorch eval --help)\n", argv[i]);
             return 2;
         }

@@ -197,27 +197,30 @@ static rt_status bn_pd(const rt_bn_shape *s, const bn_geom *g, dnnl_prop_kind_t 
     return RT_OK;
 }
 
-/* The training-forward entry (flags: use_scale / use_shift / fuse_norm_relu);
+/* A forward entry that normalises with given statistics (always
+ * dnnl_use_global_stats: training statistics come from bn_batch_stats).
+ * kind/prop: RT_DNNL_BN_FWD_TRAIN with dnnl_forward_training (which the
+ * fused ReLU needs for its workspace) or RT_DNNL_BN_FWD_EVAL with
+ * dnnl_forward_inference. flags: use_scale / use_shift / fuse_norm_relu;
  * with relu the entry's last argument is the workspace (DNNL_ARG_WORKSPACE,
  * in the primitive's own format, size in e->workspace_bytes). */
-static rt_status bn_fwd_train_entry(const rt_bn_shape *s, unsigned flags, const char *desc,
-                                    rt_dnnl_entry **out) {
-    flags |= dnnl_use_global_stats; /* the statistics come from bn_batch_stats */
-    const int stats_out = !(flags & dnnl_use_global_stats);
+static rt_status bn_fwd_entry(const rt_bn_shape *s, rt_dnnl_kind kind, dnnl_prop_kind_t prop,
+                              unsigned flags, const char *desc, rt_dnnl_entry **out) {
+    flags |= dnnl_use_global_stats;
     rt_dnnl_key key;
-    bn_key(&key, RT_DNNL_BN_FWD_TRAIN, s, flags, dnnl_forward_training);
+    bn_key(&key, kind, s, flags, prop);
     *out = rt_dnnl_cache_find(&key);
     if (*out) return RT_OK;
     bn_geom g;
     RT_TRY(bn_geom_init(s, &g, desc));
     dnnl_primitive_desc_t pd;
-    RT_TRY(bn_pd(s, &g, dnnl_forward_training, flags, NULL, desc, &pd));
+    RT_TRY(bn_pd(s, &g, prop, flags, NULL, desc, &pd));
     rt_dnnl_argspec specs[7];
     int na = 0;
     specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SRC, 0, &g.data};
     specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DST, 1, &g.data};
-    specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, stats_out, &g.stat};
-    specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, stats_out, &g.stat};
+    specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 0, &g.stat};
+    specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 0, &g.stat};
     if (flags & dnnl_use_scale) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
     if (flags & dnnl_use_shift) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
     if (flags & dnnl_fuse_norm_relu) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_WORKSPACE, 1, NULL};
@@ -242,7 +245,7 @@ static rt_status bn_forward_train(const rt_bn_shape *s, int relu, const float *x
     unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_b ? dnnl_use_shift : 0u) |
                      (relu ? dnnl_fuse_norm_relu : 0u);
     rt_dnnl_entry *e;
-    RT_TRY(bn_fwd_train_entry(s, flags, desc, &e));
+    RT_TRY(bn_fwd_entry(s, RT_DNNL_BN_FWD_TRAIN, dnnl_forward_training, flags, desc, &e));
     if (dry) return rt_dnnl_entry_dry_run(e);
     RT_TRY(bn_batch_stats(s, x, mean, var));
     void *ptrs[7] = {(void *)x, y, mean, var};
@@ -270,8 +273,8 @@ size_t rt_kernel_batchnorm_relu_workspace_bytes(const rt_bn_shape *s) {
     if (bn_check(s, 1, "relu forward_train", desc) != RT_OK) return 0;
     /* The workspace does not depend on the affine flags; ask the entry the op runs. */
     rt_dnnl_entry *e;
-    if (bn_fwd_train_entry(s, dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu, desc, &e) !=
-        RT_OK)
+    if (bn_fwd_entry(s, RT_DNNL_BN_FWD_TRAIN, dnnl_forward_training,
+                     dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu, desc, &e) != RT_OK)
         return 0;
     return e->workspace_bytes;
 }
@@ -289,26 +292,9 @@ rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
     if (s->n == 0) return RT_OK;
     /* A dry run books the affine variant (weight and bias given), as the op runs. */
     int has_w = dry || weight, has_b = dry || bias;
-    unsigned flags = dnnl_use_global_stats | (has_w ? dnnl_use_scale : 0u) |
-                     (has_b ? dnnl_use_shift : 0u);
-    rt_dnnl_key key;
-    bn_key(&key, RT_DNNL_BN_FWD_EVAL, s, flags, dnnl_forward_inference);
-    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
-    if (!e) {
-        bn_geom g;
-        RT_TRY(bn_geom_init(s, &g, desc));
-        dnnl_primitive_desc_t pd;
-        RT_TRY(bn_pd(s, &g, dnnl_forward_inference, flags, NULL, desc, &pd));
-        rt_dnnl_argspec specs[6];
-        int na = 0;
-        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SRC, 0, &g.data};
-        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_DST, 1, &g.data};
-        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_MEAN, 0, &g.stat};
-        specs[na++] = (rt_dnnl_argspec){DNNL_ARG_VARIANCE, 0, &g.stat};
-        if (has_w) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SCALE, 0, &g.stat};
-        if (has_b) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_SHIFT, 0, &g.stat};
-        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, na, specs, &e));
-    }
+    unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_b ? dnnl_use_shift : 0u);
+    rt_dnnl_entry *e;
+    RT_TRY(bn_fwd_entry(s, RT_DNNL_BN_FWD_EVAL, dnnl_forward_inference, flags, desc, &e));
     if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[6] = {(void *)x, y, (void *)mean, (void *)var};
     int na = 4;

@@ -52,23 +52,20 @@ rt_status rt_relu(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu(x, 0.0f,
 rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
     *out = NULL;
     RT_TRY(rt_op_check_pair(a, b, "add_relu"));
-    if (a->layout != b->layout) { /* compute in a's memory order */
-        rt_tensor *bc = NULL;
-        RT_TRY(rt_to_layout(b, a->layout, &bc));
-        rt_status st = rt_add_relu(a, bc, out);
-        rt_tensor_release(bc);
-        return st;
-    }
+    rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */
+    RT_TRY(rt_to_layout(b, a->layout, &bl));
     rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
-    if (!y) return RT_ERR_OOM;
-    if (rt_op_compute(a))
-        rt_vec_add_relu(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(b), rt_tensor_f32(y));
+    rt_status st = y ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK && rt_op_compute(a))
+        rt_vec_add_relu(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
     rt_node *node = NULL;
-    rt_tensor *inputs[2] = {a, b};
-    rt_status st = rt_node_create("add_relu", 2, inputs, 1, rt_relu_backward, sizeof(rt_relu_ctx), &node);
+    rt_tensor *inputs[2] = {a, bl};
+    if (st == RT_OK)
+        st = rt_node_create("add_relu", 2, inputs, 1, rt_relu_backward, sizeof(rt_relu_ctx), &node);
     if (st == RT_OK && node) {
         ((rt_relu_ctx *)node->ctx)->negative_slope = 0.0f;
         st = rt_node_save(node, y, NULL);
     }
+    rt_tensor_release(bl);
     return rt_op_return(st, node, y, out);
 }

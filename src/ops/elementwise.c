@@ -29,23 +29,20 @@ static rt_status rt_linear_combo_backward(rt_node *self, rt_tensor *const *grad_
 static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, const char *op, rt_tensor **out) {
     *out = NULL;
     RT_TRY(rt_op_check_pair(a, b, op));
-    if (a->layout != b->layout) { /* compute in a's memory order */
-        rt_tensor *bc = NULL;
-        RT_TRY(rt_to_layout(b, a->layout, &bc));
-        rt_status st = rt_binary(a, bc, sign_b, op, out);
-        rt_tensor_release(bc);
-        return st;
-    }
+    rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */
+    RT_TRY(rt_to_layout(b, a->layout, &bl));
     rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
-    if (!y) return RT_ERR_OOM;
-    if (rt_op_compute(a)) {
-        if (sign_b > 0) rt_vec_add(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(b), rt_tensor_f32(y));
-        else rt_vec_sub(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(b), rt_tensor_f32(y));
+    rt_status st = y ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK && rt_op_compute(a)) {
+        if (sign_b > 0) rt_vec_add(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
+        else rt_vec_sub(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
     }
     rt_node *node = NULL;
-    rt_tensor *inputs[2] = {a, b};
-    rt_status st = rt_node_create(op, 2, inputs, 1, rt_linear_combo_backward, sizeof(rt_scale_ctx), &node);
+    rt_tensor *inputs[2] = {a, bl};
+    if (st == RT_OK)
+        st = rt_node_create(op, 2, inputs, 1, rt_linear_combo_backward, sizeof(rt_scale_ctx), &node);
     if (st == RT_OK && node) *(rt_scale_ctx *)node->ctx = (rt_scale_ctx){1.0f, sign_b};
+    rt_tensor_release(bl);
     return rt_op_return(st, node, y, out);
 }
 

@@ -110,25 +110,21 @@ rt_status rt_mse_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out) {
         return rt_error_set(RT_ERR_SHAPE, "mse_loss: input %s and target %s differ in shape",
                             rt_tensor_shape_str(x, a, sizeof a), rt_tensor_shape_str(target, b, sizeof b));
     }
-    if (x->layout != target->layout) {
-        rt_tensor *tc = NULL;
-        RT_TRY(rt_to_layout(target, x->layout, &tc));
-        rt_status st = rt_mse_loss(x, tc, out);
-        rt_tensor_release(tc);
-        return st;
-    }
+    rt_tensor *tl = NULL; /* target in x's memory order (target itself when they match) */
+    RT_TRY(rt_to_layout(target, x->layout, &tl));
     rt_tensor *diff = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *y = rt_op_new(x, 0, NULL);
     rt_status st = (diff && y) ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK && rt_op_compute(x)) {
         int64_t n = rt_tensor_numel(x);
-        rt_vec_sub(n, rt_tensor_f32(x), rt_tensor_f32(target), rt_tensor_f32(diff));
+        rt_vec_sub(n, rt_tensor_f32(x), rt_tensor_f32(tl), rt_tensor_f32(diff));
         rt_tensor_f32(y)[0] = (float)(rt_vec_sumsq(n, rt_tensor_f32(diff)) / (double)n);
     }
     rt_node *node = NULL;
-    rt_tensor *inputs[2] = {x, target};
+    rt_tensor *inputs[2] = {x, tl};
     if (st == RT_OK) st = rt_node_create("mse_loss", 2, inputs, 1, rt_mse_backward, 0, &node);
     if (st == RT_OK && node) st = rt_node_save(node, diff, NULL);
     rt_tensor_release(diff);
+    rt_tensor_release(tl);
     return rt_op_return(st, node, y, out);
 }

@@ -83,37 +83,43 @@ void rt_bn_update_running(const rt_bn_shape *s, float momentum, const float *mea
     }
 }
 
+rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *weight, const rt_tensor *bias,
+                         const rt_tensor *running_mean, const rt_tensor *running_var, bool training, float eps,
+                         rt_bn_shape *s) {
+    RT_TRY(rt_op_check_f32(x, op, "input"));
+    RT_TRY(rt_op_check_f32(weight, op, "weight"));
+    RT_TRY(rt_op_check_f32(bias, op, "bias"));
+    RT_TRY(rt_op_check_f32(running_mean, op, "running_mean"));
+    RT_TRY(rt_op_check_f32(running_var, op, "running_var"));
+    char a[64];
+    if (x->ndim < 2)
+        return rt_error_set(RT_ERR_SHAPE, "%s: expected input (N, C, ...), got %s", op,
+                            rt_tensor_shape_str(x, a, sizeof a));
+    *s = (rt_bn_shape){.n = x->shape[0], .c = x->shape[1], .spatial = 1, .eps = eps, .layout = x->layout,
+                       .nsp = x->ndim - 2};
+    for (int i = 2; i < x->ndim; i++) {
+        s->spatial *= x->shape[i];
+        if (i - 2 < 3) s->sp[i - 2] = x->shape[i];
+    }
+    const rt_tensor *per_channel[4] = {weight, bias, running_mean, running_var};
+    for (int i = 0; i < 4; i++)
+        if (per_channel[i]->ndim != 1 || per_channel[i]->shape[0] != s->c)
+            return rt_error_set(RT_ERR_SHAPE, "%s: weight, bias, running_mean and running_var "
+                                "must be (%lld) for input %s", op, (long long)s->c,
+                                rt_tensor_shape_str(x, a, sizeof a));
+    if (training && s->n * s->spatial <= 1)
+        return rt_error_set(RT_ERR_SHAPE, "%s: expected more than 1 value per channel when "
+                            "training, got input %s; use a larger batch or eval mode", op,
+                            rt_tensor_shape_str(x, a, sizeof a));
+    return RT_OK;
+}
+
 rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_tensor *running_mean,
                         rt_tensor *running_var, int64_t *num_batches_tracked, bool training,
                         float momentum, float eps, rt_tensor **out) {
     *out = NULL;
-    RT_TRY(rt_op_check_f32(x, "batch_norm", "input"));
-    RT_TRY(rt_op_check_f32(weight, "batch_norm", "weight"));
-    RT_TRY(rt_op_check_f32(bias, "batch_norm", "bias"));
-    RT_TRY(rt_op_check_f32(running_mean, "batch_norm", "running_mean"));
-    RT_TRY(rt_op_check_f32(running_var, "batch_norm", "running_var"));
-    char a[64];
-    if (x->ndim < 2)
-        return rt_error_set(RT_ERR_SHAPE, "batch_norm: expected input (N, C, ...), got %s",
-                            rt_tensor_shape_str(x, a, sizeof a));
-    rt_bn_ctx c = {.s = {.n = x->shape[0], .c = x->shape[1], .spatial = 1, .eps = eps, .layout = x->layout,
-                         .nsp = x->ndim - 2},
-                   .training = training};
-    for (int i = 2; i < x->ndim; i++) {
-        c.s.spatial *= x->shape[i];
-        if (i - 2 < 3) c.s.sp[i - 2] = x->shape[i];
-    }
-    const rt_tensor *per_channel[4] = {weight, bias, running_mean, running_var};
-    for (int i = 0; i < 4; i++)
-        if (per_channel[i]->ndim != 1 || per_channel[i]->shape[0] != c.s.c)
-            return rt_error_set(RT_ERR_SHAPE, "batch_norm: weight, bias, running_mean and running_var "
-                                "must be (%lld) for input %s", (long long)c.s.c,
-                                rt_tensor_shape_str(x, a, sizeof a));
-    if (training && c.s.n * c.s.spatial <= 1)
-        return rt_error_set(RT_ERR_SHAPE, "batch_norm: expected more than 1 value per channel when "
-                            "training, got input %s; use a larger batch or eval mode",
-                            rt_tensor_shape_str(x, a, sizeof a));
-
+    rt_bn_ctx c = {.training = training};
+    RT_TRY(rt_bn_op_shape("batch_norm", x, weight, bias, running_mean, running_var, training, eps, &c.s));
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *mean = training ? rt_tensor_empty_like(running_mean, RT_MEM_TEMP) : NULL;
     rt_tensor *var = training ? rt_tensor_empty_like(running_var, RT_MEM_TEMP) : NULL;

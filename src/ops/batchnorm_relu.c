@@ -58,39 +58,10 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
     if (!training)
         return rt_bnr_eval(x, weight, bias, running_mean, running_var, num_batches_tracked,
                            momentum, eps, out);
-    RT_TRY(rt_op_check_f32(x, "batch_norm_relu", "input"));
-    RT_TRY(rt_op_check_f32(weight, "batch_norm_relu", "weight"));
-    RT_TRY(rt_op_check_f32(bias, "batch_norm_relu", "bias"));
-    RT_TRY(rt_op_check_f32(running_mean, "batch_norm_relu", "running_mean"));
-    RT_TRY(rt_op_check_f32(running_var, "batch_norm_relu", "running_var"));
-    char a[64];
-    if (x->ndim < 2)
-        return rt_error_set(RT_ERR_SHAPE, "batch_norm_relu: expected input (N, C, ...), got %s",
-                            rt_tensor_shape_str(x, a, sizeof a));
     rt_bnr_ctx c;
     memset(&c, 0, sizeof c);
-    c.s.n = x->shape[0];
-    c.s.c = x->shape[1];
-    c.s.spatial = 1;
-    c.s.eps = eps;
-    c.s.layout = x->layout;
-    c.s.nsp = x->ndim - 2;
-    for (int i = 2; i < x->ndim; i++) {
-        c.s.spatial *= x->shape[i];
-        if (i - 2 < 3) c.s.sp[i - 2] = x->shape[i];
-    }
-    const rt_tensor *per_channel[4] = {weight, bias, running_mean, running_var};
-    for (int i = 0; i < 4; i++)
-        if (per_channel[i]->ndim != 1 || per_channel[i]->shape[0] != c.s.c)
-            return rt_error_set(RT_ERR_SHAPE,
-                                "batch_norm_relu: weight, bias, running_mean and running_var "
-                                "must be (%lld) for input %s",
-                                (long long)c.s.c, rt_tensor_shape_str(x, a, sizeof a));
-    if (c.s.n * c.s.spatial <= 1)
-        return rt_error_set(RT_ERR_SHAPE,
-                            "batch_norm_relu: expected more than 1 value per channel when "
-                            "training, got input %s; use a larger batch or eval mode",
-                            rt_tensor_shape_str(x, a, sizeof a));
+    RT_TRY(rt_bn_op_shape("batch_norm_relu", x, weight, bias, running_mean, running_var, true, eps, &c.s));
+    char a[64];
     /* Creates (or finds) the cached forward primitive; 0 means the shape or
      * oneDNN refused: a dry run of the kernel then reports why (status and
      * message), booking nothing that outlives it. */

@@ -48,6 +48,13 @@ static inline int rt_op_compute(const rt_tensor *t) { return !rt_tensor_is_meta(
 #define RT_SAVED(node, i, var) RT_TRY(rt_node_saved((node), (i), &(var)))
 
 struct rt_bn_shape;
+/* The argument checks of batch_norm and batch_norm_relu (`op` names the op
+ * in messages): all five tensors f32, x (N, C, ...), the four per-channel
+ * tensors (C), and in training more than one value per channel
+ * (RT_ERR_SHAPE, as PyTorch). Fills *s from x's shape, layout and eps. */
+rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *weight, const rt_tensor *bias,
+                         const rt_tensor *running_mean, const rt_tensor *running_var, bool training, float eps,
+                         struct rt_bn_shape *s);
 /* Batch norm's running-statistics update, shared by batch_norm and the fused
  * batch_norm_relu: running = (1-m)·running + m·batch with the unbiased
  * variance (PyTorch). mean/var: the batch statistics (C floats, biased var). */

@@ -3,13 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/engine.h"
 #include "cli.h"
 #include "common.h"
 #include "core/rng.h"
 #include "kernels/conv.h"
 #include "kernels/threads.h"
-#include "ops/ops.h"
 #include "optim/optim.h"
 #include "progress.h"
 
@@ -62,14 +60,13 @@ int rt_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "revtorch bench: --steps, --batch-size, --size and --channels must be >= 1, --warmup >= 0\n");
         return 2;
     }
-    bool reversible;
-    int kind, k;
-    if (!rt_cli_memory_mode(memory, "full", &reversible, &kind, &k)) return 2;
+    rt_cli_strategy strategy;
+    if (!rt_cli_memory_mode(memory, "full", &strategy)) return 2;
     if (!rt_cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
     rt_model *m = NULL;
     if (rt_model_create(model, channels, 10, RT_DEVICE_CPU, 0, &m) != RT_OK) return rt_cli_fail("model");
-    m->reversible = reversible;
+    rt_cli_strategy_apply(&strategy, m);
     int np = rt_state_dict_num_params(m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
     rt_state_dict_params(m->sd, params);
@@ -89,6 +86,7 @@ int rt_cmd_bench(int argc, char **argv) {
     rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
     for (int64_t i = 0; i < batch; i++) ((int32_t *)rt_tensor_data(y))[i] = (int32_t)(i % 10);
     int64_t sys_allocs0 = 0;
+    const rt_train_config cfg = {.accum_steps = 1};
     for (int64_t s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
             rt_memstats_reset_peaks();
@@ -97,14 +95,8 @@ int rt_cmd_bench(int argc, char **argv) {
             sys_allocs0 = ms0.n_sys_alloc;
         }
         double t0 = rt_now_s();
-        rt_tensor *logits = NULL, *loss = NULL;
-        rt_optimizer_zero_grad(opt);
-        rt_status st = rt_model_forward(m, x, &logits);
-        if (st == RT_OK) st = rt_cross_entropy(logits, y, 0.0f, &loss);
-        if (st == RT_OK) st = rt_backward(loss, NULL, false);
-        if (st == RT_OK) st = rt_optimizer_step(opt);
-        rt_tensor_release(logits);
-        rt_tensor_release(loss);
+        rt_train_result r;
+        rt_status st = rt_train_step(m->net, opt, &cfg, x, y, &r);
         if (st != RT_OK) {
             rt_cli_fail("step");
             goto out;

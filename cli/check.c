@@ -4,7 +4,7 @@
 #include "cli.h"
 #include "common.h"
 #include "io/weights.h"
-#include "models/revnet.h"
+#include "memory/reversible.h"
 
 static void check_usage(FILE *f) {
     fprintf(f, "usage: revtorch check --model NAME [--weights FILE] [options]\n"
@@ -57,7 +57,7 @@ int rt_cmd_check(int argc, char **argv) {
     else if (rt_state_dict_check_values(m->sd) != RT_OK) rt_cli_fail("unusable weights");
     else if (rt_loader_create(test, &lo, &l) != RT_OK || rt_loader_next(l, &x, &y, &end) != RT_OK || end)
         rt_cli_fail("cannot read a batch");
-    else if (rt_revnet_reconstruction(m, x, &block_err, &chain_err, worst, sizeof worst) != RT_OK)
+    else if (rt_reversible_reconstruction(m->net, x, &block_err, &chain_err, worst, sizeof worst) != RT_OK)
         rt_cli_fail("check failed");
     else {
         printf("%s%s on %lld test images: worst block reconstruction error %.3g (relative, block %s); "

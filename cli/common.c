@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "core/rng.h"
+#include "memory/predict.h"
 #include "memory/reversible.h"
 #include "data/mnist.h"
 #include "kernels/conv.h"
@@ -147,25 +148,12 @@ rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool aug
     return o;
 }
 
-int64_t rt_cli_count_correct(const rt_tensor *logits, const rt_tensor *labels) {
-    int64_t n = logits->shape[0], k = logits->shape[1], correct = 0;
-    const float *z = rt_tensor_f32(logits);
-    const int32_t *t = rt_tensor_data(labels);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t best = 0;
-        for (int64_t j = 1; j < k; j++)
-            if (z[i * k + j] > z[i * k + best]) best = j;
-        correct += best == t[i];
-    }
-    return correct;
-}
-
 rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc) {
     rt_loader_options o = rt_cli_loader_options(batch_size, false, false, 0);
     rt_loader *l;
     RT_TRY(rt_loader_create(ds, &o, &l));
-    bool was_training = m->training, grad = rt_grad_set_enabled(false);
-    m->training = false;
+    bool was_training = m->net->training, grad = rt_grad_set_enabled(false);
+    rt_module_train(m->net, false);
     double total_loss = 0.0;
     int64_t correct = 0, seen = 0;
     rt_status st = RT_OK;
@@ -178,7 +166,7 @@ rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size,
         if (st == RT_OK) st = rt_cross_entropy(logits, y, 0.0f, &l_);
         if (st == RT_OK) {
             int64_t n = logits->shape[0];
-            correct += rt_cli_count_correct(logits, y);
+            correct += rt_count_correct(logits, y);
             total_loss += (double)rt_tensor_f32(l_)[0] * (double)n;
             seen += n;
         }
@@ -188,7 +176,7 @@ rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size,
         rt_tensor_release(l_);
         if (st != RT_OK) break;
     }
-    m->training = was_training;
+    rt_module_train(m->net, was_training);
     rt_grad_set_enabled(grad);
     rt_loader_destroy(l);
     *loss = seen ? total_loss / (double)seen : 0.0;
@@ -203,54 +191,52 @@ void rt_cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s) {
     fprintf(f, " | total %.2f\n", (double)s->peak_total / 1048576.0);
 }
 
-rt_status rt_cli_predict_memory(const char *model, bool reversible, int grouping, int k, int64_t n, int64_t c,
-                                int64_t h, int64_t w, rt_memstats *peaks) {
-    rt_generator saved = *rt_default_generator();
-    rt_memstats before;
-    rt_memstats_get(&before);
+void rt_cli_strategy_apply(const rt_cli_strategy *s, rt_model *m) {
+    rt_module_set_reversible(m->net, s->reversible);
+    rt_module_set_grouping(m->net, s->grouping, s->k);
+}
+
+rt_status rt_cli_predict_memory(const char *model, int64_t in_channels, int64_t num_classes,
+                                const rt_cli_strategy *strategy, const rt_optimizer_spec *opt,
+                                const rt_train_config *cfg, int64_t n, int64_t h, int64_t w, rt_memstats *peaks) {
     rt_model *m = NULL;
-    RT_TRY(rt_model_create(model, c, 10, RT_DEVICE_META, 0, &m));
-    m->reversible = reversible;
-    m->grouping = grouping;
-    m->group_k = k;
-    int64_t xs[4] = {n, c, h, w};
-    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_META, RT_MEM_DATA);
-    rt_tensor *y = rt_tensor_create(1, &n, RT_I32, RT_DEVICE_META, RT_MEM_DATA);
-    rt_tensor *logits = NULL, *loss = NULL;
-    rt_memstats_reset_peaks();
-    rt_status st = (x && y) ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK) st = rt_model_forward(m, x, &logits);
-    if (st == RT_OK) st = rt_cross_entropy(logits, y, 0.0f, &loss);
-    if (st == RT_OK) st = rt_backward(loss, NULL, false);
-    /* the optimizer's state (SGD momentum: one buffer per parameter) is part of the step */
-    int np = rt_state_dict_num_params(m->sd);
-    rt_tensor **params = malloc((size_t)(np ? np : 1) * sizeof *params);
-    rt_optimizer *opt = NULL;
-    if (st == RT_OK && !params) st = rt_error_set(RT_ERR_OOM, "out of memory predicting memory");
-    if (st == RT_OK) {
-        rt_state_dict_params(m->sd, params);
-        rt_sgd_opts so = rt_sgd_default_opts(0.1f);
-        so.momentum = 0.9f;
-        opt = rt_sgd_create(params, np, &so);
-        st = opt ? rt_optimizer_step(opt) : RT_ERR_INVALID_ARG;
-    }
-    rt_memstats_get(peaks);
-    rt_optimizer_destroy(opt);
-    free(params);
-    /* report the step's own bytes: subtract what was live before the prediction */
-    for (int i = 0; i < RT_MEM_NCAT; i++) peaks->peak[i] -= before.live[i];
-    peaks->peak_total -= before.live_total;
-    rt_tensor_release(logits);
-    rt_tensor_release(loss);
-    rt_tensor_release(x);
-    rt_tensor_release(y);
+    RT_TRY(rt_model_create(model, in_channels, num_classes, RT_DEVICE_META, 0, &m));
+    rt_cli_strategy_apply(strategy, m);
+    int64_t xs[4] = {n, in_channels, h, w};
+    rt_status st = rt_memory_predict(m->net, opt, cfg, 4, xs, 1, &n, RT_I32, peaks);
     rt_model_destroy(m);
-    rt_memstats_reset_peaks();
-    *rt_default_generator() = saved;
     return st;
 }
 
-bool rt_cli_memory_mode(const char *memory, const char *grouping, bool *reversible, int *grouping_kind, int *k) {
+bool rt_cli_optimizer_spec(const char *name, float lr, float momentum, float weight_decay, rt_optimizer_spec *out) {
+    *out = (rt_optimizer_spec){0};
+    if (!strcmp(name, "adamw")) {
+        out->kind = RT_OPTIM_ADAMW;
+        out->adamw = rt_adamw_default_opts();
+        out->adamw.lr = lr;
+        out->adamw.weight_decay = weight_decay;
+    } else if (!strcmp(name, "sgd")) {
+        out->kind = RT_OPTIM_SGD;
+        out->sgd = rt_sgd_default_opts(lr);
+        out->sgd.momentum = momentum;
+        out->sgd.nesterov = momentum > 0;
+        out->sgd.weight_decay = weight_decay;
+    } else {
+        fprintf(stderr, "revtorch: --optimizer must be sgd or adamw, got '%s'\n", name);
+        return false;
+    }
+    return true;
+}
+
+const char *rt_cli_optimizer_label(const rt_optimizer_spec *s) {
+    if (s->kind == RT_OPTIM_ADAMW) return "AdamW";
+    return s->sgd.momentum > 0 ? "SGD with momentum" : "SGD without momentum";
+}
+
+bool rt_cli_memory_mode(const char *memory, const char *grouping, rt_cli_strategy *s) {
+    bool *reversible = &s->reversible;
+    rt_grouping *grouping_kind = &s->grouping;
+    int *k = &s->k;
     if (!strcmp(memory, "reversible")) *reversible = true;
     else if (!strcmp(memory, "standard")) *reversible = false;
     else {

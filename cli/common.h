@@ -9,7 +9,10 @@
 
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "memory/reversible.h"
 #include "models/model.h"
+#include "optim/optim.h"
+#include "train/step.h"
 
 /* Prints "revtorch: <what>: <library message>" to stderr and returns 1. */
 int rt_cli_fail(const char *what);
@@ -59,22 +62,37 @@ rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_da
  * plus RandomCrop(28, padding=2) and horizontal flip when augment is set. */
 rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool augment, uint64_t seed);
 
-/* Samples whose arg-max logit (N, K) equals the i32 label (N). */
-int64_t rt_cli_count_correct(const rt_tensor *logits, const rt_tensor *labels);
-
 /* Mean cross-entropy and accuracy (in [0,1]) of `m` in eval mode, no grad. */
 rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc);
 
-/* Peak bytes per category of one training step (forward, cross-entropy,
- * backward, SGD-momentum step) of `model` at batch (n, c, h, w), predicted on meta tensors
- * without computing. reversible/grouping/k set the model's memory strategy.
- * Leaves the default generator and the real run's peaks as they were
- * (peaks are reset afterwards). */
-rt_status rt_cli_predict_memory(const char *model, bool reversible, int grouping, int k, int64_t n, int64_t c,
-                                int64_t h, int64_t w, rt_memstats *peaks);
+/* The memory strategy chosen on the command line (--memory, --grouping). */
+typedef struct rt_cli_strategy {
+    bool reversible;
+    rt_grouping grouping;
+    int k;
+} rt_cli_strategy;
+
+/* Sets the strategy on every reversible sequence of the model (no-op for
+ * models without any). */
+void rt_cli_strategy_apply(const rt_cli_strategy *s, rt_model *m);
+
+/* Peak bytes per category of one steady-state training step of zoo model
+ * `model` (in_channels → num_classes) under `strategy`, optimizer `opt`
+ * and step config `cfg` (accumulation, loss) at batch (n, in_channels, h, w)
+ * with i32 labels: memory/predict.h on a meta copy of the model. */
+rt_status rt_cli_predict_memory(const char *model, int64_t in_channels, int64_t num_classes,
+                                const rt_cli_strategy *strategy, const rt_optimizer_spec *opt,
+                                const rt_train_config *cfg, int64_t n, int64_t h, int64_t w, rt_memstats *peaks);
 
 /* Parses --memory (standard|reversible) and --grouping (full|auto|K). */
-bool rt_cli_memory_mode(const char *memory, const char *grouping, bool *reversible, int *grouping_kind, int *k);
+bool rt_cli_memory_mode(const char *memory, const char *grouping, rt_cli_strategy *s);
+
+/* The optimizer --optimizer names (sgd: momentum as given, Nesterov when
+ * momentum > 0; adamw: PyTorch's defaults) with lr and weight decay.
+ * Prints a message and returns false for an unknown name. */
+bool rt_cli_optimizer_spec(const char *name, float lr, float momentum, float weight_decay, rt_optimizer_spec *out);
+/* "SGD (momentum 0.9, Nesterov)", "SGD (no momentum)" or "AdamW". */
+const char *rt_cli_optimizer_label(const rt_optimizer_spec *s);
 
 /* One line with the peak bytes per category of `s`, in MiB. */
 void rt_cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s);

@@ -16,6 +16,10 @@ static void memory_usage(FILE *f) {
                "  --channels C       input channels (default 1)\n"
                "  --memory MODE      reversible or standard (default: both, side by side)\n"
                "  --grouping G       full, auto or K (default full)\n"
+               "  --optimizer sgd|adamw  as revtorch train (default sgd; its state is part of the step)\n"
+               "  --momentum X       SGD momentum (default 0.9; 0: plain SGD, no state)\n"
+               "  --accum-steps K    micro-batches per step, as revtorch train (default 1)\n"
+               "  --classes K        outputs of the model (default 10, Fashion-MNIST)\n"
                "  --threads N        (default: all cores; oneDNN's scratchpads depend on it)\n");
     rt_cli_conv_algo_help(f, 21);
     fprintf(f,
@@ -30,7 +34,9 @@ static void print_row(const char *model, const char *mode, int64_t params, const
 
 int rt_cmd_memory(int argc, char **argv) {
     const char *model = "revnet_small", *memory = NULL, *grouping = "full";
-    int64_t batch = 128, size = 28, channels = 1, threads = 0;
+    const char *optimizer = "sgd";
+    int64_t batch = 128, size = 28, channels = 1, threads = 0, accum = 1, classes = 10;
+    float momentum = 0.9f;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -43,6 +49,10 @@ int rt_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--size")) ok = rt_cli_int(argc, argv, &i, &size);
         else if (!strcmp(argv[i], "--channels")) ok = rt_cli_int(argc, argv, &i, &channels);
         else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
+        else if (!strcmp(argv[i], "--optimizer")) ok = rt_cli_str(argc, argv, &i, &optimizer);
+        else if (!strcmp(argv[i], "--momentum")) ok = rt_cli_float(argc, argv, &i, &momentum);
+        else if (!strcmp(argv[i], "--accum-steps")) ok = rt_cli_int(argc, argv, &i, &accum);
+        else if (!strcmp(argv[i], "--classes")) ok = rt_cli_int(argc, argv, &i, &classes);
         else if (!strcmp(argv[i], "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
         else {
             fprintf(stderr, "revtorch memory: unknown option '%s' (see revtorch memory --help)\n", argv[i]);
@@ -50,9 +60,15 @@ int rt_cmd_memory(int argc, char **argv) {
         }
         if (!ok) return 2;
     }
-    bool rev;
-    int kind, k;
-    if (!rt_cli_memory_mode(memory ? memory : "reversible", grouping, &rev, &kind, &k)) return 2;
+    rt_cli_strategy strategy;
+    if (!rt_cli_memory_mode(memory ? memory : "reversible", grouping, &strategy)) return 2;
+    rt_optimizer_spec spec;
+    if (!rt_cli_optimizer_spec(optimizer, 0.1f, momentum, 5e-4f, &spec)) return 2;
+    if (accum < 1 || accum > batch || classes < 1 || classes > 1000000) {
+        fprintf(stderr, "revtorch memory: need 1 <= --accum-steps <= --batch-size and --classes in 1..10^6\n");
+        return 2;
+    }
+    const rt_train_config cfg = {.accum_steps = accum};
     if (batch < 1 || size < 1 || channels < 1 || batch > 1000000 || size > 100000 || channels > 100000) {
         fprintf(stderr, "revtorch memory: --batch-size (1..10^6), --size and --channels (1..10^5) out of range\n");
         return 2;
@@ -60,11 +76,12 @@ int rt_cmd_memory(int argc, char **argv) {
     if (!rt_cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
     rt_model *m = NULL;
-    if (rt_model_create(model, channels, 10, RT_DEVICE_META, 0, &m) != RT_OK) return rt_cli_fail("model");
+    if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) return rt_cli_fail("model");
     int64_t params = rt_state_dict_num_param_elements(m->sd);
     rt_model_destroy(m);
-    printf("one training step of %s, batch %lld×%lld×%lld×%lld, peak MiB per category (meta run):\n", model,
-           (long long)batch, (long long)channels, (long long)size, (long long)size);
+    printf("one training step of %s, batch %lld×%lld×%lld×%lld in %lld micro-batch%s, %s, peak MiB per category "
+           "(meta run):\n", model, (long long)batch, (long long)channels, (long long)size, (long long)size,
+           (long long)accum, accum == 1 ? "" : "es", rt_cli_optimizer_label(&spec));
     printf("%-12s %-11s %10s", "model", "memory", "params");
     for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %9s", rt_mem_category_str((rt_mem_category)c));
     printf(" %9s\n", "total");
@@ -73,9 +90,11 @@ int rt_cmd_memory(int argc, char **argv) {
         bool r = pass == 0;
         /* --memory reversible on a model without reversible parts: its
          * standard row is what a reversible run would do */
-        if ((memory && has_reversible && r != rev) || (r && !has_reversible)) continue;
+        if ((memory && has_reversible && r != strategy.reversible) || (r && !has_reversible)) continue;
         rt_memstats p;
-        if (rt_cli_predict_memory(model, r, r ? kind : 0, k, batch, channels, size, size, &p) != RT_OK)
+        rt_cli_strategy row = strategy;
+        row.reversible = r;
+        if (rt_cli_predict_memory(model, channels, classes, &row, &spec, &cfg, batch, size, size, &p) != RT_OK)
             return rt_cli_fail("prediction");
         print_row(model, r ? "reversible" : "standard", params, &p);
     }

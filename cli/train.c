@@ -6,13 +6,10 @@
 #include <sys/stat.h>
 #include <string.h>
 
-#include "autograd/engine.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "common.h"
 #include "kernels/threads.h"
-#include "memory/reversible.h"
-#include "ops/ops.h"
 #include "optim/optim.h"
 #include "plot.h"
 #include "progress.h"
@@ -138,9 +135,8 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         fprintf(stderr, "revtorch train: --optimizer must be sgd or adamw, got '%s'\n", o->optimizer);
         return 2;
     }
-    bool rev;
-    int kind, k;
-    if (!rt_cli_memory_mode(o->memory, o->grouping, &rev, &kind, &k)) return 2;
+    rt_cli_strategy strategy;
+    if (!rt_cli_memory_mode(o->memory, o->grouping, &strategy)) return 2;
     bool lr_given = !isnan(o->lr) || strstr_arg(argc, argv, "--lr");
     bool wd_given = !isnan(o->weight_decay) || strstr_arg(argc, argv, "--weight-decay");
     if (!lr_given) o->lr = adamw ? 1e-3f : 0.1f;
@@ -211,58 +207,6 @@ static void write_memory_trace(const char *path, const rt_memstats *start) {
         printf("memory timeline of step 2: %s and %s (%zu events)\n", path, png, n);
 }
 
-/* Copies samples [first, first+count) of a batch into a new DATA tensor. */
-static rt_tensor *batch_slice(const rt_tensor *t, int64_t first, int64_t count) {
-    int64_t shape[5];
-    memcpy(shape, t->shape, sizeof shape);
-    size_t row = rt_tensor_nbytes(t) / (size_t)t->shape[0];
-    shape[0] = count;
-    rt_tensor *s = rt_tensor_create(t->ndim, shape, t->dtype, t->device, RT_MEM_DATA);
-    if (s) memcpy(rt_tensor_data(s), (const char *)rt_tensor_data(t) + (size_t)first * row, (size_t)count * row);
-    return s;
-}
-
-/* One optimizer step over a batch split into accum_steps micro-batches, each
- * loss weighted by its share of the batch (optim/accumulate.h). */
-static rt_status train_step(const train_opts *o, rt_model *m, rt_optimizer *opt, rt_tensor **params, int np,
-                            rt_tensor *x, rt_tensor *y, double *loss_out, int64_t *correct) {
-    int64_t b = x->shape[0], k = o->accum_steps < b ? o->accum_steps : b, first = 0;
-    double loss_sum = 0.0;
-    rt_optimizer_zero_grad(opt);
-    for (int64_t i = 0; i < k; i++) {
-        int64_t n = b / k + (i < b % k ? 1 : 0);
-        rt_tensor *xs = k > 1 ? batch_slice(x, first, n) : rt_tensor_retain(x);
-        rt_tensor *ys = k > 1 ? batch_slice(y, first, n) : rt_tensor_retain(y);
-        rt_tensor *logits = NULL, *loss = NULL, *scaled = NULL;
-        rt_status st = (xs && ys) ? RT_OK : RT_ERR_OOM;
-        if (st == RT_OK) st = rt_model_forward(m, xs, &logits);
-        if (st == RT_OK) st = rt_cross_entropy(logits, ys, o->label_smoothing, &loss);
-        float w = rt_accum_loss_scale(n, b);
-        if (st == RT_OK) st = rt_mul_scalar(loss, w, &scaled);
-        if (st == RT_OK) {
-            float l = rt_tensor_f32(loss)[0];
-            if (!(l == l) || l > 1e30f || l < -1e30f)
-                st = rt_error_set(RT_ERR_NONFINITE, "loss is %g at this step: lower --lr or use --clip", l);
-            loss_sum += (double)w * l;
-            *correct += rt_cli_count_correct(logits, ys);
-        }
-        rt_tensor_release(logits);
-        rt_tensor_release(loss);
-        if (st == RT_OK) st = rt_backward(scaled, NULL, false);
-        rt_tensor_release(scaled);
-        rt_tensor_release(xs);
-        rt_tensor_release(ys);
-        if (st != RT_OK) return st;
-        first += n;
-    }
-    if (o->clip > 0) {
-        float norm;
-        RT_TRY(rt_clip_grad_norm(params, np, o->clip, &norm));
-    }
-    *loss_out = loss_sum;
-    return rt_optimizer_step(opt);
-}
-
 /* The shortest decimal form of v that reads back as v ("0.1", not
  * "0.100000001"), so that checkpoints compare exact values and print the
  * ones the user typed. */
@@ -294,233 +238,246 @@ static void train_run_options(const train_opts *o, char *buf, size_t n) {
              o->augment ? "no" : "yes", (long long)o->train_subset, epochs);
 }
 
-int rt_cmd_train(int argc, char **argv) {
+/* Everything one `revtorch train` run holds, from set-up to the last epoch. */
+typedef struct train_run {
     train_opts o;
-    int rc = train_parse(argc, argv, &o);
-    if (rc >= 0) return rc;
-    if (!rt_cli_threads_ok(o.threads)) return 2;
-    rt_set_num_threads((int)o.threads);
-
-    rt_dataset *train = NULL, *test = NULL;
-    rt_model *m = NULL;
-    rt_optimizer *opt = NULL;
-    rt_loader *loader = NULL;
-    rt_tensor **params = NULL;
-    FILE *log = NULL, *steps_log = NULL;
-    rc = 1;
-    if (rt_cli_open_dataset(o.data, true, o.train_subset, &train) != RT_OK) {
-        rt_cli_fail("cannot load the training set");
-        goto out;
-    }
-    if (rt_cli_open_dataset(o.data, false, o.test_subset, &test) != RT_OK) {
-        rt_cli_fail("cannot load the test set");
-        goto out;
-    }
-    if ((o.save && check_writable(o.save, "--save") != RT_OK) ||
-        (o.trace && check_writable(o.trace, "--memory-trace") != RT_OK)) {
-        rt_cli_fail("bad output path");
-        goto out;
-    }
-    if (rt_model_create(o.model, train->channels, train->num_classes, RT_DEVICE_CPU, (uint64_t)o.seed, &m)) {
-        rt_cli_fail("cannot create the model");
-        goto out;
-    }
-    int grouping, group_k;
-    rt_cli_memory_mode(o.memory, o.grouping, &m->reversible, &grouping, &group_k);
-    m->grouping = grouping;
-    m->group_k = group_k;
-    /* What one step would keep for backward with this strategy and with plain
-     * backpropagation, predicted on meta tensors before anything runs. */
-    rt_memstats pred, plain;
-    int64_t batch = o.batch_size < train->n ? o.batch_size : train->n;
-    int64_t micro = (batch + o.accum_steps - 1) / o.accum_steps;
-    if (rt_cli_predict_memory(o.model, m->reversible, grouping, group_k, micro, train->channels, train->height,
-                              train->width, &pred) != RT_OK ||
-        rt_cli_predict_memory(o.model, false, RT_GROUPING_FULL, 0, micro, train->channels, train->height,
-                              train->width, &plain) != RT_OK) {
-        rt_cli_fail("cannot predict the memory of a step");
-        goto out;
-    }
-    int np = rt_state_dict_num_params(m->sd);
-    params = malloc((size_t)np * sizeof *params);
-    if (!params) goto out;
-    rt_state_dict_params(m->sd, params);
-    if (!strcmp(o.optimizer, "adamw")) {
-        rt_adamw_opts ao = rt_adamw_default_opts();
-        ao.lr = o.lr;
-        ao.weight_decay = o.weight_decay;
-        opt = rt_adamw_create(params, np, &ao);
-    } else {
-        rt_sgd_opts so = rt_sgd_default_opts(o.lr);
-        so.momentum = o.momentum;
-        so.nesterov = o.momentum > 0;
-        so.weight_decay = o.weight_decay;
-        opt = rt_sgd_create(params, np, &so);
-    }
-    if (!opt) {
-        rt_cli_fail("cannot create the optimizer");
-        goto out;
-    }
-    rt_loader_options lo = rt_cli_loader_options(o.batch_size, true, o.augment, (uint64_t)o.seed);
-    /* A last batch too small to give every micro-batch 2 samples would make
-     * batch norm fail (one value per channel): drop it, as drop_last=True would. */
-    int64_t rest = train->n % o.batch_size;
-    lo.drop_last = rest > 0 && rest < 2 * o.accum_steps;
-    if (rt_loader_create(train, &lo, &loader) != RT_OK) {
-        rt_cli_fail("cannot create the data loader");
-        goto out;
-    }
-    int64_t per_epoch = rt_loader_batches_per_epoch(loader), start_epoch = 0;
+    rt_dataset *train, *test;
+    rt_model *m;
+    rt_optimizer *opt;
+    rt_loader *loader;
+    rt_train_config cfg;
+    rt_cli_strategy strategy;
     rt_lr_schedule sched;
-    if (make_schedule(o.schedule, o.lr, per_epoch * o.epochs, o.warmup_steps, &sched) != RT_OK) {
-        rt_cli_fail("bad --schedule");
-        goto out;
-    }
+    FILE *log, *steps_log;
     char run_options[512];
-    train_run_options(&o, run_options, sizeof run_options);
-    if (o.resume && rt_checkpoint_load(o.resume, o.optimizer, run_options, m, opt, &start_epoch) != RT_OK) {
-        rt_cli_fail("cannot resume");
-        goto out;
+    int64_t per_epoch, start_epoch, last_epoch;
+    rt_memstats pred, plain; /* predicted step peaks: this strategy, plain backpropagation */
+} train_run;
+
+/* What one epoch of training measured. */
+typedef struct train_epoch_stats {
+    double loss_sum, secs;
+    int64_t seen, correct;
+    rt_memstats peaks;
+} train_epoch_stats;
+
+/* Opens the per-epoch log and the per-step log beside it (appending on resume). */
+static int train_open_logs(train_run *r) {
+    const char *path = r->o.log;
+    char steps_path[4096];
+    size_t len = strlen(path);
+    snprintf(steps_path, sizeof steps_path, "%.*s.steps.csv",
+             (int)(len > 4 && !strcmp(path + len - 4, ".csv") ? len - 4 : len), path);
+    r->log = fopen(path, r->start_epoch ? "a" : "w");
+    r->steps_log = fopen(steps_path, r->start_epoch ? "a" : "w");
+    if (!r->log || !r->steps_log) {
+        fprintf(stderr, "revtorch train: cannot write --log %s: %s\n", path, strerror(errno));
+        return 1;
     }
-    const int64_t last_epoch = o.stop_after ? o.stop_after : o.epochs;
-    if (start_epoch >= last_epoch) {
-        printf("revtorch train: checkpoint %s already holds %lld epoch%s; nothing left to train up to epoch %lld\n",
-               o.resume, (long long)start_epoch, start_epoch == 1 ? "" : "s", (long long)last_epoch);
-        rc = 0;
-        goto out;
+    fseek(r->log, 0, SEEK_END);
+    if (ftell(r->log) == 0) { /* a new file, also when resuming into another log */
+        fprintf(r->log, "epoch,train_loss,train_acc,test_loss,test_acc,images_per_s,epoch_s,peak_param_mib,"
+                        "peak_grad_mib,peak_optim_mib,peak_saved_mib,peak_temp_mib,peak_data_mib,peak_total_mib\n");
+        fprintf(r->steps_log, "epoch,step,lr,loss\n");
     }
-    if (o.log) {
-        char steps_path[4096];
-        snprintf(steps_path, sizeof steps_path, "%.*s.steps.csv",
-                 (int)(strlen(o.log) > 4 && !strcmp(o.log + strlen(o.log) - 4, ".csv") ? strlen(o.log) - 4
-                                                                                         : strlen(o.log)),
-                 o.log);
-        log = fopen(o.log, start_epoch ? "a" : "w");
-        steps_log = fopen(steps_path, start_epoch ? "a" : "w");
-        if (!log || !steps_log) {
-            fprintf(stderr, "revtorch train: cannot write --log %s: %s\n", o.log, strerror(errno));
-            goto out;
-        }
-        fseek(log, 0, SEEK_END);
-        if (ftell(log) == 0) { /* a new file, also when resuming into another log */
-            fprintf(log, "epoch,train_loss,train_acc,test_loss,test_acc,images_per_s,epoch_s,peak_param_mib,"
-                         "peak_grad_mib,peak_optim_mib,peak_saved_mib,peak_temp_mib,peak_data_mib,peak_total_mib\n");
-            fprintf(steps_log, "epoch,step,lr,loss\n");
-        }
-    }
+    return 0;
+}
+
+/* Predicts the step's memory with the chosen strategy and with plain
+ * backpropagation (the same training step on meta tensors). */
+static rt_status train_predict(train_run *r, const rt_optimizer_spec *spec) {
+    const train_opts *o = &r->o;
+    const rt_dataset *d = r->train;
+    int64_t batch = o->batch_size < d->n ? o->batch_size : d->n;
+    rt_cli_strategy plain = {.reversible = false, .grouping = RT_GROUPING_FULL};
+    RT_TRY(rt_cli_predict_memory(o->model, d->channels, d->num_classes, &r->strategy, spec, &r->cfg, batch, d->height,
+                                 d->width, &r->pred));
+    return rt_cli_predict_memory(o->model, d->channels, d->num_classes, &plain, spec, &r->cfg, batch, d->height,
+                                 d->width, &r->plain);
+}
+
+static void train_print_header(const train_run *r) {
+    const train_opts *o = &r->o;
+    const rt_model *m = r->m;
     printf("revtorch train: %s (%lld parameters) on %lld Fashion-MNIST images, batch %lld (%lld micro-batch%s), "
            "%s lr %g, %lld epoch%s, %d thread%s\n",
-           m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)train->n,
-           (long long)o.batch_size, (long long)o.accum_steps, o.accum_steps == 1 ? "" : "es", o.optimizer, o.lr,
-           (long long)o.epochs, o.epochs == 1 ? "" : "s", rt_get_num_threads(), rt_get_num_threads() == 1 ? "" : "s");
-    const bool has_reversible = rt_model_name_has_reversible(m->name);
-    if (has_reversible)
+           m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)r->train->n,
+           (long long)o->batch_size, (long long)o->accum_steps, o->accum_steps == 1 ? "" : "es", o->optimizer, o->lr,
+           (long long)o->epochs, o->epochs == 1 ? "" : "s", rt_get_num_threads(), rt_get_num_threads() == 1 ? "" : "s");
+    const double mib = 1048576.0;
+    if (rt_model_name_has_reversible(m->name))
         printf("predicted per step (meta run): activations kept for backward %.2f MiB with --memory %s, %.2f MiB "
                "with plain backpropagation; step peak %.2f MiB vs %.2f MiB\n",
-               (double)pred.peak[RT_MEM_SAVED] / 1048576.0, m->reversible ? "reversible" : "standard",
-               (double)plain.peak[RT_MEM_SAVED] / 1048576.0, (double)pred.peak_total / 1048576.0,
-               (double)plain.peak_total / 1048576.0);
+               (double)r->pred.peak[RT_MEM_SAVED] / mib, r->strategy.reversible ? "reversible" : "standard",
+               (double)r->plain.peak[RT_MEM_SAVED] / mib, (double)r->pred.peak_total / mib,
+               (double)r->plain.peak_total / mib);
     else
         printf("predicted per step (meta run): activations kept for backward %.2f MiB; step peak %.2f MiB\n",
-               (double)pred.peak[RT_MEM_SAVED] / 1048576.0, (double)pred.peak_total / 1048576.0);
-    for (int64_t epoch = start_epoch; epoch < last_epoch; epoch++) {
-        if (rt_loader_reset(loader, epoch) != RT_OK) {
-            rt_cli_fail("loader");
-            goto out;
-        }
-        rt_memstats_reset_peaks();
-        m->training = true;
-        char label[32];
-        snprintf(label, sizeof label, "epoch %lld/%lld", (long long)epoch + 1, (long long)o.epochs);
-        rt_progress bar;
-        rt_progress_start(&bar, stdout, label, per_epoch);
-        double loss_sum = 0.0, t0 = rt_now_s();
-        int64_t seen = 0, correct = 0;
-        for (int64_t b = 0;; b++) {
-            rt_tensor *x = NULL, *y = NULL;
-            bool end = false;
-            if (rt_loader_next(loader, &x, &y, &end) != RT_OK) {
-                rt_cli_fail("loader");
-                goto out;
-            }
-            if (end) break;
-            int64_t step = rt_optimizer_step_count(opt);
-            /* the second step (caches warm), or the first when there is only one */
-            bool tracing = o.trace && step == (per_epoch * o.epochs > 1 ? 1 : 0);
-            rt_memstats trace_start;
-            if (tracing) {
-                rt_memstats_get(&trace_start);
-                rt_mem_trace_enable(1);
-            }
-            float lr = rt_lr_at(&sched, step);
-            rt_optimizer_set_lr(opt, lr);
-            double loss = 0.0;
-            rt_status st = train_step(&o, m, opt, params, np, x, y, &loss, &correct);
-            if (tracing) {
-                write_memory_trace(o.trace, &trace_start);
-                rt_mem_trace_enable(0);
-            }
-            int64_t n = x->shape[0];
-            rt_tensor_release(x);
-            rt_tensor_release(y);
-            if (st != RT_OK) {
-                rt_progress_finish(&bar);
-                rt_cli_fail("training step failed");
-                goto out;
-            }
-            loss_sum += loss * (double)n;
-            seen += n;
-            if (steps_log) fprintf(steps_log, "%lld,%lld,%.9g,%.9g\n", (long long)epoch, (long long)step, lr, loss);
-            rt_progress_update(&bar, b + 1, loss, seen);
-        }
-        rt_progress_finish(&bar);
-        double secs = rt_now_s() - t0, test_loss, test_acc;
-        rt_memstats peaks;
-        rt_memstats_get(&peaks);
-        if (rt_cli_evaluate(m, test, 256, &test_loss, &test_acc) != RT_OK) {
-            rt_cli_fail("evaluation failed");
-            goto out;
-        }
-        printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f s\n",
-               (long long)epoch + 1, loss_sum / (double)seen, 100.0 * (double)correct / (double)seen, test_loss,
-               100.0 * test_acc, (double)seen / secs, secs);
-        rt_cli_print_peaks(stdout, "  ", &peaks);
-        if (has_reversible)
-            printf("  activation memory (SAVED peak): %.2f MiB measured; plain backpropagation would keep %.2f MiB "
-                   "(%.1fx)\n", (double)peaks.peak[RT_MEM_SAVED] / 1048576.0,
-                   (double)plain.peak[RT_MEM_SAVED] / 1048576.0,
-                   peaks.peak[RT_MEM_SAVED] > 0 ? (double)plain.peak[RT_MEM_SAVED] / (double)peaks.peak[RT_MEM_SAVED]
-                                                : 0.0);
-        else
-            printf("  activation memory (SAVED peak): %.2f MiB measured, %.2f MiB predicted\n",
-                   (double)peaks.peak[RT_MEM_SAVED] / 1048576.0, (double)pred.peak[RT_MEM_SAVED] / 1048576.0);
-        fflush(stdout);
-        if (log) {
-            fprintf(log, "%lld,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f", (long long)epoch + 1, loss_sum / (double)seen,
-                    (double)correct / (double)seen, test_loss, test_acc, (double)seen / secs, secs);
-            for (int c = 0; c < RT_MEM_NCAT; c++) fprintf(log, ",%.3f", (double)peaks.peak[c] / 1048576.0);
-            fprintf(log, ",%.3f\n", (double)peaks.peak_total / 1048576.0);
-            fflush(log);
-            fflush(steps_log);
-            char png[4096];
-            png_path(o.log, png, sizeof png);
-            if (rt_plot_training_csv(o.log, png) != RT_OK)
-                fprintf(stderr, "revtorch train: cannot draw %s: %s\n", png, rt_error_last());
-        }
-        if (o.save && rt_checkpoint_save(o.save, o.optimizer, run_options, m, opt, epoch + 1) != RT_OK) {
-            rt_cli_fail("cannot save the checkpoint");
-            goto out;
-        }
-    }
-    rc = 0;
-out:
-    if (log) fclose(log);
-    if (steps_log) fclose(steps_log);
-    rt_loader_destroy(loader);
-    rt_optimizer_destroy(opt);
+               (double)r->pred.peak[RT_MEM_SAVED] / mib, (double)r->pred.peak_total / mib);
+}
+
+/* Data, model, optimizer, loader, schedule, resume and logs. Returns -1 to
+ * go on training, else the exit code (0: nothing left to train). */
+static int train_setup(train_run *r) {
+    const train_opts *o = &r->o;
+    if (rt_cli_open_dataset(o->data, true, o->train_subset, &r->train) != RT_OK)
+        return rt_cli_fail("cannot load the training set");
+    if (rt_cli_open_dataset(o->data, false, o->test_subset, &r->test) != RT_OK)
+        return rt_cli_fail("cannot load the test set");
+    if ((o->save && check_writable(o->save, "--save") != RT_OK) ||
+        (o->trace && check_writable(o->trace, "--memory-trace") != RT_OK))
+        return rt_cli_fail("bad output path");
+    if (rt_model_create(o->model, r->train->channels, r->train->num_classes, RT_DEVICE_CPU, (uint64_t)o->seed, &r->m))
+        return rt_cli_fail("cannot create the model");
+    rt_cli_memory_mode(o->memory, o->grouping, &r->strategy);
+    rt_cli_strategy_apply(&r->strategy, r->m);
+    r->cfg = (rt_train_config){.accum_steps = o->accum_steps, .clip = o->clip, .label_smoothing = o->label_smoothing};
+    rt_optimizer_spec spec;
+    rt_cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
+    if (train_predict(r, &spec) != RT_OK) return rt_cli_fail("cannot predict the memory of a step");
+    int np = rt_state_dict_num_params(r->m->sd);
+    rt_tensor **params = malloc((size_t)np * sizeof *params);
+    if (!params) return rt_cli_fail("out of memory");
+    rt_state_dict_params(r->m->sd, params);
+    r->opt = rt_optimizer_create(&spec, params, np);
     free(params);
-    rt_model_destroy(m);
-    rt_dataset_destroy(train);
-    rt_dataset_destroy(test);
-    return rc;
+    if (!r->opt) return rt_cli_fail("cannot create the optimizer");
+    rt_loader_options lo = rt_cli_loader_options(o->batch_size, true, o->augment, (uint64_t)o->seed);
+    /* A last batch too small to give every micro-batch 2 samples would make
+     * batch norm fail (one value per channel): drop it, as drop_last=True would. */
+    int64_t rest = r->train->n % o->batch_size;
+    lo.drop_last = rest > 0 && rest < 2 * o->accum_steps;
+    if (rt_loader_create(r->train, &lo, &r->loader) != RT_OK) return rt_cli_fail("cannot create the data loader");
+    r->per_epoch = rt_loader_batches_per_epoch(r->loader);
+    if (make_schedule(o->schedule, o->lr, r->per_epoch * o->epochs, o->warmup_steps, &r->sched) != RT_OK)
+        return rt_cli_fail("bad --schedule");
+    train_run_options(o, r->run_options, sizeof r->run_options);
+    if (o->resume && rt_checkpoint_load(o->resume, o->optimizer, r->run_options, r->m, r->opt, &r->start_epoch) != RT_OK)
+        return rt_cli_fail("cannot resume");
+    r->last_epoch = o->stop_after ? o->stop_after : o->epochs;
+    if (r->start_epoch >= r->last_epoch) {
+        printf("revtorch train: checkpoint %s already holds %lld epoch%s; nothing left to train up to epoch %lld\n",
+               o->resume, (long long)r->start_epoch, r->start_epoch == 1 ? "" : "s", (long long)r->last_epoch);
+        return 0;
+    }
+    if (o->log && train_open_logs(r)) return 1;
+    train_print_header(r);
+    return -1;
+}
+
+/* One epoch of library training steps over the loader. Returns 0 or 1. */
+static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
+    const train_opts *o = &r->o;
+    *e = (train_epoch_stats){0};
+    if (rt_loader_reset(r->loader, epoch) != RT_OK) return rt_cli_fail("loader");
+    rt_memstats_reset_peaks();
+    rt_module_train(r->m->net, true);
+    char label[32];
+    snprintf(label, sizeof label, "epoch %lld/%lld", (long long)epoch + 1, (long long)o->epochs);
+    rt_progress bar;
+    rt_progress_start(&bar, stdout, label, r->per_epoch);
+    double t0 = rt_now_s();
+    for (int64_t b = 0;; b++) {
+        rt_tensor *x = NULL, *y = NULL;
+        bool end = false;
+        if (rt_loader_next(r->loader, &x, &y, &end) != RT_OK) {
+            rt_progress_finish(&bar);
+            return rt_cli_fail("loader");
+        }
+        if (end) break;
+        int64_t step = rt_optimizer_step_count(r->opt);
+        /* the second step (caches warm), or the first when there is only one */
+        bool tracing = o->trace && step == (r->per_epoch * o->epochs > 1 ? 1 : 0);
+        rt_memstats trace_start;
+        if (tracing) {
+            rt_memstats_get(&trace_start);
+            rt_mem_trace_enable(1);
+        }
+        float lr = rt_lr_at(&r->sched, step);
+        rt_optimizer_set_lr(r->opt, lr);
+        rt_train_result res;
+        rt_status st = rt_train_step(r->m->net, r->opt, &r->cfg, x, y, &res);
+        if (tracing) {
+            write_memory_trace(o->trace, &trace_start);
+            rt_mem_trace_enable(0);
+        }
+        int64_t n = x->shape[0];
+        rt_tensor_release(x);
+        rt_tensor_release(y);
+        if (st != RT_OK) {
+            rt_progress_finish(&bar);
+            return rt_cli_fail("training step failed");
+        }
+        e->loss_sum += res.loss * (double)n;
+        e->correct += res.correct;
+        e->seen += n;
+        if (r->steps_log)
+            fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g\n", (long long)epoch, (long long)step, lr, res.loss);
+        rt_progress_update(&bar, b + 1, res.loss, e->seen);
+    }
+    rt_progress_finish(&bar);
+    e->secs = rt_now_s() - t0;
+    rt_memstats_get(&e->peaks);
+    return 0;
+}
+
+/* Evaluates, prints the epoch's line and memory, appends to the logs,
+ * redraws the curves and saves the weights. Returns 0 or 1. */
+static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e) {
+    const train_opts *o = &r->o;
+    double test_loss, test_acc, seen = (double)e->seen;
+    if (rt_cli_evaluate(r->m, r->test, 256, &test_loss, &test_acc) != RT_OK) return rt_cli_fail("evaluation failed");
+    printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f s\n",
+           (long long)epoch + 1, e->loss_sum / seen, 100.0 * (double)e->correct / seen, test_loss, 100.0 * test_acc,
+           seen / e->secs, e->secs);
+    rt_cli_print_peaks(stdout, "  ", &e->peaks);
+    const double mib = 1048576.0, saved = (double)e->peaks.peak[RT_MEM_SAVED];
+    if (rt_model_name_has_reversible(r->m->name))
+        printf("  activation memory (SAVED peak): %.2f MiB measured; plain backpropagation would keep %.2f MiB "
+               "(%.1fx)\n", saved / mib, (double)r->plain.peak[RT_MEM_SAVED] / mib,
+               saved > 0 ? (double)r->plain.peak[RT_MEM_SAVED] / saved : 0.0);
+    else
+        printf("  activation memory (SAVED peak): %.2f MiB measured, %.2f MiB predicted\n", saved / mib,
+               (double)r->pred.peak[RT_MEM_SAVED] / mib);
+    fflush(stdout);
+    if (r->log) {
+        fprintf(r->log, "%lld,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f", (long long)epoch + 1, e->loss_sum / seen,
+                (double)e->correct / seen, test_loss, test_acc, seen / e->secs, e->secs);
+        for (int c = 0; c < RT_MEM_NCAT; c++) fprintf(r->log, ",%.3f", (double)e->peaks.peak[c] / mib);
+        fprintf(r->log, ",%.3f\n", (double)e->peaks.peak_total / mib);
+        fflush(r->log);
+        fflush(r->steps_log);
+        char png[4096];
+        png_path(o->log, png, sizeof png);
+        if (rt_plot_training_csv(o->log, png) != RT_OK)
+            fprintf(stderr, "revtorch train: cannot draw %s: %s\n", png, rt_error_last());
+    }
+    if (o->save && rt_checkpoint_save(o->save, o->optimizer, r->run_options, r->m, r->opt, epoch + 1) != RT_OK)
+        return rt_cli_fail("cannot save the checkpoint");
+    return 0;
+}
+
+static void train_teardown(train_run *r) {
+    if (r->log) fclose(r->log);
+    if (r->steps_log) fclose(r->steps_log);
+    rt_loader_destroy(r->loader);
+    rt_optimizer_destroy(r->opt);
+    rt_model_destroy(r->m);
+    rt_dataset_destroy(r->train);
+    rt_dataset_destroy(r->test);
+}
+
+int rt_cmd_train(int argc, char **argv) {
+    train_run r = {0};
+    int rc = train_parse(argc, argv, &r.o);
+    if (rc >= 0) return rc;
+    if (!rt_cli_threads_ok(r.o.threads)) return 2;
+    rt_set_num_threads((int)r.o.threads);
+    rc = train_setup(&r);
+    for (int64_t epoch = r.start_epoch; rc < 0 && epoch < r.last_epoch; epoch++) {
+        train_epoch_stats e;
+        if (train_epoch(&r, epoch, &e) || train_report(&r, epoch, &e)) rc = 1;
+    }
+    train_teardown(&r);
+    return rc < 0 ? 0 : rc;
 }

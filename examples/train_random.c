@@ -1,57 +1,44 @@
 /* A small conv net trained for a few steps on random data, printing the loss
  * and where the memory went. The shortest complete use of the library:
- * layers in a state dict, forward with ops, rt_backward, an optimizer step.
+ * modules in a Sequential, the library training step, the memory report.
  *
  *   ./build/example_train_random
  */
 #include <stdio.h>
 
-#include "autograd/engine.h"
 #include "core/rng.h"
-#include "nn/layers.h"
-#include "optim/optim.h"
-
-typedef struct convnet {
-    rt_state_dict *sd;
-    rt_conv_layer conv1, conv2;
-    rt_batchnorm_layer bn1, bn2;
-    rt_linear_layer fc;
-} convnet;
-
-/* conv-bn-relu, conv(stride 2)-bn-relu, global average pool, linear. */
-static rt_status convnet_forward(convnet *n, rt_tensor *x, rt_tensor **logits) {
-    rt_tensor *h = rt_tensor_retain(x);
-    RT_SEQ(h, a, rt_conv_layer_forward(&n->conv1, h, &a));
-    RT_SEQ(h, b, rt_batchnorm_layer_forward(&n->bn1, h, true, &b));
-    RT_SEQ(h, c, rt_relu(h, &c));
-    RT_SEQ(h, d, rt_conv_layer_forward(&n->conv2, h, &d));
-    RT_SEQ(h, e, rt_batchnorm_layer_forward(&n->bn2, h, true, &e));
-    RT_SEQ(h, f, rt_relu(h, &f));
-    RT_SEQ(h, g, rt_adaptive_avg_pool_1(h, &g));
-    RT_SEQ(h, i, rt_flatten(h, &i));
-    RT_SEQ(h, j, rt_linear_layer_forward(&n->fc, h, &j));
-    *logits = h;
-    return RT_OK;
-}
+#include "nn/modules.h"
+#include "train/step.h"
 
 static int fail(const char *what) {
     fprintf(stderr, "%s: %s\n", what, rt_error_last());
     return 1;
 }
 
+/* conv-bn-relu, conv(stride 2)-bn-relu, global average pool, flatten, linear. */
+static rt_status convnet_fill(rt_module *net, rt_init_ctx *ctx) {
+    RT_ADD_CHILD(net, "conv1", rt_conv_create(ctx, 2, 3, 16, 3, 1, 1, 1, false, RT_INIT_KAIMING_FAN_OUT, &m));
+    RT_ADD_CHILD(net, "bn1", rt_batchnorm_create(ctx, 2, 16, false, &m));
+    RT_ADD_CHILD(net, "relu1", rt_relu_create(&m));
+    RT_ADD_CHILD(net, "conv2", rt_conv_create(ctx, 2, 16, 32, 3, 2, 1, 1, false, RT_INIT_KAIMING_FAN_OUT, &m));
+    RT_ADD_CHILD(net, "bn2", rt_batchnorm_create(ctx, 2, 32, false, &m));
+    RT_ADD_CHILD(net, "relu2", rt_relu_create(&m));
+    RT_ADD_CHILD(net, "pool", rt_adaptive_avg_pool_create(2, 1, &m));
+    RT_ADD_CHILD(net, "flatten", rt_flatten_create(&m));
+    RT_ADD_CHILD(net, "fc", rt_linear_create(ctx, 32, 10, true, &m));
+    return RT_OK;
+}
+
 int main(void) {
-    convnet net = {.sd = rt_state_dict_create(RT_DEVICE_CPU, 42)};
-    if (!net.sd) return fail("state dict");
-    if (rt_conv_layer_init(&net.conv1, net.sd, "conv1", 2, 3, 16, 3, 1, 1, 1, false, RT_INIT_KAIMING_FAN_OUT) ||
-        rt_batchnorm_layer_init(&net.bn1, net.sd, "bn1", 16) ||
-        rt_conv_layer_init(&net.conv2, net.sd, "conv2", 2, 16, 32, 3, 2, 1, 1, false, RT_INIT_KAIMING_FAN_OUT) ||
-        rt_batchnorm_layer_init(&net.bn2, net.sd, "bn2", 32) ||
-        rt_linear_layer_init(&net.fc, net.sd, "fc", 32, 10, true))
-        return fail("layers");
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 42);
+    rt_module *net = NULL;
+    rt_state_dict *sd = NULL;
+    if (rt_sequential_create(&net) || convnet_fill(net, &ctx) || rt_module_state_dict(net, &sd))
+        return fail("modules");
 
     rt_tensor *params[16];
-    int np = rt_state_dict_num_params(net.sd);
-    rt_state_dict_params(net.sd, params);
+    int np = rt_state_dict_num_params(sd);
+    rt_state_dict_params(sd, params);
     rt_sgd_opts so = rt_sgd_default_opts(0.05f);
     so.momentum = 0.9f;
     rt_optimizer *opt = rt_sgd_create(params, np, &so);
@@ -65,27 +52,18 @@ int main(void) {
     rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
     for (int i = 0; i < n; i++) ((int32_t *)rt_tensor_data(y))[i] = i % 10;
 
+    const rt_train_config cfg = {.accum_steps = 1};
     for (int step = 0; step < 10; step++) {
-        rt_tensor *logits = NULL, *loss = NULL;
-        rt_optimizer_zero_grad(opt);
-        if (convnet_forward(&net, x, &logits) || rt_cross_entropy(logits, y, 0.0f, &loss))
-            return fail("forward");
-        if (step == 0) {
-            rt_memstats s;
-            rt_memstats_get(&s);
-            printf("after the first forward: %.2f MiB of activations kept for backward\n",
-                   (double)s.live[RT_MEM_SAVED] / 1048576.0);
-        }
-        if (rt_backward(loss, NULL, false) || rt_optimizer_step(opt)) return fail("backward/step");
-        printf("step %2d  loss %.4f\n", step, rt_tensor_f32(loss)[0]);
-        rt_tensor_release(logits);
-        rt_tensor_release(loss);
+        rt_train_result r;
+        if (rt_train_step(net, opt, &cfg, x, y, &r)) return fail("training step");
+        printf("step %2d  loss %.4f\n", step, r.loss);
     }
     printf("\n");
     rt_memstats_print(stdout);
     rt_tensor_release(x);
     rt_tensor_release(y);
     rt_optimizer_destroy(opt);
-    rt_state_dict_destroy(net.sd);
+    rt_state_dict_destroy(sd);
+    rt_module_destroy(net);
     return 0;
 }

@@ -5,65 +5,37 @@
  * PyTorch, so the gradients legitimately differ. */
 #include <string.h>
 
-#include "autograd/engine.h"
-#include "nn/layers.h"
-#include "optim/optim.h"
+#include "nn/modules.h"
 #include "rt_test.h"
+#include "train/step.h"
 
-typedef struct tiny_net {
-    rt_state_dict *sd;
-    rt_conv_layer conv;
-    rt_linear_layer fc;
-} tiny_net;
-
-static rt_status tiny_forward(tiny_net *n, rt_tensor *x, rt_tensor **logits) {
-    rt_tensor *h = rt_tensor_retain(x);
-    RT_SEQ(h, c, rt_conv_layer_forward(&n->conv, h, &c));
-    RT_SEQ(h, r, rt_relu(h, &r));
-    rt_pool_opts p = {.kernel = {2, 2}};
-    RT_SEQ(h, m, rt_max_pool(h, &p, &m));
-    RT_SEQ(h, f, rt_flatten(h, &f));
-    RT_SEQ(h, z, rt_linear_layer_forward(&n->fc, h, &z));
-    *logits = h;
+/* conv(bias) - relu - maxpool 2 - flatten - linear; no batch norm. */
+static rt_status tiny_fill(rt_module *net, rt_init_ctx *ctx) {
+    RT_ADD_CHILD(net, "conv", rt_conv_create(ctx, 2, 2, 4, 3, 1, 1, 1, true, RT_INIT_DEFAULT, &m));
+    RT_ADD_CHILD(net, "relu", rt_relu_create(&m));
+    RT_ADD_CHILD(net, "pool", rt_max_pool_create(2, 2, 0, 0, &m));
+    RT_ADD_CHILD(net, "flatten", rt_flatten_create(&m));
+    RT_ADD_CHILD(net, "fc", rt_linear_create(ctx, 4 * 4 * 4, 5, true, &m));
     return RT_OK;
 }
 
-/* Copies rows [first, first+count) of a batch tensor. */
-static rt_tensor *rows(const rt_tensor *t, int64_t first, int64_t count) {
-    int64_t shape[5];
-    memcpy(shape, t->shape, sizeof shape);
-    shape[0] = count;
-    size_t row = rt_tensor_nbytes(t) / (size_t)t->shape[0];
-    rt_tensor *s = rt_tensor_create(t->ndim, shape, t->dtype, RT_DEVICE_CPU, RT_MEM_DATA);
-    memcpy(rt_tensor_data(s), (const char *)rt_tensor_data(t) + (size_t)first * row, (size_t)count * row);
-    return s;
+/* One library training step in k micro-batches with learning rate 0, so
+ * the parameters stay put and their .grad holds the accumulated gradient. */
+static rt_status accumulate(rt_module *net, rt_optimizer *opt, rt_tensor *x, rt_tensor *y, int64_t k) {
+    const rt_train_config cfg = {.accum_steps = k, .label_smoothing = 0.1f};
+    rt_train_result r;
+    return rt_train_step(net, opt, &cfg, x, y, &r);
 }
 
-/* Accumulates gradients over micro-batches of the given sizes into .grad. */
-static rt_status accumulate(tiny_net *n, rt_tensor *x, rt_tensor *y, const int64_t *sizes, int k) {
-    int64_t first = 0, total = x->shape[0];
-    for (int i = 0; i < k; i++) {
-        rt_tensor *xs = rows(x, first, sizes[i]), *ys = rows(y, first, sizes[i]);
-        rt_tensor *logits = NULL, *loss = NULL, *scaled = NULL;
-        rt_status st = tiny_forward(n, xs, &logits);
-        if (st == RT_OK) st = rt_cross_entropy(logits, ys, 0.1f, &loss);
-        if (st == RT_OK) st = rt_mul_scalar(loss, rt_accum_loss_scale(sizes[i], total), &scaled);
-        if (st == RT_OK) st = rt_backward(scaled, NULL, false);
-        rt_tensor_release(xs);
-        rt_tensor_release(ys);
-        rt_tensor_release(logits);
-        rt_tensor_release(loss);
-        rt_tensor_release(scaled);
-        if (st != RT_OK) return st;
-        first += sizes[i];
-    }
-    return RT_OK;
-}
-
+/* The library step splits a batch of sum(sizes) samples into k micro-batches
+ * of exactly these sizes (the first b % k get one more). */
 static void check_split(const int64_t *sizes, int k) {
-    tiny_net n = {.sd = rt_state_dict_create(RT_DEVICE_CPU, 3)};
-    CHECK_OK(rt_conv_layer_init(&n.conv, n.sd, "conv", 2, 2, 4, 3, 1, 1, 1, true, RT_INIT_DEFAULT));
-    CHECK_OK(rt_linear_layer_init(&n.fc, n.sd, "fc", 4 * 4 * 4, 5, true));
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 3);
+    rt_module *net = NULL;
+    rt_state_dict *sd = NULL;
+    CHECK_OK(rt_sequential_create(&net));
+    CHECK_OK(tiny_fill(net, &ctx));
+    CHECK_OK(rt_module_state_dict(net, &sd));
     int64_t total = 0;
     for (int i = 0; i < k; i++) total += sizes[i];
     int64_t xs[4] = {total, 2, 8, 8};
@@ -73,15 +45,15 @@ static void check_split(const int64_t *sizes, int k) {
     rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
     for (int64_t i = 0; i < total; i++) ((int32_t *)rt_tensor_data(y))[i] = (int32_t)((i * 7) % 5);
 
-    int np = rt_state_dict_num_params(n.sd);
+    int np = rt_state_dict_num_params(sd);
     rt_tensor *params[8], *full[8];
-    rt_state_dict_params(n.sd, params);
-    CHECK_OK(accumulate(&n, x, y, &total, 1)); /* the full batch at once */
-    for (int i = 0; i < np; i++) {
-        full[i] = params[i]->grad;
-        params[i]->grad = NULL;
-    }
-    CHECK_OK(accumulate(&n, x, y, sizes, k));
+    rt_state_dict_params(sd, params);
+    rt_sgd_opts so = rt_sgd_default_opts(0.0);
+    rt_optimizer *opt = rt_sgd_create(params, np, &so);
+    CHECK(opt != NULL);
+    CHECK_OK(accumulate(net, opt, x, y, 1)); /* the full batch at once */
+    for (int i = 0; i < np; i++) full[i] = rt_tensor_retain(params[i]->grad);
+    CHECK_OK(accumulate(net, opt, x, y, k));
     double worst = 0.0;
     for (int i = 0; i < np; i++) {
         const float *a = rt_tensor_f32(params[i]->grad), *b = rt_tensor_f32(full[i]);
@@ -96,7 +68,9 @@ static void check_split(const int64_t *sizes, int k) {
     printf("  split into %d micro-batches: max relative gradient error %.2e\n", k, worst);
     rt_tensor_release(x);
     rt_tensor_release(y);
-    rt_state_dict_destroy(n.sd);
+    rt_optimizer_destroy(opt);
+    rt_state_dict_destroy(sd);
+    rt_module_destroy(net);
     CHECK(worst <= 1e-5);
 }
 

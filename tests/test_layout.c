@@ -1,6 +1,6 @@
 /* Activations in oneDNN's blocked order (core/layout.h) give the same
  * results as the plain order: the same model and batch, run with
- * m->blocked on and off, produce the same loss and parameter gradients
+ * rt_module_set_blocked on and off, produce the same loss and parameter gradients
  * (relative error ≤ 1e-5; the kernels sum in different orders). Also the
  * differentiable reorder op and the ops that must fall back to plain. */
 #include <math.h>
@@ -16,8 +16,8 @@ static void step(const char *model, bool blocked, bool reversible, float *loss_o
     rt_model *m = NULL;
     *np = 0;
     if (rt_model_create(model, 1, 10, RT_DEVICE_CPU, 9, &m) != RT_OK) return;
-    m->blocked = blocked;
-    m->reversible = reversible;
+    rt_module_set_blocked(m->net, blocked);
+    rt_module_set_reversible(m->net, reversible);
     int64_t xs[4] = {4, 1, 16, 16}, n = 4;
     rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
     rt_tensor *y = rt_tensor_create(1, &n, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);

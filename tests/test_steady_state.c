@@ -11,7 +11,7 @@
 static void steady_state(const char *model, bool reversible) {
     rt_model *m = NULL;
     CHECK_OK(rt_model_create(model, 1, 10, RT_DEVICE_CPU, 5, &m));
-    m->reversible = reversible;
+    rt_module_set_reversible(m->net, reversible);
     rt_tensor *params[512];
     int np = rt_state_dict_num_params(m->sd);
     CHECK(np <= 512);

@@ -5,6 +5,7 @@
 
 /* Thread-local by design (see status.h): the only mutable state of this file. */
 static _Thread_local char rt_last_error[1024];
+static _Thread_local rt_status rt_last_status;
 
 const char *rt_status_str(rt_status s) {
     switch (s) {
@@ -31,9 +32,15 @@ rt_status rt_error_set(rt_status code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(rt_last_error, sizeof rt_last_error, fmt, ap);
     va_end(ap);
+    rt_last_status = code;
     return code;
 }
 
 const char *rt_error_last(void) { return rt_last_error; }
 
-void rt_error_clear(void) { rt_last_error[0] = '\0'; }
+rt_status rt_error_last_status(void) { return rt_last_status; }
+
+void rt_error_clear(void) {
+    rt_last_error[0] = '\0';
+    rt_last_status = RT_OK;
+}

@@ -37,6 +37,10 @@ rt_status rt_error_set(rt_status code, const char *fmt, ...)
  * rt_error_set on this thread. */
 const char *rt_error_last(void);
 
+/* The code passed with this thread's last message (RT_OK when none), for
+ * functions that report failure by returning NULL. */
+rt_status rt_error_last_status(void);
+
 /* Clears this thread's last error message. */
 void rt_error_clear(void);
 

@@ -1,81 +1,85 @@
-/* Reversible blocks and sequences: activation memory that does not grow with
- * depth (Gomez et al. 2017, "The Reversible Residual Network", §3; MemCNN,
- * van de Leemput et al. 2019).
+/* Reversible blocks and sequences as wrapper modules: activation memory that
+ * does not grow with depth (Gomez et al. 2017, "The Reversible Residual
+ * Network", §3; MemCNN, van de Leemput et al. 2019; RevTorch's
+ * ReversibleBlock / ReversibleSequence).
  *
- * A block splits its input x (N, C, ...) along channels into x1 (⌊C/2⌋) and
- * x2 (⌈C/2⌉) and computes
+ * A ReversibleBlock(f, g) splits its input x (N, C, ...) along channels into
+ * x1 (⌊C/2⌋) and x2 (⌈C/2⌉) and computes
  *     additive:  y1 = x1 + F(x2),   y2 = x2 + G(y1)               (RevNet eq. 1)
  *     affine:    y1 = x1 + F(x2),   y2 = x2 ⊙ exp(s) + t, (s,t) = G(y1)
  *                with s soft-clamped to [-2, 2] (ops/coupling.h)
  * and is inverted exactly: x2 = y2 - G(y1) (or (y2 - t) ⊙ exp(-s)), then
- * x1 = y1 - F(x2). F and G are arbitrary sub-networks (ReLU, batch norm and
- * dropout inside are fine); they must keep N and the spatial size, with
- * F: ⌈C/2⌉ → ⌊C/2⌋ channels and G: ⌊C/2⌋ → ⌈C/2⌉ (additive) or 2·⌈C/2⌉ (affine).
+ * x1 = y1 - F(x2). F and G are any modules (ReLU, batch norm and dropout
+ * inside are fine) that keep N and the spatial size, with F: ⌈C/2⌉ → ⌊C/2⌋
+ * channels and G: ⌊C/2⌋ → ⌈C/2⌉ (additive) or 2·⌈C/2⌉ (affine). Inputs
+ * are 2-D (N, C) — Linear F and G — up to 5-D (N, C, D, H, W), C >= 2.
  *
- * A reversible sequence runs its blocks without recording a graph and keeps
- * only its output. Its backward walks the blocks in reverse: rebuilds each
- * block's input from its output, re-runs F and G on a nested sub-graph,
- * back-propagates through it (parameter gradients accumulate into .grad), frees
- * it and moves on. Rebuild and recompute share one pass (RevNet Algorithm 1),
- * so backward costs one extra forward of F and G per block.
+ * A ReversibleSequence of blocks runs them without recording a graph and
+ * keeps only its output. Its backward walks the blocks in reverse: rebuilds
+ * each block's input from its output, re-runs F and G on a nested sub-graph,
+ * back-propagates through it (parameter gradients accumulate into .grad),
+ * frees it and moves on. Rebuild and recompute share one pass (RevNet
+ * Algorithm 1), so backward costs one extra forward of F and G per block.
  *
- * Honest recompute: while F and G are re-run, recompute mode is on (batch norm
- * does not update running statistics a second time) and the default
+ * Honest recompute: while F and G are re-run, recompute mode is on (batch
+ * norm does not update running statistics a second time) and the default
  * generator is rewound to the offsets recorded at forward, so dropout draws
  * the same masks; afterwards the generator is restored to where it was. The
  * rebuilt input is checked against a 3-number fingerprint (sum, sum of
  * squares and a ±1 random projection) recorded at forward; a rebuild that is
  * non-finite or drifts beyond `tol` fails backward (RT_ERR_NONFINITE /
- * RT_ERR_RECONSTRUCTION) instead of producing wrong gradients. */
+ * RT_ERR_RECONSTRUCTION) instead of producing wrong gradients.
+ *
+ * What `tol` means for gradients: it bounds the rebuilt input's relative
+ * drift (the fingerprint metric: |Δsum|, |Δprojection| over ‖x‖ and
+ * |Δ‖x‖²| over ‖x‖²). The parameter gradients computed from a rebuilt
+ * input move by about tol times the sensitivity of F's and G's backward to
+ * their input; tests/test_reversible.c measures gradients within 1e-4
+ * (relative) of plain backpropagation wherever the rebuild passes the
+ * default 1e-3. Users who need a hard bound on gradients keep exact inputs
+ * (grouping every k). */
 #ifndef RT_MEMORY_REVERSIBLE_H
 #define RT_MEMORY_REVERSIBLE_H
 
 #include <stdbool.h>
 
-#include "core/tensor.h"
-
-/* A sub-network used as F or G: maps x to a new tensor with autograd ops.
- * `training` selects batch statistics/dropout as nn.Module.train(). */
-typedef struct rt_subnet {
-    rt_status (*forward)(void *self, rt_tensor *x, bool training, rt_tensor **y);
-    void *self;
-} rt_subnet;
+#include "nn/module.h"
 
 typedef enum rt_coupling { RT_COUPLING_ADDITIVE = 0, RT_COUPLING_AFFINE } rt_coupling;
 
 typedef struct rt_rev_block {
-    char name[64];
+    rt_module base;      /* children "f" and "g" */
     rt_coupling coupling;
-    rt_subnet f, g;
-    int64_t c1, c2;     /* channels of x1 = ⌊C/2⌋ and x2 = ⌈C/2⌉ */
-    rt_tensor **params; /* F's and G's parameters (borrowed tensors, owned array) */
-    int n_params;
+    rt_module *f, *g;    /* borrowed: the children */
+    /* Where the default generator stood before F and before G in the last
+     * training forward, so rt_rev_block_inverse replays dropout's masks. */
+    bool has_record;
+    uint64_t seed, off_f, off_g;
 } rt_rev_block;
 
-/* Sets up a block for inputs shaped like `shape` (ndim 3..5, C = shape[1]).
- * F and G are tried once (eval mode, no autograd) on a zero input of batch 1
- * on the parameters' device: a block with C < 2,
- * or whose F/G change N or the spatial size or return the wrong channel
- * count, is refused with RT_ERR_SHAPE naming the block and the shapes.
- * `params` (n_params tensors, borrowed) are F's and G's parameters; they make
- * the sequence's backward reachable even when its input needs no gradient. */
-rt_status rt_rev_block_init(rt_rev_block *b, const char *name, rt_coupling coupling, rt_subnet f, rt_subnet g,
-                            rt_tensor *const *params, int n_params, int ndim, const int64_t *shape);
-/* Frees the block's own memory (not F, G or the parameters). */
-void rt_rev_block_destroy(rt_rev_block *b);
+/* ReversibleBlock(f, g, coupling) as a new module owning f and g (they are
+ * destroyed on failure too). Shapes are checked at forward, with the
+ * block's path in the message (RT_ERR_SHAPE). RT_ERR_INVALID_ARG for NULL
+ * f or g. Forward runs through ordinary autograd (plain backpropagation
+ * keeps every intermediate); put blocks in a ReversibleSequence to save
+ * memory. */
+rt_status rt_rev_block_create(rt_module *f, rt_module *g, rt_coupling coupling, rt_module **out);
+/* The block behind module m, or NULL when m is not a ReversibleBlock. */
+rt_rev_block *rt_rev_block_of(rt_module *m);
 
-/* y = block(x) through autograd ops (plain backpropagation keeps every
- * intermediate). x (N, C, ...) → y of the same shape. */
-rt_status rt_rev_block_forward(rt_rev_block *b, rt_tensor *x, bool training, rt_tensor **y);
 /* x = block⁻¹(y), computed without autograd and without updating batch-norm
- * running statistics. */
-rt_status rt_rev_block_inverse(rt_rev_block *b, rt_tensor *y, bool training, rt_tensor **x);
+ * running statistics, in the block's train/eval mode. In training mode the
+ * generator is rewound to the offsets of the block's last training forward
+ * (and restored afterwards), so dropout inside F and G replays the masks
+ * that forward drew; without such a forward the masks are fresh draws,
+ * which is only right when F and G draw nothing. */
+rt_status rt_rev_block_inverse(rt_module *block, rt_tensor *y, rt_tensor **x);
 /* Reconstruction check: max |inverse(forward(x)) - x| and max |forward(inverse(x)) - x|
  * (absolute, f32 units; divide by max|x| for a relative error). Runs without
  * autograd or running-statistics updates. */
-rt_status rt_rev_block_check(rt_rev_block *b, rt_tensor *x, bool training, float *err_inv_fwd, float *err_fwd_inv);
+rt_status rt_rev_block_check(rt_module *block, rt_tensor *x, float *err_inv_fwd, float *err_fwd_inv);
 /* Affine blocks: log|det ∂y/∂x| per sample (N) f32 = Σ s; additive blocks: zeros. */
-rt_status rt_rev_block_logdet(rt_rev_block *b, rt_tensor *x, bool training, rt_tensor **out);
+rt_status rt_rev_block_logdet(rt_module *block, rt_tensor *x, rt_tensor **out);
 
 typedef enum rt_grouping {
     RT_GROUPING_FULL = 0, /* keep nothing inside the sequence */
@@ -84,24 +88,57 @@ typedef enum rt_grouping {
 } rt_grouping;
 
 typedef struct rt_rev_sequence {
-    rt_rev_block *blocks; /* borrowed, n blocks */
-    int n;
+    rt_module base;       /* children: ReversibleBlock modules, run in order */
     bool reversible;      /* false: plain backpropagation through the same blocks */
     rt_grouping grouping;
     int k;                /* EVERY: group size; AUTO: chosen size once calibrated (0 before) */
     double tol;           /* rebuild tolerance, relative (default 1e-3 when 0) */
     /* diagnostics of the last backward */
     double last_drift;    /* largest fingerprint drift seen, relative */
-    double calib_error[2];/* AUTO: [0] worst relative rebuild error within the chosen k,
-                             [1] the first error over tol that limited k (0 when none) */
+    double calib_error[2];/* AUTO: [0] worst drift of the chains the chosen k rebuilds,
+                             [1] the drift over the limit that ruled out a larger k (0: none) */
 } rt_rev_sequence;
 
-/* y = blocks[n-1](...blocks[0](x)). With reversible on, grad mode on and a
- * parameter or x requiring grad, records one node that saves only y (plus the
- * exact inputs of every k-th block when grouping asks, plus 3 doubles and 2
- * generator offsets per block). The sequence must outlive that graph.
- * Errors: those of the blocks; RT_ERR_NONFINITE / RT_ERR_RECONSTRUCTION from
- * backward (see the header comment). */
-rt_status rt_rev_sequence_forward(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **y);
+/* ReversibleSequence: a new empty sequence (reversible, grouping FULL); add
+ * blocks with rt_module_append or rt_module_add_child (any child that is
+ * not a ReversibleBlock is refused at forward with RT_ERR_INVALID_ARG).
+ *
+ * Forward: y = blocks[n-1](...blocks[0](x)). With reversible on, grad mode
+ * on and a parameter or x requiring grad, it records one node that saves
+ * only y (plus the exact inputs of every k-th block when grouping asks, plus
+ * 3 doubles and 2 generator offsets per block). The sequence must outlive
+ * that graph. Errors: those of the blocks; RT_ERR_NONFINITE /
+ * RT_ERR_RECONSTRUCTION from backward (see the header comment).
+ *
+ * AUTO grouping calibrates on the first training step: it keeps every
+ * block's exact input, takes all gradients from exact inputs, and then
+ * rebuilds, without autograd, exactly the chains that a candidate k will
+ * rebuild in later steps, with the same drift metric those steps check; it
+ * picks the largest k whose chains stay within tol/2 (half, because
+ * later steps run on other data and updated weights). */
+rt_status rt_rev_sequence_create(rt_module **out);
+/* The sequence behind module m, or NULL when m is not a ReversibleSequence. */
+rt_rev_sequence *rt_rev_sequence_of(rt_module *m);
+
+/* Sets every ReversibleSequence under m to reversible (rebuild activations
+ * in backward) or plain backpropagation on the same parameters. */
+void rt_module_set_reversible(rt_module *m, bool reversible);
+/* Sets the grouping of every ReversibleSequence under m (k for EVERY;
+ * changing the grouping makes AUTO calibrate again). RT_ERR_INVALID_ARG
+ * for EVERY with k < 1. */
+rt_status rt_module_set_grouping(rt_module *m, rt_grouping grouping, int k);
+/* Number of ReversibleSequence modules under m (0: no reversible parts). */
+int rt_module_count_reversible(rt_module *m);
+
+/* Reconstruction check of every ReversibleSequence in a module tree on a
+ * batch x (N, C, ...), in eval mode without autograd: for every reversible
+ * block, the max relative error of inverse(forward(h)) against its input h
+ * (error / max|h|), and for every sequence the error of rebuilding its input
+ * from its output through the whole chain of blocks. Returns the worst of
+ * each and the path of the worst block (buffer of n bytes). The tree's
+ * train/eval mode is restored. RT_ERR_INVALID_ARG when the tree has no
+ * reversible sequence. */
+rt_status rt_reversible_reconstruction(rt_module *net, rt_tensor *x, double *block_err, double *chain_err,
+                                       char *worst_block, size_t n);
 
 #endif

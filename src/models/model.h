@@ -1,48 +1,49 @@
-/* A trainable image classifier behind one interface, so the CLI, tests and
- * benchmarks can pick models by name (`--model resnet20`). */
+/* A named model from the zoo: the module tree (nn/module.h) plus what the
+ * CLI and weight files need to know about it. Strategies are set on the
+ * tree (rt_module_set_reversible, rt_module_set_grouping in
+ * memory/reversible.h; rt_module_set_blocked in nn/modules.h), train/eval
+ * with rt_module_train(m->net, …). */
 #ifndef RT_MODELS_MODEL_H
 #define RT_MODELS_MODEL_H
 
 #include <stdbool.h>
 
-#include "nn/state_dict.h"
+#include "nn/module.h"
 
-typedef struct rt_model rt_model;
+typedef struct rt_model {
+    char name[32];         /* zoo name, written into weight files as "model" */
+    int64_t in_channels, num_classes;
+    rt_module *net;        /* (N, in_channels, H, W) f32 → logits (N, num_classes) */
+    rt_state_dict *sd;     /* the tree's state dict (torchvision names), built once */
+} rt_model;
 
-struct rt_model {
-    char name[32];
-    rt_state_dict *sd;   /* parameters, buffers, counters with torchvision names */
-    bool training;       /* train() / eval(): batch norm statistics and dropout */
-    /* Memory strategy of models with reversible parts (RevNets): reversible
-     * (rebuild activations in backward) or plain backpropagation on the same
-     * parameters; grouping of the reversible sequences (memory/reversible.h). */
-    bool reversible;
-    int grouping;        /* rt_grouping */
-    int group_k;
-    /* Keep activations in oneDNN's BLOCKED memory order from the stem on
-     * (core/tensor.h, rt_layout); false runs everything in PLAIN NCHW. Same
-     * results either way, the blocked order avoids reorders around every conv. */
-    bool blocked;
-    void *impl;          /* the architecture's own struct */
-    /* x: (N, C, H, W) f32 → logits (N, num_classes), new reference. */
-    rt_status (*forward)(rt_model *m, rt_tensor *x, rt_tensor **logits);
-    void (*destroy_impl)(void *impl);
-};
+/* One entry of the model zoo. */
+typedef struct rt_zoo_entry {
+    const char *name;        /* "resnet20" */
+    const char *description; /* one line for --help */
+    bool has_reversible;     /* contains ReversibleSequences (the RevNets) */
+} rt_zoo_entry;
 
-/* Creates model `name` for `in_channels` input channels and `num_classes`
- * outputs, parameters on `device` (cpu, or meta for memory prediction),
- * initialised from Philox stream `seed` as the PyTorch original initialises
- * them. Names: see rt_model_names(). RT_ERR_INVALID_ARG for an unknown name
- * (the message lists the valid ones). */
+/* The zoo: *n entries, in the order --help lists them. */
+const rt_zoo_entry *rt_zoo_entries(int *n);
+/* The entry named `name`, or NULL. */
+const rt_zoo_entry *rt_zoo_find(const char *name);
+/* Comma-separated list of the zoo's names. */
+const char *rt_model_names(void);
+/* Whether model `name` has reversible parts; false for unknown names. */
+bool rt_model_name_has_reversible(const char *name);
+
+/* Creates zoo model `name` for `in_channels` input channels and
+ * `num_classes` outputs, parameters on `device` (cpu, or meta for memory
+ * prediction), initialised from Philox stream `seed` as the PyTorch
+ * original initialises them, in training mode. Errors: RT_ERR_INVALID_ARG
+ * for an unknown name (the message lists the valid ones) or channels or
+ * classes < 1, RT_ERR_OOM. *out is NULL on error. */
 rt_status rt_model_create(const char *name, int64_t in_channels, int64_t num_classes, rt_device device,
                           uint64_t seed, rt_model **out);
+/* Frees the model, its tree and its state dict. NULL is a no-op. */
 void rt_model_destroy(rt_model *m);
-/* Runs the forward pass (see rt_model.forward). */
+/* logits = m->net(x) (rt_module_forward). RT_ERR_INVALID_ARG for NULLs. */
 rt_status rt_model_forward(rt_model *m, rt_tensor *x, rt_tensor **logits);
-/* Comma-separated list of the model names rt_model_create accepts. */
-const char *rt_model_names(void);
-/* Whether model `name` has reversible parts (the RevNets), i.e. whether
- * rt_model.reversible changes anything. False for unknown names. */
-bool rt_model_name_has_reversible(const char *name);
 
 #endif

@@ -17,9 +17,7 @@
 #ifndef RT_MODELS_RESNET_H
 #define RT_MODELS_RESNET_H
 
-#include "models/model.h"
-
-typedef enum rt_block_kind { RT_BLOCK_BASIC = 0, RT_BLOCK_BOTTLENECK } rt_block_kind;
+#include "models/resblock.h"
 
 typedef struct rt_resnet_config {
     rt_block_kind block;
@@ -32,8 +30,12 @@ typedef struct rt_resnet_config {
 /* Config of a named ResNet ("resnet18", "resnet20", ...); RT_ERR_INVALID_ARG if unknown. */
 rt_status rt_resnet_config_get(const char *name, rt_resnet_config *cfg);
 
-/* Builds a ResNet into a new rt_model (see model.h for arguments). */
-rt_status rt_resnet_create(const char *name, const rt_resnet_config *cfg, int64_t in_channels,
-                           int64_t num_classes, rt_device device, uint64_t seed, rt_model **out);
+/* Builds a ResNet as a module tree mapping (N, in_channels, H, W) f32 to
+ * logits (N, num_classes): a Sequential with torchvision's children conv1,
+ * bn1 (its ReLU fused), maxpool (ImageNet stem), layer1..layerS (Sequentials
+ * of blocks "0".."B-1"), avgpool, flatten, fc, plus a PreferredLayout after
+ * conv1 (no tensors). Parameters on ctx->device from ctx's stream. */
+rt_status rt_resnet_build(const rt_resnet_config *cfg, rt_init_ctx *ctx, int64_t in_channels, int64_t num_classes,
+                          rt_module **out);
 
 #endif

@@ -6,14 +6,9 @@
 
 #include "kernels/vec.h"
 
-rt_state_dict *rt_state_dict_create(rt_device device, uint64_t seed) {
+rt_state_dict *rt_state_dict_create(void) {
     rt_state_dict *sd = calloc(1, sizeof *sd);
-    if (!sd) {
-        rt_error_set(RT_ERR_OOM, "out of memory creating a state dict");
-        return NULL;
-    }
-    sd->device = device;
-    sd->init_rng.seed = seed;
+    if (!sd) rt_error_set(RT_ERR_OOM, "out of memory creating a state dict");
     return sd;
 }
 
@@ -33,10 +28,12 @@ rt_state_entry *rt_state_dict_find(rt_state_dict *sd, const char *name) {
     return NULL;
 }
 
-static rt_status rt_state_dict_push(rt_state_dict *sd, const char *prefix, const char *name,
-                                    rt_state_entry e) {
+rt_status rt_state_dict_push(rt_state_dict *sd, const char *prefix, rt_state_entry e) {
     char full[256];
-    snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", name);
+    int len = snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", e.name);
+    if (len < 0 || (size_t)len >= sizeof full)
+        return rt_error_set(RT_ERR_INVALID_ARG, "state dict name '%s.%s' is longer than %zu bytes", prefix, e.name,
+                            sizeof full - 1);
     if (rt_state_dict_find(sd, full))
         return rt_error_set(RT_ERR_INVALID_ARG, "state dict already has an entry named '%s'", full);
     if (sd->n == sd->cap) {
@@ -48,28 +45,9 @@ static rt_status rt_state_dict_push(rt_state_dict *sd, const char *prefix, const
     }
     e.name = strdup(full);
     if (!e.name) return rt_error_set(RT_ERR_OOM, "out of memory naming '%s'", full);
+    rt_tensor_retain(e.tensor);
     sd->entries[sd->n++] = e;
     return RT_OK;
-}
-
-rt_status rt_state_dict_add(rt_state_dict *sd, const char *prefix, const char *name, rt_entry_kind kind,
-                            int ndim, const int64_t *shape, rt_tensor **out) {
-    *out = NULL;
-    rt_tensor *t = rt_tensor_zeros(ndim, shape, RT_F32, sd->device, RT_MEM_PARAM);
-    if (!t) return RT_ERR_OOM;
-    if (kind == RT_ENTRY_PARAM) rt_tensor_set_requires_grad(t, true);
-    rt_status st = rt_state_dict_push(sd, prefix, name, (rt_state_entry){.kind = kind, .tensor = t});
-    if (st != RT_OK) {
-        rt_tensor_release(t);
-        return st;
-    }
-    *out = t;
-    return RT_OK;
-}
-
-rt_status rt_state_dict_add_counter(rt_state_dict *sd, const char *prefix, const char *name,
-                                    int64_t *counter) {
-    return rt_state_dict_push(sd, prefix, name, (rt_state_entry){.kind = RT_ENTRY_COUNTER, .counter = counter});
 }
 
 static bool rt_ends_with(const char *s, const char *suffix) {

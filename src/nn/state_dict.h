@@ -1,20 +1,22 @@
-/* A model's named tensors, in registration order, with PyTorch's dotted
- * names ("layer1.0.conv1.weight"): the torch.nn.Module.state_dict of revtorch.
+/* A flat list of named tensors with PyTorch's dotted names
+ * ("layer1.0.conv1.weight"): what torch.nn.Module.state_dict() returns.
+ * Modules (nn/module.h) hold their tensors under short names and build a
+ * state dict from the tree (rt_module_state_dict); io/weights.h saves and
+ * loads one, the optimizers take its parameters.
  * Parameters are trainable leaves (requires_grad, booked PARAM); buffers
  * (running_mean, running_var) are booked PARAM too but never get gradients;
- * counters (num_batches_tracked) are int64 values owned by their layer and
+ * counters (num_batches_tracked) are int64 values owned by their module and
  * exported as 0-d I64 tensors by the safetensors layer.
  *
- * Ownership: the state dict owns one reference to every tensor it holds;
- * layers keep borrowed pointers into it, so destroy the model's layers and
- * its state dict together. */
+ * Ownership: the state dict owns one reference to every tensor it holds and
+ * a copy of every name; counters point into their modules, so a state dict
+ * must not outlive the modules it was built from. */
 #ifndef RT_NN_STATE_DICT_H
 #define RT_NN_STATE_DICT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/rng.h"
 #include "core/tensor.h"
 
 typedef enum rt_entry_kind { RT_ENTRY_PARAM = 0, RT_ENTRY_BUFFER, RT_ENTRY_COUNTER } rt_entry_kind;
@@ -29,24 +31,17 @@ typedef struct rt_state_entry {
 typedef struct rt_state_dict {
     rt_state_entry *entries;
     int n, cap;
-    rt_device device;      /* where new parameters are created (cpu or meta) */
-    rt_generator init_rng; /* parameter initialisation stream */
 } rt_state_dict;
 
-/* New empty state dict creating parameters on `device`, initialised from
- * Philox stream `seed`. NULL + RT_ERR_OOM on allocation failure. */
-rt_state_dict *rt_state_dict_create(rt_device device, uint64_t seed);
+/* New empty state dict. NULL + RT_ERR_OOM on allocation failure. */
+rt_state_dict *rt_state_dict_create(void);
+/* Frees the dict, its names and its tensor references. NULL is a no-op. */
 void rt_state_dict_destroy(rt_state_dict *sd);
 
-/* Creates a zeroed f32 tensor of `shape` booked PARAM, registers it under
- * prefix + "." + name (prefix may be "" for top level), and returns it
- * (borrowed; owned by sd) through *out. PARAM entries require grad. Errors:
- * RT_ERR_INVALID_ARG for a duplicate name, RT_ERR_OOM. */
-rt_status rt_state_dict_add(rt_state_dict *sd, const char *prefix, const char *name, rt_entry_kind kind,
-                            int ndim, const int64_t *shape, rt_tensor **out);
-/* Registers an int64 counter living in a layer (num_batches_tracked). */
-rt_status rt_state_dict_add_counter(rt_state_dict *sd, const char *prefix, const char *name,
-                                    int64_t *counter);
+/* Appends entry `e` under prefix + "." + e.name (prefix "" for none),
+ * copying the name and retaining e.tensor. Errors: RT_ERR_INVALID_ARG for
+ * a duplicate name, RT_ERR_OOM. */
+rt_status rt_state_dict_push(rt_state_dict *sd, const char *prefix, rt_state_entry e);
 
 /* Entry by exact name, or NULL. */
 rt_state_entry *rt_state_dict_find(rt_state_dict *sd, const char *name);

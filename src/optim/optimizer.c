@@ -15,8 +15,6 @@
  * (same threshold as kernels/vec.c). */
 #define RT_OPTIM_PAR_MIN 32768
 
-typedef enum rt_optim_kind { RT_OPTIM_SGD, RT_OPTIM_ADAMW } rt_optim_kind;
-
 /* PyTorch's optimizer.state[p] for one parameter. */
 typedef struct rt_param_state {
     int64_t step;    /* updates applied to this parameter (state['step']) */
@@ -201,6 +199,8 @@ const char *rt_optimizer_name(const rt_optimizer *opt) {
 }
 
 int rt_optimizer_param_count(const rt_optimizer *opt) { return opt->n; }
+
+rt_tensor *const *rt_optimizer_params(const rt_optimizer *opt) { return opt->params; }
 
 /* Allocates parameter i's missing state buffers as zeros (OPTIM, on the
  * parameter's device). On failure the buffers made so far are kept (they are
@@ -403,4 +403,15 @@ rt_status rt_optimizer_state_visit(rt_optimizer *opt, rt_optimizer_state_fn fn, 
         }
     }
     return RT_OK;
+}
+
+rt_optimizer *rt_optimizer_create(const rt_optimizer_spec *spec, rt_tensor *const *params, int n) {
+    if (!spec) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_optimizer_create: the spec is NULL");
+        return NULL;
+    }
+    if (spec->kind == RT_OPTIM_SGD) return rt_sgd_create(params, n, &spec->sgd);
+    if (spec->kind == RT_OPTIM_ADAMW) return rt_adamw_create(params, n, &spec->adamw);
+    rt_error_set(RT_ERR_INVALID_ARG, "rt_optimizer_create: unknown optimizer kind %d", (int)spec->kind);
+    return NULL;
 }

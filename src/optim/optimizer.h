@@ -103,6 +103,19 @@ rt_optimizer *rt_sgd_create(rt_tensor *const *params, int n, const rt_sgd_opts *
  * or eps < 0, and RT_ERR_UNSUPPORTED for amsgrad = true. */
 rt_optimizer *rt_adamw_create(rt_tensor *const *params, int n, const rt_adamw_opts *o);
 
+/* Which optimizer with which options: lets code that builds optimizers
+ * for someone else (the memory prediction, the CLI) take either. */
+typedef enum rt_optim_kind { RT_OPTIM_SGD, RT_OPTIM_ADAMW } rt_optim_kind;
+typedef struct rt_optimizer_spec {
+    rt_optim_kind kind;
+    rt_sgd_opts sgd;     /* used when kind is RT_OPTIM_SGD */
+    rt_adamw_opts adamw; /* used when kind is RT_OPTIM_ADAMW */
+} rt_optimizer_spec;
+
+/* rt_sgd_create or rt_adamw_create as spec->kind says (errors as theirs;
+ * RT_ERR_INVALID_ARG for a NULL spec or an unknown kind). */
+rt_optimizer *rt_optimizer_create(const rt_optimizer_spec *spec, rt_tensor *const *params, int n);
+
 /* Frees the optimizer and its state (OPTIM bytes return to the allocator).
  * The parameters are borrowed and are not touched. NULL is a no-op. */
 void rt_optimizer_destroy(rt_optimizer *opt);
@@ -112,6 +125,9 @@ const char *rt_optimizer_name(const rt_optimizer *opt);
 
 /* Number of parameters the optimizer was created over. */
 int rt_optimizer_param_count(const rt_optimizer *opt);
+/* The parameters it was created over (rt_optimizer_param_count of them),
+ * in creation order; borrowed, valid while the optimizer lives. */
+rt_tensor *const *rt_optimizer_params(const rt_optimizer *opt);
 
 /* One update of every parameter that has a .grad (torch.optim.Optimizer.step
  * without a closure). Grads are read, never modified. Increments the step

@@ -1,0 +1,483 @@
+/* The ReversibleSequence module: one autograd node that keeps only the
+ * output and rebuilds every block's input in backward (memory/reversible.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/engine.h"
+#include "core/rng.h"
+#include "memory/reversible_impl.h"
+#include "nn/modules.h"
+#include "ops/ops.h"
+
+/* What the sequence keeps per block besides tensors: where the generator was
+ * before F and before G, and the input's fingerprint. */
+typedef struct rt_block_record {
+    rt_rev_rng rng;
+    double sum, sumsq, proj;
+    int exact_slot; /* saved exact input, or -1 */
+} rt_block_record;
+
+typedef struct rt_seq_ctx {
+    rt_rev_sequence *seq;
+    int n;          /* blocks at forward */
+    bool calibrating;
+    int out_slot;
+    rt_block_record rec[];
+} rt_seq_ctx;
+
+static rt_rev_block *rt_seq_block(rt_rev_sequence *s, int i) {
+    return (rt_rev_block *)s->base.children[i].module;
+}
+
+/* sum, sum of squares and a ±1 pseudo-random projection of the input held
+ * as its two halves (x1 then x2, as flat arrays), in f64. The projection
+ * moves by about ‖δ‖ for an error δ, so it sees small random drift that the
+ * first two moments average away. A non-finite input gives a non-finite sum
+ * of squares. Half-wise, because backward keeps inputs as halves. */
+static void rt_fingerprint_part(const rt_tensor *x, int64_t base, double *sum, double *sumsq, double *proj) {
+    const float *p = rt_tensor_f32(x);
+    int64_t n = rt_tensor_numel(x);
+    double s = 0.0, q = 0.0, r = 0.0;
+    const uint32_t b0 = (uint32_t)base;
+    /* A 32-bit multiplicative hash gives the signs: it vectorises, where a
+     * 64-bit multiply would not on AVX2. */
+#pragma omp parallel for simd reduction(+ : s, q, r) if (n > 32768)
+    for (int64_t i = 0; i < n; i++) {
+        const double v = p[i];
+        const uint32_t h = (b0 + (uint32_t)i) * 2654435761u;
+        s += v;
+        q += v * v;
+        r += (h >> 31) ? -v : v;
+    }
+    *sum += s;
+    *sumsq += q;
+    *proj += r;
+}
+
+static void rt_fingerprint(const rt_tensor *x1, const rt_tensor *x2, double *sum, double *sumsq, double *proj) {
+    *sum = *sumsq = *proj = 0.0;
+    rt_fingerprint_part(x1, 0, sum, sumsq, proj);
+    rt_fingerprint_part(x2, rt_tensor_numel(x1), sum, sumsq, proj);
+}
+
+/* Relative drift of the rebuilt halves against the forward's fingerprint:
+ * the one metric both the run's check and AUTO's calibration use. */
+static double rt_drift(const rt_block_record *r, const rt_tensor *x1, const rt_tensor *x2) {
+    double s, q, p;
+    rt_fingerprint(x1, x2, &s, &q, &p);
+    if (!isfinite(q)) return INFINITY;
+    double norm = sqrt(r->sumsq) > 1e-30 ? sqrt(r->sumsq) : 1e-30;
+    double d = fabs(s - r->sum) / norm;
+    d = fmax(d, fabs(p - r->proj) / norm);
+    d = fmax(d, fabs(q - r->sumsq) / (norm * norm));
+    return d != d ? INFINITY : d;
+}
+
+/* The error for a rebuilt input of block b that drifted by d (infinite:
+ * not finite), or RT_OK when d <= tol. */
+static rt_status rt_drift_check(rt_rev_block *b, double d, double tol) {
+    char path[128];
+    if (d == INFINITY)
+        return rt_error_set(RT_ERR_NONFINITE, "reversible block '%s': the rebuilt input is not finite (F or G "
+                            "overflowed); keep exact activations with --grouping K or auto",
+                            rt_module_path(&b->base, path, sizeof path));
+    if (d > tol)
+        return rt_error_set(RT_ERR_RECONSTRUCTION,
+                            "reversible block '%s': the input rebuilt from the output drifted by %.3g (relative), "
+                            "over the tolerance %.3g; keep exact activations with --grouping K (a smaller K) or auto, "
+                            "or check F and G for exploding activations",
+                            rt_module_path(&b->base, path, sizeof path), d, tol);
+    return RT_OK;
+}
+
+/* A leaf requiring grad that shares t's storage. */
+static rt_tensor *rt_leaf(rt_tensor *t) {
+    rt_tensor *l = rt_tensor_detach(t);
+    if (l) l->requires_grad = true;
+    return l;
+}
+
+/* Gradient of x held by leaf l, or zeros when nothing reached it. */
+static rt_tensor *rt_leaf_grad(rt_tensor *l) {
+    return l->grad ? rt_tensor_retain(l->grad) : rt_tensor_zeros_like(l, RT_MEM_TEMP);
+}
+
+/* Block i's backward from its exact input x: recompute (y1, y2) with a
+ * graph and back-propagate (dy1, dy2); returns x's halves and their grads. */
+static rt_status rt_backward_exact(rt_rev_block *b, const rt_block_record *r, rt_tensor *x, rt_tensor *dy1,
+                                   rt_tensor *dy2, rt_tensor **x1o, rt_tensor **x2o, rt_tensor **dx1,
+                                   rt_tensor **dx2) {
+    *x1o = *x2o = *dx1 = *dx2 = NULL;
+    rt_tensor *h1, *h2, *x1 = NULL, *x2 = NULL, *y1 = NULL, *y2 = NULL;
+    RT_TRY(rt_rev_halves(b, x, &h1, &h2));
+    x1 = rt_leaf(h1);
+    x2 = rt_leaf(h2);
+    rt_status st = (x1 && x2) ? RT_OK : RT_ERR_OOM;
+    bool grad = rt_grad_set_enabled(true);
+    if (st == RT_OK) st = rt_rev_block_apply(b, &r->rng, NULL, x1, x2, &y1, &y2);
+    rt_grad_set_enabled(false);
+    /* y2 depends on y1 through G: its backward keeps y1's graph for the second pass */
+    if (st == RT_OK) st = rt_backward(y2, dy2, true);
+    if (st == RT_OK) st = rt_backward(y1, dy1, false);
+    if (st == RT_OK && (!(*dx1 = rt_leaf_grad(x1)) || !(*dx2 = rt_leaf_grad(x2)))) st = RT_ERR_OOM;
+    rt_rev_release4(y1, y2, x1, x2);
+    rt_grad_set_enabled(grad);
+    if (st != RT_OK) {
+        rt_rev_release4(h1, h2, *dx1, *dx2);
+        *dx1 = *dx2 = NULL;
+        return st;
+    }
+    *x1o = h1;
+    *x2o = h2;
+    return RT_OK;
+}
+
+/* Block i's backward from its output (y1, y2) only (RevNet Algorithm 1):
+ * rebuild (x1, x2) while building the graphs of G(y1) and F(x2) once, then
+ * back-propagate dy2 through G and the coupling, and dy1 + (G's
+ * contribution) through F. Inputs and outputs stay as halves, so no
+ * activation is concatenated and split again between blocks. */
+static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, rt_tensor *y1, rt_tensor *y2,
+                                     rt_tensor *dy1, rt_tensor *dy2, rt_tensor **x1o, rt_tensor **x2o,
+                                     rt_tensor **dx1, rt_tensor **dx2) {
+    *x1o = *x2o = *dx1 = *dx2 = NULL;
+    rt_tensor *y1l = rt_leaf(y1), *gy = NULL, *x2 = NULL, *x2l = NULL, *y2r = NULL, *fx = NULL, *x1 = NULL;
+    rt_tensor *g1 = NULL, *dy1t = NULL, *g2 = NULL;
+    rt_status st = y1l ? RT_OK : RT_ERR_OOM;
+    bool grad = rt_grad_set_enabled(true);
+    rt_rev_rng_goto(r->rng.seed, r->rng.off_g);
+    if (st == RT_OK) st = rt_module_forward(b->g, y1l, &gy);
+    if (st == RT_OK)
+        st = rt_rev_expect(b, "G", y1, gy, y2, b->coupling == RT_COUPLING_AFFINE ? 2 * y2->shape[1] : y2->shape[1]);
+    rt_grad_set_enabled(false);
+    if (st == RT_OK) st = rt_rev_uncouple(b, y2, gy, &x2);
+    if (st == RT_OK && !(x2l = rt_leaf(x2))) st = RT_ERR_OOM;
+    rt_grad_set_enabled(true);
+    if (st == RT_OK) st = rt_rev_couple(b, x2l, gy, &y2r);
+    rt_rev_rng_goto(r->rng.seed, r->rng.off_f);
+    if (st == RT_OK) st = rt_module_forward(b->f, x2l, &fx);
+    rt_grad_set_enabled(false);
+    if (st == RT_OK) st = rt_sub(y1, fx, &x1);
+    if (st == RT_OK) st = rt_backward(y2r, dy2, false);
+    if (st == RT_OK && !(g1 = rt_leaf_grad(y1l))) st = RT_ERR_OOM;
+    if (st == RT_OK) st = rt_add(dy1, g1, &dy1t);
+    if (st == RT_OK) st = rt_backward(fx, dy1t, false);
+    if (st == RT_OK && !(g2 = rt_leaf_grad(x2l))) st = RT_ERR_OOM;
+    rt_grad_set_enabled(grad);
+    rt_rev_release4(y1l, gy, x2l, y2r);
+    rt_rev_release4(fx, g1, NULL, NULL);
+    if (st != RT_OK) {
+        rt_rev_release4(x1, x2, dy1t, g2);
+        return st;
+    }
+    *x1o = x1;
+    *x2o = x2;
+    *dx1 = dy1t;
+    *dx2 = g2;
+    return RT_OK;
+}
+
+/* Rebuilds, without autograd, the chain of blocks from..to (from >= to,
+ * walking down) starting at block `from`'s output `y`, exactly as backward
+ * with grouping would; *len_fail = inversions until the first drift over
+ * `limit` (0 if none), *worst = the largest drift within the limit. */
+static rt_status rt_calibrate_chain(rt_seq_ctx *c, int from, int to, rt_tensor *y, double limit, int *len_fail,
+                                    double *worst, double *over) {
+    rt_rev_sequence *s = c->seq;
+    rt_tensor *h = rt_tensor_retain(y);
+    rt_status st = RT_OK;
+    *len_fail = 0;
+    for (int i = from, len = 1; i >= to && st == RT_OK; i--, len++) {
+        rt_rev_block *b = rt_seq_block(s, i);
+        rt_tensor *x = NULL, *x1 = NULL, *x2 = NULL;
+        st = rt_rev_block_invert(b, &c->rec[i].rng, h, &x);
+        if (st == RT_OK) st = rt_rev_halves(b, x, &x1, &x2);
+        if (st == RT_OK) {
+            double d = rt_drift(&c->rec[i], x1, x2);
+            if (!(d <= limit)) {
+                *len_fail = len;
+                *over = d;
+                rt_rev_release4(x, x1, x2, NULL);
+                break;
+            }
+            *worst = fmax(*worst, d);
+        }
+        rt_rev_release4(h, x1, x2, NULL);
+        h = x;
+    }
+    rt_tensor_release(h);
+    return st;
+}
+
+/* AUTO's choice of k (see memory/reversible.h): for k = n, n-1, …, rebuild
+ * the chains that grouping every k rebuilds — from the output down to the
+ * last exact block, and from each exact input (blocks m ≡ 0 mod k) down to
+ * the block after the previous one — and keep the largest k whose chains
+ * all stay within tol/2. A chain failing after L inversions rules out every
+ * k > L, so the search skips to k = L. */
+static rt_status rt_calibrate(rt_node *node, rt_seq_ctx *c, rt_tensor *out, double tol) {
+    rt_rev_sequence *s = c->seq;
+    int n = c->n, k = n;
+    double limit = tol / 2, worst = 0.0, over = 0.0;
+    bool grad = rt_grad_set_enabled(false);
+    rt_status st = RT_OK;
+    while (k > 1 && st == RT_OK) {
+        int fail = 0;
+        worst = 0.0;
+        int top = ((n - 1) / k) * k; /* the last block with an exact input */
+        st = rt_calibrate_chain(c, n - 1, top + 1, out, limit, &fail, &worst, &over);
+        for (int m = top; m >= k && st == RT_OK && !fail; m -= k) {
+            rt_tensor *exact;
+            st = rt_node_saved(node, c->rec[m].exact_slot, &exact);
+            if (st == RT_OK) st = rt_calibrate_chain(c, m - 1, m - k + 1, exact, limit, &fail, &worst, &over);
+        }
+        if (st != RT_OK || !fail) break;
+        k = fail < k - 1 ? fail : k - 1;
+    }
+    rt_grad_set_enabled(grad);
+    if (st != RT_OK) return st;
+    s->k = k;
+    s->calib_error[0] = worst;
+    s->calib_error[1] = k < n ? over : 0.0;
+    return RT_OK;
+}
+
+static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rt_seq_ctx *c = self->ctx;
+    rt_rev_sequence *s = c->seq;
+    double tol = s->tol > 0 ? s->tol : 1e-3;
+    rt_tensor *out, *y1 = NULL, *y2 = NULL, *dy1 = NULL, *dy2 = NULL;
+    RT_TRY(rt_node_saved(self, c->out_slot, &out));
+    if (c->n != s->base.n_children)
+        return rt_error_set(RT_ERR_STATE, "reversible sequence: blocks were added or removed between forward and "
+                            "backward");
+    rt_rev_block *last = rt_seq_block(s, c->n - 1);
+    /* every block of a sequence splits the same channel count, so one block's
+     * input halves are the previous block's output halves */
+    rt_status st = rt_rev_halves(last, out, &y1, &y2);
+    if (st == RT_OK) st = rt_rev_halves(last, grad_out[0], &dy1, &dy2);
+    rt_generator saved_gen = *rt_default_generator();
+    bool rec = rt_recompute_set_active(true);
+    s->last_drift = 0.0;
+    /* on meta nothing can be measured: k stays 0, so a meta run predicts
+     * the calibration step, the one that keeps every exact input */
+    if (st == RT_OK && c->calibrating && !rt_tensor_is_meta(out)) st = rt_calibrate(self, c, out, tol);
+    for (int i = c->n - 1; i >= 0 && st == RT_OK; i--) {
+        rt_rev_block *b = rt_seq_block(s, i);
+        const rt_block_record *r = &c->rec[i];
+        rt_tensor *x1 = NULL, *x2 = NULL, *dx1 = NULL, *dx2 = NULL, *exact = NULL;
+        if (r->exact_slot >= 0) st = rt_node_saved(self, r->exact_slot, &exact);
+        if (st != RT_OK) break;
+        if (exact) {
+            st = rt_backward_exact(b, r, exact, dy1, dy2, &x1, &x2, &dx1, &dx2);
+        } else {
+            st = rt_backward_rebuild(b, r, y1, y2, dy1, dy2, &x1, &x2, &dx1, &dx2);
+            if (st == RT_OK && !rt_tensor_is_meta(x1)) {
+                double d = rt_drift(r, x1, x2);
+                s->last_drift = fmax(s->last_drift, d);
+                st = rt_drift_check(b, d, tol);
+            }
+        }
+        rt_rev_release4(y1, y2, dy1, dy2);
+        y1 = x1;
+        y2 = x2;
+        dy1 = dx1;
+        dy2 = dx2;
+    }
+    rt_recompute_set_active(rec);
+    *rt_default_generator() = saved_gen;
+    if (st == RT_OK && rt_node_needs_grad(self, 0)) {
+        bool grad = rt_grad_set_enabled(false);
+        st = rt_rev_join(dy1, dy2, &grad_in[0]);
+        rt_grad_set_enabled(grad);
+    }
+    rt_rev_release4(y1, y2, dy1, dy2);
+    return st;
+}
+
+typedef struct rt_param_list {
+    rt_tensor **items;
+    int n, cap;
+} rt_param_list;
+
+static rt_status rt_param_list_push(rt_param_list *l, rt_tensor *t) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 32;
+        rt_tensor **p = realloc(l->items, (size_t)cap * sizeof *p);
+        if (!p) return rt_error_set(RT_ERR_OOM, "out of memory in a reversible sequence");
+        l->items = p;
+        l->cap = cap;
+    }
+    l->items[l->n++] = t;
+    return RT_OK;
+}
+
+static rt_status rt_collect_params(rt_module *m, const char *path, void *user) {
+    (void)path;
+    for (int i = 0; i < m->n_entries; i++)
+        if (m->entries[i].kind == RT_ENTRY_PARAM) RT_TRY(rt_param_list_push(user, m->entries[i].tensor));
+    return RT_OK;
+}
+
+/* Reversible forward: no graph inside, one node outside whose edges include
+ * every parameter of the blocks, so it exists (and parameter gradients
+ * arrive) even when x needs no gradient. */
+static rt_status rt_seq_forward_reversible(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **out) {
+    int n = s->base.n_children;
+    rt_param_list inputs = {0};
+    rt_status st = rt_param_list_push(&inputs, x);
+    if (st == RT_OK) st = rt_module_visit(&s->base, rt_collect_params, &inputs);
+    rt_node *node = NULL;
+    if (st == RT_OK) st = rt_node_create("reversible_sequence", inputs.n, inputs.items, 1, rt_seq_backward, 0, &node);
+    free(inputs.items);
+    if (st != RT_OK) return st;
+    rt_seq_ctx *c = NULL;
+    if (node) {
+        c = calloc(1, sizeof *c + (size_t)n * sizeof(rt_block_record));
+        if (!c) {
+            rt_node_release(node);
+            return rt_error_set(RT_ERR_OOM, "out of memory in a reversible sequence");
+        }
+        node->ctx = c;
+        c->seq = s;
+        c->n = n;
+        c->calibrating = s->grouping == RT_GROUPING_AUTO && s->k == 0 && training;
+    }
+    int k = s->grouping == RT_GROUPING_FULL ? 0 : (s->k > 0 ? s->k : 1);
+    bool grad = rt_grad_set_enabled(false);
+    /* Every block of a sequence splits the same channel count, so a block's
+     * output halves are the next block's input halves: split once, join once. */
+    rt_tensor *x1 = NULL, *x2 = NULL, *h = NULL;
+    st = rt_rev_halves(rt_seq_block(s, 0), x, &x1, &x2);
+    for (int i = 0; i < n && st == RT_OK; i++) {
+        rt_rev_block *b = rt_seq_block(s, i);
+        rt_block_record *r = c ? &c->rec[i] : NULL;
+        if (r) {
+            r->exact_slot = -1;
+            if (c->calibrating || (k > 0 && i % k == 0)) { /* keep this block's exact input */
+                rt_tensor *in = i == 0 ? rt_tensor_retain(x) : NULL;
+                if (i > 0) st = rt_rev_join(x1, x2, &in);
+                if (st == RT_OK) st = rt_node_save(node, in, &r->exact_slot);
+                rt_tensor_release(in);
+            }
+            if (st == RT_OK && !rt_tensor_is_meta(x1)) rt_fingerprint(x1, x2, &r->sum, &r->sumsq, &r->proj);
+        }
+        rt_tensor *y1 = NULL, *y2 = NULL;
+        rt_rev_rng at;
+        if (st == RT_OK) st = rt_rev_block_apply(b, NULL, &at, x1, x2, &y1, &y2);
+        if (r) r->rng = at;
+        if (st == RT_OK && training) {
+            b->has_record = true;
+            b->seed = at.seed;
+            b->off_f = at.off_f;
+            b->off_g = at.off_g;
+        }
+        rt_rev_release4(x1, x2, NULL, NULL);
+        x1 = y1;
+        x2 = y2;
+    }
+    if (st == RT_OK) st = rt_rev_join(x1, x2, &h);
+    rt_rev_release4(x1, x2, NULL, NULL);
+    rt_grad_set_enabled(grad);
+    if (st == RT_OK && node) st = rt_node_save(node, h, &c->out_slot);
+    if (st == RT_OK) rt_node_set_output(node, h, 0);
+    rt_node_release(node);
+    if (st != RT_OK) {
+        rt_tensor_release(h);
+        return st;
+    }
+    *out = h;
+    return RT_OK;
+}
+
+static rt_status rt_seq_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    rt_rev_sequence *s = (rt_rev_sequence *)m;
+    *y = NULL;
+    for (int i = 0; i < m->n_children; i++)
+        if (!rt_rev_block_of(m->children[i].module)) {
+            char path[128];
+            return rt_error_set(RT_ERR_INVALID_ARG, "reversible sequence '%s': child '%s' is a %s, not a "
+                                "ReversibleBlock", rt_module_path(m, path, sizeof path), m->children[i].name,
+                                m->children[i].module->cls->type);
+        }
+    if (m->n_children == 0) {
+        *y = rt_tensor_retain(x);
+        return RT_OK;
+    }
+    if (s->grouping == RT_GROUPING_EVERY && s->k < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "reversible sequence: grouping every k needs k >= 1 (got %d)", s->k);
+    if (x->ndim >= 2 && x->layout == RT_LAYOUT_BLOCKED &&
+        ((x->shape[1] / 2) % RT_LAYOUT_BLOCK || (x->shape[1] - x->shape[1] / 2) % RT_LAYOUT_BLOCK)) {
+        /* The halves are not block-aligned, so every block works in the PLAIN
+         * order; convert once here so inputs and rebuilt inputs share one order. */
+        rt_tensor *plain = NULL;
+        RT_TRY(rt_to_layout(x, RT_LAYOUT_PLAIN, &plain));
+        rt_status st = rt_seq_forward(m, plain, y);
+        rt_tensor_release(plain);
+        return st;
+    }
+    if (s->reversible && rt_grad_is_enabled()) return rt_seq_forward_reversible(s, x, m->training, y);
+    rt_tensor *h = rt_tensor_retain(x);
+    for (int i = 0; i < m->n_children; i++) RT_SEQ(h, next, rt_module_forward(m->children[i].module, h, &next));
+    *y = h;
+    return RT_OK;
+}
+
+static const rt_module_class rt_rev_sequence_class = {"ReversibleSequence", rt_seq_forward, NULL};
+
+rt_status rt_rev_sequence_create(rt_module **out) {
+    rt_rev_sequence *s = (rt_rev_sequence *)rt_module_alloc(sizeof *s, &rt_rev_sequence_class);
+    *out = s ? &s->base : NULL;
+    if (!s) return RT_ERR_OOM;
+    s->reversible = true;
+    s->grouping = RT_GROUPING_FULL;
+    return RT_OK;
+}
+
+rt_rev_sequence *rt_rev_sequence_of(rt_module *m) {
+    return rt_module_is(m, &rt_rev_sequence_class) ? (rt_rev_sequence *)m : NULL;
+}
+
+typedef struct rt_seq_setting {
+    bool set_reversible, reversible, set_grouping;
+    rt_grouping grouping;
+    int k, count;
+} rt_seq_setting;
+
+static rt_status rt_seq_apply(rt_module *m, const char *path, void *user) {
+    (void)path;
+    rt_seq_setting *set = user;
+    rt_rev_sequence *s = rt_rev_sequence_of(m);
+    if (!s) return RT_OK;
+    set->count++;
+    if (set->set_reversible) s->reversible = set->reversible;
+    if (set->set_grouping) {
+        if (s->grouping != set->grouping || set->grouping != RT_GROUPING_AUTO) s->k = 0;
+        s->grouping = set->grouping;
+        if (set->grouping == RT_GROUPING_EVERY) s->k = set->k;
+    }
+    return RT_OK;
+}
+
+void rt_module_set_reversible(rt_module *m, bool reversible) {
+    rt_seq_setting set = {.set_reversible = true, .reversible = reversible};
+    if (m) rt_module_visit(m, rt_seq_apply, &set);
+}
+
+rt_status rt_module_set_grouping(rt_module *m, rt_grouping grouping, int k) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_set_grouping: the module is NULL");
+    if (grouping == RT_GROUPING_EVERY && k < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "grouping every k needs k >= 1 (got %d)", k);
+    if (grouping != RT_GROUPING_FULL && grouping != RT_GROUPING_EVERY && grouping != RT_GROUPING_AUTO)
+        return rt_error_set(RT_ERR_INVALID_ARG, "unknown grouping %d", (int)grouping);
+    rt_seq_setting set = {.set_grouping = true, .grouping = grouping, .k = k};
+    return rt_module_visit(m, rt_seq_apply, &set);
+}
+
+int rt_module_count_reversible(rt_module *m) {
+    rt_seq_setting set = {0};
+    if (m) rt_module_visit(m, rt_seq_apply, &set);
+    return set.count;
+}

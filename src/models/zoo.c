@@ -1,0 +1,101 @@
+/* The model zoo: one table of names used by the CLI, tests and help text. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/model.h"
+#include "models/resnet.h"
+#include "models/revnet.h"
+
+static const rt_zoo_entry rt_zoo[] = {
+    {"revnet38", "RevNet-38 (Gomez et al. 2017), reversible, 32/32-64-112 filters", true},
+    {"revnet110", "RevNet-110, reversible, 32/32-64-128 filters", true},
+    {"revnet164", "RevNet-164, reversible bottleneck units", true},
+    {"revnet_small", "RevNet-38's units at ResNet-20's widths (revtorch's quick default)", true},
+    {"resnet20", "CIFAR ResNet-20 (He et al. 2016, section 4.2)", false},
+    {"resnet32", "CIFAR ResNet-32", false},
+    {"resnet44", "CIFAR ResNet-44", false},
+    {"resnet56", "CIFAR ResNet-56", false},
+    {"resnet110", "CIFAR ResNet-110", false},
+    {"resnet164", "CIFAR ResNet-164 (bottleneck)", false},
+    {"resnet18", "torchvision resnet18", false},
+    {"resnet34", "torchvision resnet34", false},
+    {"resnet50", "torchvision resnet50 (v1.5)", false},
+};
+enum { RT_ZOO_N = sizeof rt_zoo / sizeof rt_zoo[0] };
+
+const rt_zoo_entry *rt_zoo_entries(int *n) {
+    *n = RT_ZOO_N;
+    return rt_zoo;
+}
+
+const rt_zoo_entry *rt_zoo_find(const char *name) {
+    for (int i = 0; name && i < RT_ZOO_N; i++)
+        if (!strcmp(rt_zoo[i].name, name)) return &rt_zoo[i];
+    return NULL;
+}
+
+const char *rt_model_names(void) {
+    /* built from the table, so help text and the table cannot disagree */
+    static _Thread_local char names[512];
+    if (!names[0]) {
+        size_t len = 0;
+        for (int i = 0; i < RT_ZOO_N && len < sizeof names; i++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", rt_zoo[i].name);
+    }
+    return names;
+}
+
+bool rt_model_name_has_reversible(const char *name) {
+    const rt_zoo_entry *e = rt_zoo_find(name);
+    return e && e->has_reversible;
+}
+
+static rt_status rt_zoo_build(const char *name, rt_init_ctx *ctx, int64_t in_channels, int64_t num_classes,
+                              rt_module **net) {
+    rt_resnet_config cfg;
+    rt_revnet_config rcfg;
+    if (rt_resnet_config_get(name, &cfg) == RT_OK) return rt_resnet_build(&cfg, ctx, in_channels, num_classes, net);
+    if (rt_revnet_config_get(name, &rcfg) == RT_OK) return rt_revnet_build(&rcfg, ctx, in_channels, num_classes, net);
+    return rt_error_set(RT_ERR_INVALID_ARG, "unknown model '%s'; choose one of: %s", name, rt_model_names());
+}
+
+rt_status rt_model_create(const char *name, int64_t in_channels, int64_t num_classes, rt_device device,
+                          uint64_t seed, rt_model **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_model_create: the output pointer is NULL");
+    *out = NULL;
+    if (!name || !rt_zoo_find(name))
+        return rt_error_set(RT_ERR_INVALID_ARG, "unknown model '%s'; choose one of: %s", name ? name : "(NULL)",
+                            rt_model_names());
+    if (in_channels < 1 || num_classes < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s needs >= 1 input channel and >= 1 class, got %lld and %lld", name,
+                            (long long)in_channels, (long long)num_classes);
+    rt_model *m = calloc(1, sizeof *m);
+    if (!m) return rt_error_set(RT_ERR_OOM, "out of memory creating %s", name);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->in_channels = in_channels;
+    m->num_classes = num_classes;
+    rt_init_ctx ctx = rt_init_ctx_make(device, seed);
+    rt_status st = rt_zoo_build(name, &ctx, in_channels, num_classes, &m->net);
+    if (st == RT_OK) st = rt_module_state_dict(m->net, &m->sd);
+    if (st != RT_OK) {
+        rt_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return RT_OK;
+}
+
+void rt_model_destroy(rt_model *m) {
+    if (!m) return;
+    rt_state_dict_destroy(m->sd);
+    rt_module_destroy(m->net);
+    free(m);
+}
+
+rt_status rt_model_forward(rt_model *m, rt_tensor *x, rt_tensor **logits) {
+    if (!logits) return rt_error_set(RT_ERR_INVALID_ARG, "rt_model_forward: the output pointer is NULL");
+    *logits = NULL;
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_model_forward: the model is NULL");
+    return rt_module_forward(m->net, x, logits);
+}

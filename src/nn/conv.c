@@ -1,0 +1,57 @@
+/* Conv2d / Conv3d modules (nn/modules.h). */
+#include <math.h>
+
+#include "nn/modules.h"
+
+typedef struct rt_conv_module {
+    rt_module base;
+    rt_tensor *weight, *bias; /* borrowed from the module's entries */
+    rt_conv_opts opts;
+} rt_conv_module;
+
+static rt_status rt_conv_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    rt_conv_module *c = (rt_conv_module *)m;
+    return rt_conv(x, c->weight, c->bias, &c->opts, y);
+}
+
+static const rt_module_class rt_conv2d_class = {"Conv2d", rt_conv_module_forward, NULL};
+static const rt_module_class rt_conv3d_class = {"Conv3d", rt_conv_module_forward, NULL};
+
+rt_status rt_conv_create(rt_init_ctx *ctx, int nsp, int64_t in, int64_t out, int64_t k, int64_t stride,
+                         int64_t padding, int64_t groups, bool bias, rt_conv_init init, rt_module **m) {
+    *m = NULL;
+    if (nsp != 2 && nsp != 3)
+        return rt_error_set(RT_ERR_INVALID_ARG, "convolutions are 2-D or 3-D, got %d spatial dims", nsp);
+    if (in < 1 || out < 1 || k < 1 || stride < 1 || padding < 0)
+        return rt_error_set(RT_ERR_INVALID_ARG, "Conv%dd(%lld, %lld, kernel_size=%lld, stride=%lld, padding=%lld): "
+                            "channels, kernel and stride must be >= 1 and padding >= 0", nsp, (long long)in,
+                            (long long)out, (long long)k, (long long)stride, (long long)padding);
+    if (groups < 1 || in % groups || out % groups)
+        return rt_error_set(RT_ERR_INVALID_ARG, "Conv%dd: groups=%lld must divide in=%lld and out=%lld", nsp,
+                            (long long)groups, (long long)in, (long long)out);
+    rt_conv_module *c = (rt_conv_module *)rt_module_alloc(sizeof *c, nsp == 2 ? &rt_conv2d_class : &rt_conv3d_class);
+    if (!c) return RT_ERR_OOM;
+    int64_t shape[5] = {out, in / groups, k, k, k};
+    rt_status st = rt_module_register(&c->base, ctx, "weight", RT_ENTRY_PARAM, 2 + nsp, shape, &c->weight);
+    if (st == RT_OK && bias) st = rt_module_register(&c->base, ctx, "bias", RT_ENTRY_PARAM, 1, &out, &c->bias);
+    if (st != RT_OK) {
+        rt_module_destroy(&c->base);
+        return st;
+    }
+    int64_t receptive = nsp == 2 ? k * k : k * k * k;
+    if (init == RT_INIT_KAIMING_FAN_OUT) {
+        rt_init_normal(ctx, c->weight, sqrtf(2.0f / (float)(out * receptive)));
+    } else {
+        float bound = 1.0f / sqrtf((float)(in / groups * receptive));
+        rt_init_uniform(ctx, c->weight, bound);
+        if (c->bias) rt_init_uniform(ctx, c->bias, bound);
+    }
+    for (int i = 0; i < nsp; i++) {
+        c->opts.stride[i] = stride;
+        c->opts.padding[i] = padding;
+        c->opts.dilation[i] = 1;
+    }
+    c->opts.groups = groups;
+    *m = &c->base;
+    return RT_OK;
+}

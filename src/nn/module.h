@@ -1,0 +1,150 @@
+/* Modules: the C counterpart of torch.nn.Module.
+ *
+ * A module has a class (its PyTorch type name and a forward function), a
+ * train/eval flag, its own named tensors (parameters, buffers and counters,
+ * e.g. a BatchNorm2d's weight, running_mean and num_batches_tracked) and
+ * named children. State-dict names follow from the tree exactly as in
+ * PyTorch: the child path joined by dots, then the tensor's own name
+ * (`layer1.0.conv1.weight`).
+ *
+ * Concrete modules embed `rt_module` as their first member (C's form of
+ * inheritance) and are allocated with rt_module_alloc. Memory strategies
+ * (memory/reversible.h, and checkpointing next) are modules that wrap other
+ * modules, so a strategy is chosen by building or configuring the tree, not
+ * by fields of a model.
+ *
+ * Ownership: a parent owns its children (rt_module_add_child transfers the
+ * child, also on failure) and a module owns one reference to each of its
+ * tensors; rt_module_destroy frees the whole subtree. Tensors handed out
+ * (rt_module_tensor, state dicts) are borrowed unless stated otherwise. */
+#ifndef RT_NN_MODULE_H
+#define RT_NN_MODULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/rng.h"
+#include "nn/state_dict.h"
+
+typedef struct rt_module rt_module;
+
+/* What every module of one kind shares (a C vtable). */
+typedef struct rt_module_class {
+    const char *type; /* PyTorch's class name, e.g. "Conv2d", "Sequential" */
+    /* y = module(x), in the mode of m->training. x is borrowed, *y a new
+     * reference (NULL on error). */
+    rt_status (*forward)(rt_module *m, rt_tensor *x, rt_tensor **y);
+    /* Frees what the concrete module holds beyond the base (NULL: nothing).
+     * Children and registered tensors are freed by rt_module_destroy. */
+    void (*destroy)(rt_module *m);
+} rt_module_class;
+
+typedef struct rt_module_child {
+    char *name;         /* "" for an inline child, see rt_module_add_child */
+    rt_module *module;
+} rt_module_child;
+
+/* Called after a module's forward (torch's register_forward_hook): x is the
+ * input, y the output, both borrowed. An error fails the forward. */
+typedef rt_status (*rt_forward_hook)(rt_module *m, rt_tensor *x, rt_tensor *y, void *user);
+
+struct rt_module {
+    const rt_module_class *cls;
+    bool training;                 /* train() / eval(); new modules are in training mode */
+    rt_state_entry *entries;       /* own tensors, short names ("weight") */
+    int n_entries, cap_entries;
+    rt_module_child *children;
+    int n_children, cap_children;
+    rt_forward_hook hook;          /* optional, see rt_module_set_forward_hook */
+    void *hook_user;
+    /* Set by rt_module_add_child (NULL / "" for a root), so that errors can
+     * name the module's path (rt_module_path); not part of PyTorch's API. */
+    rt_module *parent;
+    const char *name;              /* borrowed from the parent's child entry */
+};
+
+/* Where new parameters live and the stream that initialises them, threaded
+ * through the constructors of a model so that parameters are initialised in
+ * construction order from one Philox stream (seeded like torch.manual_seed). */
+typedef struct rt_init_ctx {
+    rt_device device;  /* cpu, or meta for memory prediction (nothing is computed) */
+    rt_generator gen;  /* initialisation stream; advanced by every init */
+} rt_init_ctx;
+
+/* An initialisation context for `device`, Philox stream `seed`, offset 0. */
+rt_init_ctx rt_init_ctx_make(rt_device device, uint64_t seed);
+
+/* For module implementations: a zeroed object of `size` bytes (>= sizeof
+ * rt_module, the rt_module first) of class `cls`, in training mode. NULL
+ * with RT_ERR_OOM set when memory runs out. Free with rt_module_destroy. */
+rt_module *rt_module_alloc(size_t size, const rt_module_class *cls);
+
+/* Frees m, its children (recursively) and its references to its tensors.
+ * NULL is a no-op. */
+void rt_module_destroy(rt_module *m);
+
+/* y = m(x): the class's forward, then the forward hook if one is set.
+ * RT_ERR_INVALID_ARG for NULL arguments. */
+rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y);
+
+/* Makes `child` m's child named `name` (torch's add_module). The parent
+ * owns the child from this call on; on failure the child is destroyed.
+ * Names are unique among a module's children and tensors (RT_ERR_INVALID_ARG).
+ * An empty name adds an *inline* child: its tensors and children are named
+ * as if they were m's own (no path component), which lets a wrapper such as
+ * a reversible sequence run some of a module's numbered children without
+ * renaming them (a RevNet stage's `layer1.1 … layer1.n`). */
+rt_status rt_module_add_child(rt_module *m, const char *name, rt_module *child);
+
+/* Appends `child` named by its position among m's named children ("0",
+ * "1", … as torch.nn.Sequential numbers them). Ownership as rt_module_add_child. */
+rt_status rt_module_append(rt_module *m, rt_module *child);
+
+/* Creates a zeroed f32 tensor of `shape` booked PARAM on ctx->device and
+ * registers it as m's tensor `name` of `kind` (PARAM: a trainable leaf that
+ * requires grad, torch's register_parameter; BUFFER: running statistics,
+ * register_buffer). *out receives it, borrowed (owned by m). Errors:
+ * RT_ERR_INVALID_ARG for a duplicate name, RT_ERR_OOM. */
+rt_status rt_module_register(rt_module *m, rt_init_ctx *ctx, const char *name, rt_entry_kind kind, int ndim,
+                             const int64_t *shape, rt_tensor **out);
+/* Registers an int64 counter that lives inside the module (a BatchNorm's
+ * num_batches_tracked); exported as a 0-d I64 tensor by io/weights.h. */
+rt_status rt_module_register_counter(rt_module *m, const char *name, int64_t *counter);
+
+/* m's own tensor named `name` (borrowed), or NULL. */
+rt_tensor *rt_module_tensor(const rt_module *m, const char *name);
+/* The child named `name`, or the descendant at a dotted path ("layer1.0"),
+ * as torch's get_submodule; inline children are looked through. NULL when
+ * there is none. */
+rt_module *rt_module_find(rt_module *m, const char *path);
+
+/* Sets training mode on m and every descendant (torch's train()/eval()). */
+void rt_module_train(rt_module *m, bool training);
+
+/* Visits m and every descendant in pre-order (a module before its children,
+ * children in insertion order), passing the dotted path (root: "") —
+ * torch's named_modules(). Stops at and returns the first non-OK status. */
+typedef rt_status (*rt_module_visit_fn)(rt_module *m, const char *path, void *user);
+rt_status rt_module_visit(rt_module *m, rt_module_visit_fn fn, void *user);
+
+/* True when m is of class `cls` (instead of comparing function pointers). */
+static inline bool rt_module_is(const rt_module *m, const rt_module_class *cls) {
+    return m && m->cls == cls;
+}
+
+/* A new state dict (nn/state_dict.h) naming every tensor of the tree with
+ * its full path, in pre-order: torch's state_dict(). The dict holds its own
+ * references to the tensors (counters point into their modules), so it
+ * must not outlive the modules for its counters. RT_ERR_OOM, or
+ * RT_ERR_INVALID_ARG when two tensors end up with the same name (an inline
+ * child clashing with its parent's names). */
+rt_status rt_module_state_dict(rt_module *m, rt_state_dict **out);
+
+/* Writes m's dotted path from its root ("layer1.0.conv1"; the type name for
+ * a root, e.g. "Sequential") into buf (always NUL-terminated); returns buf. */
+char *rt_module_path(const rt_module *m, char *buf, size_t n);
+
+/* Installs (fn) or removes (NULL) m's forward hook. */
+void rt_module_set_forward_hook(rt_module *m, rt_forward_hook fn, void *user);
+
+#endif

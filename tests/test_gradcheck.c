@@ -28,6 +28,7 @@
 #include "core/rng.h"
 #include "core/mem.h"
 #include "core/tensor.h"
+#include "ops/coupling.h"
 #include "ops/ops.h"
 #include "rt_test.h"
 #include "test_util.h"
@@ -943,6 +944,58 @@ TU_TEST(new_ops_blocked_layout) {
     }
 }
 
+/* ------------------------------------------------------------ affine coupling */
+
+static rt_status f_affine(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_affine_coupling(in[0], in[1], out);
+}
+
+TU_TEST(affine_coupling) {
+    seed_inputs(132);
+    /* s_raw ~ N(0, 2) reaches the soft clamp's curved part */
+    CHECK(GC("affine_coupling", f_affine, NULL, 1e-2f, RANDN(0, 1, 2, 3, 2, 2), RANDN(0, 2, 2, 6, 2, 2)));
+    CHECK(GC("affine_coupling_nc", f_affine, NULL, 1e-2f, RANDN(0, 1, 3, 2), RANDN(0, 1, 3, 4)));
+}
+
+/* Extreme inputs: a NaN/Inf output is RT_ERR_NONFINITE with a message naming
+ * the element and the fix, no output and no graph; an extreme log-scale alone
+ * stays finite (it is soft-clamped). */
+TU_TEST(affine_coupling_nonfinite) {
+    seed_inputs(133);
+    rt_tensor *x2 = RANDN(0, 1, 2, 2, 3), *st = RANDN(0, 1, 2, 4, 3), *y = NULL;
+    CHECK(x2 && st);
+    CHECK_OK(rt_tensor_set_requires_grad(x2, true));
+    CHECK_OK(rt_tensor_set_requires_grad(st, true));
+    float *xp = rt_tensor_f32(x2), *sp = rt_tensor_f32(st);
+    /* s_raw = ±1e30 and ±inf: the scale stays in [e^-2, e^2], y finite */
+    sp[0] = 1e30f, sp[1] = -INFINITY, sp[12 + 2] = INFINITY;
+    CHECK_OK(rt_affine_coupling(x2, st, &y));
+    tu_own(y);
+    CHECK(isfinite(tu_max_abs(rt_tensor_numel(y), rt_tensor_f32(y))));
+    /* x2 near FLT_MAX times a scale > 1 overflows: sample 1, element 4 */
+    xp[6 + 4] = 3e38f;
+    sp[12 + 4] = 2.0f;
+    y = x2;
+    rt_status s = rt_affine_coupling(x2, st, &y);
+    printf("  overflow: %s: %s\n", rt_status_str(s), rt_error_last());
+    CHECK_EQ_INT(s, RT_ERR_NONFINITE);
+    CHECK(y == NULL);
+    CHECK(strstr(rt_error_last(), "sample 1, element 4") && strstr(rt_error_last(), "overflowed"));
+    CHECK(strstr(rt_error_last(), "learning rate"));
+    xp[6 + 4] = 1.0f;
+    /* a NaN shift t (sample 0, element 1): named as a non-finite input */
+    sp[6 + 1] = NAN;
+    s = rt_affine_coupling(x2, st, &y);
+    printf("  NaN shift: %s: %s\n", rt_status_str(s), rt_error_last());
+    CHECK_EQ_INT(s, RT_ERR_NONFINITE);
+    CHECK(strstr(rt_error_last(), "sample 0, element 1") && strstr(rt_error_last(), "already NaN/Inf"));
+    /* an infinite input under grad mode: nothing recorded, no gradient */
+    sp[6 + 1] = 0.0f;
+    xp[0] = INFINITY;
+    CHECK_EQ_INT(rt_affine_coupling(x2, st, &y), RT_ERR_NONFINITE);
+    CHECK(y == NULL && x2->grad == NULL && st->grad == NULL);
+}
+
 /* ------------------------------------------------------------ a composite graph */
 
 /* conv -> batch_norm(train) -> h + 0.5·h (fan-out) -> avg_pool -> flatten
@@ -992,5 +1045,5 @@ RT_TEST_MAIN({"conv2d_basic", conv2d_basic}, {"conv2d_stride2_pad_nobias", conv2
              {"sum_mean", sum_mean}, {"square_pow", square_pow}, {"tanh_sigmoid", tanh_sigmoid},
              {"custom_loss", custom_loss}, {"pow_tanh_sigmoid_edge_values", pow_tanh_sigmoid_edge_values},
              {"new_ops_errors", new_ops_errors}, {"new_ops_meta", new_ops_meta},
-             {"new_ops_blocked_layout", new_ops_blocked_layout},
-             {"composite_chain", composite_chain})
+             {"new_ops_blocked_layout", new_ops_blocked_layout}, {"affine_coupling", affine_coupling},
+             {"affine_coupling_nonfinite", affine_coupling_nonfinite}, {"composite_chain", composite_chain})

@@ -26,7 +26,9 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "core/rng.h"
+#include "core/mem.h"
 #include "core/tensor.h"
+#include "ops/coupling.h"
 #include "ops/ops.h"
 #include "rt_test.h"
 #include "test_util.h"
@@ -627,6 +629,373 @@ TU_TEST(mse_loss) {
     CHECK(gc_run(&gc));
 }
 
+/* ------------------------------------------------------------ reductions and pointwise math */
+
+static rt_status f_sum(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_sum(in[0], out); }
+static rt_status f_mean(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_mean(in[0], out); }
+static rt_status f_square(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_square(in[0], out); }
+static rt_status f_pow(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_pow_scalar(in[0], *(float *)ctx, out);
+}
+static rt_status f_tanh(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_tanh(in[0], out); }
+static rt_status f_sigmoid(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_sigmoid(in[0], out); }
+
+/* |N(0,1)| + lo: positive values at least lo (> h) from 0, for non-integer powers. */
+static rt_tensor *randn_positive(int ndim, const int64_t *shape, float lo) {
+    rt_tensor *t = randn(ndim, shape, 0.0f, 1.0f);
+    if (!t) return NULL;
+    float *p = rt_tensor_f32(t);
+    for (int64_t i = 0; i < rt_tensor_numel(t); i++) p[i] = fabsf(p[i]) + lo;
+    return t;
+}
+
+TU_TEST(sum_mean) {
+    seed_inputs(126);
+    CHECK(GC("sum", f_sum, NULL, 1e-2f, RANDN(0, 1, 2, 3, 4, 4)));
+    CHECK(GC("sum_0d", f_sum, NULL, 1e-2f, randn(0, NULL, 0.0f, 1.0f)));
+    CHECK(GC("mean", f_mean, NULL, 1e-2f, RANDN(0, 1, 3, 5)));
+    CHECK(GC("mean_5d", f_mean, NULL, 1e-2f, RANDN(0, 1, 1, 2, 2, 3, 2)));
+}
+
+TU_TEST(square_pow) {
+    seed_inputs(127);
+    CHECK(GC("square", f_square, NULL, 1e-2f, RANDN(0, 1, 2, 3, 4, 4)));
+    float p = 3.0f; /* integer exponent: negative bases are fine */
+    CHECK(GC("pow_3", f_pow, &p, 1e-2f, RANDN(0, 1, 3, 5)));
+    p = 2.5f;
+    CHECK(GC("pow_2.5", f_pow, &p, 1e-2f, randn_positive(4, (int64_t[]){2, 2, 3, 3}, 0.5f)));
+    p = 0.5f;
+    CHECK(GC("pow_0.5", f_pow, &p, 1e-2f, randn_positive(2, (int64_t[]){4, 6}, 0.5f)));
+    p = -1.5f;
+    CHECK(GC("pow_-1.5", f_pow, &p, 1e-2f, randn_positive(2, (int64_t[]){4, 6}, 0.5f)));
+    p = 1.0f;
+    CHECK(GC("pow_1", f_pow, &p, 1e-2f, RANDN(0, 1, 2, 7)));
+    p = 0.0f; /* constant 1: the gradient is exactly zero */
+    CHECK(GC("pow_0", f_pow, &p, 1e-2f, RANDN(0, 1, 2, 7)));
+}
+
+TU_TEST(tanh_sigmoid) {
+    seed_inputs(128);
+    CHECK(GC("tanh", f_tanh, NULL, 1e-2f, RANDN(0, 2, 2, 3, 4, 4)));
+    CHECK(GC("tanh_5d", f_tanh, NULL, 1e-2f, RANDN(0, 1, 1, 2, 2, 3, 2)));
+    CHECK(GC("sigmoid", f_sigmoid, NULL, 1e-2f, RANDN(0, 2, 2, 3, 4, 4)));
+    CHECK(GC("sigmoid_2d", f_sigmoid, NULL, 1e-2f, RANDN(0, 4, 5, 7)));
+}
+
+/* A custom loss from the new ops: mean((tanh(a) - sigmoid(b))²) + 0.1·sum(c^3). */
+static rt_status f_custom_loss(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    rt_tensor *t[7] = {0};
+    rt_status st = rt_tanh(in[0], &t[0]);
+    if (st == RT_OK) st = rt_sigmoid(in[1], &t[1]);
+    if (st == RT_OK) st = rt_sub(t[0], t[1], &t[2]);
+    if (st == RT_OK) st = rt_square(t[2], &t[3]);
+    if (st == RT_OK) st = rt_mean(t[3], &t[4]);
+    if (st == RT_OK) st = rt_pow_scalar(in[2], 3.0f, &t[5]);
+    if (st == RT_OK) st = rt_sum(t[5], &t[6]);
+    if (st == RT_OK) {
+        rt_tensor *scaled = NULL;
+        st = rt_mul_scalar(t[6], 0.1f, &scaled);
+        if (st == RT_OK) st = rt_add(t[4], scaled, out);
+        rt_tensor_release(scaled);
+    }
+    for (int i = 0; i < 7; i++) rt_tensor_release(t[i]);
+    return st;
+}
+
+TU_TEST(custom_loss) {
+    seed_inputs(129);
+    CHECK(GC("custom_loss", f_custom_loss, NULL, 1e-2f, RANDN(0, 1, 2, 3, 2, 2), RANDN(0, 1, 2, 3, 2, 2),
+             RANDN(0, 1, 4, 3)));
+}
+
+/* A 1-element tensor holding v (DATA). */
+static rt_tensor *scalar1(float v) {
+    int64_t one = 1;
+    return tu_own(rt_tensor_from_data(1, &one, RT_F32, &v, RT_MEM_DATA));
+}
+
+/* y = op(x) and dx for dy = 1 on a single value, grad mode on. */
+static void unary_at(gc_fn fn, void *ctx, float x, float *y, float *dx) {
+    rt_tensor *xt = scalar1(x), *yt = NULL;
+    *y = *dx = -12345.0f;
+    CHECK(xt);
+    CHECK_OK(rt_tensor_set_requires_grad(xt, true));
+    CHECK_OK(fn(ctx, &xt, &yt));
+    tu_own(yt);
+    rt_tensor *one = scalar1(1.0f);
+    CHECK_OK(rt_backward(yt, one, false));
+    CHECK(xt->grad);
+    *y = rt_tensor_f32(yt)[0];
+    *dx = rt_tensor_f32(xt->grad)[0];
+}
+
+/* PyTorch's values at the edges (torch.pow / tanh / sigmoid and their backward). */
+TU_TEST(pow_tanh_sigmoid_edge_values) {
+    float y, dx, p;
+    p = 1.0f / 3.0f; /* negative base, non-integer exponent: NaN, both ways */
+    unary_at(f_pow, &p, -8.0f, &y, &dx);
+    CHECK(isnan(y) && isnan(dx));
+    p = 3.0f; /* negative base, integer exponent: exact */
+    unary_at(f_pow, &p, -2.0f, &y, &dx);
+    CHECK(y == -8.0f && dx == 12.0f);
+    p = -1.0f; /* 0^-1 = inf, gradient -1·0^-2 = -inf */
+    unary_at(f_pow, &p, 0.0f, &y, &dx);
+    CHECK(isinf(y) && y > 0 && isinf(dx) && dx < 0);
+    p = 0.5f; /* sqrt: 0 at 0 with an infinite slope */
+    unary_at(f_pow, &p, 0.0f, &y, &dx);
+    CHECK(y == 0.0f && isinf(dx) && dx > 0);
+    p = 2.0f;
+    unary_at(f_pow, &p, 0.0f, &y, &dx);
+    CHECK(y == 0.0f && dx == 0.0f);
+    p = 0.0f; /* x^0 = 1 even for NaN, gradient zero even for NaN */
+    unary_at(f_pow, &p, NAN, &y, &dx);
+    CHECK(y == 1.0f && dx == 0.0f);
+    unary_at(f_pow, &p, 0.0f, &y, &dx);
+    CHECK(y == 1.0f && dx == 0.0f);
+    unary_at(f_square, NULL, -3.0f, &y, &dx);
+    CHECK(y == 9.0f && dx == -6.0f);
+    /* saturation: exact limits, zero gradients, never NaN */
+    unary_at(f_sigmoid, NULL, -100.0f, &y, &dx);
+    CHECK(y == 0.0f && dx == 0.0f);
+    unary_at(f_sigmoid, NULL, 100.0f, &y, &dx);
+    CHECK(y == 1.0f && dx == 0.0f);
+    unary_at(f_sigmoid, NULL, 0.0f, &y, &dx);
+    CHECK(y == 0.5f && dx == 0.25f);
+    unary_at(f_tanh, NULL, -100.0f, &y, &dx);
+    CHECK(y == -1.0f && dx == 0.0f);
+    unary_at(f_tanh, NULL, 0.0f, &y, &dx);
+    CHECK(y == 0.0f && dx == 1.0f);
+    /* sum / mean of an empty tensor: 0 and NaN, as PyTorch */
+    int64_t zero = 0;
+    rt_tensor *e = tu_own(rt_tensor_create(1, &zero, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA)), *r = NULL;
+    CHECK(e);
+    CHECK_OK(rt_sum(e, &r));
+    tu_own(r);
+    CHECK(r->ndim == 0 && rt_tensor_f32(r)[0] == 0.0f);
+    CHECK_OK(rt_mean(e, &r));
+    tu_own(r);
+    CHECK(r->ndim == 0 && isnan(rt_tensor_f32(r)[0]));
+}
+
+/* Errors are values: NULL → INVALID_ARG, int32 → DTYPE, bad exponent → INVALID_ARG. */
+TU_TEST(new_ops_errors) {
+    typedef rt_status (*unary)(rt_tensor *, rt_tensor **);
+    const unary ops[] = {rt_sum, rt_mean, rt_square, rt_tanh, rt_sigmoid};
+    const char *names[] = {"sum", "mean", "square", "tanh", "sigmoid"};
+    int64_t shape[2] = {2, 3};
+    rt_tensor *xi = tu_own(rt_tensor_zeros(2, shape, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA));
+    rt_tensor *x = tu_own(rt_tensor_zeros(2, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA)), *y = x;
+    CHECK(xi && x);
+    for (int i = 0; i < 5; i++) {
+        y = x;
+        CHECK(ops[i](NULL, &y) == RT_ERR_INVALID_ARG);
+        CHECK(y == NULL);
+        CHECK(strstr(rt_error_last(), names[i]) && strstr(rt_error_last(), "NULL"));
+        CHECK(ops[i](x, NULL) == RT_ERR_INVALID_ARG);
+        CHECK(strstr(rt_error_last(), names[i]) && strstr(rt_error_last(), "NULL"));
+        CHECK(ops[i](xi, &y) == RT_ERR_DTYPE);
+        CHECK(strstr(rt_error_last(), "float32"));
+    }
+    CHECK(rt_pow_scalar(NULL, 2.0f, &y) == RT_ERR_INVALID_ARG);
+    CHECK(rt_pow_scalar(x, 2.0f, NULL) == RT_ERR_INVALID_ARG);
+    CHECK(rt_pow_scalar(xi, 2.0f, &y) == RT_ERR_DTYPE);
+    CHECK(rt_pow_scalar(x, INFINITY, &y) == RT_ERR_INVALID_ARG);
+    CHECK(rt_pow_scalar(x, NAN, &y) == RT_ERR_INVALID_ARG);
+    CHECK(strstr(rt_error_last(), "exponent"));
+    printf("  pow_scalar(x, NaN): %s\n", rt_error_last());
+}
+
+/* What backward keeps, as documented in ops.h: sum/mean nothing, square/pow
+ * their input, tanh/sigmoid their output. */
+enum { KEEPS_NOTHING, KEEPS_INPUT, KEEPS_OUTPUT };
+
+typedef struct unary_case {
+    const char *name;
+    gc_fn fn;
+    void *ctx;
+    int keeps;
+} unary_case;
+
+static float g_pow_p = 2.5f;
+static const unary_case g_unary[] = {
+    {"sum", f_sum, NULL, KEEPS_NOTHING},     {"mean", f_mean, NULL, KEEPS_NOTHING},
+    {"square", f_square, NULL, KEEPS_INPUT}, {"pow_scalar", f_pow, &g_pow_p, KEEPS_INPUT},
+    {"tanh", f_tanh, NULL, KEEPS_OUTPUT},    {"sigmoid", f_sigmoid, NULL, KEEPS_OUTPUT},
+};
+#define N_UNARY ((int)(sizeof g_unary / sizeof g_unary[0]))
+
+static int64_t live_bytes(rt_mem_category c) {
+    rt_memstats m;
+    rt_memstats_get(&m);
+    return m.live[c];
+}
+
+/* On `device`: h = 1·x (a TEMP activation), y = op(h), backward with ones;
+ * checks the output's shape and device, the SAVED bytes while the graph is
+ * alive, the gradient's shape and device, and reports the step's peak. */
+static void run_device(const unary_case *u, rt_device device, int64_t *peak) {
+    int64_t shape[4] = {2, 3, 4, 5};
+    rt_tensor *x = tu_own(rt_tensor_create(4, shape, RT_F32, device, RT_MEM_DATA)), *h = NULL, *y = NULL;
+    CHECK(x);
+    if (device == RT_DEVICE_CPU) rt_generator_uniform(&g_rng, rt_tensor_numel(x), rt_tensor_f32(x));
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_memstats_reset_peaks();
+    rt_memstats m0;
+    rt_memstats_get(&m0);
+    CHECK_OK(rt_mul_scalar(x, 1.0f, &h));
+    tu_own(h);
+    int64_t saved0 = live_bytes(RT_MEM_SAVED);
+    CHECK_OK(u->fn(u->ctx, &h, &y));
+    tu_own(y);
+    CHECK_EQ_INT(y->device, device);
+    CHECK(y->grad_fn != NULL);
+    if (u->keeps == KEEPS_NOTHING) CHECK_EQ_INT(y->ndim, 0);
+    else CHECK(rt_tensor_same_shape(y, x));
+    int64_t want = u->keeps == KEEPS_NOTHING ? 0 : (int64_t)rt_tensor_nbytes(u->keeps == KEEPS_INPUT ? h : y);
+    CHECK_EQ_INT(live_bytes(RT_MEM_SAVED) - saved0, want);
+    rt_tensor *g = tu_own(rt_tensor_create(y->ndim, y->shape, RT_F32, device, RT_MEM_DATA));
+    CHECK(g);
+    CHECK_OK(rt_tensor_fill(g, 1.0f));
+    CHECK_OK(rt_backward(y, g, false));
+    CHECK_EQ_INT(live_bytes(RT_MEM_SAVED), saved0); /* released by the backward */
+    CHECK(x->grad && rt_tensor_same_shape(x->grad, x));
+    CHECK_EQ_INT(x->grad->device, device);
+    rt_memstats m1;
+    rt_memstats_get(&m1);
+    *peak = m1.peak_total - m0.live_total;
+}
+
+/* Meta tensors: outputs and gradients get their shapes and the same memory
+ * as on the cpu, nothing is computed, nothing crashes. */
+TU_TEST(new_ops_meta) {
+    seed_inputs(130);
+    for (int i = 0; i < N_UNARY; i++) {
+        int64_t peak_cpu = -1, peak_meta = -2;
+        run_device(&g_unary[i], RT_DEVICE_CPU, &peak_cpu);
+        if (rt_test_failed_) return;
+        run_device(&g_unary[i], RT_DEVICE_META, &peak_meta);
+        if (rt_test_failed_) return;
+        printf("  %-10s step peak: cpu %lld B, meta %lld B\n", g_unary[i].name, (long long)peak_cpu,
+               (long long)peak_meta);
+        CHECK_EQ_INT(peak_meta, peak_cpu);
+    }
+}
+
+/* x converted to `layout` as a new leaf requiring grad (a copy even when x
+ * already has that order). */
+static rt_tensor *leaf_in(rt_tensor *x, rt_layout layout) {
+    bool prev = rt_grad_set_enabled(false);
+    rt_tensor *t = NULL;
+    rt_status st = rt_to_layout(x, layout, &t);
+    rt_grad_set_enabled(prev);
+    if (st != RT_OK) return NULL;
+    if (t == x) {
+        rt_tensor_release(t);
+        t = rt_tensor_empty_like(x, RT_MEM_DATA);
+        if (t) rt_tensor_copy(t, x);
+    }
+    tu_own(t);
+    if (t && rt_tensor_set_requires_grad(t, true) != RT_OK) return NULL;
+    return t;
+}
+
+/* Every op on a BLOCKED input gives, element by element, what it gives on the
+ * PLAIN one; the output (unless 0-d) and the gradient are BLOCKED. */
+TU_TEST(new_ops_blocked_layout) {
+    seed_inputs(131);
+    const int64_t shapes[2][5] = {{2, 2 * RT_LAYOUT_BLOCK, 3, 3}, {1, RT_LAYOUT_BLOCK, 2, 3, 2}};
+    for (int s = 0; s < 2; s++) {
+        int nd = s ? 5 : 4;
+        rt_tensor *xp = randn_positive(nd, shapes[s], 0.25f), *gp = randn(nd, shapes[s], 0.0f, 1.0f);
+        CHECK(xp && gp);
+        for (int i = 0; i < N_UNARY; i++) {
+            const unary_case *u = &g_unary[i];
+            rt_tensor *xa = leaf_in(xp, RT_LAYOUT_PLAIN), *xb = leaf_in(xp, RT_LAYOUT_BLOCKED);
+            CHECK(xa && xb && xb->layout == RT_LAYOUT_BLOCKED);
+            rt_tensor *ya = NULL, *yb = NULL, *gb = NULL;
+            CHECK_OK(u->fn(u->ctx, &xa, &ya));
+            tu_own(ya);
+            CHECK_OK(u->fn(u->ctx, &xb, &yb));
+            tu_own(yb);
+            double err = 0, ref = 0, gerr = 0, gref = 0;
+            CHECK_OK(rt_compare(yb, ya, &err, &ref));
+            bool reduced = u->keeps == KEEPS_NOTHING;
+            CHECK_EQ_INT(yb->layout, reduced ? RT_LAYOUT_PLAIN : RT_LAYOUT_BLOCKED);
+            /* pointwise: bit-identical; sum/mean: another summation order */
+            CHECK(reduced ? err <= 1e-6 * ref : err == 0.0);
+            if (reduced) {
+                CHECK_OK(rt_backward(ya, NULL, false));
+                CHECK_OK(rt_backward(yb, NULL, false));
+            } else {
+                bool prev = rt_grad_set_enabled(false);
+                rt_status st = rt_to_layout(gp, RT_LAYOUT_BLOCKED, &gb);
+                rt_grad_set_enabled(prev);
+                CHECK_OK(st);
+                tu_own(gb);
+                CHECK_OK(rt_backward(ya, gp, false));
+                CHECK_OK(rt_backward(yb, gb, false));
+            }
+            CHECK(xa->grad && xb->grad);
+            CHECK_EQ_INT(xb->grad->layout, RT_LAYOUT_BLOCKED);
+            CHECK_OK(rt_compare(xb->grad, xa->grad, &gerr, &gref));
+            printf("  %-10s %dd blocked vs plain: output %.3g, gradient %.3g\n", u->name, nd, err, gerr);
+            CHECK(gerr == 0.0 && gref > 0.0);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ affine coupling */
+
+static rt_status f_affine(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_affine_coupling(in[0], in[1], out);
+}
+
+TU_TEST(affine_coupling) {
+    seed_inputs(132);
+    /* s_raw ~ N(0, 2) reaches the soft clamp's curved part */
+    CHECK(GC("affine_coupling", f_affine, NULL, 1e-2f, RANDN(0, 1, 2, 3, 2, 2), RANDN(0, 2, 2, 6, 2, 2)));
+    CHECK(GC("affine_coupling_nc", f_affine, NULL, 1e-2f, RANDN(0, 1, 3, 2), RANDN(0, 1, 3, 4)));
+}
+
+/* Extreme inputs: a NaN/Inf output is RT_ERR_NONFINITE with a message naming
+ * the element and the fix, no output and no graph; an extreme log-scale alone
+ * stays finite (it is soft-clamped). */
+TU_TEST(affine_coupling_nonfinite) {
+    seed_inputs(133);
+    rt_tensor *x2 = RANDN(0, 1, 2, 2, 3), *st = RANDN(0, 1, 2, 4, 3), *y = NULL;
+    CHECK(x2 && st);
+    CHECK_OK(rt_tensor_set_requires_grad(x2, true));
+    CHECK_OK(rt_tensor_set_requires_grad(st, true));
+    float *xp = rt_tensor_f32(x2), *sp = rt_tensor_f32(st);
+    /* s_raw = ±1e30 and ±inf: the scale stays in [e^-2, e^2], y finite */
+    sp[0] = 1e30f, sp[1] = -INFINITY, sp[12 + 2] = INFINITY;
+    CHECK_OK(rt_affine_coupling(x2, st, &y));
+    tu_own(y);
+    CHECK(isfinite(tu_max_abs(rt_tensor_numel(y), rt_tensor_f32(y))));
+    /* x2 near FLT_MAX times a scale > 1 overflows: sample 1, element 4 */
+    xp[6 + 4] = 3e38f;
+    sp[12 + 4] = 2.0f;
+    y = x2;
+    rt_status s = rt_affine_coupling(x2, st, &y);
+    printf("  overflow: %s: %s\n", rt_status_str(s), rt_error_last());
+    CHECK_EQ_INT(s, RT_ERR_NONFINITE);
+    CHECK(y == NULL);
+    CHECK(strstr(rt_error_last(), "sample 1, element 4") && strstr(rt_error_last(), "overflowed"));
+    CHECK(strstr(rt_error_last(), "learning rate"));
+    xp[6 + 4] = 1.0f;
+    /* a NaN shift t (sample 0, element 1): named as a non-finite input */
+    sp[6 + 1] = NAN;
+    s = rt_affine_coupling(x2, st, &y);
+    printf("  NaN shift: %s: %s\n", rt_status_str(s), rt_error_last());
+    CHECK_EQ_INT(s, RT_ERR_NONFINITE);
+    CHECK(strstr(rt_error_last(), "sample 0, element 1") && strstr(rt_error_last(), "already NaN/Inf"));
+    /* an infinite input under grad mode: nothing recorded, no gradient */
+    sp[6 + 1] = 0.0f;
+    xp[0] = INFINITY;
+    CHECK_EQ_INT(rt_affine_coupling(x2, st, &y), RT_ERR_NONFINITE);
+    CHECK(y == NULL && x2->grad == NULL && st->grad == NULL);
+}
+
 /* ------------------------------------------------------------ a composite graph */
 
 /* conv -> batch_norm(train) -> h + 0.5·h (fan-out) -> avg_pool -> flatten
@@ -673,4 +1042,8 @@ RT_TEST_MAIN({"conv2d_basic", conv2d_basic}, {"conv2d_stride2_pad_nobias", conv2
              {"cat_channels", cat_channels}, {"split_channels", split_channels},
              {"reshape_flatten", reshape_flatten}, {"dropout_gradcheck", dropout_gradcheck},
              {"dropout_mask", dropout_mask}, {"cross_entropy", cross_entropy}, {"mse_loss", mse_loss},
-             {"composite_chain", composite_chain})
+             {"sum_mean", sum_mean}, {"square_pow", square_pow}, {"tanh_sigmoid", tanh_sigmoid},
+             {"custom_loss", custom_loss}, {"pow_tanh_sigmoid_edge_values", pow_tanh_sigmoid_edge_values},
+             {"new_ops_errors", new_ops_errors}, {"new_ops_meta", new_ops_meta},
+             {"new_ops_blocked_layout", new_ops_blocked_layout}, {"affine_coupling", affine_coupling},
+             {"affine_coupling_nonfinite", affine_coupling_nonfinite}, {"composite_chain", composite_chain})

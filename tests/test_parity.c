@@ -319,6 +319,15 @@ static rt_status run_avg_pool(rt_st_file *f, rt_tensor *x, rt_tensor **y) {
     return rt_avg_pool(x, &o, y);
 }
 
+static rt_status run_sum(rt_st_file *f, rt_tensor *x, rt_tensor **y) { return rt_sum(x, y); }
+static rt_status run_mean(rt_st_file *f, rt_tensor *x, rt_tensor **y) { return rt_mean(x, y); }
+static rt_status run_square(rt_st_file *f, rt_tensor *x, rt_tensor **y) { return rt_square(x, y); }
+static rt_status run_pow(rt_st_file *f, rt_tensor *x, rt_tensor **y) {
+    return rt_pow_scalar(x, (float)fx_double(f, "exponent"), y);
+}
+static rt_status run_tanh(rt_st_file *f, rt_tensor *x, rt_tensor **y) { return rt_tanh(x, y); }
+static rt_status run_sigmoid(rt_st_file *f, rt_tensor *x, rt_tensor **y) { return rt_sigmoid(x, y); }
+
 static void parity_relu(const char *name) { parity_unary(name, run_relu); }
 static void parity_leaky_relu(const char *name) { parity_unary(name, run_leaky_relu); }
 static void parity_mul_scalar(const char *name) { parity_unary(name, run_mul_scalar); }
@@ -326,6 +335,12 @@ static void parity_flatten(const char *name) { parity_unary(name, run_flatten); 
 static void parity_adaptive(const char *name) { parity_unary(name, run_adaptive); }
 static void parity_max_pool(const char *name) { parity_unary(name, run_max_pool); }
 static void parity_avg_pool(const char *name) { parity_unary(name, run_avg_pool); }
+static void parity_sum(const char *name) { parity_unary(name, run_sum); }
+static void parity_mean(const char *name) { parity_unary(name, run_mean); }
+static void parity_square(const char *name) { parity_unary(name, run_square); }
+static void parity_pow(const char *name) { parity_unary(name, run_pow); }
+static void parity_tanh(const char *name) { parity_unary(name, run_tanh); }
+static void parity_sigmoid(const char *name) { parity_unary(name, run_sigmoid); }
 
 /* x, x2 -> y (add, cat). */
 static void parity_binary(const char *name, bool cat) {
@@ -543,6 +558,13 @@ static void parity_convnet3(const char *name) {
     X(cross_entropy, parity_ce)                                                          \
     X(cross_entropy_smooth, parity_ce)                                                   \
     X(mse_loss, parity_mse)                                                              \
+    X(sum, parity_sum)                                                                   \
+    X(mean, parity_mean)                                                                 \
+    X(square, parity_square)                                                             \
+    X(pow_scalar, parity_pow)                                                            \
+    X(pow_scalar_int, parity_pow)                                                        \
+    X(tanh, parity_tanh)                                                                 \
+    X(sigmoid, parity_sigmoid)                                                           \
     X(convnet3, parity_convnet3)
 
 #define DEFINE_CASE(name, runner) \

@@ -109,6 +109,14 @@ def case(fn):
     return fn
 
 
+def case_named(name):
+    """As @case, under `name` (for a case named like a Python builtin, e.g. sum)."""
+    def register(fn):
+        CASES[name] = fn
+        return fn
+    return register
+
+
 def _conv(cin, cout, hw, kernel, stride=1, padding=0, dilation=1, groups=1, bias=True, n=2):
     conv = nn.Conv2d(cin, cout, kernel, stride=stride, padding=padding,
                      dilation=dilation, groups=groups, bias=bias)
@@ -234,6 +242,53 @@ def relu():
 @case
 def leaky_relu():
     return _eltwise(lambda x: F.leaky_relu(x, 0.2), "leaky_relu", negative_slope=0.2)
+
+
+def _pointwise(fn, op, x, **kw):
+    """y = fn(x) for a smooth op (no kinks to avoid); grad_y ~ N(0, 1) of y's shape."""
+    x = leaf(x)
+    y = fn(x)
+    grad_y = backward_with_grad_y(y)
+    return {"x": x, "y": y, "grad_y": grad_y, "grad_x": x.grad}, meta(op, **kw)
+
+
+@case_named("sum")
+def sum_all():
+    # y and grad_y are 0-d; grad_y is random, so backward's broadcast is checked with a scale
+    return _pointwise(torch.sum, "sum", torch.randn(2, 3, 4, 4))
+
+
+@case
+def mean():
+    return _pointwise(torch.mean, "mean", torch.randn(2, 3, 4, 4))
+
+
+@case
+def square():
+    return _pointwise(torch.square, "square", torch.randn(2, 3, 4, 4))
+
+
+@case
+def pow_scalar():
+    # a non-integer exponent needs positive bases (negative ones give NaN): |x| + 0.1
+    return _pointwise(lambda x: torch.pow(x, 2.5), "pow", torch.randn(2, 3, 4, 4).abs() + 0.1,
+                      exponent=2.5)
+
+
+@case
+def pow_scalar_int():
+    # an integer exponent on bases of both signs
+    return _pointwise(lambda x: torch.pow(x, 3.0), "pow", torch.randn(2, 3, 4, 4), exponent=3.0)
+
+
+@case
+def tanh():
+    return _pointwise(torch.tanh, "tanh", torch.randn(2, 3, 4, 4) * 2.0)
+
+
+@case
+def sigmoid():
+    return _pointwise(torch.sigmoid, "sigmoid", torch.randn(2, 3, 4, 4) * 2.0)
 
 
 def _pool(kind, shape, kernel, stride, padding):

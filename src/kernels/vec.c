@@ -58,3 +58,55 @@ int rt_vec_all_finite(int64_t n, const float *x) {
     for (int64_t i = 0; i < n; i++) ok = ok && isfinite(x[i]);
     return ok;
 }
+
+void rt_vec_fill(int64_t n, float value, float *out) {
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) out[i] = value;
+}
+
+void rt_vec_pow(int64_t n, float p, const float *x, float *out) {
+    if (p == 2.0f) {
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * x[i];
+        return;
+    }
+#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) out[i] = powf(x[i], p);
+}
+
+void rt_vec_pow_backward(int64_t n, float p, const float *x, const float *dy, float *dx) {
+    if (p == 0.0f) {
+        rt_vec_fill(n, 0.0f, dx);
+        return;
+    }
+    if (p == 2.0f) { /* x^1 is x itself */
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (2.0f * x[i]);
+        return;
+    }
+    const float pm1 = p - 1.0f;
+#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (p * powf(x[i], pm1));
+}
+
+void rt_vec_tanh(int64_t n, const float *x, float *out) {
+#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) out[i] = tanhf(x[i]);
+}
+
+void rt_vec_tanh_backward(int64_t n, const float *y, const float *dy, float *dx) {
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+/* 1/(1 + e^-x) needs no branch: e^-x overflows to +inf for x < -88.7 and the
+ * quotient is then exactly 0, as the limit; NaN stays NaN. */
+void rt_vec_sigmoid(int64_t n, const float *x, float *out) {
+#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+void rt_vec_sigmoid_backward(int64_t n, const float *y, const float *dy, float *dx) {
+#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i]) * y[i];
+}

@@ -19,5 +19,21 @@ double rt_vec_sum(int64_t n, const float *x);                          /* f64 ac
 double rt_vec_sumsq(int64_t n, const float *x);                        /* sum of squares, f64 */
 /* 1 when every element is finite, else 0. */
 int rt_vec_all_finite(int64_t n, const float *x);
+void rt_vec_fill(int64_t n, float value, float *out); /* out[i] = value */
+
+/* Powers, with C's powf semantics (NaN for a negative base and a non-integer
+ * exponent, pow(x, 0) = 1 for every x, ±inf for 0 and a negative exponent).
+ * p == 2 is computed as x·x (the same correctly rounded value). */
+void rt_vec_pow(int64_t n, float p, const float *x, float *out); /* out = x^p */
+/* dx = dy · (p · x^(p-1)), PyTorch's order of operations; p == 0 gives
+ * dx = 0 everywhere (also where x is NaN or 0), as torch.pow's backward. */
+void rt_vec_pow_backward(int64_t n, float p, const float *x, const float *dy, float *dx);
+
+/* Logistic functions, and their gradients from the forward OUTPUT y (so the
+ * input need not be kept): tanh' = 1 - y², sigmoid' = y·(1 - y). */
+void rt_vec_tanh(int64_t n, const float *x, float *out);                         /* out = tanh(x) */
+void rt_vec_tanh_backward(int64_t n, const float *y, const float *dy, float *dx);  /* dx = dy·(1 - y²) */
+void rt_vec_sigmoid(int64_t n, const float *x, float *out);                       /* out = 1/(1+e^-x) */
+void rt_vec_sigmoid_backward(int64_t n, const float *y, const float *dy, float *dx); /* dx = dy·(1-y)·y */
 
 #endif

@@ -1,5 +1,5 @@
-/* ReLU and LeakyReLU over oneDNN eltwise (kernels/eltwise.h), and the fused
- * residual add + ReLU. */
+/* ReLU and LeakyReLU over oneDNN eltwise (kernels/eltwise.h), the fused
+ * residual add + ReLU, and tanh / sigmoid (kernels/vec.h loops). */
 #include "kernels/eltwise.h"
 #include "kernels/vec.h"
 #include "ops/op_util.h"
@@ -69,3 +69,45 @@ rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
     rt_tensor_release(bl);
     return rt_op_return(st, node, y, out);
 }
+
+typedef struct rt_logistic_ctx {
+    bool sigmoid; /* else tanh */
+} rt_logistic_ctx;
+
+/* dx from the saved OUTPUT y: dy·(1 - y²) for tanh, dy·(1 - y)·y for sigmoid. */
+static rt_status rt_logistic_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_logistic_ctx *c = self->ctx;
+    rt_tensor *y, *dy = grad_out[0];
+    RT_SAVED(self, 0, y);
+    if (!(grad_in[0] = rt_tensor_empty_like(y, RT_MEM_TEMP))) return RT_ERR_OOM;
+    if (rt_op_compute(dy)) {
+        int64_t n = rt_tensor_numel(y);
+        if (c->sigmoid) rt_vec_sigmoid_backward(n, rt_tensor_f32(y), rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
+        else rt_vec_tanh_backward(n, rt_tensor_f32(y), rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
+    }
+    return RT_OK;
+}
+
+static rt_status rt_logistic(rt_tensor *x, bool sigmoid, rt_tensor **out) {
+    const char *op = sigmoid ? "sigmoid" : "tanh";
+    RT_TRY(rt_op_check_out(out, op));
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(x, op, "input"));
+    rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    if (!y) return RT_ERR_OOM;
+    if (rt_op_compute(x)) {
+        if (sigmoid) rt_vec_sigmoid(rt_tensor_numel(x), rt_tensor_f32(x), rt_tensor_f32(y));
+        else rt_vec_tanh(rt_tensor_numel(x), rt_tensor_f32(x), rt_tensor_f32(y));
+    }
+    rt_node *node = NULL;
+    rt_status st = rt_node_create(op, 1, &x, 1, rt_logistic_backward, sizeof(rt_logistic_ctx), &node);
+    if (st == RT_OK && node) {
+        ((rt_logistic_ctx *)node->ctx)->sigmoid = sigmoid;
+        st = rt_node_save(node, y, NULL);
+    }
+    return rt_op_return(st, node, y, out);
+}
+
+rt_status rt_tanh(rt_tensor *x, rt_tensor **out) { return rt_logistic(x, false, out); }
+
+rt_status rt_sigmoid(rt_tensor *x, rt_tensor **out) { return rt_logistic(x, true, out); }

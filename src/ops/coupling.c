@@ -2,6 +2,7 @@
 
 #include <math.h>
 
+#include "kernels/vec.h"
 #include "ops/op_util.h"
 
 /* Per-sample sizes of the (s_raw, t) layout: the channel halves of st are
@@ -26,6 +27,30 @@ static rt_status rt_coupling_check(rt_tensor *x2, rt_tensor *st, const char *op,
 }
 
 static inline float rt_soft_clamp(float s_raw) { return RT_AFFINE_CLAMP * tanhf(s_raw / RT_AFFINE_CLAMP); }
+
+/* RT_ERR_NONFINITE naming the first NaN/Inf of y (n samples of `inner`
+ * floats) and the inputs it came from; RT_OK when every value is finite. */
+static rt_status rt_affine_check_finite(const float *xp, const float *sp, const float *yp, int64_t n,
+                                        int64_t inner) {
+    if (rt_vec_all_finite(n * inner, yp)) return RT_OK;
+    int64_t bad = 0, first = -1;
+    for (int64_t k = 0; k < n * inner; k++)
+        if (!isfinite(yp[k]) && bad++ == 0) first = k;
+    int64_t b = first / inner, i = first % inner;
+    float x = xp[first], s_raw = sp[b * 2 * inner + i], t = sp[b * 2 * inner + inner + i];
+    const char *cause = !isfinite(x) || !isfinite(s_raw) || !isfinite(t)
+                            ? "an input is already NaN/Inf (x2 or G's output)"
+                            : "x2·scale + t overflowed float32";
+    return rt_error_set(RT_ERR_NONFINITE,
+                        "affine_coupling: %lld of %lld outputs are NaN/Inf, first at sample %lld, element %lld "
+                        "(x2 = %g, s_raw = %g, t = %g): %s. The log-scale is soft-clamped to [-%g, %g] "
+                        "(scale <= %.2f), so the scale alone cannot overflow: x2 or G's output (s_raw, t) has "
+                        "blown up and training is diverging. Lower the learning rate, clip gradients "
+                        "(rt_clip_grad_norm), and check the input batch for NaN/Inf",
+                        (long long)bad, (long long)(n * inner), (long long)b, (long long)i, (double)x,
+                        (double)s_raw, (double)t, cause, (double)RT_AFFINE_CLAMP, (double)RT_AFFINE_CLAMP,
+                        exp((double)RT_AFFINE_CLAMP));
+}
 
 static rt_status rt_affine_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     rt_tensor *x2, *st, *dy = grad_out[0];
@@ -71,6 +96,11 @@ rt_status rt_affine_coupling(rt_tensor *x2, rt_tensor *st, rt_tensor **out) {
             for (int64_t i = 0; i < inner; i++)
                 yp[b * inner + i] = xp[b * inner + i] * expf(rt_soft_clamp(sp[b * 2 * inner + i])) +
                                     sp[b * 2 * inner + inner + i];
+        rt_status s = rt_affine_check_finite(xp, sp, yp, n, inner);
+        if (s != RT_OK) {
+            rt_tensor_release(y);
+            return s;
+        }
     }
     rt_node *node = NULL;
     rt_tensor *inputs[2] = {x2, st};

@@ -16,7 +16,12 @@
 
 /* y2 = x2 ⊙ exp(c·tanh(s_raw/c)) + t with st = (s_raw, t) stacked on dim 1:
  * x2 (N, C, ...), st (N, 2C, ...) → (N, C, ...). Differentiable in x2 and st.
- * Saves: x2 and st. Errors: RT_ERR_SHAPE, RT_ERR_DTYPE, RT_ERR_OOM. */
+ * Saves: x2 and st. Errors: RT_ERR_SHAPE, RT_ERR_DTYPE, RT_ERR_OOM, and
+ * RT_ERR_NONFINITE when any output is NaN or Inf (no output, nothing
+ * recorded): the scale is bounded, so that means x2 or t is non-finite or
+ * the sum overflowed float32, i.e. training diverged; the message names the
+ * first bad element with its x2, s_raw and t and suggests the fix (lower
+ * learning rate, gradient clipping, check the input). Not checked on meta. */
 rt_status rt_affine_coupling(rt_tensor *x2, rt_tensor *st, rt_tensor **out);
 
 /* Inverse without autograd: x2 = (y2 - t) ⊙ exp(-s). New TEMP tensor. */

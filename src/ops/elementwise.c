@@ -1,4 +1,7 @@
-/* Elementwise add, subtract and scalar multiply (kernels/vec.h loops). */
+/* Elementwise add, subtract, scalar multiply, square and power
+ * (kernels/vec.h loops). */
+#include <math.h>
+
 #include "kernels/vec.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -61,3 +64,42 @@ rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out) {
     if (st == RT_OK && node) *(rt_scale_ctx *)node->ctx = (rt_scale_ctx){scale, 0.0f};
     return rt_op_return(st, node, y, out);
 }
+
+typedef struct rt_pow_ctx {
+    float p;
+} rt_pow_ctx;
+
+/* dx = dy·(p·x^(p-1)) from the saved input (zeros for p = 0). */
+static rt_status rt_pow_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const rt_pow_ctx *c = self->ctx;
+    rt_tensor *x, *dy = grad_out[0];
+    RT_SAVED(self, 0, x);
+    if (!(grad_in[0] = rt_tensor_empty_like(x, RT_MEM_TEMP))) return RT_ERR_OOM;
+    if (rt_op_compute(dy))
+        rt_vec_pow_backward(rt_tensor_numel(x), c->p, rt_tensor_f32(x), rt_tensor_f32(dy),
+                            rt_tensor_f32(grad_in[0]));
+    return RT_OK;
+}
+
+/* x^p elementwise (any memory order); `op` names the node and messages. */
+static rt_status rt_pow_op(rt_tensor *x, float p, const char *op, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, op));
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(x, op, "input"));
+    if (!isfinite(p))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: the exponent must be finite, got %g", op, (double)p);
+    rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    if (!y) return RT_ERR_OOM;
+    if (rt_op_compute(x)) rt_vec_pow(rt_tensor_numel(x), p, rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_node *node = NULL;
+    rt_status st = rt_node_create(op, 1, &x, 1, rt_pow_backward, sizeof(rt_pow_ctx), &node);
+    if (st == RT_OK && node) {
+        ((rt_pow_ctx *)node->ctx)->p = p;
+        st = rt_node_save(node, x, NULL);
+    }
+    return rt_op_return(st, node, y, out);
+}
+
+rt_status rt_square(rt_tensor *x, rt_tensor **out) { return rt_pow_op(x, 2.0f, "square", out); }
+
+rt_status rt_pow_scalar(rt_tensor *x, float p, rt_tensor **out) { return rt_pow_op(x, p, "pow_scalar", out); }

@@ -14,6 +14,12 @@ static inline rt_status rt_op_check_f32(const rt_tensor *t, const char *op, cons
     return RT_OK;
 }
 
+/* RT_ERR_INVALID_ARG when the caller passed no place for the result. */
+static inline rt_status rt_op_check_out(const void *out, const char *op) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "%s: out is NULL (pass the address of an rt_tensor *)", op);
+    return RT_OK;
+}
+
 /* RT_ERR_INVALID_ARG when a and b live on different devices. */
 static inline rt_status rt_op_check_device(const rt_tensor *a, const rt_tensor *b, const char *op) {
     if (b && a->device != b->device)

@@ -90,6 +90,47 @@ rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 /* scale · x. Saves nothing. */
 rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out);
 
+/* ---- Reductions and pointwise math, for custom losses and couplings.
+ * Shared by the six functions below: x is float32 of any shape (0-d to 5-D)
+ * on cpu or meta, in either memory order; it is borrowed. On RT_OK *out is a
+ * new float32 tensor (booked TEMP, on x's device) that the caller releases;
+ * on failure *out is NULL (when out itself is not NULL). Errors:
+ * RT_ERR_INVALID_ARG (x or out NULL, with a message), RT_ERR_DTYPE (x not
+ * float32), RT_ERR_OOM. On meta tensors the output (and, in backward, the
+ * gradient) is allocated and booked, nothing is computed. The pointwise ops
+ * are layout-agnostic: the output and x's gradient have x's memory order. */
+
+/* torch.sum(x): the sum of all elements, accumulated in double and rounded
+ * once, as a 0-d tensor (0 for an empty x). Backward broadcasts dy to x's
+ * shape and memory order. Saves no tensor, only x's shape and order. */
+rt_status rt_sum(rt_tensor *x, rt_tensor **out);
+/* torch.mean(x): rt_sum / numel as a 0-d tensor (NaN for an empty x, as
+ * PyTorch). Backward: dy / numel everywhere. Saves no tensor, only x's shape
+ * and order. */
+rt_status rt_mean(rt_tensor *x, rt_tensor **out);
+
+/* torch.square(x) = x·x, same shape. Backward: dx = dy·2x. Saves: x. */
+rt_status rt_square(rt_tensor *x, rt_tensor **out);
+/* torch.pow(x, p) for a float exponent, same shape; computed with C's powf
+ * (x·x for p = 2). At x <= 0 it follows PyTorch (and C): a negative base
+ * with a non-integer p gives NaN (torch.pow(-8, 1/3) is NaN, not -2), a
+ * negative base with an integer p is exact ((-2)^3 = -8); 0^p is 0 for
+ * p > 0, +inf for p < 0 (-inf for -0 and an odd negative integer p), and
+ * x^0 = 1 for every x, NaN and 0 included. Backward: dx = dy·(p·x^(p-1)),
+ * so NaN where the forward is NaN, ±inf at x = 0 for p < 1 (p != 0), and
+ * zeros everywhere for p = 0 (PyTorch's pow_backward). A non-finite p is
+ * RT_ERR_INVALID_ARG (PyTorch accepts it; its gradient p·x^(p-1) has no
+ * use). Saves: x. */
+rt_status rt_pow_scalar(rt_tensor *x, float p, rt_tensor **out);
+
+/* torch.tanh(x), same shape. Backward from the output, as PyTorch:
+ * dx = dy·(1 - y²). Saves: the output y (not x). */
+rt_status rt_tanh(rt_tensor *x, rt_tensor **out);
+/* torch.sigmoid(x) = 1 / (1 + e^-x), same shape; saturates to exactly 0 or 1
+ * for large |x| without overflow errors. Backward from the output, as
+ * PyTorch: dx = dy·(1 - y)·y. Saves: the output y (not x). */
+rt_status rt_sigmoid(rt_tensor *x, rt_tensor **out);
+
 /* torch.cat(xs, dim=1): n tensors equal in every dim but 1. Saves nothing. */
 rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out);
 /* torch.split(x, sizes, dim=1): n outputs with sizes[i] channels each

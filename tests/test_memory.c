@@ -5,10 +5,13 @@
  *   - the same step run on the meta device (no data, same accounting);
  *   - itself, repeated (no leak).
  *
- * Net: x (4, 3, 16, 16) DATA
- *   conv1 3→8 k3 p1 (+bias) → bn1 (train) → relu → max_pool 2
- *   → conv2 8→16 k3 s2 p1 (+bias) → bn2 (train) → relu → adaptive_avg_pool
- *   → flatten → fc 16→10 → cross_entropy(target i32 (4), DATA) */
+ * Net (nn/modules.h modules, children of a Sequential): x (4, 3, 16, 16) DATA
+ *   conv1 3→8 k3 p1 (+bias) → bn1 (train) → relu1 → pool1 (max 2)
+ *   → conv2 8→16 k3 s2 p1 (+bias) → bn2 (train) → relu2 → pool2 (adaptive avg)
+ *   → flatten → fc 16→10 → cross_entropy(target i32 (4), DATA)
+ * Most tests run the children one at a time (to look at memory between ops);
+ * sequential_forward_matches_analytic runs the Sequential as a whole. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,35 +23,58 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "kernels/pool.h"
-#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/modules.h"
 #include "nn/state_dict.h"
 #include "ops/ops.h"
 #include "rt_test.h"
 
 enum { N = 4, CIN = 3, H = 16, W = 16, C1 = 8, C2 = 16, NCLS = 10 };
 
+/* The net as a module tree: a Sequential root whose named children are the
+ * ops in order, so that the state dict reads conv1.weight, bn1.weight, …
+ * The forward below still calls each child on its own (rt_module_find), so
+ * that memory can be inspected between ops. */
 typedef struct net {
+    rt_module *root;
     rt_state_dict *sd;
-    rt_conv_layer conv1, conv2;
-    rt_batchnorm_layer bn1, bn2;
-    rt_linear_layer fc;
 } net;
 
 static void net_destroy(net *m) {
-    if (m->sd) rt_state_dict_destroy(m->sd);
+    rt_state_dict_destroy(m->sd);
+    rt_module_destroy(m->root);
     m->sd = NULL;
+    m->root = NULL;
+}
+
+static rt_status net_build(rt_module *root, rt_device dev) {
+    rt_init_ctx ctx = rt_init_ctx_make(dev, 1234);
+    RT_ADD_CHILD(root, "conv1", rt_conv_create(&ctx, 2, CIN, C1, 3, 1, 1, 1, true, RT_INIT_DEFAULT, &m));
+    RT_ADD_CHILD(root, "bn1", rt_batchnorm_create(&ctx, 2, C1, false, &m));
+    RT_ADD_CHILD(root, "relu1", rt_relu_create(&m));
+    RT_ADD_CHILD(root, "pool1", rt_max_pool_create(2, 2, 0, 0, &m));
+    RT_ADD_CHILD(root, "conv2", rt_conv_create(&ctx, 2, C1, C2, 3, 2, 1, 1, true, RT_INIT_DEFAULT, &m));
+    RT_ADD_CHILD(root, "bn2", rt_batchnorm_create(&ctx, 2, C2, false, &m));
+    RT_ADD_CHILD(root, "relu2", rt_relu_create(&m));
+    RT_ADD_CHILD(root, "pool2", rt_adaptive_avg_pool_create(2, 1, &m));
+    RT_ADD_CHILD(root, "flatten", rt_flatten_create(&m));
+    RT_ADD_CHILD(root, "fc", rt_linear_create(&ctx, C2, NCLS, true, &m));
+    return RT_OK;
 }
 
 static rt_status net_init(net *m, rt_device dev) {
     memset(m, 0, sizeof *m);
-    m->sd = rt_state_dict_create(dev, 1234);
-    if (!m->sd) return RT_ERR_OOM;
-    RT_TRY(rt_conv_layer_init(&m->conv1, m->sd, "conv1", 2, CIN, C1, 3, 1, 1, 1, true, RT_INIT_DEFAULT));
-    RT_TRY(rt_batchnorm_layer_init(&m->bn1, m->sd, "bn1", C1));
-    RT_TRY(rt_conv_layer_init(&m->conv2, m->sd, "conv2", 2, C1, C2, 3, 2, 1, 1, true, RT_INIT_DEFAULT));
-    RT_TRY(rt_batchnorm_layer_init(&m->bn2, m->sd, "bn2", C2));
-    RT_TRY(rt_linear_layer_init(&m->fc, m->sd, "fc", C2, NCLS, true));
-    return RT_OK;
+    RT_TRY(rt_sequential_create(&m->root));
+    rt_status st = net_build(m->root, dev);
+    if (st == RT_OK) st = rt_module_state_dict(m->root, &m->sd);
+    if (st != RT_OK) net_destroy(m);
+    return st;
+}
+
+/* bn's num_batches_tracked counter, read through the state dict. */
+static int64_t net_counter(net *m, const char *name) {
+    rt_state_entry *e = rt_state_dict_find(m->sd, name);
+    return e && e->kind == RT_ENTRY_COUNTER ? *e->counter : -1;
 }
 
 static int64_t net_param_bytes(void) {
@@ -81,11 +107,13 @@ static rt_status make_batch(rt_device dev, uint64_t seed, rt_tensor **x, rt_tens
     return RT_OK;
 }
 
-/* Forward to the loss; every intermediate handle is dropped as soon as the
+/* The child module named `name` of the root (NULL makes its forward fail). */
+static rt_module *child(net *m, const char *name) { return rt_module_find(m->root, name); }
+
+/* Forward to the loss, one child module at a time; every intermediate handle is dropped as soon as the
  * next op has it, as user code would. */
 static rt_status net_forward(net *m, rt_tensor *x, rt_tensor *target, rt_tensor **loss) {
     rt_tensor *a = NULL, *b = NULL;
-    rt_pool_opts mp = {.kernel = {2, 2}};
 #define STEP(expr)                 \
     do {                           \
         rt_status s_ = (expr);     \
@@ -97,20 +125,30 @@ static rt_status net_forward(net *m, rt_tensor *x, rt_tensor *target, rt_tensor 
             return s_;             \
         }                          \
     } while (0)
-    RT_TRY(rt_conv_layer_forward(&m->conv1, x, &a));
-    STEP(rt_batchnorm_layer_forward(&m->bn1, a, true, &b));
-    STEP(rt_relu(a, &b));
-    STEP(rt_max_pool(a, &mp, &b));
-    STEP(rt_conv_layer_forward(&m->conv2, a, &b));
-    STEP(rt_batchnorm_layer_forward(&m->bn2, a, true, &b));
-    STEP(rt_relu(a, &b));
-    STEP(rt_adaptive_avg_pool_1(a, &b));
-    STEP(rt_flatten(a, &b));
-    STEP(rt_linear_layer_forward(&m->fc, a, &b));
+    RT_TRY(rt_module_forward(child(m, "conv1"), x, &a));
+    STEP(rt_module_forward(child(m, "bn1"), a, &b));
+    STEP(rt_module_forward(child(m, "relu1"), a, &b));
+    STEP(rt_module_forward(child(m, "pool1"), a, &b));
+    STEP(rt_module_forward(child(m, "conv2"), a, &b));
+    STEP(rt_module_forward(child(m, "bn2"), a, &b));
+    STEP(rt_module_forward(child(m, "relu2"), a, &b));
+    STEP(rt_module_forward(child(m, "pool2"), a, &b));
+    STEP(rt_module_forward(child(m, "flatten"), a, &b));
+    STEP(rt_module_forward(child(m, "fc"), a, &b));
     STEP(rt_cross_entropy(a, target, 0.0f, &b));
 #undef STEP
     *loss = a;
     return RT_OK;
+}
+
+/* The same forward through the Sequential root in one call (it releases
+ * each intermediate as the next child has consumed it), then the loss. */
+static rt_status net_forward_whole(net *m, rt_tensor *x, rt_tensor *target, rt_tensor **loss) {
+    rt_tensor *logits = NULL;
+    RT_TRY(rt_module_forward(m->root, x, &logits));
+    rt_status st = rt_cross_entropy(logits, target, 0.0f, loss);
+    rt_tensor_release(logits);
+    return st;
 }
 
 /* The analytic SAVED bytes of net_forward, from ops.h's "Saves:" lists.
@@ -140,10 +178,10 @@ typedef struct step_result {
     float loss;
 } step_result;
 
-static rt_status net_step(net *m, rt_device dev, uint64_t seed, step_result *r) {
+static rt_status net_step_ex(net *m, rt_device dev, uint64_t seed, bool whole, step_result *r) {
     rt_tensor *x = NULL, *t = NULL, *loss = NULL;
     rt_status st = make_batch(dev, seed, &x, &t);
-    if (st == RT_OK) st = net_forward(m, x, t, &loss);
+    if (st == RT_OK) st = (whole ? net_forward_whole : net_forward)(m, x, t, &loss);
     if (st == RT_OK) {
         rt_memstats_get(&r->after_forward);
         r->loss = dev == RT_DEVICE_CPU ? rt_tensor_f32(loss)[0] : 0.0f;
@@ -155,6 +193,10 @@ static rt_status net_step(net *m, rt_device dev, uint64_t seed, step_result *r) 
     rt_tensor_release(t);
     rt_memstats_get(&r->after_batch);
     return st;
+}
+
+static rt_status net_step(net *m, rt_device dev, uint64_t seed, step_result *r) {
+    return net_step_ex(m, dev, seed, false, r);
 }
 
 static int64_t live_of(rt_mem_category c) {
@@ -228,6 +270,40 @@ static void test_forward_temp_after(void) {
     net_destroy(&m);
     CHECK_OK(st);
     CHECK_EQ_INT(r.after_forward.live[RT_MEM_TEMP] - base.live[RT_MEM_TEMP], 4); /* the 0-d loss */
+}
+
+/* The state dict follows the tree (torch's names), and the Sequential run
+ * as one module keeps exactly the same SAVED bytes as the child-by-child
+ * forward, with nothing but the loss left in TEMP. */
+static void test_sequential_forward_matches_analytic(void) {
+    rt_memstats base;
+    rt_memstats_get(&base);
+    net m;
+    CHECK_OK(net_init(&m, RT_DEVICE_CPU));
+    static const char *const names[] = {"conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias",
+                                        "bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked",
+                                        "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias",
+                                        "bn2.running_mean", "bn2.running_var", "bn2.num_batches_tracked",
+                                        "fc.weight", "fc.bias"};
+    int n_names = (int)(sizeof names / sizeof names[0]), names_ok = m.sd->n == n_names;
+    for (int i = 0; names_ok && i < n_names; i++) names_ok = strcmp(m.sd->entries[i].name, names[i]) == 0;
+    rt_memstats_reset_peaks();
+    step_result r;
+    rt_status st = net_step_ex(&m, RT_DEVICE_CPU, 7, true, &r);
+    int64_t tracked = net_counter(&m, "bn2.num_batches_tracked");
+    net_zero_grad(&m);
+    net_destroy(&m);
+    CHECK_OK(st);
+    CHECK(names_ok);
+    CHECK_EQ_INT(tracked, 1);
+    CHECK_EQ_INT(r.after_forward.live[RT_MEM_SAVED] - base.live[RT_MEM_SAVED], analytic_saved_bytes());
+    CHECK_EQ_INT(r.after_step.peak[RT_MEM_SAVED] - base.live[RT_MEM_SAVED], analytic_saved_bytes());
+    CHECK_EQ_INT(r.after_forward.live[RT_MEM_TEMP] - base.live[RT_MEM_TEMP], 4);
+    CHECK_EQ_INT(r.after_step.live[RT_MEM_GRAD] - base.live[RT_MEM_GRAD], net_grad_bytes());
+    CHECK_EQ_INT(r.after_step.live[RT_MEM_SAVED], base.live[RT_MEM_SAVED]);
+    rt_memstats end;
+    rt_memstats_get(&end);
+    for (int c = 0; c < RT_MEM_NCAT; c++) CHECK_EQ_INT(end.live[c], base.live[c]);
 }
 
 static void run_and_record(rt_device dev, rt_memstats *peaks_rel, step_result *r, rt_status *out) {
@@ -322,7 +398,8 @@ static void test_repeated_steps_no_leak(void) {
     CHECK_EQ_INT(first.live[RT_MEM_GRAD] - base.live[RT_MEM_GRAD], net_grad_bytes());
     CHECK_EQ_INT(first.live[RT_MEM_SAVED], base.live[RT_MEM_SAVED]);
     CHECK_EQ_INT(first.live[RT_MEM_TEMP], base.live[RT_MEM_TEMP]);
-    CHECK_EQ_INT(m.bn1.num_batches_tracked, 5);
+    CHECK_EQ_INT(net_counter(&m, "bn1.num_batches_tracked"), 5);
+    CHECK_EQ_INT(net_counter(&m, "bn2.num_batches_tracked"), 5);
     net_zero_grad(&m);
     net_destroy(&m);
     rt_memstats end;
@@ -358,6 +435,7 @@ static void test_repeated_steps_meta_no_leak(void) {
 
 RT_TEST_MAIN({"saved_matches_analytic", test_saved_matches_analytic},
              {"forward_temp_after", test_forward_temp_after},
+             {"sequential_forward_matches_analytic", test_sequential_forward_matches_analytic},
              {"meta_matches_real", test_meta_matches_real},
              {"repeated_steps_no_leak", test_repeated_steps_no_leak},
              {"repeated_steps_meta_no_leak", test_repeated_steps_meta_no_leak})

@@ -5,7 +5,8 @@
  * norm's running statistics) must match:
  *     max|a - b| / max(max|b|, 1e-6) <= 1e-4   per tensor (b = PyTorch).
  * Each comparison prints its error. convnet3 rebuilds the fixture's network
- * from the nn/ layers under the same state-dict names, loads its parameters
+ * from nn/ modules (a Sequential whose children carry the fixture's names,
+ * so the state dict has the same names), loads its parameters
  * and buffers, and checks a whole training step (loss, logits, every
  * parameter gradient, running statistics and counters).
  * The test all_fixtures_covered fails when a fixture file has no case here. */
@@ -19,7 +20,8 @@
 #include "autograd/node.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
-#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/modules.h"
 #include "nn/state_dict.h"
 #include "ops/ops.h"
 #include "rt_test.h"
@@ -415,39 +417,28 @@ static void parity_mse(const char *name) { parity_loss(name, false); }
 
 /* ------------------------------------------------------------ convnet3 */
 
-typedef struct convnet3 {
-    rt_conv_layer conv1, conv2, conv3;
-    rt_batchnorm_layer bn1, bn2;
-    rt_linear_layer fc;
-} convnet3;
-
 static void sd_destroy_(void *sd) { rt_state_dict_destroy(sd); }
+static void module_destroy_(void *m) { rt_module_destroy(m); }
 
-/* Forward exactly as tools/make_fixtures.py's ConvNet3 (train mode):
+/* tools/make_fixtures.py's ConvNet3 as a Sequential (train mode):
  * h1 = bn1(conv1(x)); h2 = bn2(conv2(relu(h1))); h3 = conv3(relu(h2));
- * logits = fc(flatten(adaptive_avg_pool(relu(h3)))). Intermediates owned. */
-static rt_status convnet3_forward(convnet3 *m, rt_tensor *x, rt_tensor **logits) {
-    rt_tensor *t;
-#define STEP(call)                                                                       \
-    do {                                                                                 \
-        rt_status s_ = (call);                                                           \
-        if (s_ != RT_OK) return s_;                                                      \
-        tu_own(t);                                                                       \
-        x = t;                                                                           \
-    } while (0)
-    STEP(rt_conv_layer_forward(&m->conv1, x, &t));
-    STEP(rt_batchnorm_layer_forward(&m->bn1, x, true, &t));
-    STEP(rt_relu(x, &t));
-    STEP(rt_conv_layer_forward(&m->conv2, x, &t));
-    STEP(rt_batchnorm_layer_forward(&m->bn2, x, true, &t));
-    STEP(rt_relu(x, &t));
-    STEP(rt_conv_layer_forward(&m->conv3, x, &t));
-    STEP(rt_relu(x, &t));
-    STEP(rt_adaptive_avg_pool_1(x, &t));
-    STEP(rt_flatten(x, &t));
-    STEP(rt_linear_layer_forward(&m->fc, x, &t));
-#undef STEP
-    *logits = x;
+ * logits = fc(flatten(adaptive_avg_pool(relu(h3)))). The children holding
+ * tensors have the fixture's names; eps and momentum are the fixture's. */
+static rt_status convnet3_build(rt_module *root, float eps, float momentum) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    RT_ADD_CHILD(root, "conv1", rt_conv_create(&ctx, 2, 1, 4, 3, 1, 1, 1, true, RT_INIT_DEFAULT, &m));
+    RT_ADD_CHILD(root, "bn1", rt_batchnorm_create(&ctx, 2, 4, false, &m));
+    RT_ADD_CHILD(root, "relu1", rt_relu_create(&m));
+    RT_ADD_CHILD(root, "conv2", rt_conv_create(&ctx, 2, 4, 8, 3, 2, 1, 1, true, RT_INIT_DEFAULT, &m));
+    RT_ADD_CHILD(root, "bn2", rt_batchnorm_create(&ctx, 2, 8, false, &m));
+    RT_ADD_CHILD(root, "relu2", rt_relu_create(&m));
+    RT_ADD_CHILD(root, "conv3", rt_conv_create(&ctx, 2, 8, 8, 3, 1, 1, 1, true, RT_INIT_DEFAULT, &m));
+    RT_ADD_CHILD(root, "relu3", rt_relu_create(&m));
+    RT_ADD_CHILD(root, "pool", rt_adaptive_avg_pool_create(2, 1, &m));
+    RT_ADD_CHILD(root, "flatten", rt_flatten_create(&m));
+    RT_ADD_CHILD(root, "fc", rt_linear_create(&ctx, 8, 10, true, &m));
+    RT_TRY(rt_batchnorm_configure(rt_module_find(root, "bn1"), momentum, eps));
+    RT_TRY(rt_batchnorm_configure(rt_module_find(root, "bn2"), momentum, eps));
     return RT_OK;
 }
 
@@ -456,20 +447,16 @@ static void parity_convnet3(const char *name) {
     CHECK(f);
     const char *loss = rt_st_metadata(f, "loss");
     CHECK(loss && strcmp(loss, "cross_entropy") == 0);
-    rt_state_dict *sd = rt_state_dict_create(RT_DEVICE_CPU, 1);
-    CHECK(sd);
-    tu_defer(sd_destroy_, sd);
-    convnet3 m;
-    CHECK_OK(rt_conv_layer_init(&m.conv1, sd, "conv1", 2, 1, 4, 3, 1, 1, 1, true, RT_INIT_DEFAULT));
-    CHECK_OK(rt_batchnorm_layer_init(&m.bn1, sd, "bn1", 4));
-    CHECK_OK(rt_conv_layer_init(&m.conv2, sd, "conv2", 2, 4, 8, 3, 2, 1, 1, true, RT_INIT_DEFAULT));
-    CHECK_OK(rt_batchnorm_layer_init(&m.bn2, sd, "bn2", 8));
-    CHECK_OK(rt_conv_layer_init(&m.conv3, sd, "conv3", 2, 8, 8, 3, 1, 1, 1, true, RT_INIT_DEFAULT));
-    CHECK_OK(rt_linear_layer_init(&m.fc, sd, "fc", 8, 10, true));
     float eps = (float)fx_double(f, "bn_eps"), momentum = (float)fx_double(f, "bn_momentum");
     CHECK(eps > 0 && momentum > 0);
-    m.bn1.eps = m.bn2.eps = eps;
-    m.bn1.momentum = m.bn2.momentum = momentum;
+    rt_module *net = NULL;
+    CHECK_OK(rt_sequential_create(&net));
+    tu_defer(module_destroy_, net); /* deferred before sd: freed after it, as sd's counters point into net */
+    CHECK_OK(convnet3_build(net, eps, momentum));
+    CHECK(net->training);
+    rt_state_dict *sd = NULL;
+    CHECK_OK(rt_module_state_dict(net, &sd));
+    tu_defer(sd_destroy_, sd);
 
     /* load: parameters by name, buffers and counters from their "_in" copies */
     int n_grads = 0;
@@ -492,7 +479,8 @@ static void parity_convnet3(const char *name) {
 
     rt_tensor *x = fx_tensor(f, "x", true), *target = fx_tensor(f, "target", false), *logits = NULL, *y = NULL;
     CHECK(x && target);
-    CHECK_OK(convnet3_forward(&m, x, &logits));
+    CHECK_OK(rt_module_forward(net, x, &logits));
+    tu_own(logits);
     fx_compare(f, "logits", logits);
     CHECK_OK(rt_cross_entropy(logits, target, 0.0f, &y));
     tu_own(y);

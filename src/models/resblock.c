@@ -41,7 +41,7 @@ static const rt_module_class rt_bottleneck_class = {"Bottleneck", rt_resblock_fo
 
 /* Adds conv`i` and bn`i` (with a fused ReLU unless it is the last). */
 static rt_status rt_resblock_add_unit(rt_init_ctx *ctx, rt_resblock *b, int i, const int64_t spec[5]) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "conv%d", i + 1);
     RT_TRY(rt_conv_create(ctx, 2, spec[0], spec[1], spec[2], spec[3], spec[4], 1, false, RT_INIT_KAIMING_FAN_OUT,
                           &b->conv[i]));

@@ -32,7 +32,7 @@ static rt_status rt_preact_fill(rt_module *p, rt_init_ctx *ctx, rt_block_kind ki
     int n = kind == RT_BLOCK_BOTTLENECK ? 3 : 2;
     for (int i = 0; i < n; i++) {
         const int64_t *spec = kind == RT_BLOCK_BOTTLENECK ? bottleneck[i] : basic[i];
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "bn%d", i + 1);
         RT_ADD_CHILD(p, name, rt_batchnorm_create(ctx, 2, spec[0], true, &m));
         snprintf(name, sizeof name, "conv%d", i + 1);

@@ -1,7 +1,11 @@
 #include "autograd/node.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* core releases a tensor's grad_fn through its first member */
+_Static_assert(offsetof(struct rt_node, meta) == 0, "rt_node must begin with its rt_autograd_meta");
 
 static _Thread_local bool rt_tls_grad_disabled; /* zero-initialised: grad mode on */
 
@@ -22,6 +26,8 @@ bool rt_grad_set_enabled(bool enabled) {
     rt_tls_grad_disabled = !enabled;
     return prev;
 }
+
+static void rt_node_destroy(rt_autograd_meta *m);
 
 rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *inputs, int n_outputs,
                          rt_backward_fn backward, size_t ctx_size, rt_node **out) {
@@ -44,7 +50,8 @@ rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *input
         free(n);
         return rt_error_set(RT_ERR_OOM, "out of memory creating autograd node %s", name);
     }
-    n->refcount = 1;
+    n->meta.refcount = 1;
+    n->meta.destroy = rt_node_destroy;
     n->name = name;
     n->n_inputs = n_inputs;
     n->n_outputs = n_outputs;
@@ -64,7 +71,7 @@ rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *input
 }
 
 rt_node *rt_node_retain(rt_node *n) {
-    if (n) n->refcount++;
+    if (n) n->meta.refcount++;
     return n;
 }
 
@@ -78,8 +85,9 @@ void rt_node_release_saved(rt_node *n) {
     n->released = true;
 }
 
-void rt_node_release(rt_node *n) {
-    if (!n || --n->refcount > 0) return;
+/* The last reference's release (rt_autograd_meta.destroy). */
+static void rt_node_destroy(rt_autograd_meta *m) {
+    rt_node *n = (rt_node *)m;
     rt_node_release_saved(n);
     free(n->saved);
     for (int i = 0; i < n->n_inputs; i++) {
@@ -92,6 +100,8 @@ void rt_node_release(rt_node *n) {
     free(n->grad_buf);
     free(n);
 }
+
+void rt_node_release(rt_node *n) { rt_autograd_meta_release(n ? &n->meta : NULL); }
 
 void rt_node_set_output(rt_node *node, rt_tensor *output, int output_nr) {
     if (!node) return;

@@ -9,7 +9,10 @@
  *
  * Ownership: a tensor holds a reference to its grad_fn; a node holds
  * references to the nodes and leaves its edges point at and to its saved
- * tensors, which are detached aliases (no grad_fn) so there are no cycles. */
+ * tensors, which are detached aliases (no grad_fn) so there are no cycles.
+ * A node begins with an rt_autograd_meta (core/tensor.h): its refcount and
+ * its destroy function, through which core releases a tensor's grad_fn
+ * without including this header. */
 #ifndef RT_AUTOGRAD_NODE_H
 #define RT_AUTOGRAD_NODE_H
 
@@ -38,7 +41,7 @@ typedef rt_status (*rt_backward_fn)(rt_node *self, rt_tensor *const *grad_output
                                     rt_tensor **grad_inputs);
 
 struct rt_node {
-    int refcount;
+    rt_autograd_meta meta; /* first member: refcount and destroy (core/tensor.h) */
     const char *name;      /* op name, a string literal, e.g. "conv2d" */
     int n_inputs;
     rt_edge *edges;        /* n_inputs */

@@ -13,6 +13,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "autograd/recompute.h"
 #include "core/mem.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -960,6 +961,321 @@ static void test_saved_hooks_drop_recompute(void) {
     rt_tensor_release(g);
 }
 
+/* ---- the recompute facility (autograd/recompute.h) ------------------------- */
+
+static bool gen_at(rt_rng_state want) {
+    const rt_generator *g = rt_default_generator();
+    return g->seed == want.seed && g->offset == want.offset;
+}
+
+/* begin/rewind/end: the replay draws the forward's numbers, recompute mode
+ * is on inside, and everything is put back at the end, also when nested. */
+static void test_recompute_scope_rng(void) {
+    rt_manual_seed(7);
+    float a[10], b[10], c[6];
+    rt_generator_uniform(rt_default_generator(), 6, c); /* somewhere mid-stream */
+    rt_rng_state at = rt_rng_state_get();
+    CHECK(gen_at(at) && at.seed == 7 && at.offset == rt_philox_blocks(6));
+    rt_generator_uniform(rt_default_generator(), 10, a);
+    const rt_rng_state after = rt_rng_state_get();
+
+    /* outside a scope a rewind is refused and moves nothing */
+    CHECK(!rt_recompute_is_active());
+    rt_error_clear();
+    CHECK_EQ_INT(rt_recompute_rewind(&at), RT_ERR_STATE);
+    CHECK(strstr(rt_error_last(), "rt_recompute_begin") != NULL);
+    CHECK(gen_at(after));
+
+    rt_recompute_scope outer, inner;
+    rt_recompute_begin(&outer);
+    CHECK(rt_recompute_is_active());
+    CHECK(gen_at(after)); /* begin itself moves nothing */
+    CHECK_OK(rt_recompute_rewind(&at));
+    CHECK(gen_at(at));
+    rt_generator_uniform(rt_default_generator(), 10, b);
+    CHECK(memcmp(a, b, sizeof a) == 0); /* the same numbers as the forward */
+    const rt_rng_state mid = rt_rng_state_get();
+    CHECK_OK(rt_recompute_rewind(NULL)); /* no record: no-op */
+    CHECK(gen_at(mid));
+
+    /* a nested scope restores the outer's position, and leaves recompute on */
+    rt_recompute_begin(&inner);
+    rt_rng_state elsewhere = {.seed = 99, .offset = 1234};
+    CHECK_OK(rt_recompute_rewind(&elsewhere));
+    rt_generator_uniform(rt_default_generator(), 3, c);
+    rt_recompute_end(&inner);
+    CHECK(gen_at(mid));
+    CHECK(rt_recompute_is_active());
+
+    rt_recompute_end(&outer);
+    CHECK(gen_at(after)); /* the stream continues as if nothing was recomputed */
+    CHECK(!rt_recompute_is_active());
+    rt_generator_uniform(rt_default_generator(), 3, c);
+    const rt_rng_state later = rt_rng_state_get();
+    rt_recompute_end(&outer); /* a second end does nothing */
+    CHECK(gen_at(later));
+    CHECK(!rt_recompute_is_active());
+
+    /* a scope opened while recompute mode is already on leaves it on */
+    bool prev = rt_recompute_set_active(true);
+    rt_recompute_begin(&outer);
+    rt_recompute_end(&outer);
+    CHECK(rt_recompute_is_active());
+    rt_recompute_set_active(prev);
+}
+
+/* rt_detached_leaf: shares the storage (no bytes), requires grad, has no
+ * history, so a sub-graph built on it stops there; its gradient is TEMP for
+ * an activation. Errors are values. */
+static void test_detached_leaf(void) {
+    int64_t base_total = live_total_bytes(), base_grad = live(RT_MEM_GRAD);
+    int64_t shape[2] = {3, 4};
+    rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 101), *g = rand_tensor(2, shape, RT_MEM_DATA, 102);
+    CHECK(x && g);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_tensor *h = NULL, *y = NULL;
+    CHECK_OK(rt_mul_scalar(x, 2.0f, &h)); /* an activation with history */
+    CHECK(h->grad_fn != NULL);
+    int64_t before = live_total_bytes();
+    int refs = h->storage->refcount;
+    rt_tensor *l = rt_detached_leaf(h);
+    CHECK(l != NULL);
+    CHECK(l->storage == h->storage && rt_tensor_data(l) == rt_tensor_data(h));
+    CHECK_EQ_INT(h->storage->refcount, refs + 1);
+    CHECK(l->requires_grad && l->grad_fn == NULL && l->grad == NULL);
+    CHECK(rt_tensor_same_shape(l, h) && l->dtype == RT_F32 && l->layout == h->layout);
+    CHECK_EQ_INT(live_total_bytes(), before);
+
+    CHECK_OK(rt_mul_scalar(l, 3.0f, &y));
+    CHECK_OK(rt_backward(y, g, false));
+    CHECK(l->grad != NULL && x->grad == NULL); /* the graph was cut at the leaf */
+    for (int i = 0; i < 12; i++) CHECK(rt_tensor_f32(l->grad)[i] == 3.0f * rt_tensor_f32(g)[i]);
+    CHECK_EQ_INT(live(RT_MEM_GRAD), base_grad); /* an activation's gradient is TEMP */
+    rt_tensor_release(y);
+    rt_tensor_release(l);
+    rt_tensor_release(h);
+
+    rt_error_clear();
+    CHECK(rt_detached_leaf(NULL) == NULL);
+    CHECK(strstr(rt_error_last(), "NULL") != NULL);
+    rt_tensor *i32 = rt_tensor_zeros(2, shape, RT_I32, RT_DEVICE_CPU, RT_MEM_TEMP);
+    CHECK(i32 != NULL);
+    rt_error_clear();
+    CHECK(rt_detached_leaf(i32) == NULL);
+    CHECK(strstr(rt_error_last(), "int32") != NULL);
+    CHECK_EQ_INT(i32->storage->refcount, 1);
+    rt_tensor_release(i32);
+    rt_tensor_release(x);
+    rt_tensor_release(g);
+    CHECK_EQ_INT(live_total_bytes(), base_total);
+}
+
+/* rt_leaf_grad_or_zeros: the leaf's .grad itself, or fresh TEMP zeros of the
+ * leaf's shape and layout (also on meta); NULL with a status on errors. */
+static void test_leaf_grad_or_zeros(void) {
+    int64_t base_total = live_total_bytes(), base_temp = live(RT_MEM_TEMP);
+    int64_t shape[4] = {1, RT_LAYOUT_BLOCK, 2, 2};
+    rt_tensor *t = rand_tensor(4, shape, RT_MEM_TEMP, 111);
+    CHECK(t != NULL);
+    t->layout = RT_LAYOUT_BLOCKED;
+    rt_tensor *l = rt_detached_leaf(t);
+    CHECK(l != NULL);
+    rt_tensor *z = rt_leaf_grad_or_zeros(l);
+    CHECK(z != NULL && z != l && z->storage != l->storage);
+    CHECK(rt_tensor_same_shape(z, l) && z->dtype == RT_F32 && z->layout == RT_LAYOUT_BLOCKED);
+    CHECK(z->storage->category == RT_MEM_TEMP && !z->requires_grad && z->grad_fn == NULL);
+    CHECK(max_abs(z) == 0.0);
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp, 2 * (int64_t)rt_tensor_nbytes(t));
+    CHECK(l->grad == NULL); /* the zeros are not stored in the leaf */
+    rt_tensor_release(z);
+
+    /* with a gradient: that very tensor, one more reference */
+    CHECK((l->grad = rt_tensor_zeros_like(l, RT_MEM_TEMP)) != NULL);
+    rt_tensor *gr = rt_leaf_grad_or_zeros(l);
+    CHECK(gr == l->grad);
+    CHECK_EQ_INT(gr->refcount, 2);
+    rt_tensor_release(gr);
+
+    /* errors: NULL leaf; out of memory for the zeros */
+    rt_error_clear();
+    CHECK(rt_leaf_grad_or_zeros(NULL) == NULL);
+    CHECK(strstr(rt_error_last(), "NULL") != NULL);
+    rt_tensor_zero_grad(l);
+    rt_mem_set_limit(live_total_bytes());
+    rt_error_clear();
+    z = rt_leaf_grad_or_zeros(l);
+    rt_mem_set_limit(0);
+    CHECK(z == NULL);
+    CHECK(strstr(rt_error_last(), "limit") != NULL);
+
+    /* meta: zeros are booked, nothing is computed */
+    rt_tensor *m = rt_tensor_create(4, shape, RT_F32, RT_DEVICE_META, RT_MEM_TEMP);
+    CHECK(m != NULL);
+    rt_tensor *ml = rt_detached_leaf(m);
+    CHECK(ml != NULL);
+    int64_t before = live(RT_MEM_TEMP);
+    rt_tensor *mz = rt_leaf_grad_or_zeros(ml);
+    CHECK(mz != NULL && rt_tensor_is_meta(mz));
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - before, (int64_t)rt_tensor_nbytes(m));
+    rt_tensor_release(mz);
+    rt_tensor_release(ml);
+    rt_tensor_release(m);
+    rt_tensor_release(l);
+    rt_tensor_release(t);
+    CHECK_EQ_INT(live_total_bytes(), base_total);
+}
+
+/* A non-reentrant checkpoint (torch.utils.checkpoint, use_reentrant=False)
+ * written with the facility: block(x) = dropout(relu(batch_norm(conv(x)))),
+ * followed by another dropout and an mse loss.
+ * Forward runs without recording and keeps x and the generator position;
+ * backward recomputes in a scope. Against the plain graph: the same loss,
+ * the same gradients (dropout replayed its mask), running statistics updated
+ * once (batch norm skipped the update in recompute), and the generator ends
+ * where the plain run left it. */
+typedef struct bn_params {
+    rt_tensor *gamma, *beta, *mean, *var;
+    int64_t tracked;
+} bn_params;
+
+typedef struct rc_block {
+    small_graph *sg;
+    bn_params *bn;
+} rc_block;
+
+static rt_status rc_block_run(const rc_block *b, rt_tensor *x, rt_tensor **y) {
+    rt_tensor *c = NULL, *n = NULL, *r = NULL;
+    RT_TRY(rt_conv(x, b->sg->w, b->sg->b, &k_pad1, &c));
+    rt_status st = rt_batch_norm(c, b->bn->gamma, b->bn->beta, b->bn->mean, b->bn->var, &b->bn->tracked, true,
+                                 0.1f, 1e-5f, &n);
+    if (st == RT_OK) st = rt_relu(n, &r);
+    if (st == RT_OK) st = rt_dropout(r, 0.3f, true, y);
+    rt_tensor_release(c);
+    rt_tensor_release(n);
+    rt_tensor_release(r);
+    return st;
+}
+
+typedef struct rc_ctx {
+    rc_block block;
+    rt_rng_state at;
+} rc_ctx;
+
+static rt_status rc_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rc_ctx *c = self->ctx;
+    rt_tensor *x = NULL, *y = NULL;
+    RT_TRY(rt_node_saved(self, 0, &x));
+    bool need_x = rt_node_needs_grad(self, 0);
+    rt_recompute_scope sc;
+    rt_recompute_begin(&sc);
+    rt_status st = rt_recompute_rewind(&c->at);
+    rt_tensor *xl = need_x ? rt_detached_leaf(x) : rt_tensor_detach(x);
+    if (st == RT_OK && !xl) st = RT_ERR_OOM;
+    bool grad = rt_grad_set_enabled(true);
+    if (st == RT_OK) st = rc_block_run(&c->block, xl, &y);
+    if (st == RT_OK) st = rt_backward(y, grad_out[0], false);
+    if (st == RT_OK && need_x && !(grad_in[0] = rt_leaf_grad_or_zeros(xl))) st = RT_ERR_OOM;
+    rt_grad_set_enabled(grad);
+    rt_tensor_release(y);
+    rt_tensor_release(xl);
+    rt_recompute_end(&sc);
+    return st;
+}
+
+static rt_status rc_checkpoint(const rc_block *b, rt_tensor *x, rt_tensor **out) {
+    *out = NULL;
+    rt_rng_state at = rt_rng_state_get();
+    bool grad = rt_grad_set_enabled(false);
+    rt_tensor *y = NULL;
+    rt_status st = rc_block_run(b, x, &y);
+    rt_grad_set_enabled(grad);
+    RT_TRY(st);
+    rt_tensor *inputs[5] = {x, b->sg->w, b->sg->b, b->bn->gamma, b->bn->beta};
+    rt_node *node = NULL;
+    st = rt_node_create("checkpoint", 5, inputs, 1, rc_backward, sizeof(rc_ctx), &node);
+    if (st == RT_OK && node) {
+        *(rc_ctx *)node->ctx = (rc_ctx){*b, at};
+        st = rt_node_save(node, x, NULL);
+    }
+    if (st == RT_OK) rt_node_set_output(node, y, 0);
+    rt_node_release(node);
+    if (st != RT_OK) {
+        rt_tensor_release(y);
+        return st;
+    }
+    *out = y;
+    return RT_OK;
+}
+
+static void recompute_checkpoint_case(bool x_requires_grad) {
+    int64_t base_total = live_total_bytes();
+    small_graph sg;
+    CHECK(small_graph_init(&sg, x_requires_grad, RT_MEM_DATA));
+    int64_t cs[1] = {4};
+    bn_params bn = {rand_tensor(1, cs, RT_MEM_PARAM, 121), rand_tensor(1, cs, RT_MEM_PARAM, 122),
+                    const_tensor(1, cs, 0.0f, RT_MEM_PARAM), const_tensor(1, cs, 1.0f, RT_MEM_PARAM), 0};
+    CHECK(bn.gamma && bn.beta && bn.mean && bn.var);
+    CHECK_OK(rt_tensor_set_requires_grad(bn.gamma, true));
+    CHECK_OK(rt_tensor_set_requires_grad(bn.beta, true));
+    const rc_block blk = {&sg, &bn};
+    rt_tensor *leaves[5] = {sg.x, sg.w, sg.b, bn.gamma, bn.beta};
+    rt_tensor *plain[5] = {0}, *stats[2] = {0};
+    float loss_plain = 0;
+    rt_rng_state end_plain = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        rt_manual_seed(5);
+        CHECK_OK(rt_tensor_fill(bn.mean, 0.0f));
+        CHECK_OK(rt_tensor_fill(bn.var, 1.0f));
+        bn.tracked = 0;
+        rt_tensor *y = NULL, *yd = NULL, *loss = NULL;
+        CHECK_OK(pass == 0 ? rc_block_run(&blk, sg.x, &y) : rc_checkpoint(&blk, sg.x, &y));
+        /* a later layer draws too: the recompute must not leave the stream at the block's end */
+        rt_status st = rt_dropout(y, 0.2f, true, &yd);
+        if (st == RT_OK) st = rt_mse_loss(yd, sg.g, &loss);
+        rt_tensor_release(y);
+        rt_tensor_release(yd);
+        CHECK_OK(st);
+        if (pass == 1) CHECK(loss->grad_fn != NULL && rt_tensor_f32(loss)[0] == loss_plain);
+        loss_plain = rt_tensor_f32(loss)[0];
+        CHECK_OK(rt_backward(loss, NULL, false));
+        rt_tensor_release(loss);
+        CHECK_EQ_INT(bn.tracked, 1); /* one update per training forward */
+        if (pass == 0) {
+            end_plain = rt_rng_state_get();
+            CHECK(end_plain.offset > 0); /* dropout drew */
+            for (int k = 0; k < 5; k++) {
+                if (!leaves[k]->grad) continue;
+                CHECK((plain[k] = rt_tensor_to(leaves[k]->grad, RT_F32, RT_MEM_TEMP)) != NULL);
+                rt_tensor_zero_grad(leaves[k]);
+            }
+            CHECK((stats[0] = rt_tensor_to(bn.mean, RT_F32, RT_MEM_TEMP)) != NULL);
+            CHECK((stats[1] = rt_tensor_to(bn.var, RT_F32, RT_MEM_TEMP)) != NULL);
+        }
+    }
+    CHECK(gen_at(end_plain));
+    CHECK(!rt_recompute_is_active());
+    CHECK(max_abs_diff(bn.mean, stats[0]) == 0.0 && max_abs_diff(bn.var, stats[1]) == 0.0);
+    for (int k = 0; k < 5; k++) {
+        CHECK((plain[k] != NULL) == (leaves[k]->grad != NULL));
+        if (!plain[k]) continue;
+        CHECK(max_abs(plain[k]) > 0);
+        CHECK_NEAR(max_abs_diff(leaves[k]->grad, plain[k]), 0.0, 1e-5 * (1 + max_abs(plain[k])));
+    }
+    CHECK((sg.x->grad != NULL) == x_requires_grad);
+    for (int k = 0; k < 5; k++) rt_tensor_release(plain[k]);
+    rt_tensor_release(stats[0]);
+    rt_tensor_release(stats[1]);
+    rt_tensor_release(bn.gamma);
+    rt_tensor_release(bn.beta);
+    rt_tensor_release(bn.mean);
+    rt_tensor_release(bn.var);
+    small_graph_free(&sg);
+    CHECK_EQ_INT(live_total_bytes(), base_total);
+}
+
+static void test_recompute_checkpoint_input_requires_grad(void) { recompute_checkpoint_case(true); }
+static void test_recompute_checkpoint_params_only(void) { recompute_checkpoint_case(false); }
+
 RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", test_used_twice_add},
              {"diamond", test_diamond}, {"leaf_root", test_leaf_root},
              {"backward_twice_released", test_backward_twice_released},
@@ -974,4 +1290,8 @@ RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", tes
              {"saved_hooks_errors", test_saved_hooks_errors},
              {"saved_hooks_unpack_errors", test_saved_hooks_unpack_errors},
              {"saved_hooks_bf16", test_saved_hooks_bf16},
-             {"saved_hooks_drop_recompute", test_saved_hooks_drop_recompute})
+             {"saved_hooks_drop_recompute", test_saved_hooks_drop_recompute},
+             {"recompute_scope_rng", test_recompute_scope_rng}, {"detached_leaf", test_detached_leaf},
+             {"leaf_grad_or_zeros", test_leaf_grad_or_zeros},
+             {"recompute_checkpoint_input_requires_grad", test_recompute_checkpoint_input_requires_grad},
+             {"recompute_checkpoint_params_only", test_recompute_checkpoint_params_only})

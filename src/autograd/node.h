@@ -191,7 +191,8 @@ bool rt_grad_set_enabled(bool enabled);
  * happened once. Ops with side effects consult it: batch_norm does not update
  * running statistics again. Dropout needs no flag: the strategy rewinds the
  * default generator to the offset it saved at forward, so the replay draws
- * the same mask, and then restores the generator. Returns the previous state for restoring. */
+ * the same mask, and then restores the generator (autograd/recompute.h does
+ * both in one scope). Returns the previous state for restoring. */
 bool rt_recompute_is_active(void);
 bool rt_recompute_set_active(bool active);
 

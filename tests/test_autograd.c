@@ -2,7 +2,9 @@
  * summing where a tensor is used twice, graph release and retain_graph,
  * no-grad scope, error cases, freeing of dead intermediates, and a node
  * whose backward runs a nested forward+backward (the mechanism that
- * checkpointing and reversible blocks use). */
+ * checkpointing and reversible blocks use), saved-tensor hooks (call counts,
+ * nesting, errors, a bf16 copy, a drop-and-recompute hook) and the recompute
+ * facility (autograd/recompute.h). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "autograd/recompute.h"
 #include "core/mem.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -40,6 +43,12 @@ static rt_tensor *const_tensor(int ndim, const int64_t *shape, float v, rt_mem_c
     rt_tensor *t = rt_tensor_create(ndim, shape, RT_F32, RT_DEVICE_CPU, cat);
     if (t) rt_tensor_fill(t, v);
     return t;
+}
+
+static int64_t live_total_bytes(void) {
+    rt_memstats s;
+    rt_memstats_get(&s);
+    return s.live_total;
 }
 
 static double max_abs_diff(const rt_tensor *a, const rt_tensor *b) {
@@ -561,6 +570,712 @@ static void test_nested_backward_shared_params(void) {
     small_graph_free(&sg);
 }
 
+/* ---- saved-tensor hooks ---------------------------------------------------- */
+
+/* Hooks that keep t itself, book it exactly as rt_node_save does without
+ * hooks, and count their calls. fail_pack != RT_OK makes pack refuse. */
+typedef struct hook_counts {
+    int pack, unpack, free;
+    rt_status fail_pack;
+} hook_counts;
+
+static rt_status count_pack(void *user, rt_tensor *t, void **packed) {
+    hook_counts *c = user;
+    if (c->fail_pack != RT_OK) return rt_error_set(c->fail_pack, "test hook refuses to pack");
+    c->pack++;
+    rt_storage_mark_saved(t->storage, +1);
+    *packed = rt_tensor_retain(t);
+    return RT_OK;
+}
+
+static rt_status count_unpack(void *user, void *packed, rt_tensor **out) {
+    ((hook_counts *)user)->unpack++;
+    *out = rt_tensor_retain(packed);
+    return RT_OK;
+}
+
+static void count_free(void *user, void *packed) {
+    ((hook_counts *)user)->free++;
+    rt_storage_mark_saved(((rt_tensor *)packed)->storage, -1);
+    rt_tensor_release(packed);
+}
+
+static rt_saved_hooks counting_hooks(hook_counts *c) {
+    return (rt_saved_hooks){count_pack, count_unpack, count_free, c};
+}
+
+/* A probe op: y = x (a copy) whose node saves the given tensors and whose
+ * backward reads every saved slot `reads` times, passes the gradient through,
+ * and records whether repeated reads of a slot gave the same tensor and the
+ * sum of the first saved tensor's values. */
+typedef struct probe_ctx {
+    int reads;
+} probe_ctx;
+
+static int g_probe_runs, g_probe_cache_misses;
+static double g_probe_sum0;
+
+static double tensor_sum(const rt_tensor *t) {
+    double s = 0;
+    for (int64_t i = 0; i < rt_tensor_numel(t); i++) s += rt_tensor_f32(t)[i];
+    return s;
+}
+
+static rt_status probe_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    const probe_ctx *c = self->ctx;
+    g_probe_runs++;
+    for (int i = 0; i < self->n_saved; i++) {
+        rt_tensor *first = NULL;
+        for (int r = 0; r < c->reads; r++) {
+            rt_tensor *t = NULL;
+            RT_TRY(rt_node_saved(self, i, &t));
+            if (!first) first = t;
+            else if (t != first) g_probe_cache_misses++;
+            if (i == 0 && r == 0) g_probe_sum0 = tensor_sum(t);
+        }
+    }
+    grad_in[0] = rt_tensor_retain(grad_out[0]);
+    return RT_OK;
+}
+
+static rt_status probe_forward(rt_tensor *x, int n_save, rt_tensor *const *save, int reads, rt_tensor **out) {
+    *out = NULL;
+    rt_tensor *y = rt_tensor_to(x, RT_F32, RT_MEM_TEMP);
+    if (!y) return RT_ERR_OOM;
+    rt_node *node = NULL;
+    rt_status st = rt_node_create("probe", 1, &x, 1, probe_backward, sizeof(probe_ctx), &node);
+    if (st == RT_OK && node) ((probe_ctx *)node->ctx)->reads = reads;
+    for (int i = 0; st == RT_OK && i < n_save; i++) st = rt_node_save(node, save[i], NULL);
+    if (st == RT_OK) rt_node_set_output(node, y, 0);
+    rt_node_release(node);
+    if (st != RT_OK) {
+        rt_tensor_release(y);
+        return st;
+    }
+    *out = y;
+    return RT_OK;
+}
+
+/* Exact call counts: pack once per save, unpack once per slot and backward
+ * (repeated reads hit the node's cache), free once per pack when the saved
+ * tensors go; a retained graph unpacks again on the next backward. SAVED is
+ * booked as without hooks, since these hooks keep the tensors themselves. */
+static void test_saved_hooks_counts(void) {
+    int64_t base_saved = live(RT_MEM_SAVED), base_temp = live(RT_MEM_TEMP);
+    int64_t shape[2] = {3, 4};
+    rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 51);
+    rt_tensor *a = rand_tensor(2, shape, RT_MEM_TEMP, 52), *b = rand_tensor(2, shape, RT_MEM_TEMP, 53);
+    rt_tensor *g = const_tensor(2, shape, 1.0f, RT_MEM_DATA);
+    CHECK(x && a && b && g);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    const double sum_a = tensor_sum(a);
+
+    hook_counts c = {0};
+    rt_saved_hooks h = counting_hooks(&c);
+    CHECK_OK(rt_saved_tensors_hooks_push(&h));
+    CHECK_EQ_INT(rt_saved_tensors_hooks_depth(), 1);
+    rt_tensor *y = NULL, *save[2] = {a, b};
+    CHECK_OK(probe_forward(x, 2, save, 3, &y));
+    CHECK_OK(rt_saved_tensors_hooks_pop());
+    CHECK_EQ_INT(rt_saved_tensors_hooks_depth(), 0);
+    CHECK_EQ_INT(c.pack, 2);
+    CHECK_EQ_INT(c.unpack, 0);
+    CHECK_EQ_INT(live(RT_MEM_SAVED) - base_saved, 2 * 12 * 4);
+    rt_tensor_release(a); /* the hooks keep them */
+    rt_tensor_release(b);
+    CHECK_EQ_INT(live(RT_MEM_SAVED) - base_saved, 2 * 12 * 4);
+
+    g_probe_runs = g_probe_cache_misses = 0;
+    for (int pass = 1; pass <= 2; pass++) { /* retained: unpacked anew each time, popped hooks still used */
+        CHECK_OK(rt_backward(y, g, true));
+        CHECK_EQ_INT(c.unpack, 2 * pass);
+        CHECK_EQ_INT(c.free, 0);
+        CHECK_NEAR(g_probe_sum0, sum_a, 0.0);
+    }
+    CHECK_OK(rt_backward(y, g, false));
+    CHECK_EQ_INT(g_probe_runs, 3);
+    CHECK_EQ_INT(g_probe_cache_misses, 0);
+    CHECK_EQ_INT(c.pack, 2);
+    CHECK_EQ_INT(c.unpack, 6);
+    CHECK_EQ_INT(c.free, 2);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp, (int64_t)rt_tensor_nbytes(y));
+    for (int i = 0; i < 12; i++) CHECK(rt_tensor_f32(x->grad)[i] == 3.0f);
+    /* a released graph refuses before unpacking anything */
+    CHECK_EQ_INT(rt_backward(y, g, false), RT_ERR_GRAPH_RELEASED);
+    CHECK_EQ_INT(c.unpack, 6);
+    rt_tensor_release(y);
+    CHECK_EQ_INT(c.free, 2);
+
+    /* dropping a graph without backward frees every packed object once */
+    hook_counts d = {0};
+    h = counting_hooks(&d);
+    CHECK_OK(rt_saved_tensors_hooks_push(&h));
+    rt_tensor *r = NULL;
+    CHECK_OK(rt_relu(x, &r)); /* saves its output only */
+    CHECK_OK(rt_saved_tensors_hooks_pop());
+    CHECK_EQ_INT(d.pack, 1);
+    rt_tensor_release(r);
+    CHECK_EQ_INT(d.unpack, 0);
+    CHECK_EQ_INT(d.free, 1);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+    rt_tensor_release(g);
+    rt_tensor_release(x);
+}
+
+/* Nested hooks: the innermost one packs; each slot is unpacked and freed by
+ * the hooks that packed it, after both were popped; a tensor saved with no
+ * hook pushed is kept as before. Misuse gives errors, not crashes. */
+static void test_saved_hooks_nested(void) {
+    int64_t base_saved = live(RT_MEM_SAVED);
+    int64_t shape[1] = {5};
+    rt_tensor *x = rand_tensor(1, shape, RT_MEM_DATA, 61), *g = const_tensor(1, shape, 1.0f, RT_MEM_DATA);
+    rt_tensor *s[4];
+    for (int i = 0; i < 4; i++) s[i] = rand_tensor(1, shape, RT_MEM_TEMP, 62 + (uint64_t)i);
+    CHECK(x && g && s[0] && s[1] && s[2] && s[3]);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+
+    hook_counts ca = {0}, cb = {0};
+    rt_saved_hooks ha = counting_hooks(&ca), hb = counting_hooks(&cb);
+    rt_tensor *y[4] = {0}, *in = x;
+    CHECK_OK(rt_saved_tensors_hooks_push(&ha));
+    CHECK_OK(probe_forward(in, 1, &s[0], 1, &y[0])); /* A */
+    CHECK_OK(rt_saved_tensors_hooks_push(&hb));
+    CHECK_EQ_INT(rt_saved_tensors_hooks_depth(), 2);
+    CHECK_OK(probe_forward(y[0], 1, &s[1], 1, &y[1])); /* B */
+    CHECK_OK(rt_saved_tensors_hooks_pop());
+    CHECK_OK(probe_forward(y[1], 1, &s[2], 1, &y[2])); /* A again */
+    CHECK_OK(rt_saved_tensors_hooks_pop());
+    CHECK_OK(probe_forward(y[2], 1, &s[3], 1, &y[3])); /* no hook */
+    CHECK_EQ_INT(ca.pack, 2);
+    CHECK_EQ_INT(cb.pack, 1);
+    CHECK_EQ_INT(live(RT_MEM_SAVED) - base_saved, 4 * 5 * 4);
+
+    /* misuse */
+    rt_error_clear();
+    CHECK_EQ_INT(rt_saved_tensors_hooks_pop(), RT_ERR_STATE);
+    CHECK(strstr(rt_error_last(), "no saved-tensor hooks") != NULL);
+    CHECK_EQ_INT(rt_saved_tensors_hooks_push(NULL), RT_ERR_INVALID_ARG);
+    rt_saved_hooks half = {count_pack, NULL, NULL, &ca};
+    CHECK_EQ_INT(rt_saved_tensors_hooks_push(&half), RT_ERR_INVALID_ARG);
+    for (int i = 0; i < RT_SAVED_HOOKS_MAX_DEPTH; i++) CHECK_OK(rt_saved_tensors_hooks_push(&ha));
+    CHECK_EQ_INT(rt_saved_tensors_hooks_push(&ha), RT_ERR_STATE);
+    for (int i = 0; i < RT_SAVED_HOOKS_MAX_DEPTH; i++) CHECK_OK(rt_saved_tensors_hooks_pop());
+    CHECK_EQ_INT(rt_saved_tensors_hooks_depth(), 0);
+    CHECK_EQ_INT(ca.pack, 2); /* pushing packs nothing */
+
+    for (int i = 0; i < 3; i++) rt_tensor_release(y[i]);
+    CHECK_OK(rt_backward(y[3], g, false));
+    CHECK_EQ_INT(ca.unpack, 2);
+    CHECK_EQ_INT(cb.unpack, 1);
+    CHECK_EQ_INT(ca.free, 2);
+    CHECK_EQ_INT(cb.free, 1);
+    for (int i = 0; i < 5; i++) CHECK(rt_tensor_f32(x->grad)[i] == 1.0f);
+    rt_tensor_release(y[3]);
+    for (int i = 0; i < 4; i++) rt_tensor_release(s[i]);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    rt_tensor_release(x);
+    rt_tensor_release(g);
+}
+
+/* A pack hook's error is the op's error: no output, nothing kept, the
+ * message is the hook's. Unpack errors and unpacked tensors unlike the ones
+ * packed fail backward with a clear status. */
+static void test_saved_hooks_errors(void) {
+    int64_t base_saved = live(RT_MEM_SAVED), base_temp = live(RT_MEM_TEMP);
+    int64_t shape[2] = {2, 3};
+    rt_tensor *x = rand_tensor(2, shape, RT_MEM_TEMP, 71);
+    CHECK(x != NULL);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    hook_counts c = {.fail_pack = RT_ERR_OOM};
+    rt_saved_hooks h = counting_hooks(&c);
+    CHECK_OK(rt_saved_tensors_hooks_push(&h));
+    rt_tensor *y = NULL;
+    rt_error_clear();
+    CHECK_EQ_INT(rt_relu(x, &y), RT_ERR_OOM);
+    CHECK(y == NULL);
+    CHECK(strstr(rt_error_last(), "refuses to pack") != NULL);
+    CHECK_OK(rt_saved_tensors_hooks_pop());
+    CHECK_EQ_INT(c.free, 0);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp, (int64_t)rt_tensor_nbytes(x));
+    CHECK_EQ_INT(x->refcount, 1); /* the failed op's node is gone */
+    rt_tensor_release(x);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+}
+
+/* Unpack hooks that fail or return the wrong tensor. `user` picks the fault. */
+typedef enum unpack_fault { FAULT_ERROR, FAULT_NULL, FAULT_SHAPE, FAULT_DTYPE } unpack_fault;
+
+static rt_status fault_pack(void *user, rt_tensor *t, void **packed) {
+    *packed = rt_tensor_retain(t);
+    return RT_OK;
+}
+
+static rt_status fault_unpack(void *user, void *packed, rt_tensor **out) {
+    rt_tensor *t = packed;
+    int64_t flat = rt_tensor_numel(t);
+    switch (*(unpack_fault *)user) {
+    case FAULT_ERROR: return rt_error_set(RT_ERR_IO, "test hook lost the tensor");
+    case FAULT_NULL: *out = NULL; return RT_OK;
+    case FAULT_SHAPE: *out = rt_tensor_view(t, 1, &flat); return RT_OK;
+    case FAULT_DTYPE: *out = rt_tensor_to(t, RT_BF16, RT_MEM_TEMP); return RT_OK;
+    }
+    return RT_OK;
+}
+
+static void fault_free(void *user, void *packed) { rt_tensor_release(packed); }
+
+static void test_saved_hooks_unpack_errors(void) {
+    int64_t base_total = live_total_bytes();
+    int64_t shape[2] = {2, 3};
+    const rt_status want[4] = {RT_ERR_IO, RT_ERR_STATE, RT_ERR_SHAPE, RT_ERR_DTYPE};
+    const char *msg[4] = {"lost the tensor", "no tensor", "[6]", "bfloat16"};
+    for (int f = FAULT_ERROR; f <= FAULT_DTYPE; f++) {
+        unpack_fault fault = (unpack_fault)f;
+        rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 81), *y = NULL;
+        CHECK(x != NULL);
+        CHECK_OK(rt_tensor_set_requires_grad(x, true));
+        rt_saved_hooks h = {fault_pack, fault_unpack, fault_free, &fault};
+        CHECK_OK(rt_saved_tensors_hooks_push(&h));
+        CHECK_OK(rt_relu(x, &y));
+        CHECK_OK(rt_saved_tensors_hooks_pop());
+        rt_tensor *g = const_tensor(2, shape, 1.0f, RT_MEM_DATA);
+        CHECK(g != NULL);
+        rt_error_clear();
+        CHECK_EQ_INT(rt_backward(y, g, false), want[f]);
+        CHECK(strstr(rt_error_last(), msg[f]) != NULL);
+        CHECK(x->grad == NULL);
+        rt_tensor_release(g);
+        rt_tensor_release(y);
+        rt_tensor_release(x);
+        CHECK_EQ_INT(live_total_bytes(), base_total); /* wrong results were released */
+    }
+}
+
+/* A hook that stores a bf16 copy of every f32 activation (TEMP) and unpacks
+ * it to f32; parameters and inputs are kept as they are. */
+static rt_status bf16_pack(void *user, rt_tensor *t, void **packed) {
+    rt_tensor *p;
+    if (t->dtype == RT_F32 && t->storage->category == RT_MEM_TEMP) {
+        if (!(p = rt_tensor_to(t, RT_BF16, RT_MEM_SAVED))) return RT_ERR_OOM; /* SAVED while held */
+    } else {
+        p = rt_tensor_retain(t);
+        rt_storage_mark_saved(p->storage, +1);
+    }
+    *packed = p;
+    return RT_OK;
+}
+
+static rt_status bf16_unpack(void *user, void *packed, rt_tensor **out) {
+    rt_tensor *p = packed;
+    *out = p->dtype == RT_BF16 ? rt_tensor_to(p, RT_F32, RT_MEM_TEMP) : rt_tensor_retain(p);
+    return *out ? RT_OK : RT_ERR_OOM;
+}
+
+static void bf16_free(void *user, void *packed) {
+    rt_tensor *p = packed;
+    if (p->dtype != RT_BF16) rt_storage_mark_saved(p->storage, -1);
+    rt_tensor_release(p);
+}
+
+/* relu(conv(x)) with x a TEMP activation: the graph saves x and y (f32) and
+ * the weight (PARAM). Under the bf16 hook SAVED holds half the bytes, and
+ * the gradients stay within bf16 rounding of the plain ones. */
+static void test_saved_hooks_bf16(void) {
+    int64_t base_saved = live(RT_MEM_SAVED), base_total = live_total_bytes();
+    small_graph sg;
+    CHECK(small_graph_init(&sg, true, RT_MEM_TEMP));
+    rt_tensor *plain[3] = {0}, *y = NULL;
+    int64_t saved_plain = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        rt_saved_hooks h = {bf16_pack, bf16_unpack, bf16_free, NULL};
+        if (pass == 1) CHECK_OK(rt_saved_tensors_hooks_push(&h));
+        CHECK_OK(conv_relu(sg.x, sg.w, sg.b, &y));
+        if (pass == 1) CHECK_OK(rt_saved_tensors_hooks_pop());
+        int64_t saved = live(RT_MEM_SAVED) - base_saved;
+        if (pass == 0) {
+            saved_plain = saved;
+            CHECK_EQ_INT(saved_plain, (int64_t)(rt_tensor_nbytes(sg.x) + rt_tensor_nbytes(y)));
+        } else {
+            CHECK_EQ_INT(2 * saved, saved_plain);
+        }
+        CHECK_OK(rt_backward(y, sg.g, false));
+        rt_tensor_release(y);
+        CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+        if (pass == 0) {
+            rt_tensor *grads[3] = {sg.x->grad, sg.w->grad, sg.b->grad};
+            for (int k = 0; k < 3; k++) CHECK((plain[k] = rt_tensor_to(grads[k], RT_F32, RT_MEM_TEMP)) != NULL);
+            rt_tensor_zero_grad(sg.x);
+            rt_tensor_zero_grad(sg.w);
+            rt_tensor_zero_grad(sg.b);
+        }
+    }
+    rt_tensor *grads[3] = {sg.x->grad, sg.w->grad, sg.b->grad};
+    for (int k = 0; k < 3; k++) {
+        CHECK(grads[k] != NULL);
+        /* bf16 keeps 8 significant bits: relative rounding 2^-9 per value */
+        CHECK_NEAR(max_abs_diff(grads[k], plain[k]), 0.0, 1e-2 * max_abs(plain[k]));
+    }
+    CHECK(max_abs_diff(sg.w->grad, plain[1]) > 0); /* the weight gradient really saw bf16 inputs */
+    for (int k = 0; k < 3; k++) rt_tensor_release(plain[k]);
+    small_graph_free(&sg);
+    CHECK_EQ_INT(live_total_bytes(), base_total);
+}
+
+/* A hook that drops relu's output and recomputes it from the input in
+ * unpack (the pattern of a recompute policy): nothing is SAVED, unpack's
+ * tensor is a backward transient, and the gradients are exact. */
+static rt_status drop_pack(void *user, rt_tensor *t, void **packed) {
+    *packed = user; /* the input to recompute from, kept by the test */
+    return RT_OK;
+}
+
+static rt_status drop_unpack(void *user, void *packed, rt_tensor **out) {
+    return rt_relu((rt_tensor *)packed, out); /* grad mode is off inside hooks */
+}
+
+static void test_saved_hooks_drop_recompute(void) {
+    int64_t base_saved = live(RT_MEM_SAVED), base_temp = live(RT_MEM_TEMP);
+    int64_t shape[2] = {4, 6};
+    rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 91), *g = rand_tensor(2, shape, RT_MEM_DATA, 92);
+    CHECK(x && g);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_tensor *a = NULL, *y = NULL;
+    CHECK_OK(rt_mul_scalar(x, 1.0f, &a)); /* a TEMP activation */
+    rt_saved_hooks h = {drop_pack, drop_unpack, NULL, a};
+    CHECK_OK(rt_saved_tensors_hooks_push(&h));
+    CHECK_OK(rt_relu(a, &y));
+    CHECK_OK(rt_saved_tensors_hooks_pop());
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    CHECK_OK(rt_backward(y, g, false));
+    for (int i = 0; i < 24; i++) {
+        float want = rt_tensor_f32(x)[i] > 0 ? rt_tensor_f32(g)[i] : 0.0f;
+        CHECK(rt_tensor_f32(x->grad)[i] == want);
+    }
+    rt_tensor_release(y);
+    rt_tensor_release(a);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+    rt_tensor_release(x);
+    rt_tensor_release(g);
+}
+
+/* ---- the recompute facility (autograd/recompute.h) ------------------------- */
+
+static bool gen_at(rt_rng_state want) {
+    const rt_generator *g = rt_default_generator();
+    return g->seed == want.seed && g->offset == want.offset;
+}
+
+/* begin/rewind/end: the replay draws the forward's numbers, recompute mode
+ * is on inside, and everything is put back at the end, also when nested. */
+static void test_recompute_scope_rng(void) {
+    rt_manual_seed(7);
+    float a[10], b[10], c[6];
+    rt_generator_uniform(rt_default_generator(), 6, c); /* somewhere mid-stream */
+    rt_rng_state at = rt_rng_state_get();
+    CHECK(gen_at(at) && at.seed == 7 && at.offset == rt_philox_blocks(6));
+    rt_generator_uniform(rt_default_generator(), 10, a);
+    const rt_rng_state after = rt_rng_state_get();
+
+    /* outside a scope a rewind is refused and moves nothing */
+    CHECK(!rt_recompute_is_active());
+    rt_error_clear();
+    CHECK_EQ_INT(rt_recompute_rewind(&at), RT_ERR_STATE);
+    CHECK(strstr(rt_error_last(), "rt_recompute_begin") != NULL);
+    CHECK(gen_at(after));
+
+    rt_recompute_scope outer, inner;
+    rt_recompute_begin(&outer);
+    CHECK(rt_recompute_is_active());
+    CHECK(gen_at(after)); /* begin itself moves nothing */
+    CHECK_OK(rt_recompute_rewind(&at));
+    CHECK(gen_at(at));
+    rt_generator_uniform(rt_default_generator(), 10, b);
+    CHECK(memcmp(a, b, sizeof a) == 0); /* the same numbers as the forward */
+    const rt_rng_state mid = rt_rng_state_get();
+    CHECK_OK(rt_recompute_rewind(NULL)); /* no record: no-op */
+    CHECK(gen_at(mid));
+
+    /* a nested scope restores the outer's position, and leaves recompute on */
+    rt_recompute_begin(&inner);
+    rt_rng_state elsewhere = {.seed = 99, .offset = 1234};
+    CHECK_OK(rt_recompute_rewind(&elsewhere));
+    rt_generator_uniform(rt_default_generator(), 3, c);
+    rt_recompute_end(&inner);
+    CHECK(gen_at(mid));
+    CHECK(rt_recompute_is_active());
+
+    rt_recompute_end(&outer);
+    CHECK(gen_at(after)); /* the stream continues as if nothing was recomputed */
+    CHECK(!rt_recompute_is_active());
+    rt_generator_uniform(rt_default_generator(), 3, c);
+    const rt_rng_state later = rt_rng_state_get();
+    rt_recompute_end(&outer); /* a second end does nothing */
+    CHECK(gen_at(later));
+    CHECK(!rt_recompute_is_active());
+
+    /* a scope opened while recompute mode is already on leaves it on */
+    bool prev = rt_recompute_set_active(true);
+    rt_recompute_begin(&outer);
+    rt_recompute_end(&outer);
+    CHECK(rt_recompute_is_active());
+    rt_recompute_set_active(prev);
+}
+
+/* rt_detached_leaf: shares the storage (no bytes), requires grad, has no
+ * history, so a sub-graph built on it stops there; its gradient is TEMP for
+ * an activation. Errors are values. */
+static void test_detached_leaf(void) {
+    int64_t base_total = live_total_bytes(), base_grad = live(RT_MEM_GRAD);
+    int64_t shape[2] = {3, 4};
+    rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 101), *g = rand_tensor(2, shape, RT_MEM_DATA, 102);
+    CHECK(x && g);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_tensor *h = NULL, *y = NULL;
+    CHECK_OK(rt_mul_scalar(x, 2.0f, &h)); /* an activation with history */
+    CHECK(h->grad_fn != NULL);
+    int64_t before = live_total_bytes();
+    int refs = h->storage->refcount;
+    rt_tensor *l = rt_detached_leaf(h);
+    CHECK(l != NULL);
+    CHECK(l->storage == h->storage && rt_tensor_data(l) == rt_tensor_data(h));
+    CHECK_EQ_INT(h->storage->refcount, refs + 1);
+    CHECK(l->requires_grad && l->grad_fn == NULL && l->grad == NULL);
+    CHECK(rt_tensor_same_shape(l, h) && l->dtype == RT_F32 && l->layout == h->layout);
+    CHECK_EQ_INT(live_total_bytes(), before);
+
+    CHECK_OK(rt_mul_scalar(l, 3.0f, &y));
+    CHECK_OK(rt_backward(y, g, false));
+    CHECK(l->grad != NULL && x->grad == NULL); /* the graph was cut at the leaf */
+    for (int i = 0; i < 12; i++) CHECK(rt_tensor_f32(l->grad)[i] == 3.0f * rt_tensor_f32(g)[i]);
+    CHECK_EQ_INT(live(RT_MEM_GRAD), base_grad); /* an activation's gradient is TEMP */
+    rt_tensor_release(y);
+    rt_tensor_release(l);
+    rt_tensor_release(h);
+
+    rt_error_clear();
+    CHECK(rt_detached_leaf(NULL) == NULL);
+    CHECK(strstr(rt_error_last(), "NULL") != NULL);
+    rt_tensor *i32 = rt_tensor_zeros(2, shape, RT_I32, RT_DEVICE_CPU, RT_MEM_TEMP);
+    CHECK(i32 != NULL);
+    rt_error_clear();
+    CHECK(rt_detached_leaf(i32) == NULL);
+    CHECK(strstr(rt_error_last(), "int32") != NULL);
+    CHECK_EQ_INT(i32->storage->refcount, 1);
+    rt_tensor_release(i32);
+    rt_tensor_release(x);
+    rt_tensor_release(g);
+    CHECK_EQ_INT(live_total_bytes(), base_total);
+}
+
+/* rt_leaf_grad_or_zeros: the leaf's .grad itself, or fresh TEMP zeros of the
+ * leaf's shape and layout (also on meta); NULL with a status on errors. */
+static void test_leaf_grad_or_zeros(void) {
+    int64_t base_total = live_total_bytes(), base_temp = live(RT_MEM_TEMP);
+    int64_t shape[4] = {1, RT_LAYOUT_BLOCK, 2, 2};
+    rt_tensor *t = rand_tensor(4, shape, RT_MEM_TEMP, 111);
+    CHECK(t != NULL);
+    t->layout = RT_LAYOUT_BLOCKED;
+    rt_tensor *l = rt_detached_leaf(t);
+    CHECK(l != NULL);
+    rt_tensor *z = rt_leaf_grad_or_zeros(l);
+    CHECK(z != NULL && z != l && z->storage != l->storage);
+    CHECK(rt_tensor_same_shape(z, l) && z->dtype == RT_F32 && z->layout == RT_LAYOUT_BLOCKED);
+    CHECK(z->storage->category == RT_MEM_TEMP && !z->requires_grad && z->grad_fn == NULL);
+    CHECK(max_abs(z) == 0.0);
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - base_temp, 2 * (int64_t)rt_tensor_nbytes(t));
+    CHECK(l->grad == NULL); /* the zeros are not stored in the leaf */
+    rt_tensor_release(z);
+
+    /* with a gradient: that very tensor, one more reference */
+    CHECK((l->grad = rt_tensor_zeros_like(l, RT_MEM_TEMP)) != NULL);
+    rt_tensor *gr = rt_leaf_grad_or_zeros(l);
+    CHECK(gr == l->grad);
+    CHECK_EQ_INT(gr->refcount, 2);
+    rt_tensor_release(gr);
+
+    /* errors: NULL leaf; out of memory for the zeros */
+    rt_error_clear();
+    CHECK(rt_leaf_grad_or_zeros(NULL) == NULL);
+    CHECK(strstr(rt_error_last(), "NULL") != NULL);
+    rt_tensor_zero_grad(l);
+    rt_mem_set_limit(live_total_bytes());
+    rt_error_clear();
+    z = rt_leaf_grad_or_zeros(l);
+    rt_mem_set_limit(0);
+    CHECK(z == NULL);
+    CHECK(strstr(rt_error_last(), "limit") != NULL);
+
+    /* meta: zeros are booked, nothing is computed */
+    rt_tensor *m = rt_tensor_create(4, shape, RT_F32, RT_DEVICE_META, RT_MEM_TEMP);
+    CHECK(m != NULL);
+    rt_tensor *ml = rt_detached_leaf(m);
+    CHECK(ml != NULL);
+    int64_t before = live(RT_MEM_TEMP);
+    rt_tensor *mz = rt_leaf_grad_or_zeros(ml);
+    CHECK(mz != NULL && rt_tensor_is_meta(mz));
+    CHECK_EQ_INT(live(RT_MEM_TEMP) - before, (int64_t)rt_tensor_nbytes(m));
+    rt_tensor_release(mz);
+    rt_tensor_release(ml);
+    rt_tensor_release(m);
+    rt_tensor_release(l);
+    rt_tensor_release(t);
+    CHECK_EQ_INT(live_total_bytes(), base_total);
+}
+
+/* A non-reentrant checkpoint (torch.utils.checkpoint, use_reentrant=False)
+ * written with the facility: block(x) = dropout(relu(batch_norm(conv(x)))),
+ * followed by another dropout and an mse loss.
+ * Forward runs without recording and keeps x and the generator position;
+ * backward recomputes in a scope. Against the plain graph: the same loss,
+ * the same gradients (dropout replayed its mask), running statistics updated
+ * once (batch norm skipped the update in recompute), and the generator ends
+ * where the plain run left it. */
+typedef struct bn_params {
+    rt_tensor *gamma, *beta, *mean, *var;
+    int64_t tracked;
+} bn_params;
+
+typedef struct rc_block {
+    small_graph *sg;
+    bn_params *bn;
+} rc_block;
+
+static rt_status rc_block_run(const rc_block *b, rt_tensor *x, rt_tensor **y) {
+    rt_tensor *c = NULL, *n = NULL, *r = NULL;
+    RT_TRY(rt_conv(x, b->sg->w, b->sg->b, &k_pad1, &c));
+    rt_status st = rt_batch_norm(c, b->bn->gamma, b->bn->beta, b->bn->mean, b->bn->var, &b->bn->tracked, true,
+                                 0.1f, 1e-5f, &n);
+    if (st == RT_OK) st = rt_relu(n, &r);
+    if (st == RT_OK) st = rt_dropout(r, 0.3f, true, y);
+    rt_tensor_release(c);
+    rt_tensor_release(n);
+    rt_tensor_release(r);
+    return st;
+}
+
+typedef struct rc_ctx {
+    rc_block block;
+    rt_rng_state at;
+} rc_ctx;
+
+static rt_status rc_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rc_ctx *c = self->ctx;
+    rt_tensor *x = NULL, *y = NULL;
+    RT_TRY(rt_node_saved(self, 0, &x));
+    bool need_x = rt_node_needs_grad(self, 0);
+    rt_recompute_scope sc;
+    rt_recompute_begin(&sc);
+    rt_status st = rt_recompute_rewind(&c->at);
+    rt_tensor *xl = need_x ? rt_detached_leaf(x) : rt_tensor_detach(x);
+    if (st == RT_OK && !xl) st = RT_ERR_OOM;
+    bool grad = rt_grad_set_enabled(true);
+    if (st == RT_OK) st = rc_block_run(&c->block, xl, &y);
+    if (st == RT_OK) st = rt_backward(y, grad_out[0], false);
+    if (st == RT_OK && need_x && !(grad_in[0] = rt_leaf_grad_or_zeros(xl))) st = RT_ERR_OOM;
+    rt_grad_set_enabled(grad);
+    rt_tensor_release(y);
+    rt_tensor_release(xl);
+    rt_recompute_end(&sc);
+    return st;
+}
+
+static rt_status rc_checkpoint(const rc_block *b, rt_tensor *x, rt_tensor **out) {
+    *out = NULL;
+    rt_rng_state at = rt_rng_state_get();
+    bool grad = rt_grad_set_enabled(false);
+    rt_tensor *y = NULL;
+    rt_status st = rc_block_run(b, x, &y);
+    rt_grad_set_enabled(grad);
+    RT_TRY(st);
+    rt_tensor *inputs[5] = {x, b->sg->w, b->sg->b, b->bn->gamma, b->bn->beta};
+    rt_node *node = NULL;
+    st = rt_node_create("checkpoint", 5, inputs, 1, rc_backward, sizeof(rc_ctx), &node);
+    if (st == RT_OK && node) {
+        *(rc_ctx *)node->ctx = (rc_ctx){*b, at};
+        st = rt_node_save(node, x, NULL);
+    }
+    if (st == RT_OK) rt_node_set_output(node, y, 0);
+    rt_node_release(node);
+    if (st != RT_OK) {
+        rt_tensor_release(y);
+        return st;
+    }
+    *out = y;
+    return RT_OK;
+}
+
+static void recompute_checkpoint_case(bool x_requires_grad) {
+    int64_t base_total = live_total_bytes();
+    small_graph sg;
+    CHECK(small_graph_init(&sg, x_requires_grad, RT_MEM_DATA));
+    int64_t cs[1] = {4};
+    bn_params bn = {rand_tensor(1, cs, RT_MEM_PARAM, 121), rand_tensor(1, cs, RT_MEM_PARAM, 122),
+                    const_tensor(1, cs, 0.0f, RT_MEM_PARAM), const_tensor(1, cs, 1.0f, RT_MEM_PARAM), 0};
+    CHECK(bn.gamma && bn.beta && bn.mean && bn.var);
+    CHECK_OK(rt_tensor_set_requires_grad(bn.gamma, true));
+    CHECK_OK(rt_tensor_set_requires_grad(bn.beta, true));
+    const rc_block blk = {&sg, &bn};
+    rt_tensor *leaves[5] = {sg.x, sg.w, sg.b, bn.gamma, bn.beta};
+    rt_tensor *plain[5] = {0}, *stats[2] = {0};
+    float loss_plain = 0;
+    rt_rng_state end_plain = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        rt_manual_seed(5);
+        CHECK_OK(rt_tensor_fill(bn.mean, 0.0f));
+        CHECK_OK(rt_tensor_fill(bn.var, 1.0f));
+        bn.tracked = 0;
+        rt_tensor *y = NULL, *yd = NULL, *loss = NULL;
+        CHECK_OK(pass == 0 ? rc_block_run(&blk, sg.x, &y) : rc_checkpoint(&blk, sg.x, &y));
+        /* a later layer draws too: the recompute must not leave the stream at the block's end */
+        rt_status st = rt_dropout(y, 0.2f, true, &yd);
+        if (st == RT_OK) st = rt_mse_loss(yd, sg.g, &loss);
+        rt_tensor_release(y);
+        rt_tensor_release(yd);
+        CHECK_OK(st);
+        if (pass == 1) CHECK(loss->grad_fn != NULL && rt_tensor_f32(loss)[0] == loss_plain);
+        loss_plain = rt_tensor_f32(loss)[0];
+        CHECK_OK(rt_backward(loss, NULL, false));
+        rt_tensor_release(loss);
+        CHECK_EQ_INT(bn.tracked, 1); /* one update per training forward */
+        if (pass == 0) {
+            end_plain = rt_rng_state_get();
+            CHECK(end_plain.offset > 0); /* dropout drew */
+            for (int k = 0; k < 5; k++) {
+                if (!leaves[k]->grad) continue;
+                CHECK((plain[k] = rt_tensor_to(leaves[k]->grad, RT_F32, RT_MEM_TEMP)) != NULL);
+                rt_tensor_zero_grad(leaves[k]);
+            }
+            CHECK((stats[0] = rt_tensor_to(bn.mean, RT_F32, RT_MEM_TEMP)) != NULL);
+            CHECK((stats[1] = rt_tensor_to(bn.var, RT_F32, RT_MEM_TEMP)) != NULL);
+        }
+    }
+    CHECK(gen_at(end_plain));
+    CHECK(!rt_recompute_is_active());
+    CHECK(max_abs_diff(bn.mean, stats[0]) == 0.0 && max_abs_diff(bn.var, stats[1]) == 0.0);
+    for (int k = 0; k < 5; k++) {
+        CHECK((plain[k] != NULL) == (leaves[k]->grad != NULL));
+        if (!plain[k]) continue;
+        CHECK(max_abs(plain[k]) > 0);
+        CHECK_NEAR(max_abs_diff(leaves[k]->grad, plain[k]), 0.0, 1e-5 * (1 + max_abs(plain[k])));
+    }
+    CHECK((sg.x->grad != NULL) == x_requires_grad);
+    for (int k = 0; k < 5; k++) rt_tensor_release(plain[k]);
+    rt_tensor_release(stats[0]);
+    rt_tensor_release(stats[1]);
+    rt_tensor_release(bn.gamma);
+    rt_tensor_release(bn.beta);
+    rt_tensor_release(bn.mean);
+    rt_tensor_release(bn.var);
+    small_graph_free(&sg);
+    CHECK_EQ_INT(live_total_bytes(), base_total);
+}
+
+static void test_recompute_checkpoint_input_requires_grad(void) { recompute_checkpoint_case(true); }
+static void test_recompute_checkpoint_params_only(void) { recompute_checkpoint_case(false); }
+
 RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", test_used_twice_add},
              {"diamond", test_diamond}, {"leaf_root", test_leaf_root},
              {"backward_twice_released", test_backward_twice_released},
@@ -570,4 +1285,13 @@ RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", tes
              {"graph_freed_with_root", test_graph_freed_with_root},
              {"nested_backward_input_requires_grad", test_nested_backward_input_requires_grad},
              {"nested_backward_params_only", test_nested_backward_params_only},
-             {"nested_backward_shared_params", test_nested_backward_shared_params})
+             {"nested_backward_shared_params", test_nested_backward_shared_params},
+             {"saved_hooks_counts", test_saved_hooks_counts}, {"saved_hooks_nested", test_saved_hooks_nested},
+             {"saved_hooks_errors", test_saved_hooks_errors},
+             {"saved_hooks_unpack_errors", test_saved_hooks_unpack_errors},
+             {"saved_hooks_bf16", test_saved_hooks_bf16},
+             {"saved_hooks_drop_recompute", test_saved_hooks_drop_recompute},
+             {"recompute_scope_rng", test_recompute_scope_rng}, {"detached_leaf", test_detached_leaf},
+             {"leaf_grad_or_zeros", test_leaf_grad_or_zeros},
+             {"recompute_checkpoint_input_requires_grad", test_recompute_checkpoint_input_requires_grad},
+             {"recompute_checkpoint_params_only", test_recompute_checkpoint_params_only})

@@ -620,6 +620,43 @@ static void test_tensor_meta(void) {
     CHECK_EQ_INT(after.n_alloc - after.n_free, before.n_alloc - before.n_free);
 }
 
+/* The autograd slot as core sees it: grad_fn points at an object that
+ * begins with an rt_autograd_meta, and core releases it through that header
+ * alone (no autograd code involved): the tensor's reference is dropped, and
+ * the object's own destroy runs once, at the last reference. */
+typedef struct fake_node {
+    rt_autograd_meta meta;
+    int destroyed;
+} fake_node;
+
+static void fake_node_destroy(rt_autograd_meta *m) { ((fake_node *)m)->destroyed++; }
+
+static void test_autograd_slot_release(void) {
+    fake_node f = {.meta = {.refcount = 2, .destroy = fake_node_destroy}};
+    int64_t shape[1] = {3};
+    rt_tensor *t = rt_tensor_zeros(1, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP);
+    CHECK(t != NULL);
+    t->grad_fn = (struct rt_node *)&f; /* the tensor holds one of the two references */
+    rt_tensor_release(t);
+    CHECK_EQ_INT(f.meta.refcount, 1);
+    CHECK_EQ_INT(f.destroyed, 0);
+    rt_autograd_meta_release(&f.meta); /* the last one destroys */
+    CHECK_EQ_INT(f.destroyed, 1);
+    rt_autograd_meta_release(NULL);    /* no-op */
+
+    /* a real node is released the same way: the tensor's grad_fn dies with it */
+    rt_tensor *x = rt_tensor_zeros(1, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP), *y = NULL;
+    CHECK(x != NULL);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    CHECK_OK(rt_mul_scalar(x, 2.0f, &y));
+    CHECK(y->grad_fn != NULL);
+    CHECK_EQ_INT(((rt_autograd_meta *)y->grad_fn)->refcount, 1);
+    CHECK_EQ_INT(x->refcount, 2); /* the user's and the node's edge */
+    rt_tensor_release(y);
+    CHECK_EQ_INT(x->refcount, 1); /* the node's edge to x went with the node */
+    rt_tensor_release(x);
+}
+
 static void test_storage_mark_saved(void) {
     int64_t bt = live(RT_MEM_TEMP), bs = live(RT_MEM_SAVED), bp = live(RT_MEM_PARAM);
     int64_t n = 100;
@@ -1142,6 +1179,7 @@ RT_TEST_MAIN({"status_strings", test_status_strings}, {"error_messages", test_er
              {"tensor_create_release", test_tensor_create_release},
              {"tensor_view_detach_refcount", test_tensor_view_detach_refcount},
              {"tensor_to_fill_copy", test_tensor_to_fill_copy}, {"tensor_meta", test_tensor_meta},
+             {"autograd_slot_release", test_autograd_slot_release},
              {"storage_mark_saved", test_storage_mark_saved},
              {"mem_categories_peaks", test_mem_categories_peaks}, {"mem_limit", test_mem_limit},
              {"mem_limit_conv_steps", test_mem_limit_conv_steps}, {"mem_trace", test_mem_trace},

@@ -103,6 +103,7 @@ static rt_status rt_run_node(rt_node *n, bool retain_graph, rt_node_list *ready)
         n->grad_buf[o] = NULL;
     }
     if (!retain_graph) rt_node_release_saved(n);
+    else rt_node_release_unpacked(n); /* a retained graph keeps saved tensors in packed form */
 
     for (int i = 0; i < n->n_inputs; i++) {
         rt_edge *e = &n->edges[i];

@@ -18,6 +18,9 @@
  * retain_graph every visited node frees its saved tensors as soon as it has
  * run, so activation memory drops during backward; a later backward through
  * the same nodes returns RT_ERR_GRAPH_RELEASED before touching any gradient.
+ * With retain_graph, tensors that saved-tensor hooks unpacked for a node are
+ * released once it has run (the packed forms stay; node.h,
+ * rt_node_release_unpacked), so the next backward unpacks again.
  * Errors: RT_ERR_NO_GRAD (root does not require grad), RT_ERR_SHAPE (grad_root
  * shape or non-scalar root), RT_ERR_GRAPH_RELEASED, RT_ERR_OOM, and whatever a
  * node's backward returns (gradients may then be partially accumulated). */

@@ -1,7 +1,52 @@
 #include "autograd/node.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* core releases a tensor's grad_fn through its first member */
+_Static_assert(offsetof(struct rt_node, meta) == 0, "rt_node must begin with its rt_autograd_meta");
+
+/* One saved tensor. Without a hook, `tensor` is the detached alias kept since
+ * rt_node_save (its storage booked with rt_storage_mark_saved). With a hook,
+ * `packed` is what pack returned, `hooks` the hooks pushed at save time, and
+ * `tensor` the cached result of unpack (NULL until the first access); the
+ * header fields describe the tensor packed, to check what unpack returns. */
+struct rt_saved_slot {
+    rt_tensor *tensor;
+    bool hooked;
+    void *packed;
+    rt_saved_hooks hooks;
+    int ndim;
+    int64_t shape[RT_MAX_DIMS];
+    rt_dtype dtype;
+    rt_device device;
+    rt_layout layout;
+};
+
+/* This thread's saved-tensor hooks, innermost last. */
+static _Thread_local rt_saved_hooks rt_tls_hooks[RT_SAVED_HOOKS_MAX_DEPTH];
+static _Thread_local int rt_tls_n_hooks;
+
+rt_status rt_saved_tensors_hooks_push(const rt_saved_hooks *h) {
+    if (!h || !h->pack || !h->unpack)
+        return rt_error_set(RT_ERR_INVALID_ARG, "saved-tensor hooks need a pack and an unpack function");
+    if (rt_tls_n_hooks == RT_SAVED_HOOKS_MAX_DEPTH)
+        return rt_error_set(RT_ERR_STATE, "saved-tensor hooks nest at most %d deep on one thread; pop some "
+                            "(rt_saved_tensors_hooks_pop) before pushing more", RT_SAVED_HOOKS_MAX_DEPTH);
+    rt_tls_hooks[rt_tls_n_hooks++] = *h;
+    return RT_OK;
+}
+
+rt_status rt_saved_tensors_hooks_pop(void) {
+    if (rt_tls_n_hooks == 0)
+        return rt_error_set(RT_ERR_STATE, "rt_saved_tensors_hooks_pop: no saved-tensor hooks are pushed "
+                            "on this thread");
+    rt_tls_n_hooks--;
+    return RT_OK;
+}
+
+int rt_saved_tensors_hooks_depth(void) { return rt_tls_n_hooks; }
 
 static _Thread_local bool rt_tls_grad_disabled; /* zero-initialised: grad mode on */
 
@@ -22,6 +67,8 @@ bool rt_grad_set_enabled(bool enabled) {
     rt_tls_grad_disabled = !enabled;
     return prev;
 }
+
+static void rt_node_destroy(rt_autograd_meta *m);
 
 rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *inputs, int n_outputs,
                          rt_backward_fn backward, size_t ctx_size, rt_node **out) {
@@ -44,7 +91,8 @@ rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *input
         free(n);
         return rt_error_set(RT_ERR_OOM, "out of memory creating autograd node %s", name);
     }
-    n->refcount = 1;
+    n->meta.refcount = 1;
+    n->meta.destroy = rt_node_destroy;
     n->name = name;
     n->n_inputs = n_inputs;
     n->n_outputs = n_outputs;
@@ -64,22 +112,39 @@ rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *input
 }
 
 rt_node *rt_node_retain(rt_node *n) {
-    if (n) n->refcount++;
+    if (n) n->meta.refcount++;
     return n;
+}
+
+void rt_node_release_unpacked(rt_node *n) {
+    for (int i = 0; i < n->n_saved; i++) {
+        rt_saved_slot *s = &n->saved[i];
+        if (!s->hooked) continue;
+        rt_tensor_release(s->tensor);
+        s->tensor = NULL;
+    }
 }
 
 void rt_node_release_saved(rt_node *n) {
     for (int i = 0; i < n->n_saved; i++) {
-        if (!n->saved[i]) continue;
-        rt_storage_mark_saved(n->saved[i]->storage, -1);
-        rt_tensor_release(n->saved[i]);
-        n->saved[i] = NULL;
+        rt_saved_slot *s = &n->saved[i];
+        if (s->hooked) {
+            rt_tensor_release(s->tensor);
+            if (s->hooks.free_packed) s->hooks.free_packed(s->hooks.user, s->packed);
+            s->hooked = false;
+        } else if (s->tensor) {
+            rt_storage_mark_saved(s->tensor->storage, -1);
+            rt_tensor_release(s->tensor);
+        }
+        s->tensor = NULL;
+        s->packed = NULL;
     }
     n->released = true;
 }
 
-void rt_node_release(rt_node *n) {
-    if (!n || --n->refcount > 0) return;
+/* The last reference's release (rt_autograd_meta.destroy). */
+static void rt_node_destroy(rt_autograd_meta *m) {
+    rt_node *n = (rt_node *)m;
     rt_node_release_saved(n);
     free(n->saved);
     for (int i = 0; i < n->n_inputs; i++) {
@@ -93,6 +158,8 @@ void rt_node_release(rt_node *n) {
     free(n);
 }
 
+void rt_node_release(rt_node *n) { rt_autograd_meta_release(n ? &n->meta : NULL); }
+
 void rt_node_set_output(rt_node *node, rt_tensor *output, int output_nr) {
     if (!node) return;
     rt_node_release(output->grad_fn);
@@ -105,16 +172,73 @@ rt_status rt_node_save(rt_node *node, rt_tensor *t, int *slot) {
     if (!node) return RT_OK;
     if (node->n_saved == node->cap_saved) {
         int cap = node->cap_saved ? 2 * node->cap_saved : 4;
-        rt_tensor **s = realloc(node->saved, (size_t)cap * sizeof *s);
+        rt_saved_slot *s = realloc(node->saved, (size_t)cap * sizeof *s);
         if (!s) return rt_error_set(RT_ERR_OOM, "out of memory saving a tensor for %s", node->name);
         node->saved = s;
         node->cap_saved = cap;
     }
+    rt_saved_slot *s = &node->saved[node->n_saved];
+    memset(s, 0, sizeof *s);
     rt_tensor *alias = rt_tensor_detach(t);
     if (!alias) return RT_ERR_OOM;
-    rt_storage_mark_saved(alias->storage, +1);
+    if (rt_tls_n_hooks == 0) {
+        rt_storage_mark_saved(alias->storage, +1);
+        s->tensor = alias;
+    } else {
+        s->ndim = t->ndim;
+        memcpy(s->shape, t->shape, sizeof s->shape);
+        s->dtype = t->dtype;
+        s->device = t->device;
+        s->layout = t->layout;
+        s->hooks = rt_tls_hooks[rt_tls_n_hooks - 1];
+        bool grad = rt_grad_set_enabled(false);
+        rt_status st = s->hooks.pack(s->hooks.user, alias, &s->packed);
+        rt_grad_set_enabled(grad);
+        rt_tensor_release(alias);
+        if (st != RT_OK) return st;
+        s->hooked = true;
+    }
     if (slot) *slot = node->n_saved;
-    node->saved[node->n_saved++] = alias;
+    node->n_saved++;
+    return RT_OK;
+}
+
+/* Runs the slot's unpack hook and checks that it gave back the tensor saved. */
+static rt_status rt_saved_unpack(const rt_node *node, rt_saved_slot *s) {
+    rt_tensor *t = NULL;
+    bool grad = rt_grad_set_enabled(false);
+    rt_status st = s->hooks.unpack(s->hooks.user, s->packed, &t);
+    rt_grad_set_enabled(grad);
+    if (st == RT_OK && !t)
+        st = rt_error_set(RT_ERR_STATE, "the unpack hook of a tensor saved by %s returned no tensor", node->name);
+    bool same_shape = st == RT_OK && t->ndim == s->ndim;
+    for (int i = 0; same_shape && i < s->ndim; i++) same_shape = t->shape[i] == s->shape[i];
+    if (st == RT_OK && !same_shape) {
+        rt_tensor packed = {.ndim = s->ndim};
+        memcpy(packed.shape, s->shape, sizeof packed.shape);
+        char got[64], want[64];
+        st = rt_error_set(RT_ERR_SHAPE, "the unpack hook of a tensor saved by %s returned shape %s, but %s "
+                          "was packed", node->name, rt_tensor_shape_str(t, got, sizeof got),
+                          rt_tensor_shape_str(&packed, want, sizeof want));
+    }
+    if (st == RT_OK && t->dtype != s->dtype)
+        st = rt_error_set(RT_ERR_DTYPE, "the unpack hook of a tensor saved by %s returned %s, but %s was "
+                          "packed; unpack must restore the dtype", node->name, rt_dtype_str(t->dtype),
+                          rt_dtype_str(s->dtype));
+    if (st == RT_OK && (t->device != s->device || t->layout != s->layout))
+        st = rt_error_set(RT_ERR_STATE, "the unpack hook of a tensor saved by %s returned a tensor on another "
+                          "device or in another memory layout than the one packed", node->name);
+    if (st == RT_OK && (t->grad_fn || t->requires_grad)) { /* backward reads data, never history */
+        rt_tensor *d = rt_tensor_detach(t);
+        if (!d) st = RT_ERR_OOM;
+        rt_tensor_release(t);
+        t = d;
+    }
+    if (st != RT_OK) {
+        rt_tensor_release(t);
+        return st;
+    }
+    s->tensor = t;
     return RT_OK;
 }
 
@@ -128,6 +252,8 @@ rt_status rt_node_saved(rt_node *node, int slot, rt_tensor **out) {
                             node->name);
     if (slot < 0 || slot >= node->n_saved)
         return rt_error_set(RT_ERR_INVALID_ARG, "node %s has no saved tensor %d", node->name, slot);
-    *out = node->saved[slot];
+    rt_saved_slot *s = &node->saved[slot];
+    if (s->hooked && !s->tensor) RT_TRY(rt_saved_unpack(node, s));
+    *out = s->tensor;
     return RT_OK;
 }

@@ -9,7 +9,13 @@
  *
  * Ownership: a tensor holds a reference to its grad_fn; a node holds
  * references to the nodes and leaves its edges point at and to its saved
- * tensors, which are detached aliases (no grad_fn) so there are no cycles. */
+ * tensors, which are detached aliases (no grad_fn) so there are no cycles.
+ * A node begins with an rt_autograd_meta (core/tensor.h): its refcount and
+ * its destroy function, through which core releases a tensor's grad_fn
+ * without including this header.
+ *
+ * Saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks) let a user
+ * decide how saved tensors are kept: see rt_saved_hooks below. */
 #ifndef RT_AUTOGRAD_NODE_H
 #define RT_AUTOGRAD_NODE_H
 
@@ -37,8 +43,11 @@ typedef struct rt_edge {
 typedef rt_status (*rt_backward_fn)(rt_node *self, rt_tensor *const *grad_outputs,
                                     rt_tensor **grad_inputs);
 
+/* One saved tensor; private to autograd/node.c. */
+typedef struct rt_saved_slot rt_saved_slot;
+
 struct rt_node {
-    int refcount;
+    rt_autograd_meta meta; /* first member: refcount and destroy (core/tensor.h) */
     const char *name;      /* op name, a string literal, e.g. "conv2d" */
     int n_inputs;
     rt_edge *edges;        /* n_inputs */
@@ -46,7 +55,7 @@ struct rt_node {
     rt_backward_fn backward;
     void *ctx;             /* op parameters; freed with free() unless ctx_free is set */
     void (*ctx_free)(void *ctx);
-    rt_tensor **saved;
+    rt_saved_slot *saved;  /* n_saved slots, read through rt_node_saved */
     int n_saved, cap_saved;
     bool released;         /* saved tensors were freed by a backward without retain_graph */
     /* engine scratch, valid only during rt_backward */
@@ -74,15 +83,103 @@ static inline bool rt_node_needs_grad(const rt_node *n, int i) {
     return n->edges[i].node != NULL || n->edges[i].leaf != NULL;
 }
 
-/* Keeps t for backward: stores a detached alias sharing t's storage and books
- * a TEMP storage as SAVED (core/tensor.h, rt_storage_mark_saved). Returns the
- * slot index through *slot (may be NULL). No-op returning RT_OK for node NULL. */
+/* Keeps t (any shape and dtype, cpu or meta; borrowed) for backward.
+ * Without a saved-tensor hook (the default): stores a detached alias sharing
+ * t's storage and books a TEMP storage as SAVED (core/tensor.h,
+ * rt_storage_mark_saved); no bytes are copied. With hooks pushed
+ * (rt_saved_tensors_hooks_push): calls the innermost pack hook on a detached
+ * alias of t and stores the packed object it returns, together with a copy
+ * of the hooks, so popping them later does not change how this tensor is
+ * unpacked or freed; the alias itself is not kept and nothing is booked
+ * (the hook books what it keeps, see rt_saved_hooks). Returns the slot index
+ * through *slot (may be NULL). No-op returning RT_OK for node NULL.
+ * Errors: RT_ERR_OOM; whatever the pack hook returns (nothing is saved then).
+ * Source: torch.autograd.function.FunctionCtx.save_for_backward. */
 rt_status rt_node_save(rt_node *node, rt_tensor *t, int *slot);
-/* The tensor saved in `slot` (borrowed). RT_ERR_GRAPH_RELEASED with a clear
- * message when a backward without retain_graph already freed it. */
+/* The tensor saved in `slot`: borrowed, with the shape, dtype, device and
+ * layout of the tensor saved, no grad_fn. Without a hook it is the alias kept
+ * since rt_node_save. With a hook, the first call unpacks (the unpack hook
+ * captured at save time) and the node caches the result, so further calls
+ * return the same tensor; the cache lives until rt_node_release_unpacked
+ * (the engine calls it after the node's backward when retain_graph keeps the
+ * graph) or rt_node_release_saved, and the pointer is valid until then, which
+ * covers the node's backward. Errors: RT_ERR_GRAPH_RELEASED with a clear
+ * message when a backward without retain_graph already freed the saved
+ * tensors; RT_ERR_INVALID_ARG for a slot never saved; whatever the unpack
+ * hook returns; RT_ERR_SHAPE / RT_ERR_DTYPE / RT_ERR_STATE when unpack
+ * returned no tensor or one whose shape, dtype, device or layout differs
+ * from the tensor packed. */
 rt_status rt_node_saved(rt_node *node, int slot, rt_tensor **out);
-/* Frees every saved tensor of the node and marks it released. */
+/* Frees every saved tensor of the node and marks it released: an alias is
+ * unbooked (rt_storage_mark_saved -1) and released; a packed object goes to
+ * its free_packed hook and a cached unpacked tensor is released. */
 void rt_node_release_saved(rt_node *node);
+/* Releases the tensors unpack hooks returned for this node (the packed
+ * objects stay; the next rt_node_saved unpacks again), so a retained graph
+ * holds only the packed form between backward passes, as PyTorch unpacks on
+ * every access. No-op for slots saved without a hook. */
+void rt_node_release_unpacked(rt_node *node);
+
+/* Saved-tensor hooks: the counterpart of PyTorch's
+ * torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook).
+ *
+ * pack(user, t, &packed): called by rt_node_save with t, a detached alias of
+ *   the tensor being saved (borrowed: retain it to keep it, never keep the
+ *   original, which may be the node's own output). Stores an opaque object
+ *   in *packed (any value, NULL included) and returns RT_OK, or returns an
+ *   error (with rt_error_set) that rt_node_save, and so the op, returns.
+ * unpack(user, packed, &out): called by rt_node_saved at most once per slot
+ *   and backward pass; sets *out to a new reference to a tensor with the
+ *   saved tensor's shape, dtype, device and layout (a tensor with a grad_fn
+ *   is detached), or returns an error; on error the node releases whatever
+ *   *out holds.
+ * free_packed(user, packed): may be NULL; called exactly once for every
+ *   object pack returned, when the node releases its saved tensors (after a
+ *   backward without retain_graph, or when the graph is dropped).
+ * pack and unpack run with grad mode off, so ops inside them record nothing.
+ *
+ * Ownership: the node owns the packed object from pack's return until it
+ * hands it to free_packed, and owns the unpacked tensor it caches (see
+ * rt_node_saved). `user` is borrowed and must stay valid until every node
+ * that saved through these hooks has released its saved tensors.
+ *
+ * Memory accounting: without hooks a saved activation is booked SAVED (see
+ * rt_node_save). With hooks the node books nothing; bytes a hook keeps are
+ * its to book, so the SAVED category still tells what the graph holds:
+ * - a hook that stores a copy (a bf16 copy of an f32 activation:
+ *   rt_tensor_to(t, RT_BF16, RT_MEM_SAVED)) creates it in category SAVED,
+ *   so it is booked SAVED while held and freed from SAVED in free_packed;
+ *   half the bytes of the f32 original, which is freed as soon as nobody
+ *   else holds it;
+ * - a hook that keeps t itself retains it and calls
+ *   rt_storage_mark_saved(t->storage, +1) in pack and -1 in free_packed,
+ *   exactly what rt_node_save does without hooks;
+ * - a hook that drops the tensor to recompute it in unpack keeps no bytes
+ *   and books nothing; the tensor unpack rebuilds (create it TEMP) is a
+ *   backward transient, cached by the node only as long as said above.
+ * The unpacked tensor is booked in whatever category unpack created it.
+ *
+ * State: a stack of at most RT_SAVED_HOOKS_MAX_DEPTH hooks per thread
+ * (thread-local, like grad mode); empty at thread start. */
+typedef struct rt_saved_hooks {
+    rt_status (*pack)(void *user, rt_tensor *t, void **packed);
+    rt_status (*unpack)(void *user, void *packed, rt_tensor **out);
+    void (*free_packed)(void *user, void *packed);
+    void *user;
+} rt_saved_hooks;
+
+#define RT_SAVED_HOOKS_MAX_DEPTH 16
+
+/* Pushes a copy of *h: tensors saved from now on on this thread are packed by
+ * h until it is popped (the innermost hooks win; outer ones are not called).
+ * Errors: RT_ERR_INVALID_ARG when h, h->pack or h->unpack is NULL;
+ * RT_ERR_STATE when RT_SAVED_HOOKS_MAX_DEPTH hooks are already pushed. */
+rt_status rt_saved_tensors_hooks_push(const rt_saved_hooks *h);
+/* Pops the innermost hooks (tensors they packed stay unpackable: each slot
+ * keeps its own copy). RT_ERR_STATE when none is pushed. */
+rt_status rt_saved_tensors_hooks_pop(void);
+/* Number of hooks pushed on this thread (0 when saving is plain). */
+int rt_saved_tensors_hooks_depth(void);
 
 /* Grad mode (torch.set_grad_enabled / torch.no_grad), thread-local by design.
  * rt_grad_set_enabled returns the previous state for restoring. */
@@ -94,7 +191,8 @@ bool rt_grad_set_enabled(bool enabled);
  * happened once. Ops with side effects consult it: batch_norm does not update
  * running statistics again. Dropout needs no flag: the strategy rewinds the
  * default generator to the offset it saved at forward, so the replay draws
- * the same mask, and then restores the generator. Returns the previous state for restoring. */
+ * the same mask, and then restores the generator (autograd/recompute.h does
+ * both in one scope). Returns the previous state for restoring. */
 bool rt_recompute_is_active(void);
 bool rt_recompute_set_active(bool active);
 

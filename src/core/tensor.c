@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/node.h"
-
 static rt_storage *rt_storage_create(size_t nbytes, rt_device device, rt_mem_category cat) {
     rt_storage *s = calloc(1, sizeof *s);
     if (!s) {
@@ -124,6 +122,11 @@ rt_tensor *rt_tensor_from_data(int ndim, const int64_t *shape, rt_dtype dtype, c
     return t;
 }
 
+void rt_autograd_meta_release(rt_autograd_meta *m) {
+    if (!m || --m->refcount > 0) return;
+    m->destroy(m);
+}
+
 rt_tensor *rt_tensor_retain(rt_tensor *t) {
     if (t) t->refcount++;
     return t;
@@ -133,7 +136,8 @@ void rt_tensor_release(rt_tensor *t) {
     if (!t || --t->refcount > 0) return;
     rt_storage_release(t->storage);
     rt_tensor_release(t->grad);
-    rt_node_release(t->grad_fn);
+    /* a node's first member is its rt_autograd_meta (C11 6.7.2.1p15) */
+    rt_autograd_meta_release((rt_autograd_meta *)t->grad_fn);
     free(t);
 }
 

@@ -43,7 +43,23 @@ typedef struct rt_storage {
     int saved_count;
 } rt_storage;
 
-struct rt_node;
+/* The autograd slot. core/ knows nothing of autograd (no include of
+ * autograd/): a tensor's grad_fn points to a node defined in
+ * autograd/node.h, opaque here, whose first member is this header. Releasing
+ * a tensor drops its reference to the node through the header, and the last
+ * reference calls the node's own `destroy`, so core frees a node without
+ * knowing its type and without any global hook (every node carries its
+ * destroy function). */
+typedef struct rt_autograd_meta {
+    int refcount;
+    void (*destroy)(struct rt_autograd_meta *self); /* frees the whole node; called once, at refcount 0 */
+} rt_autograd_meta;
+
+/* Drops one reference to an autograd object; the last one calls
+ * m->destroy(m). release(NULL) is a no-op. */
+void rt_autograd_meta_release(rt_autograd_meta *m);
+
+struct rt_node; /* autograd/node.h; begins with an rt_autograd_meta */
 
 typedef struct rt_tensor {
     int refcount;
@@ -55,7 +71,7 @@ typedef struct rt_tensor {
     rt_storage *storage;
     bool requires_grad;
     struct rt_tensor *grad;   /* accumulated gradient of a leaf (category GRAD), or NULL */
-    struct rt_node *grad_fn;  /* node that produced this tensor, NULL for leaves */
+    struct rt_node *grad_fn;  /* node that produced this tensor, NULL for leaves (opaque: see rt_autograd_meta) */
     int output_nr;            /* which output of grad_fn this is */
 } rt_tensor;
 

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "autograd/engine.h"
+#include "memory/reversible.h"
 #include "models/model.h"
+#include "nn/modules.h"
 #include "ops/ops.h"
 #include "rt_test.h"
 

@@ -3,7 +3,9 @@
  * by the previous step, while the tracked byte counts stay exact. Counted
  * over steps 3–10 of a real training loop (forward, loss, backward, SGD). */
 #include "autograd/engine.h"
+#include "memory/reversible.h"
 #include "models/model.h"
+#include "nn/modules.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
 #include "rt_test.h"

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "autograd/node.h"
-#include "core/rng.h"
 #include "memory/reversible_impl.h"
 #include "ops/coupling.h"
 #include "ops/ops.h"
@@ -57,27 +56,21 @@ rt_status rt_rev_expect(const rt_rev_block *b, const char *which, const rt_tenso
                         want, rt_tensor_shape_str(out, got, sizeof got));
 }
 
-void rt_rev_rng_goto(uint64_t seed, uint64_t offset) {
-    rt_generator *g = rt_default_generator();
-    g->seed = seed;
-    g->offset = offset;
-}
-
 rt_status rt_rev_block_apply(rt_rev_block *b, const rt_rev_rng *rng, rt_rev_rng *rec, rt_tensor *x1, rt_tensor *x2,
                              rt_tensor **y1, rt_tensor **y2) {
     *y1 = *y2 = NULL;
-    rt_generator *gen = rt_default_generator();
     rt_tensor *fx = NULL, *gy = NULL;
-    if (rng) rt_rev_rng_goto(rng->seed, rng->off_f);
+    rt_status st = rng ? rt_recompute_rewind(&(rt_rng_state){rng->seed, rng->off_f}) : RT_OK;
+    rt_rng_state at = rt_rng_state_get();
     if (rec) {
-        rec->seed = gen->seed;
-        rec->off_f = gen->offset;
+        rec->seed = at.seed;
+        rec->off_f = at.offset;
     }
-    rt_status st = rt_module_forward(b->f, x2, &fx);
+    if (st == RT_OK) st = rt_module_forward(b->f, x2, &fx);
     if (st == RT_OK) st = rt_rev_expect(b, "F", x2, fx, x1, x1->shape[1]);
     if (st == RT_OK) st = rt_add(x1, fx, y1);
-    if (rng) rt_rev_rng_goto(rng->seed, rng->off_g);
-    if (rec) rec->off_g = gen->offset;
+    if (st == RT_OK && rng) st = rt_recompute_rewind(&(rt_rng_state){rng->seed, rng->off_g});
+    if (rec) rec->off_g = rt_rng_state_get().offset;
     int64_t gc = b->coupling == RT_COUPLING_AFFINE ? 2 * x2->shape[1] : x2->shape[1];
     if (st == RT_OK) st = rt_module_forward(b->g, *y1, &gy);
     if (st == RT_OK) st = rt_rev_expect(b, "G", *y1, gy, x2, gc);
@@ -96,12 +89,12 @@ rt_status rt_rev_block_invert(rt_rev_block *b, const rt_rev_rng *rng, rt_tensor 
     *x = NULL;
     rt_tensor *y1, *y2, *gy = NULL, *x2 = NULL, *fx = NULL, *x1 = NULL;
     RT_TRY(rt_rev_halves(b, y, &y1, &y2));
-    if (rng) rt_rev_rng_goto(rng->seed, rng->off_g);
-    rt_status st = rt_module_forward(b->g, y1, &gy);
+    rt_status st = rng ? rt_recompute_rewind(&(rt_rng_state){rng->seed, rng->off_g}) : RT_OK;
+    if (st == RT_OK) st = rt_module_forward(b->g, y1, &gy);
     if (st == RT_OK)
         st = rt_rev_expect(b, "G", y1, gy, y2, b->coupling == RT_COUPLING_AFFINE ? 2 * y2->shape[1] : y2->shape[1]);
     if (st == RT_OK) st = rt_rev_uncouple(b, y2, gy, &x2);
-    if (rng) rt_rev_rng_goto(rng->seed, rng->off_f);
+    if (st == RT_OK && rng) st = rt_recompute_rewind(&(rt_rng_state){rng->seed, rng->off_f});
     if (st == RT_OK) st = rt_module_forward(b->f, x2, &fx);
     if (st == RT_OK) st = rt_rev_expect(b, "F", x2, fx, y1, y1->shape[1]);
     if (st == RT_OK) st = rt_sub(y1, fx, &x1);
@@ -182,20 +175,21 @@ rt_status rt_rev_block_inverse(rt_module *block, rt_tensor *y, rt_tensor **x) {
     if (!y) return rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_block_inverse: y is NULL");
     rt_rev_rng rng = {b->seed, b->off_f, b->off_g};
     bool replay = block->training && b->has_record;
-    rt_generator saved = *rt_default_generator();
-    bool grad = rt_grad_set_enabled(false), rec = rt_recompute_set_active(true);
+    rt_recompute_scope scope;
+    rt_recompute_begin(&scope);
+    bool grad = rt_grad_set_enabled(false);
     rt_status st = rt_rev_block_invert(b, replay ? &rng : NULL, y, x);
-    rt_recompute_set_active(rec);
     rt_grad_set_enabled(grad);
-    *rt_default_generator() = saved;
+    rt_recompute_end(&scope);
     return st;
 }
 
 rt_status rt_rev_block_check(rt_module *block, rt_tensor *x, float *err_inv_fwd, float *err_fwd_inv) {
     rt_rev_block *b;
     RT_TRY(rt_rev_block_arg(block, "rt_rev_block_check", &b));
-    rt_generator saved = *rt_default_generator();
-    bool grad = rt_grad_set_enabled(false), rec = rt_recompute_set_active(true);
+    rt_recompute_scope scope;
+    rt_recompute_begin(&scope);
+    bool grad = rt_grad_set_enabled(false);
     rt_tensor *x1 = NULL, *x2 = NULL, *y1 = NULL, *y2 = NULL, *y = NULL, *xr = NULL, *xi = NULL, *yr = NULL;
     rt_rev_rng at;
     /* the same generator offsets for every F and G call, so dropout agrees */
@@ -218,9 +212,8 @@ rt_status rt_rev_block_check(rt_module *block, rt_tensor *x, float *err_inv_fwd,
     }
     rt_rev_release4(y, xr, xi, yr);
     rt_rev_release4(x1, x2, y1, y2);
-    rt_recompute_set_active(rec);
     rt_grad_set_enabled(grad);
-    *rt_default_generator() = saved;
+    rt_recompute_end(&scope);
     return st;
 }
 

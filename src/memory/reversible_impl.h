@@ -3,6 +3,7 @@
 #ifndef RT_MEMORY_REVERSIBLE_IMPL_H
 #define RT_MEMORY_REVERSIBLE_IMPL_H
 
+#include "autograd/recompute.h"
 #include "memory/reversible.h"
 
 /* Where the default generator stood before F (off_f) and before G (off_g)
@@ -31,8 +32,6 @@ rt_status rt_rev_uncouple(const rt_rev_block *b, rt_tensor *y2, rt_tensor *gy, r
  * is not shaped like `like` with `channels` channels. */
 rt_status rt_rev_expect(const rt_rev_block *b, const char *which, const rt_tensor *in, const rt_tensor *out,
                         const rt_tensor *like, int64_t channels);
-/* Moves the default generator to (seed, offset). */
-void rt_rev_rng_goto(uint64_t seed, uint64_t offset);
 
 static inline void rt_rev_release4(rt_tensor *a, rt_tensor *b, rt_tensor *c, rt_tensor *d) {
     rt_tensor_release(a);

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "autograd/engine.h"
-#include "core/rng.h"
 #include "memory/reversible_impl.h"
 #include "nn/modules.h"
 #include "ops/ops.h"
@@ -92,18 +91,6 @@ static rt_status rt_drift_check(rt_rev_block *b, double d, double tol) {
     return RT_OK;
 }
 
-/* A leaf requiring grad that shares t's storage. */
-static rt_tensor *rt_leaf(rt_tensor *t) {
-    rt_tensor *l = rt_tensor_detach(t);
-    if (l) l->requires_grad = true;
-    return l;
-}
-
-/* Gradient of x held by leaf l, or zeros when nothing reached it. */
-static rt_tensor *rt_leaf_grad(rt_tensor *l) {
-    return l->grad ? rt_tensor_retain(l->grad) : rt_tensor_zeros_like(l, RT_MEM_TEMP);
-}
-
 /* Block i's backward from its exact input x: recompute (y1, y2) with a
  * graph and back-propagate (dy1, dy2); returns x's halves and their grads. */
 static rt_status rt_backward_exact(rt_rev_block *b, const rt_block_record *r, rt_tensor *x, rt_tensor *dy1,
@@ -112,16 +99,17 @@ static rt_status rt_backward_exact(rt_rev_block *b, const rt_block_record *r, rt
     *x1o = *x2o = *dx1 = *dx2 = NULL;
     rt_tensor *h1, *h2, *x1 = NULL, *x2 = NULL, *y1 = NULL, *y2 = NULL;
     RT_TRY(rt_rev_halves(b, x, &h1, &h2));
-    x1 = rt_leaf(h1);
-    x2 = rt_leaf(h2);
-    rt_status st = (x1 && x2) ? RT_OK : RT_ERR_OOM;
+    x1 = rt_detached_leaf(h1);
+    x2 = rt_detached_leaf(h2);
+    rt_status st = (x1 && x2) ? RT_OK : rt_error_last_status();
     bool grad = rt_grad_set_enabled(true);
     if (st == RT_OK) st = rt_rev_block_apply(b, &r->rng, NULL, x1, x2, &y1, &y2);
     rt_grad_set_enabled(false);
     /* y2 depends on y1 through G: its backward keeps y1's graph for the second pass */
     if (st == RT_OK) st = rt_backward(y2, dy2, true);
     if (st == RT_OK) st = rt_backward(y1, dy1, false);
-    if (st == RT_OK && (!(*dx1 = rt_leaf_grad(x1)) || !(*dx2 = rt_leaf_grad(x2)))) st = RT_ERR_OOM;
+    if (st == RT_OK && (!(*dx1 = rt_leaf_grad_or_zeros(x1)) || !(*dx2 = rt_leaf_grad_or_zeros(x2))))
+        st = rt_error_last_status();
     rt_rev_release4(y1, y2, x1, x2);
     rt_grad_set_enabled(grad);
     if (st != RT_OK) {
@@ -143,28 +131,28 @@ static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, 
                                      rt_tensor *dy1, rt_tensor *dy2, rt_tensor **x1o, rt_tensor **x2o,
                                      rt_tensor **dx1, rt_tensor **dx2) {
     *x1o = *x2o = *dx1 = *dx2 = NULL;
-    rt_tensor *y1l = rt_leaf(y1), *gy = NULL, *x2 = NULL, *x2l = NULL, *y2r = NULL, *fx = NULL, *x1 = NULL;
+    rt_tensor *y1l = rt_detached_leaf(y1), *gy = NULL, *x2 = NULL, *x2l = NULL, *y2r = NULL, *fx = NULL, *x1 = NULL;
     rt_tensor *g1 = NULL, *dy1t = NULL, *g2 = NULL;
-    rt_status st = y1l ? RT_OK : RT_ERR_OOM;
+    rt_status st = y1l ? RT_OK : rt_error_last_status();
     bool grad = rt_grad_set_enabled(true);
-    rt_rev_rng_goto(r->rng.seed, r->rng.off_g);
+    if (st == RT_OK) st = rt_recompute_rewind(&(rt_rng_state){r->rng.seed, r->rng.off_g});
     if (st == RT_OK) st = rt_module_forward(b->g, y1l, &gy);
     if (st == RT_OK)
         st = rt_rev_expect(b, "G", y1, gy, y2, b->coupling == RT_COUPLING_AFFINE ? 2 * y2->shape[1] : y2->shape[1]);
     rt_grad_set_enabled(false);
     if (st == RT_OK) st = rt_rev_uncouple(b, y2, gy, &x2);
-    if (st == RT_OK && !(x2l = rt_leaf(x2))) st = RT_ERR_OOM;
+    if (st == RT_OK && !(x2l = rt_detached_leaf(x2))) st = rt_error_last_status();
     rt_grad_set_enabled(true);
     if (st == RT_OK) st = rt_rev_couple(b, x2l, gy, &y2r);
-    rt_rev_rng_goto(r->rng.seed, r->rng.off_f);
+    if (st == RT_OK) st = rt_recompute_rewind(&(rt_rng_state){r->rng.seed, r->rng.off_f});
     if (st == RT_OK) st = rt_module_forward(b->f, x2l, &fx);
     rt_grad_set_enabled(false);
     if (st == RT_OK) st = rt_sub(y1, fx, &x1);
     if (st == RT_OK) st = rt_backward(y2r, dy2, false);
-    if (st == RT_OK && !(g1 = rt_leaf_grad(y1l))) st = RT_ERR_OOM;
+    if (st == RT_OK && !(g1 = rt_leaf_grad_or_zeros(y1l))) st = rt_error_last_status();
     if (st == RT_OK) st = rt_add(dy1, g1, &dy1t);
     if (st == RT_OK) st = rt_backward(fx, dy1t, false);
-    if (st == RT_OK && !(g2 = rt_leaf_grad(x2l))) st = RT_ERR_OOM;
+    if (st == RT_OK && !(g2 = rt_leaf_grad_or_zeros(x2l))) st = rt_error_last_status();
     rt_grad_set_enabled(grad);
     rt_rev_release4(y1l, gy, x2l, y2r);
     rt_rev_release4(fx, g1, NULL, NULL);
@@ -293,8 +281,8 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
      * input halves are the previous block's output halves */
     rt_status st = rt_rev_halves(last, out, &y1, &y2);
     if (st == RT_OK) st = rt_rev_halves(last, grad_out[0], &dy1, &dy2);
-    rt_generator saved_gen = *rt_default_generator();
-    bool rec = rt_recompute_set_active(true);
+    rt_recompute_scope scope;
+    rt_recompute_begin(&scope);
     s->last_drift = 0.0;
     /* on meta nothing can be measured: k stays 0, so a meta run predicts
      * the calibration step, the one that keeps every exact input */
@@ -321,8 +309,7 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
         dy1 = dx1;
         dy2 = dx2;
     }
-    rt_recompute_set_active(rec);
-    *rt_default_generator() = saved_gen;
+    rt_recompute_end(&scope);
     if (st == RT_OK && rt_node_needs_grad(self, 0)) {
         bool grad = rt_grad_set_enabled(false);
         st = rt_rev_join(dy1, dy2, &grad_in[0]);

@@ -38,6 +38,9 @@ const char *rt_dtype_safetensors_name(rt_dtype dt) {
 }
 
 rt_status rt_dtype_from_safetensors_name(const char *name, rt_dtype *out) {
+    if (!name || !out)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_dtype_from_safetensors_name: %s is NULL",
+                            !name ? "the name" : "out");
     static const rt_dtype all[] = {RT_F32, RT_BF16, RT_F16, RT_I32, RT_U8};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(name, rt_dtype_safetensors_name(all[i])) == 0) {
@@ -133,7 +136,11 @@ static void rt_store_f32(void *dst, rt_dtype dt, size_t i, float v) {
 
 rt_status rt_dtype_convert(const void *src, rt_dtype sdt, void *dst, rt_dtype ddt, size_t n) {
     if ((!src || !dst) && n)
-        return rt_error_set(RT_ERR_INVALID_ARG, "rt_dtype_convert: NULL buffer");
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_dtype_convert: %s is NULL",
+                            !src ? "the source buffer" : "the destination buffer");
+    if (!rt_dtype_size(sdt) || !rt_dtype_size(ddt))
+        return rt_error_set(RT_ERR_DTYPE, "rt_dtype_convert: unknown dtype %d",
+                            !rt_dtype_size(sdt) ? (int)sdt : (int)ddt);
     if (sdt == ddt) {
         memmove(dst, src, n * rt_dtype_size(sdt));
         return RT_OK;

@@ -13,13 +13,15 @@
 
 typedef enum rt_dtype { RT_F32 = 0, RT_BF16, RT_F16, RT_I32, RT_U8 } rt_dtype;
 
-/* Bytes per element (4, 2, 2, 4, 1). */
+/* Bytes per element (4, 2, 2, 4, 1); 0 for a value that is not an rt_dtype. */
 size_t rt_dtype_size(rt_dtype dt);
-/* PyTorch's name without the prefix: "float32", "bfloat16", "float16", "int32", "uint8". */
+/* PyTorch's name without the prefix: "float32", "bfloat16", "float16", "int32", "uint8"
+ * ("?" for an unknown value; never NULL). */
 const char *rt_dtype_str(rt_dtype dt);
-/* safetensors' name: "F32", "BF16", "F16", "I32", "U8". */
+/* safetensors' name: "F32", "BF16", "F16", "I32", "U8" ("?" when unknown; never NULL). */
 const char *rt_dtype_safetensors_name(rt_dtype dt);
-/* Inverse of rt_dtype_safetensors_name; RT_ERR_DTYPE when the name is not one of ours. */
+/* Inverse of rt_dtype_safetensors_name. Errors: RT_ERR_INVALID_ARG (name or
+ * out NULL), RT_ERR_DTYPE (the name is not one of ours). */
 rt_status rt_dtype_from_safetensors_name(const char *name, rt_dtype *out);
 
 /* Scalar conversions (round-to-nearest-even; NaN stays NaN, overflow gives Inf). */
@@ -30,7 +32,8 @@ float rt_f16_to_f32(uint16_t x);
 
 /* Converts n elements from src (type sdt) to dst (type ddt); buffers must not
  * overlap unless sdt == ddt. Float → integer truncates toward zero and
- * saturates (u8: [0,255]); returns RT_ERR_INVALID_ARG for NULL pointers. */
+ * saturates (u8: [0,255]). Errors: RT_ERR_INVALID_ARG (src or dst NULL while
+ * n > 0), RT_ERR_DTYPE (sdt or ddt not an rt_dtype). */
 rt_status rt_dtype_convert(const void *src, rt_dtype sdt, void *dst, rt_dtype ddt, size_t n);
 
 #endif

@@ -1,6 +1,7 @@
 #include "core/mem.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +132,12 @@ const char *rt_mem_category_str(rt_mem_category c) {
     return (c >= 0 && c < RT_MEM_NCAT) ? names[c] : "?";
 }
 
-void rt_memstats_get(rt_memstats *out) { *out = rt_tls_tracker.stats; }
+void rt_memstats_get(rt_memstats *out) {
+    if (out) *out = rt_tls_tracker.stats;
+}
+
+/* Whether c names a category (the books are indexed by it). */
+static bool rt_category_ok(rt_mem_category c) { return (int)c >= 0 && c < RT_MEM_NCAT; }
 
 void rt_memstats_reset_peaks(void) {
     rt_memstats *s = &rt_tls_tracker.stats;
@@ -187,7 +193,10 @@ static rt_status rt_check_limit(size_t nbytes, rt_mem_category cat) {
 }
 
 rt_status rt_mem_alloc(size_t nbytes, rt_mem_category cat, void **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_mem_alloc: out is NULL");
     *out = NULL;
+    if (!rt_category_ok(cat))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_mem_alloc: unknown memory category %d", (int)cat);
     RT_TRY(rt_check_limit(nbytes, cat));
     size_t cls = rt_size_class(nbytes);
     void *p = rt_cache_take(cls);
@@ -211,19 +220,23 @@ rt_status rt_mem_alloc(size_t nbytes, rt_mem_category cat, void **out) {
 void rt_mem_free(void *p, size_t nbytes, rt_mem_category cat) {
     if (!p) return;
     rt_cache_put(p, rt_size_class(nbytes));
-    rt_book(-(int64_t)nbytes, cat);
+    if (rt_category_ok(cat)) rt_book(-(int64_t)nbytes, cat);
 }
 
 rt_status rt_mem_account(size_t nbytes, rt_mem_category cat) {
+    if (!rt_category_ok(cat))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_mem_account: unknown memory category %d", (int)cat);
     RT_TRY(rt_check_limit(nbytes, cat));
     rt_book((int64_t)nbytes, cat);
     return RT_OK;
 }
 
-void rt_mem_unaccount(size_t nbytes, rt_mem_category cat) { rt_book(-(int64_t)nbytes, cat); }
+void rt_mem_unaccount(size_t nbytes, rt_mem_category cat) {
+    if (rt_category_ok(cat)) rt_book(-(int64_t)nbytes, cat);
+}
 
 void rt_mem_move(int64_t nbytes, rt_mem_category from, rt_mem_category to) {
-    if (from == to || nbytes == 0) return;
+    if (from == to || nbytes == 0 || !rt_category_ok(from) || !rt_category_ok(to)) return;
     rt_memstats *s = &rt_tls_tracker.stats;
     s->live[from] -= nbytes;
     s->live[to] += nbytes;
@@ -246,11 +259,12 @@ void rt_mem_trace_enable(int on) {
 }
 
 const rt_mem_event *rt_mem_trace_events(size_t *count) {
-    *count = rt_tls_tracker.n_events;
+    if (count) *count = rt_tls_tracker.n_events;
     return rt_tls_tracker.events;
 }
 
 rt_status rt_mem_trace_write_csv(const char *path) {
+    if (!path) return rt_error_set(RT_ERR_INVALID_ARG, "rt_mem_trace_write_csv: the path is NULL");
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -269,6 +283,7 @@ rt_status rt_mem_trace_write_csv(const char *path) {
 }
 
 void rt_memstats_print(void *file) {
+    if (!file) return;
     FILE *f = file;
     rt_memstats s;
     rt_memstats_get(&s);

@@ -26,7 +26,7 @@ typedef enum rt_mem_category {
     RT_MEM_NCAT
 } rt_mem_category;
 
-/* Upper-case category name, e.g. "SAVED". */
+/* Upper-case category name, e.g. "SAVED" ("?" for an unknown value; never NULL). */
 const char *rt_mem_category_str(rt_mem_category c);
 
 /* Live and peak bytes per category and in total. The total peak is the peak
@@ -46,7 +46,7 @@ typedef struct rt_memstats {
     int64_t cached_bytes; /* bytes held in the cache, not booked to any category */
 } rt_memstats;
 
-/* Copies this thread's counters into *out. */
+/* Copies this thread's counters into *out. No-op when out is NULL. */
 void rt_memstats_get(rt_memstats *out);
 
 /* Sets every peak to the current live value (like torch.cuda.reset_peak_memory_stats). */
@@ -59,12 +59,13 @@ void rt_mem_set_limit(int64_t bytes);
 int64_t rt_mem_get_limit(void);
 
 /* Name of the op currently allocating, recorded in trace events and OOM
- * messages. Pass a string literal (not copied). Returns the previous name so
- * callers can restore it. */
+ * messages. Pass a string literal (not copied), or NULL for none. Returns the
+ * previous name (NULL when none) so callers can restore it. */
 const char *rt_mem_set_op(const char *op_name);
 
 /* Moves `nbytes` of live accounting from category `from` to `to` (used when a
- * TEMP activation becomes SAVED for backward, and back). Updates peaks. */
+ * TEMP activation becomes SAVED for backward, and back). Updates peaks.
+ * No-op when either category is unknown (not one of rt_mem_category). */
 void rt_mem_move(int64_t nbytes, rt_mem_category from, rt_mem_category to);
 
 /* Returns every cached block of this thread to the system (call before
@@ -79,14 +80,17 @@ void rt_mem_release_cache(void);
 void rt_mem_set_cache_limit(int64_t bytes);
 
 /* Allocates `nbytes` (64-byte aligned, uninitialised) booked to `cat`.
- * Returns RT_ERR_OOM (message set) when over the limit or malloc fails.
+ * Returns RT_ERR_OOM (message set) when over the limit or malloc fails,
+ * RT_ERR_INVALID_ARG when out is NULL or cat is unknown.
  * *out owns the block; release with rt_mem_free(p, nbytes, cat). nbytes 0
- * gives a valid unique pointer. */
+ * gives a valid unique pointer. rt_mem_free(NULL, ...) is a no-op; with an
+ * unknown cat it returns the block but books nothing. */
 rt_status rt_mem_alloc(size_t nbytes, rt_mem_category cat, void **out);
 void rt_mem_free(void *p, size_t nbytes, rt_mem_category cat);
 
 /* Books `nbytes` to `cat` without allocating (meta device). Same limit and
- * trace rules as rt_mem_alloc. Undo with rt_mem_unaccount. */
+ * trace rules as rt_mem_alloc; RT_ERR_INVALID_ARG for an unknown cat. Undo
+ * with rt_mem_unaccount (a no-op for an unknown cat). */
 rt_status rt_mem_account(size_t nbytes, rt_mem_category cat);
 void rt_mem_unaccount(size_t nbytes, rt_mem_category cat);
 
@@ -101,12 +105,15 @@ typedef struct rt_mem_event {
 
 /* Starts (clearing any previous events) or stops recording. */
 void rt_mem_trace_enable(int on);
-/* Borrowed view of the recorded events; valid until the next trace call. */
+/* Borrowed view of the recorded events; valid until the next trace call.
+ * *count receives their number (count may be NULL). */
 const rt_mem_event *rt_mem_trace_events(size_t *count);
-/* Writes the trace as CSV (time_s,delta_bytes,category,op,live_total). */
+/* Writes the trace as CSV (time_s,delta_bytes,category,op,live_total).
+ * Errors: RT_ERR_INVALID_ARG (path NULL), RT_ERR_IO. */
 rt_status rt_mem_trace_write_csv(const char *path);
 
-/* Human-readable table of live/peak per category to `f` (a FILE*). */
+/* Human-readable table of live/peak per category to `f` (a FILE*). No-op
+ * when file is NULL. */
 void rt_memstats_print(void *file);
 
 #endif

@@ -11,6 +11,7 @@
 #define RT_PHILOX_W1 0xBB67AE85u
 
 void rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    if (!ctr || !key || !out) return;
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
     uint32_t k0 = key[0], k1 = key[1];
     for (int round = 0; round < 10; round++) {
@@ -29,6 +30,7 @@ void rt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
 }
 
 void rt_philox_uniform(uint64_t seed, uint64_t offset, int64_t n, float *out) {
+    if (!out) return;
     const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     for (int64_t i = 0; i < n; i += 4) {
         uint64_t block = offset + (uint64_t)(i / 4);
@@ -41,11 +43,13 @@ void rt_philox_uniform(uint64_t seed, uint64_t offset, int64_t n, float *out) {
 }
 
 void rt_generator_uniform(rt_generator *g, int64_t n, float *out) {
+    if (!g || !out || n <= 0) return;
     rt_philox_uniform(g->seed, g->offset, n, out);
     g->offset += rt_philox_blocks(n);
 }
 
 void rt_generator_normal(rt_generator *g, int64_t n, float mean, float std, float *out) {
+    if (!g || !out || n <= 0) return;
     rt_generator_uniform(g, n, out);
     for (int64_t i = 0; i + 1 < n; i += 2) {
         double u1 = 1.0 - out[i], u2 = out[i + 1]; /* u1 in (0,1]: log is finite */

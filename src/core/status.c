@@ -28,6 +28,12 @@ const char *rt_status_str(rt_status s) {
 }
 
 rt_status rt_error_set(rt_status code, const char *fmt, ...) {
+    if (!fmt) {
+        snprintf(rt_last_error, sizeof rt_last_error, "rt_error_set: the message format is NULL (code %s)",
+                 rt_status_str(code));
+        rt_last_status = code;
+        return code;
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(rt_last_error, sizeof rt_last_error, fmt, ap);

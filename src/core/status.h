@@ -29,7 +29,8 @@ typedef enum rt_status {
 const char *rt_status_str(rt_status s);
 
 /* Records a printf-style message as this thread's last error and returns
- * `code`, so call sites read `return rt_error_set(RT_ERR_SHAPE, "...")`. */
+ * `code`, so call sites read `return rt_error_set(RT_ERR_SHAPE, "...")`.
+ * A NULL fmt still records `code`, with a message saying the format was NULL. */
 rt_status rt_error_set(rt_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -37,6 +37,7 @@ static void rt_storage_release(rt_storage *s) {
 }
 
 void rt_storage_mark_saved(rt_storage *s, int delta) {
+    if (!s) return;
     int before = s->saved_count;
     s->saved_count += delta;
     if (s->category != RT_MEM_TEMP) return;
@@ -50,23 +51,28 @@ static int64_t rt_shape_numel(int ndim, const int64_t *shape) {
     return n;
 }
 
-static rt_tensor *rt_tensor_header(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device) {
+static rt_tensor *rt_tensor_header(const char *fn, int ndim, const int64_t *shape, rt_dtype dtype,
+                                   rt_device device) {
     if (ndim < 0 || ndim > RT_MAX_DIMS) {
-        rt_error_set(RT_ERR_SHAPE, "tensors have 0 to %d dimensions, got %d", RT_MAX_DIMS, ndim);
+        rt_error_set(RT_ERR_SHAPE, "%s: tensors have 0 to %d dimensions, got %d", fn, RT_MAX_DIMS, ndim);
+        return NULL;
+    }
+    if (!shape && ndim > 0) {
+        rt_error_set(RT_ERR_INVALID_ARG, "%s: the shape is NULL for a %d-D tensor", fn, ndim);
         return NULL;
     }
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] > 0 && numel > ((int64_t)1 << 58) / shape[i]) {
-            rt_error_set(RT_ERR_SHAPE, "a tensor with dimension %d = %lld would hold more than 2^58 elements; "
-                         "the shape is too large", i, (long long)shape[i]);
+            rt_error_set(RT_ERR_SHAPE, "%s: a tensor with dimension %d = %lld would hold more than 2^58 "
+                         "elements; the shape is too large", fn, i, (long long)shape[i]);
             return NULL;
         }
         numel *= shape[i] > 0 ? shape[i] : 1;
     }
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) {
-            rt_error_set(RT_ERR_SHAPE, "dimension %d of a new tensor is negative (%lld)", i,
+            rt_error_set(RT_ERR_SHAPE, "%s: dimension %d of a new tensor is negative (%lld)", fn, i,
                          (long long)shape[i]);
             return NULL;
         }
@@ -83,9 +89,23 @@ static rt_tensor *rt_tensor_header(int ndim, const int64_t *shape, rt_dtype dtyp
     return t;
 }
 
-rt_tensor *rt_tensor_create(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
-                            rt_mem_category category) {
-    rt_tensor *t = rt_tensor_header(ndim, shape, dtype, device);
+/* rt_tensor_create, naming `fn` in its messages. */
+static rt_tensor *rt_tensor_create_in(const char *fn, int ndim, const int64_t *shape, rt_dtype dtype,
+                                      rt_device device, rt_mem_category category) {
+    if (!rt_dtype_size(dtype)) {
+        rt_error_set(RT_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
+        return NULL;
+    }
+    if (device != RT_DEVICE_CPU && device != RT_DEVICE_META) {
+        rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown device %d (RT_DEVICE_CPU or RT_DEVICE_META)", fn,
+                     (int)device);
+        return NULL;
+    }
+    if ((int)category < 0 || category >= RT_MEM_NCAT) {
+        rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown memory category %d", fn, (int)category);
+        return NULL;
+    }
+    rt_tensor *t = rt_tensor_header(fn, ndim, shape, dtype, device);
     if (!t) return NULL;
     size_t nbytes = (size_t)rt_shape_numel(ndim, shape) * rt_dtype_size(dtype);
     t->storage = rt_storage_create(nbytes, device, category);
@@ -96,35 +116,60 @@ rt_tensor *rt_tensor_create(int ndim, const int64_t *shape, rt_dtype dtype, rt_d
     return t;
 }
 
-rt_tensor *rt_tensor_zeros(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
-                           rt_mem_category category) {
-    rt_tensor *t = rt_tensor_create(ndim, shape, dtype, device, category);
+rt_tensor *rt_tensor_create(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
+                            rt_mem_category category) {
+    return rt_tensor_create_in("rt_tensor_create", ndim, shape, dtype, device, category);
+}
+
+static rt_tensor *rt_tensor_zeros_in(const char *fn, int ndim, const int64_t *shape, rt_dtype dtype,
+                                     rt_device device, rt_mem_category category) {
+    rt_tensor *t = rt_tensor_create_in(fn, ndim, shape, dtype, device, category);
     if (t && t->storage->data) memset(t->storage->data, 0, t->storage->nbytes);
     return t;
 }
 
+rt_tensor *rt_tensor_zeros(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
+                           rt_mem_category category) {
+    return rt_tensor_zeros_in("rt_tensor_zeros", ndim, shape, dtype, device, category);
+}
+
 rt_tensor *rt_tensor_empty_like(const rt_tensor *like, rt_mem_category category) {
-    rt_tensor *t = rt_tensor_create(like->ndim, like->shape, like->dtype, like->device, category);
+    if (!like) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_empty_like: the tensor `like` is NULL");
+        return NULL;
+    }
+    rt_tensor *t = rt_tensor_create_in("rt_tensor_empty_like", like->ndim, like->shape, like->dtype,
+                                       like->device, category);
     if (t) t->layout = like->layout;
     return t;
 }
 
 rt_tensor *rt_tensor_zeros_like(const rt_tensor *like, rt_mem_category category) {
-    rt_tensor *t = rt_tensor_zeros(like->ndim, like->shape, like->dtype, like->device, category);
+    if (!like) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_zeros_like: the tensor `like` is NULL");
+        return NULL;
+    }
+    rt_tensor *t = rt_tensor_zeros_in("rt_tensor_zeros_like", like->ndim, like->shape, like->dtype,
+                                      like->device, category);
     if (t) t->layout = like->layout;
     return t;
 }
 
 rt_tensor *rt_tensor_from_data(int ndim, const int64_t *shape, rt_dtype dtype, const void *data,
                                rt_mem_category category) {
-    rt_tensor *t = rt_tensor_create(ndim, shape, dtype, RT_DEVICE_CPU, category);
-    if (t) memcpy(t->storage->data, data, t->storage->nbytes);
+    rt_tensor *t = rt_tensor_create_in("rt_tensor_from_data", ndim, shape, dtype, RT_DEVICE_CPU, category);
+    if (t && !data && t->storage->nbytes) {
+        rt_tensor_release(t);
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_from_data: data is NULL");
+        return NULL;
+    }
+    if (t && t->storage->nbytes) memcpy(t->storage->data, data, t->storage->nbytes);
     return t;
 }
 
 void rt_autograd_meta_release(rt_autograd_meta *m) {
     if (!m || --m->refcount > 0) return;
-    m->destroy(m);
+    if (m->destroy) m->destroy(m);
 }
 
 rt_tensor *rt_tensor_retain(rt_tensor *t) {
@@ -142,6 +187,18 @@ void rt_tensor_release(rt_tensor *t) {
 }
 
 rt_tensor *rt_tensor_view(rt_tensor *t, int ndim, const int64_t *shape) {
+    if (!t) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_view: the tensor is NULL");
+        return NULL;
+    }
+    if (ndim < 0 || ndim > RT_MAX_DIMS) {
+        rt_error_set(RT_ERR_SHAPE, "rt_tensor_view: tensors have 0 to %d dimensions, got %d", RT_MAX_DIMS, ndim);
+        return NULL;
+    }
+    if (!shape && ndim > 0) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_view: the shape is NULL for a %d-D view", ndim);
+        return NULL;
+    }
     bool same = ndim == t->ndim;
     for (int i = 0; same && i < ndim; i++) same = shape[i] == t->shape[i];
     if (t->layout != RT_LAYOUT_PLAIN && !same) {
@@ -157,7 +214,7 @@ rt_tensor *rt_tensor_view(rt_tensor *t, int ndim, const int64_t *shape) {
                      (long long)rt_shape_numel(ndim, shape));
         return NULL;
     }
-    rt_tensor *v = rt_tensor_header(ndim, shape, t->dtype, t->device);
+    rt_tensor *v = rt_tensor_header("rt_tensor_view", ndim, shape, t->dtype, t->device);
     if (!v) return NULL;
     v->storage = t->storage;
     v->storage->refcount++;
@@ -165,23 +222,34 @@ rt_tensor *rt_tensor_view(rt_tensor *t, int ndim, const int64_t *shape) {
     return v;
 }
 
-rt_tensor *rt_tensor_detach(rt_tensor *t) { return rt_tensor_view(t, t->ndim, t->shape); }
+rt_tensor *rt_tensor_detach(rt_tensor *t) {
+    if (!t) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_detach: the tensor is NULL");
+        return NULL;
+    }
+    return rt_tensor_view(t, t->ndim, t->shape);
+}
 
 rt_tensor *rt_tensor_to(const rt_tensor *t, rt_dtype dtype, rt_mem_category category) {
-    rt_tensor *c = rt_tensor_create(t->ndim, t->shape, dtype, t->device, category);
+    if (!t) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_to: the tensor is NULL");
+        return NULL;
+    }
+    rt_tensor *c = rt_tensor_create_in("rt_tensor_to", t->ndim, t->shape, dtype, t->device, category);
     if (c) c->layout = t->layout;
     if (c && t->device == RT_DEVICE_CPU)
         rt_dtype_convert(t->storage->data, t->dtype, c->storage->data, dtype, (size_t)rt_tensor_numel(t));
     return c;
 }
 
-int64_t rt_tensor_numel(const rt_tensor *t) { return rt_shape_numel(t->ndim, t->shape); }
+int64_t rt_tensor_numel(const rt_tensor *t) { return t ? rt_shape_numel(t->ndim, t->shape) : 0; }
 
 size_t rt_tensor_nbytes(const rt_tensor *t) {
-    return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype);
+    return t ? (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype) : 0;
 }
 
 bool rt_tensor_same_shape(const rt_tensor *a, const rt_tensor *b) {
+    if (!a || !b) return false;
     if (a->ndim != b->ndim) return false;
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] != b->shape[i]) return false;
@@ -189,6 +257,11 @@ bool rt_tensor_same_shape(const rt_tensor *a, const rt_tensor *b) {
 }
 
 char *rt_tensor_shape_str(const rt_tensor *t, char *buf, size_t n) {
+    if (!buf || n == 0) return buf;
+    if (!t) {
+        snprintf(buf, n, "(NULL tensor)");
+        return buf;
+    }
     size_t used = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < t->ndim && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
@@ -197,6 +270,7 @@ char *rt_tensor_shape_str(const rt_tensor *t, char *buf, size_t n) {
 }
 
 rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad) {
+    if (!t) return rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_set_requires_grad: the tensor is NULL");
     if (t->grad_fn)
         return rt_error_set(RT_ERR_STATE, "requires_grad can only be set on leaf tensors; "
                                           "detach the tensor first");
@@ -208,6 +282,7 @@ rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad) {
 }
 
 rt_status rt_tensor_fill(rt_tensor *t, float value) {
+    if (!t) return rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_fill: the tensor is NULL");
     if (rt_tensor_is_meta(t)) return RT_OK;
     size_t n = (size_t)rt_tensor_numel(t);
     if (t->dtype == RT_F32) {
@@ -222,6 +297,9 @@ rt_status rt_tensor_fill(rt_tensor *t, float value) {
 }
 
 rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src) {
+    if (!dst || !src)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_copy: the %s tensor is NULL",
+                            !dst ? "destination" : "source");
     if (rt_tensor_numel(dst) != rt_tensor_numel(src)) {
         char a[64], b[64];
         return rt_error_set(RT_ERR_SHAPE, "copy: destination %s and source %s differ in size",
@@ -233,6 +311,7 @@ rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src) {
 }
 
 void rt_tensor_zero_grad(rt_tensor *t) {
+    if (!t) return;
     rt_tensor_release(t->grad);
     t->grad = NULL;
 }

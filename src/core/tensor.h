@@ -8,7 +8,14 @@
  *
  * Ownership: every function returning rt_tensor* returns a new reference that
  * the caller releases with rt_tensor_release(). Functions taking rt_tensor*
- * borrow unless documented otherwise. */
+ * borrow unless documented otherwise.
+ *
+ * NULL: a function returning rt_tensor* returns NULL with the message set
+ * (rt_error_last_status() gives the code, RT_ERR_INVALID_ARG for a NULL
+ * tensor); one returning rt_status returns RT_ERR_INVALID_ARG for a NULL
+ * tensor; release, zero_grad and rt_storage_mark_saved ignore NULL; the
+ * queries (numel, nbytes, same_shape, is_meta, data, f32) answer 0 / false /
+ * NULL for a NULL tensor. */
 #ifndef RT_CORE_TENSOR_H
 #define RT_CORE_TENSOR_H
 
@@ -56,7 +63,7 @@ typedef struct rt_autograd_meta {
 } rt_autograd_meta;
 
 /* Drops one reference to an autograd object; the last one calls
- * m->destroy(m). release(NULL) is a no-op. */
+ * m->destroy(m) (when set). release(NULL) is a no-op. */
 void rt_autograd_meta_release(rt_autograd_meta *m);
 
 struct rt_node; /* autograd/node.h; begins with an rt_autograd_meta */
@@ -75,63 +82,81 @@ typedef struct rt_tensor {
     int output_nr;            /* which output of grad_fn this is */
 } rt_tensor;
 
-/* New uninitialised tensor of `shape` (ndim 0..5; ndim 0 is a scalar), booked
- * to `category`. Returns NULL with the message set on a bad shape
- * (RT_ERR_SHAPE) or out of memory (RT_ERR_OOM). */
+/* New uninitialised tensor of `shape` (ndim 0..5; ndim 0 is a scalar, and
+ * then shape may be NULL), booked to `category`. Returns NULL with the
+ * message set: RT_ERR_SHAPE (ndim outside 0..5, a negative or too large
+ * dimension), RT_ERR_INVALID_ARG (shape NULL with ndim > 0, an unknown
+ * device or category), RT_ERR_DTYPE (an unknown dtype), RT_ERR_OOM. */
 rt_tensor *rt_tensor_create(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
                             rt_mem_category category);
 /* As rt_tensor_create, filled with zeros (no-op fill on meta). */
 rt_tensor *rt_tensor_zeros(int ndim, const int64_t *shape, rt_dtype dtype, rt_device device,
                            rt_mem_category category);
-/* Same shape/dtype/device/layout as `like`, new storage booked to `category`. */
+/* Same shape/dtype/device/layout as `like`, new storage booked to `category`.
+ * NULL + RT_ERR_INVALID_ARG when like is NULL; else the errors of create. */
 rt_tensor *rt_tensor_empty_like(const rt_tensor *like, rt_mem_category category);
 rt_tensor *rt_tensor_zeros_like(const rt_tensor *like, rt_mem_category category);
-/* New cpu tensor holding a copy of numel elements of `data` (host dtype layout). */
+/* New cpu tensor holding a copy of numel elements of `data` (host dtype
+ * layout). NULL + RT_ERR_INVALID_ARG when data is NULL and numel > 0; else
+ * the errors of create. */
 rt_tensor *rt_tensor_from_data(int ndim, const int64_t *shape, rt_dtype dtype, const void *data,
                                rt_mem_category category);
 
-/* Reference counting. release(NULL) is a no-op; the last release frees the
- * storage (if no other tensor shares it), the grad and the reference to grad_fn. */
+/* Reference counting. retain(NULL) returns NULL and release(NULL) is a
+ * no-op; the last release frees the storage (if no other tensor shares it),
+ * the grad and the reference to grad_fn. */
 rt_tensor *rt_tensor_retain(rt_tensor *t);
 void rt_tensor_release(rt_tensor *t);
 
-/* A new tensor sharing t's storage with no autograd history (torch.Tensor.detach). */
+/* A new tensor sharing t's storage with no autograd history (torch.Tensor.detach).
+ * NULL + RT_ERR_INVALID_ARG when t is NULL, RT_ERR_OOM. */
 rt_tensor *rt_tensor_detach(rt_tensor *t);
 /* A new tensor sharing t's storage with a different shape of the same numel,
  * no autograd history (use rt_reshape in ops/ for the differentiable version).
  * Keeps t's layout when the shape is unchanged; a BLOCKED tensor can only be
  * viewed with its own shape. NULL + RT_ERR_SHAPE when numel differs or t is
- * BLOCKED and the shape changes (convert with rt_to_layout first). */
+ * BLOCKED and the shape changes (convert with rt_to_layout first), or ndim
+ * outside 0..5; NULL + RT_ERR_INVALID_ARG when t is NULL or shape is NULL
+ * with ndim > 0. */
 rt_tensor *rt_tensor_view(rt_tensor *t, int ndim, const int64_t *shape);
 /* A deep copy into new storage booked to `category`, converting to `dtype`
- * (elementwise, so the layout is kept). */
+ * (elementwise, so the layout is kept). NULL + RT_ERR_INVALID_ARG when t is
+ * NULL; else the errors of create. */
 rt_tensor *rt_tensor_to(const rt_tensor *t, rt_dtype dtype, rt_mem_category category);
 
+/* Element and byte counts; 0 for a NULL tensor. */
 int64_t rt_tensor_numel(const rt_tensor *t);
 size_t rt_tensor_nbytes(const rt_tensor *t);
-static inline bool rt_tensor_is_meta(const rt_tensor *t) { return t->device == RT_DEVICE_META; }
-/* Raw data pointer; NULL on meta. */
-static inline void *rt_tensor_data(const rt_tensor *t) { return t->storage->data; }
-static inline float *rt_tensor_f32(const rt_tensor *t) { return (float *)t->storage->data; }
+/* False for a NULL tensor. */
+static inline bool rt_tensor_is_meta(const rt_tensor *t) { return t && t->device == RT_DEVICE_META; }
+/* Raw data pointer; NULL on meta and for a NULL tensor. */
+static inline void *rt_tensor_data(const rt_tensor *t) { return t && t->storage ? t->storage->data : NULL; }
+static inline float *rt_tensor_f32(const rt_tensor *t) { return (float *)rt_tensor_data(t); }
+/* False when either tensor is NULL. */
 bool rt_tensor_same_shape(const rt_tensor *a, const rt_tensor *b);
-/* Writes "[2, 3, 4]" into buf (always NUL-terminated); returns buf. */
+/* Writes "[2, 3, 4]" into buf (always NUL-terminated; "(NULL tensor)" for a
+ * NULL t); returns buf. Does nothing when buf is NULL or n is 0. */
 char *rt_tensor_shape_str(const rt_tensor *t, char *buf, size_t n);
 
 /* Marks a leaf as requiring grad (torch.Tensor.requires_grad_). RT_ERR_STATE
  * when t is not a leaf; RT_ERR_DTYPE when t is not float32 (compute is f32;
- * bf16/f16 are storage formats only, see dtype.h). */
+ * bf16/f16 are storage formats only, see dtype.h); RT_ERR_INVALID_ARG when t
+ * is NULL. */
 rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad);
-/* Fills every element with `value` (f32, bf16, f16, i32, u8). No-op on meta. */
+/* Fills every element with `value` (f32, bf16, f16, i32, u8). No-op on meta.
+ * RT_ERR_INVALID_ARG when t is NULL. */
 rt_status rt_tensor_fill(rt_tensor *t, float value);
-/* Copies src's elements into dst (same shape, converting dtype). No-op on meta. */
+/* Copies src's elements into dst (same shape, converting dtype). No-op on meta.
+ * Errors: RT_ERR_INVALID_ARG (dst or src NULL), RT_ERR_SHAPE (sizes differ). */
 rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src);
-/* Drops the leaf's .grad (set_to_none=True, PyTorch's default for zero_grad). */
+/* Drops the leaf's .grad (set_to_none=True, PyTorch's default for zero_grad).
+ * No-op for NULL. */
 void rt_tensor_zero_grad(rt_tensor *t);
 
 /* Books a storage as kept for backward (+1) or no longer kept (-1). The first
  * keeper moves a TEMP storage's bytes to SAVED, the last one moves them back;
  * PARAM and DATA storages stay in their category (weights and input batches
- * are not activations). */
+ * are not activations). No-op for NULL. */
 void rt_storage_mark_saved(rt_storage *s, int delta);
 
 #endif

@@ -23,6 +23,15 @@ static rt_status rt_list_push(rt_node_list *l, rt_node *node) {
 }
 
 rt_status rt_accumulate_grad(rt_tensor *leaf, rt_tensor *grad) {
+    if (!leaf || !grad)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_accumulate_grad: the %s is NULL", !leaf ? "leaf" : "gradient");
+    if (rt_tensor_numel(grad) != rt_tensor_numel(leaf) || grad->dtype != RT_F32) {
+        char a[64], b[64];
+        return rt_error_set(grad->dtype != RT_F32 ? RT_ERR_DTYPE : RT_ERR_SHAPE,
+                            "rt_accumulate_grad: the gradient %s (%s) does not fit the leaf %s; it must be "
+                            "float32 with the leaf's number of elements", rt_tensor_shape_str(grad, a, sizeof a),
+                            rt_dtype_str(grad->dtype), rt_tensor_shape_str(leaf, b, sizeof b));
+    }
     if (!leaf->grad) {
         /* A leaf over an activation (TEMP storage: the detached leaves of a
          * recompute) gets a transient gradient; parameters and user inputs GRAD. */
@@ -119,6 +128,7 @@ static rt_status rt_run_node(rt_node *n, bool retain_graph, rt_node_list *ready)
 }
 
 rt_status rt_backward(rt_tensor *root, rt_tensor *grad_root, bool retain_graph) {
+    if (!root) return rt_error_set(RT_ERR_INVALID_ARG, "rt_backward: the root tensor is NULL");
     if (!root->requires_grad)
         return rt_error_set(RT_ERR_NO_GRAD, "backward: the tensor does not require grad (no input of "
                             "the computation requires grad, or it ran under no-grad)");

@@ -21,14 +21,17 @@
  * With retain_graph, tensors that saved-tensor hooks unpacked for a node are
  * released once it has run (the packed forms stay; node.h,
  * rt_node_release_unpacked), so the next backward unpacks again.
- * Errors: RT_ERR_NO_GRAD (root does not require grad), RT_ERR_SHAPE (grad_root
+ * Errors: RT_ERR_INVALID_ARG (root NULL), RT_ERR_NO_GRAD (root does not
+ * require grad), RT_ERR_SHAPE (grad_root
  * shape or non-scalar root), RT_ERR_GRAPH_RELEASED, RT_ERR_OOM, and whatever a
  * node's backward returns (gradients may then be partially accumulated). */
 rt_status rt_backward(rt_tensor *root, rt_tensor *grad_root, bool retain_graph);
 
 /* Adds `grad` into leaf->grad, allocating it on first use: category TEMP for
  * a leaf over an activation (TEMP storage, e.g. a recompute's detached leaf),
- * GRAD otherwise (parameters, user inputs). */
+ * GRAD otherwise (parameters, user inputs). Errors: RT_ERR_INVALID_ARG (leaf
+ * or grad NULL), RT_ERR_SHAPE (grad's element count differs from leaf's),
+ * RT_ERR_DTYPE (grad not float32), RT_ERR_OOM. */
 rt_status rt_accumulate_grad(rt_tensor *leaf, rt_tensor *grad);
 
 #endif

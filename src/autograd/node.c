@@ -30,7 +30,8 @@ static _Thread_local int rt_tls_n_hooks;
 
 rt_status rt_saved_tensors_hooks_push(const rt_saved_hooks *h) {
     if (!h || !h->pack || !h->unpack)
-        return rt_error_set(RT_ERR_INVALID_ARG, "saved-tensor hooks need a pack and an unpack function");
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_saved_tensors_hooks_push: %s is NULL; saved-tensor hooks "
+                            "need a pack and an unpack function", !h ? "the hooks" : !h->pack ? "pack" : "unpack");
     if (rt_tls_n_hooks == RT_SAVED_HOOKS_MAX_DEPTH)
         return rt_error_set(RT_ERR_STATE, "saved-tensor hooks nest at most %d deep on one thread; pop some "
                             "(rt_saved_tensors_hooks_pop) before pushing more", RT_SAVED_HOOKS_MAX_DEPTH);
@@ -72,7 +73,14 @@ static void rt_node_destroy(rt_autograd_meta *m);
 
 rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *inputs, int n_outputs,
                          rt_backward_fn backward, size_t ctx_size, rt_node **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_node_create: out is NULL");
     *out = NULL;
+    if (!name || !backward || (!inputs && n_inputs > 0))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_node_create: %s is NULL",
+                            !name ? "the name" : !backward ? "the backward function" : "the inputs array");
+    if (n_inputs < 0 || n_outputs < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_node_create (%s): need n_inputs >= 0 and n_outputs >= 1, "
+                            "got %d and %d", name, n_inputs, n_outputs);
     if (!rt_grad_is_enabled()) return RT_OK;
     bool any = false;
     for (int i = 0; i < n_inputs; i++)
@@ -117,6 +125,7 @@ rt_node *rt_node_retain(rt_node *n) {
 }
 
 void rt_node_release_unpacked(rt_node *n) {
+    if (!n) return;
     for (int i = 0; i < n->n_saved; i++) {
         rt_saved_slot *s = &n->saved[i];
         if (!s->hooked) continue;
@@ -126,6 +135,7 @@ void rt_node_release_unpacked(rt_node *n) {
 }
 
 void rt_node_release_saved(rt_node *n) {
+    if (!n) return;
     for (int i = 0; i < n->n_saved; i++) {
         rt_saved_slot *s = &n->saved[i];
         if (s->hooked) {
@@ -161,7 +171,7 @@ static void rt_node_destroy(rt_autograd_meta *m) {
 void rt_node_release(rt_node *n) { rt_autograd_meta_release(n ? &n->meta : NULL); }
 
 void rt_node_set_output(rt_node *node, rt_tensor *output, int output_nr) {
-    if (!node) return;
+    if (!node || !output || output_nr < 0 || output_nr >= node->n_outputs) return;
     rt_node_release(output->grad_fn);
     output->grad_fn = rt_node_retain(node);
     output->output_nr = output_nr;
@@ -170,6 +180,7 @@ void rt_node_set_output(rt_node *node, rt_tensor *output, int output_nr) {
 
 rt_status rt_node_save(rt_node *node, rt_tensor *t, int *slot) {
     if (!node) return RT_OK;
+    if (!t) return rt_error_set(RT_ERR_INVALID_ARG, "rt_node_save (%s): the tensor to save is NULL", node->name);
     if (node->n_saved == node->cap_saved) {
         int cap = node->cap_saved ? 2 * node->cap_saved : 4;
         rt_saved_slot *s = realloc(node->saved, (size_t)cap * sizeof *s);
@@ -243,7 +254,9 @@ static rt_status rt_saved_unpack(const rt_node *node, rt_saved_slot *s) {
 }
 
 rt_status rt_node_saved(rt_node *node, int slot, rt_tensor **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_node_saved: out is NULL");
     *out = NULL;
+    if (!node) return rt_error_set(RT_ERR_INVALID_ARG, "rt_node_saved: the node is NULL");
     if (node->released)
         return rt_error_set(RT_ERR_GRAPH_RELEASED,
                             "trying to backward through the graph a second time (node %s): its "

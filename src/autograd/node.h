@@ -67,20 +67,26 @@ struct rt_node {
 /* Creates the node for an op whose forward inputs are inputs[0..n_inputs-1]
  * (entries may be NULL for non-tensor arguments). Sets *out to NULL, with
  * RT_OK, when grad mode is off or no input requires grad: the op then records
- * nothing. ctx_size bytes of zeroed context are allocated for the op. */
+ * nothing. ctx_size bytes of zeroed context are allocated for the op.
+ * Errors: RT_ERR_INVALID_ARG (out, name or backward NULL, inputs NULL with
+ * n_inputs > 0, n_inputs < 0 or n_outputs < 1), RT_ERR_OOM. */
 rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *inputs, int n_outputs,
                          rt_backward_fn backward, size_t ctx_size, rt_node **out);
+/* retain(NULL) returns NULL. */
 rt_node *rt_node_retain(rt_node *n);
-/* Drops a reference; the last one frees saved tensors, context and edges. */
+/* Drops a reference; the last one frees saved tensors, context and edges.
+ * NULL is a no-op. */
 void rt_node_release(rt_node *n);
 
 /* Makes `output` the `output_nr`-th result of node (sets grad_fn and
- * requires_grad). No-op when node is NULL. */
+ * requires_grad). No-op when node or output is NULL or output_nr is not in
+ * [0, node->n_outputs). */
 void rt_node_set_output(rt_node *node, rt_tensor *output, int output_nr);
 
-/* True when input i's gradient is wanted. */
+/* True when input i's gradient is wanted; false for a NULL node or an i
+ * outside [0, n_inputs). */
 static inline bool rt_node_needs_grad(const rt_node *n, int i) {
-    return n->edges[i].node != NULL || n->edges[i].leaf != NULL;
+    return n && i >= 0 && i < n->n_inputs && (n->edges[i].node != NULL || n->edges[i].leaf != NULL);
 }
 
 /* Keeps t (any shape and dtype, cpu or meta; borrowed) for backward.
@@ -93,7 +99,8 @@ static inline bool rt_node_needs_grad(const rt_node *n, int i) {
  * unpacked or freed; the alias itself is not kept and nothing is booked
  * (the hook books what it keeps, see rt_saved_hooks). Returns the slot index
  * through *slot (may be NULL). No-op returning RT_OK for node NULL.
- * Errors: RT_ERR_OOM; whatever the pack hook returns (nothing is saved then).
+ * Errors: RT_ERR_INVALID_ARG (t NULL with a node), RT_ERR_OOM; whatever the
+ * pack hook returns (nothing is saved then).
  * Source: torch.autograd.function.FunctionCtx.save_for_backward. */
 rt_status rt_node_save(rt_node *node, rt_tensor *t, int *slot);
 /* The tensor saved in `slot`: borrowed, with the shape, dtype, device and
@@ -105,19 +112,21 @@ rt_status rt_node_save(rt_node *node, rt_tensor *t, int *slot);
  * graph) or rt_node_release_saved, and the pointer is valid until then, which
  * covers the node's backward. Errors: RT_ERR_GRAPH_RELEASED with a clear
  * message when a backward without retain_graph already freed the saved
- * tensors; RT_ERR_INVALID_ARG for a slot never saved; whatever the unpack
+ * tensors; RT_ERR_INVALID_ARG for node or out NULL or a slot never saved
+ * (*out is NULL on every error, when out is not NULL); whatever the unpack
  * hook returns; RT_ERR_SHAPE / RT_ERR_DTYPE / RT_ERR_STATE when unpack
  * returned no tensor or one whose shape, dtype, device or layout differs
  * from the tensor packed. */
 rt_status rt_node_saved(rt_node *node, int slot, rt_tensor **out);
 /* Frees every saved tensor of the node and marks it released: an alias is
  * unbooked (rt_storage_mark_saved -1) and released; a packed object goes to
- * its free_packed hook and a cached unpacked tensor is released. */
+ * its free_packed hook and a cached unpacked tensor is released. No-op for
+ * NULL. */
 void rt_node_release_saved(rt_node *node);
 /* Releases the tensors unpack hooks returned for this node (the packed
  * objects stay; the next rt_node_saved unpacks again), so a retained graph
  * holds only the packed form between backward passes, as PyTorch unpacks on
- * every access. No-op for slots saved without a hook. */
+ * every access. No-op for slots saved without a hook, and for NULL. */
 void rt_node_release_unpacked(rt_node *node);
 
 /* Saved-tensor hooks: the counterpart of PyTorch's

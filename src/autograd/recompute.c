@@ -5,6 +5,7 @@
 rt_rng_state rt_rng_state_get(void) { return *rt_default_generator(); }
 
 void rt_recompute_begin(rt_recompute_scope *s) {
+    if (!s) return;
     s->gen = *rt_default_generator();
     s->recompute = rt_recompute_set_active(true);
     s->open = true;
@@ -20,7 +21,7 @@ rt_status rt_recompute_rewind(const rt_rng_state *at) {
 }
 
 void rt_recompute_end(rt_recompute_scope *s) {
-    if (!s->open) return;
+    if (!s || !s->open) return;
     *rt_default_generator() = s->gen;
     rt_recompute_set_active(s->recompute);
     s->open = false;

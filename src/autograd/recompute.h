@@ -54,7 +54,8 @@ typedef struct rt_recompute_scope {
  * it is (a rebuild may run without recording, a recompute with). Pair every
  * begin with one rt_recompute_end on the same scope; scopes nest (end them
  * in reverse order). Source: torch.random.fork_rng around checkpoint's
- * recompute; RevNet Algorithm 1's reconstruction. */
+ * recompute; RevNet Algorithm 1's reconstruction. No-op for NULL (nothing
+ * is switched on, so nothing needs ending). */
 void rt_recompute_begin(rt_recompute_scope *s);
 
 /* Moves the default generator to `at` (recorded with rt_rng_state_get at
@@ -68,7 +69,7 @@ rt_status rt_recompute_rewind(const rt_rng_state *at);
 
 /* Closes the scope: the default generator and the recompute mode become
  * what they were at rt_recompute_begin, whatever was rewound or drawn in
- * between. A second end on the same scope does nothing. */
+ * between. A second end on the same scope does nothing, nor does NULL. */
 void rt_recompute_end(rt_recompute_scope *s);
 
 /* A new leaf requiring grad that shares t's storage (t: any shape, float32;

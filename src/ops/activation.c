@@ -27,8 +27,9 @@ static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_
 }
 
 rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, negative_slope > 0 ? "leaky_relu" : "relu"));
     *out = NULL;
-    RT_TRY(rt_op_check_f32(x, "relu", "input"));
+    RT_TRY(rt_op_check_f32(x, negative_slope > 0 ? "leaky_relu" : "relu", "input"));
     if (!(negative_slope >= 0.0f))
         return rt_error_set(RT_ERR_INVALID_ARG, "leaky_relu: negative_slope must be >= 0 (got %g): "
                             "backward recovers the input's sign from the output", negative_slope);
@@ -50,6 +51,7 @@ rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out) {
 rt_status rt_relu(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu(x, 0.0f, out); }
 
 rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "add_relu"));
     *out = NULL;
     RT_TRY(rt_op_check_pair(a, b, "add_relu"));
     rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */

@@ -117,6 +117,7 @@ rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *we
 rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_tensor *running_mean,
                         rt_tensor *running_var, int64_t *num_batches_tracked, bool training,
                         float momentum, float eps, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "batch_norm"));
     *out = NULL;
     rt_bn_ctx c = {.training = training};
     RT_TRY(rt_bn_op_shape("batch_norm", x, weight, bias, running_mean, running_var, training, eps, &c.s));

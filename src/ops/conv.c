@@ -41,6 +41,7 @@ static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_
 
 rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_conv_opts *opts,
                   rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "conv"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, "conv", "input"));
     RT_TRY(rt_op_check_f32(weight, "conv", "weight"));

@@ -84,6 +84,7 @@ static rt_status rt_affine_backward(rt_node *self, rt_tensor *const *grad_out, r
 }
 
 rt_status rt_affine_coupling(rt_tensor *x2, rt_tensor *st, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "affine_coupling"));
     *out = NULL;
     int64_t n, inner;
     RT_TRY(rt_coupling_check(x2, st, "affine_coupling", &n, &inner));
@@ -111,6 +112,7 @@ rt_status rt_affine_coupling(rt_tensor *x2, rt_tensor *st, rt_tensor **out) {
 }
 
 rt_status rt_affine_coupling_inverse(rt_tensor *y2, rt_tensor *st, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "affine_coupling_inverse"));
     *out = NULL;
     int64_t n, inner;
     RT_TRY(rt_coupling_check(y2, st, "affine_coupling_inverse", &n, &inner));
@@ -129,6 +131,7 @@ rt_status rt_affine_coupling_inverse(rt_tensor *y2, rt_tensor *st, rt_tensor **o
 }
 
 rt_status rt_affine_coupling_logdet(rt_tensor *st, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "affine_coupling_logdet"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(st, "affine_coupling_logdet", "scale/shift"));
     if (st->ndim < 2 || st->shape[1] % 2) {

@@ -5,7 +5,9 @@
  * as in Glow-style implementations):
  *     y2 = x2 ⊙ exp(s) + t,   s = c·tanh(s_raw / c),  c = RT_AFFINE_CLAMP
  * so the scale stays in [e^-c, e^c] and the inverse never divides by ~0.
- * G's output holds (s_raw, t) as its first and second channel halves. */
+ * G's output holds (s_raw, t) as its first and second channel halves.
+ * Every argument is required: NULL is RT_ERR_INVALID_ARG (ops/ops.h
+ * conventions), and *out is NULL on every error when out is not NULL. */
 #ifndef RT_OPS_COUPLING_H
 #define RT_OPS_COUPLING_H
 

@@ -29,6 +29,7 @@ static rt_status rt_dropout_backward(rt_node *self, rt_tensor *const *grad_out, 
 }
 
 rt_status rt_dropout(rt_tensor *x, float p, bool training, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "dropout"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, "dropout", "input"));
     if (!(p >= 0.0f && p < 1.0f))

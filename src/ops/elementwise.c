@@ -30,6 +30,7 @@ static rt_status rt_linear_combo_backward(rt_node *self, rt_tensor *const *grad_
 }
 
 static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, const char *op, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, op));
     *out = NULL;
     RT_TRY(rt_op_check_pair(a, b, op));
     rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */
@@ -54,6 +55,7 @@ rt_status rt_add(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary
 rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary(a, b, -1.0f, "sub", out); }
 
 rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "mul_scalar"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, "mul_scalar", "input"));
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);

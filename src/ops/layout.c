@@ -32,6 +32,7 @@ static bool rt_blockable(const rt_tensor *x) {
 }
 
 rt_status rt_to_layout(rt_tensor *x, rt_layout layout, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "to_layout"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, "to_layout", "input"));
     if (x->layout == layout) {
@@ -52,11 +53,17 @@ rt_status rt_to_layout(rt_tensor *x, rt_layout layout, rt_tensor **out) {
 }
 
 rt_status rt_to_preferred_layout(rt_tensor *x, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "to_preferred_layout"));
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(x, "to_preferred_layout", "input"));
     return rt_to_layout(x, rt_blockable(x) ? RT_LAYOUT_BLOCKED : x->layout, out);
 }
 
 rt_status rt_compare(rt_tensor *a, rt_tensor *ref, double *max_abs, double *max_ref) {
+    if (!max_abs || !max_ref)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_compare: %s is NULL", !max_abs ? "max_abs" : "max_ref");
     *max_abs = *max_ref = 0.0;
+    if (!a || !ref) return rt_error_set(RT_ERR_INVALID_ARG, "rt_compare: the tensor %s is NULL", !a ? "a" : "ref");
     if (!rt_tensor_same_shape(a, ref)) {
         char x[64], y[64];
         return rt_error_set(RT_ERR_SHAPE, "compare: shapes %s and %s differ", rt_tensor_shape_str(a, x, sizeof x),

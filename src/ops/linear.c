@@ -34,6 +34,7 @@ static rt_status rt_linear_backward(rt_node *self, rt_tensor *const *grad_out, r
 }
 
 rt_status rt_linear(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "linear"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, "linear", "input"));
     RT_TRY(rt_op_check_f32(weight, "linear", "weight"));

@@ -31,8 +31,10 @@ static rt_status rt_ce_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
 }
 
 rt_status rt_cross_entropy(rt_tensor *logits, rt_tensor *target, float label_smoothing, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "cross_entropy"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(logits, "cross_entropy", "logits"));
+    if (!target) return rt_error_set(RT_ERR_INVALID_ARG, "cross_entropy: target is NULL");
     RT_TRY(rt_op_check_device(logits, target, "cross_entropy"));
     char a[64], b[64];
     if (!target || target->dtype != RT_I32)
@@ -101,6 +103,7 @@ static rt_status rt_mse_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
 }
 
 rt_status rt_mse_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "mse_loss"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, "mse_loss", "input"));
     RT_TRY(rt_op_check_f32(target, "mse_loss", "target"));

@@ -13,7 +13,11 @@
  * - with grad mode on and an input requiring grad, the output gets a grad_fn;
  * - errors: RT_ERR_INVALID_ARG (NULL, bad option), RT_ERR_DTYPE (not f32),
  *   RT_ERR_SHAPE (shapes do not fit; the message gives both shapes),
- *   RT_ERR_OOM, RT_ERR_BACKEND (oneDNN refused). */
+ *   RT_ERR_OOM, RT_ERR_BACKEND (oneDNN refused);
+ * - NULL: out (or outs) and every tensor argument not documented as optional
+ *   (conv's and linear's bias, conv's opts, num_batches_tracked) are
+ *   required: NULL is RT_ERR_INVALID_ARG with a message naming the op and the
+ *   argument, and *out is NULL on every error when out is not NULL. */
 #ifndef RT_OPS_OPS_H
 #define RT_OPS_OPS_H
 
@@ -75,9 +79,11 @@ typedef struct rt_pool_opts {
 } rt_pool_opts;
 
 /* torch.nn.functional.max_pool2d/3d (floor mode, padding counts as -inf).
+ * opts is required (RT_ERR_INVALID_ARG when NULL: the kernel has no default).
  * Saves: oneDNN's workspace of arg-max positions (u8 buffer, booked SAVED). */
 rt_status rt_max_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out);
-/* torch.nn.functional.avg_pool2d/3d with count_include_pad=True. Saves nothing. */
+/* torch.nn.functional.avg_pool2d/3d with count_include_pad=True; opts required
+ * as for rt_max_pool. Saves nothing. */
 rt_status rt_avg_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out);
 /* torch.nn.functional.adaptive_avg_pool2d(x, 1) (and 3-D): (N, C, ...) → (N, C, 1, 1[, 1]).
  * Saves nothing. */
@@ -131,12 +137,17 @@ rt_status rt_tanh(rt_tensor *x, rt_tensor **out);
  * PyTorch: dx = dy·(1 - y)·y. Saves: the output y (not x). */
 rt_status rt_sigmoid(rt_tensor *x, rt_tensor **out);
 
-/* torch.cat(xs, dim=1): n tensors equal in every dim but 1. Saves nothing. */
+/* torch.cat(xs, dim=1): n tensors equal in every dim but 1. Saves nothing.
+ * RT_ERR_INVALID_ARG for n < 1, xs NULL or a NULL entry. */
 rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out);
 /* torch.split(x, sizes, dim=1): n outputs with sizes[i] channels each
- * (sum = C). outs[i] are new references. Saves nothing. */
+ * (sum = C). outs[i] are new references (all NULL on error). Saves nothing.
+ * RT_ERR_INVALID_ARG for x, sizes or outs NULL; RT_ERR_SHAPE for n < 1 or
+ * sizes that are not positive or do not add up to C. */
 rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor **outs);
-/* torch.reshape: same numel; the output shares x's storage. Saves nothing. */
+/* torch.reshape: same numel; the output shares x's storage. Saves nothing.
+ * RT_ERR_INVALID_ARG for shape NULL with ndim > 0; RT_ERR_SHAPE for ndim
+ * outside 0..5 or another numel. */
 rt_status rt_reshape(rt_tensor *x, int ndim, const int64_t *shape, rt_tensor **out);
 /* torch.flatten(x, 1): (N, ...) → (N, prod(...)). Shares storage. */
 rt_status rt_flatten(rt_tensor *x, rt_tensor **out);
@@ -155,9 +166,11 @@ rt_status rt_to_preferred_layout(rt_tensor *x, rt_tensor **out);
 /* Compares a with ref elementwise by logical index, whatever their memory
  * orders (no autograd): *max_abs = max |a - ref| (NaN/Inf count as
  * infinite), *max_ref = max |ref|. Same shapes required (RT_ERR_SHAPE);
- * meta tensors give 0. For reconstruction and equivalence checks. */
+ * meta tensors give 0. For reconstruction and equivalence checks.
+ * RT_ERR_INVALID_ARG when a, ref, max_abs or max_ref is NULL. */
 rt_status rt_compare(rt_tensor *a, rt_tensor *ref, double *max_abs, double *max_ref);
-/* max |a - ref| / max |ref| via rt_compare; INFINITY when they cannot be compared. */
+/* max |a - ref| / max |ref| via rt_compare; INFINITY when they cannot be
+ * compared (a NULL tensor included; the message is then set). */
 double rt_rel_difference(rt_tensor *a, rt_tensor *ref);
 
 /* torch.nn.functional.dropout: in training each element is zeroed with
@@ -169,7 +182,8 @@ rt_status rt_dropout(rt_tensor *x, float p, bool training, rt_tensor **out);
 
 /* torch.nn.functional.cross_entropy(logits, target, label_smoothing=ε),
  * mean reduction: logits (N, C) f32, target (N) i32 class indices in [0, C)
- * (out of range → RT_ERR_INVALID_ARG naming the sample). Output: 0-d scalar.
+ * (out of range → RT_ERR_INVALID_ARG naming the sample; NULL target →
+ * RT_ERR_INVALID_ARG, a non-i32 one → RT_ERR_DTYPE). Output: 0-d scalar.
  * Saves: softmax probabilities (N, C) and the target. */
 rt_status rt_cross_entropy(rt_tensor *logits, rt_tensor *target, float label_smoothing,
                            rt_tensor **out);

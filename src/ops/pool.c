@@ -14,6 +14,7 @@ typedef struct rt_pool_ctx {
 static rt_status rt_pool_setup(rt_tensor *x, const rt_pool_opts *o, const char *op, rt_pool_ctx *c,
                                int64_t yshape[5]) {
     RT_TRY(rt_op_check_f32(x, op, "input"));
+    if (!o) return rt_error_set(RT_ERR_INVALID_ARG, "%s: opts is NULL (the kernel size has no default)", op);
     char a[64];
     if (x->ndim != 4 && x->ndim != 5)
         return rt_error_set(RT_ERR_SHAPE, "%s: expected input (N, C, H, W) or (N, C, D, H, W), got %s",
@@ -62,6 +63,7 @@ static rt_status rt_max_pool_backward(rt_node *self, rt_tensor *const *grad_out,
 }
 
 rt_status rt_max_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "max_pool"));
     *out = NULL;
     rt_pool_ctx c;
     int64_t yshape[5];
@@ -96,6 +98,7 @@ static rt_status rt_avg_pool_backward(rt_node *self, rt_tensor *const *grad_out,
 }
 
 rt_status rt_avg_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "avg_pool"));
     *out = NULL;
     rt_pool_ctx c;
     int64_t yshape[5];
@@ -112,6 +115,7 @@ rt_status rt_avg_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
 }
 
 rt_status rt_adaptive_avg_pool_1(rt_tensor *x, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "adaptive_avg_pool"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, "adaptive_avg_pool", "input"));
     if (x->ndim != 4 && x->ndim != 5) {

@@ -64,8 +64,10 @@ static bool rt_blocks_aligned(int n, const int64_t *sizes) {
 }
 
 rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "cat"));
     *out = NULL;
     if (n < 1) return rt_error_set(RT_ERR_INVALID_ARG, "cat: need at least one tensor");
+    if (!xs) return rt_error_set(RT_ERR_INVALID_ARG, "cat: the array of inputs xs is NULL");
     bool mixed = false, blocked = false, aligned = true;
     for (int i = 0; i < n; i++) {
         if (!xs[i]) return rt_error_set(RT_ERR_INVALID_ARG, "cat: input %d is NULL", i);
@@ -129,8 +131,10 @@ static rt_status rt_split_backward(rt_node *self, rt_tensor *const *grad_out, rt
 }
 
 rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor **outs) {
+    if (!outs) return rt_error_set(RT_ERR_INVALID_ARG, "split: outs is NULL (pass an array of n rt_tensor *)");
     for (int i = 0; i < n; i++) outs[i] = NULL;
     RT_TRY(rt_op_check_f32(x, "split", "input"));
+    if (!sizes) return rt_error_set(RT_ERR_INVALID_ARG, "split: sizes is NULL");
     char a[64];
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += sizes[i] > 0 ? sizes[i] : -1000000;
@@ -193,7 +197,12 @@ static rt_status rt_reshape_backward(rt_node *self, rt_tensor *const *grad_out, 
 }
 
 rt_status rt_reshape(rt_tensor *x, int ndim, const int64_t *shape, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "reshape"));
     *out = NULL;
+    if (!x) return rt_error_set(RT_ERR_INVALID_ARG, "reshape: input is NULL");
+    if (!shape && ndim > 0) return rt_error_set(RT_ERR_INVALID_ARG, "reshape: shape is NULL for %d dimensions", ndim);
+    if (ndim < 0 || ndim > RT_MAX_DIMS)
+        return rt_error_set(RT_ERR_SHAPE, "reshape: tensors have 0 to %d dimensions, got %d", RT_MAX_DIMS, ndim);
     bool same = ndim == x->ndim;
     for (int i = 0; same && i < ndim; i++) same = shape[i] == x->shape[i];
     if (x->layout != RT_LAYOUT_PLAIN && !same) { /* a new shape means the PLAIN order */
@@ -204,7 +213,7 @@ rt_status rt_reshape(rt_tensor *x, int ndim, const int64_t *shape, rt_tensor **o
         return st;
     }
     rt_tensor *y = rt_tensor_view(x, ndim, shape);
-    if (!y) return RT_ERR_SHAPE;
+    if (!y) return rt_error_last_status();
     rt_node *node = NULL;
     rt_status st = rt_node_create("reshape", 1, &x, 1, rt_reshape_backward, sizeof(rt_reshape_ctx), &node);
     if (st == RT_OK && node) {
@@ -216,7 +225,9 @@ rt_status rt_reshape(rt_tensor *x, int ndim, const int64_t *shape, rt_tensor **o
 }
 
 rt_status rt_flatten(rt_tensor *x, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "flatten"));
     *out = NULL;
+    if (!x) return rt_error_set(RT_ERR_INVALID_ARG, "flatten: input is NULL");
     if (x->ndim < 1)
         return rt_error_set(RT_ERR_SHAPE, "flatten: a 0-d tensor has no batch dimension");
     int64_t shape[2] = {x->shape[0], x->shape[0] ? rt_tensor_numel(x) / x->shape[0] : 0};

@@ -29,14 +29,18 @@ static const rt_module_class rt_dropout_class = {"Dropout", rt_dropout_forward, 
 static rt_status rt_scalar_module_create(const rt_module_class *cls, float value, rt_module **m) {
     rt_scalar_module *s = (rt_scalar_module *)rt_module_alloc(sizeof *s, cls);
     *m = s ? &s->base : NULL;
-    if (!s) return RT_ERR_OOM;
+    if (!s) return rt_error_last_status();
     s->value = value;
     return RT_OK;
 }
 
-rt_status rt_relu_create(rt_module **m) { return rt_scalar_module_create(&rt_relu_class, 0.0f, m); }
+rt_status rt_relu_create(rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_relu_create: the output pointer m is NULL");
+    return rt_scalar_module_create(&rt_relu_class, 0.0f, m);
+}
 
 rt_status rt_leaky_relu_create(float negative_slope, rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_leaky_relu_create: the output pointer m is NULL");
     *m = NULL;
     if (!(negative_slope >= 0.0f) || !isfinite(negative_slope))
         return rt_error_set(RT_ERR_INVALID_ARG, "LeakyReLU: negative_slope must be finite and >= 0, got %g",
@@ -45,6 +49,7 @@ rt_status rt_leaky_relu_create(float negative_slope, rt_module **m) {
 }
 
 rt_status rt_dropout_create(float p, rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_dropout_create: the output pointer m is NULL");
     *m = NULL;
     if (!(p >= 0.0f && p < 1.0f))
         return rt_error_set(RT_ERR_INVALID_ARG, "Dropout: p must be in [0, 1), got %g", (double)p);

@@ -21,13 +21,15 @@ static const rt_module_class rt_batchnorm2d_class = {"BatchNorm2d", rt_batchnorm
 static const rt_module_class rt_batchnorm3d_class = {"BatchNorm3d", rt_batchnorm_module_forward, NULL};
 
 rt_status rt_batchnorm_create(rt_init_ctx *ctx, int nsp, int64_t channels, bool fuse_relu, rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_batchnorm_create: the output pointer m is NULL");
     *m = NULL;
+    if (!ctx) return rt_error_set(RT_ERR_INVALID_ARG, "rt_batchnorm_create: the init context ctx is NULL");
     if ((nsp != 2 && nsp != 3) || channels < 1)
         return rt_error_set(RT_ERR_INVALID_ARG, "BatchNorm needs 2 or 3 spatial dims and >= 1 channel, got %d and %lld",
                             nsp, (long long)channels);
     rt_batchnorm_module *b =
         (rt_batchnorm_module *)rt_module_alloc(sizeof *b, nsp == 2 ? &rt_batchnorm2d_class : &rt_batchnorm3d_class);
-    if (!b) return RT_ERR_OOM;
+    if (!b) return rt_error_last_status();
     b->momentum = 0.1f;
     b->eps = 1e-5f;
     b->fuse_relu = fuse_relu;

@@ -19,7 +19,9 @@ static const rt_module_class rt_conv3d_class = {"Conv3d", rt_conv_module_forward
 
 rt_status rt_conv_create(rt_init_ctx *ctx, int nsp, int64_t in, int64_t out, int64_t k, int64_t stride,
                          int64_t padding, int64_t groups, bool bias, rt_conv_init init, rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_conv_create: the output pointer m is NULL");
     *m = NULL;
+    if (!ctx) return rt_error_set(RT_ERR_INVALID_ARG, "rt_conv_create: the init context ctx is NULL");
     if (nsp != 2 && nsp != 3)
         return rt_error_set(RT_ERR_INVALID_ARG, "convolutions are 2-D or 3-D, got %d spatial dims", nsp);
     if (in < 1 || out < 1 || k < 1 || stride < 1 || padding < 0)
@@ -30,7 +32,7 @@ rt_status rt_conv_create(rt_init_ctx *ctx, int nsp, int64_t in, int64_t out, int
         return rt_error_set(RT_ERR_INVALID_ARG, "Conv%dd: groups=%lld must divide in=%lld and out=%lld", nsp,
                             (long long)groups, (long long)in, (long long)out);
     rt_conv_module *c = (rt_conv_module *)rt_module_alloc(sizeof *c, nsp == 2 ? &rt_conv2d_class : &rt_conv3d_class);
-    if (!c) return RT_ERR_OOM;
+    if (!c) return rt_error_last_status();
     int64_t shape[5] = {out, in / groups, k, k, k};
     rt_status st = rt_module_register(&c->base, ctx, "weight", RT_ENTRY_PARAM, 2 + nsp, shape, &c->weight);
     if (st == RT_OK && bias) st = rt_module_register(&c->base, ctx, "bias", RT_ENTRY_PARAM, 1, &out, &c->bias);

@@ -2,6 +2,7 @@
 #include "nn/modules.h"
 
 void rt_init_uniform(rt_init_ctx *ctx, rt_tensor *t, float bound) {
+    if (!ctx || !t || t->dtype != RT_F32) return;
     int64_t n = rt_tensor_numel(t);
     if (rt_tensor_is_meta(t)) {
         ctx->gen.offset += rt_philox_blocks(n);
@@ -13,6 +14,7 @@ void rt_init_uniform(rt_init_ctx *ctx, rt_tensor *t, float bound) {
 }
 
 void rt_init_normal(rt_init_ctx *ctx, rt_tensor *t, float std) {
+    if (!ctx || !t || t->dtype != RT_F32) return;
     if (rt_tensor_is_meta(t)) {
         ctx->gen.offset += rt_philox_blocks(rt_tensor_numel(t) + 1);
         return;

@@ -16,12 +16,14 @@ static rt_status rt_linear_module_forward(rt_module *m, rt_tensor *x, rt_tensor 
 static const rt_module_class rt_linear_class = {"Linear", rt_linear_module_forward, NULL};
 
 rt_status rt_linear_create(rt_init_ctx *ctx, int64_t in, int64_t out, bool bias, rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_linear_create: the output pointer m is NULL");
     *m = NULL;
+    if (!ctx) return rt_error_set(RT_ERR_INVALID_ARG, "rt_linear_create: the init context ctx is NULL");
     if (in < 1 || out < 1)
         return rt_error_set(RT_ERR_INVALID_ARG, "Linear(%lld, %lld): in and out features must be >= 1",
                             (long long)in, (long long)out);
     rt_linear_module *l = (rt_linear_module *)rt_module_alloc(sizeof *l, &rt_linear_class);
-    if (!l) return RT_ERR_OOM;
+    if (!l) return rt_error_last_status();
     int64_t shape[2] = {out, in};
     rt_status st = rt_module_register(&l->base, ctx, "weight", RT_ENTRY_PARAM, 2, shape, &l->weight);
     if (st == RT_OK && bias) st = rt_module_register(&l->base, ctx, "bias", RT_ENTRY_PARAM, 1, &out, &l->bias);

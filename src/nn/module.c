@@ -9,10 +9,15 @@ rt_init_ctx rt_init_ctx_make(rt_device device, uint64_t seed) {
 }
 
 rt_module *rt_module_alloc(size_t size, const rt_module_class *cls) {
+    if (!cls || !cls->forward || !cls->type) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_module_alloc: %s is NULL",
+                     !cls ? "the class" : !cls->forward ? "the class's forward function" : "the class's type name");
+        return NULL;
+    }
     if (size < sizeof(rt_module)) size = sizeof(rt_module);
     rt_module *m = calloc(1, size);
     if (!m) {
-        rt_error_set(RT_ERR_OOM, "out of memory creating a %s module", cls ? cls->type : "?");
+        rt_error_set(RT_ERR_OOM, "out of memory creating a %s module", cls->type);
         return NULL;
     }
     m->cls = cls;
@@ -41,6 +46,9 @@ rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     *y = NULL;
     if (!m || !x)
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_forward: %s is NULL", m ? "the input" : "the module");
+    if (!m->cls || !m->cls->forward)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_forward: the module has no class or no forward "
+                            "function (allocate modules with rt_module_alloc)");
     RT_TRY(m->cls->forward(m, x, y));
     if (m->hook) {
         rt_status st = m->hook(m, x, *y, m->hook_user);
@@ -119,9 +127,16 @@ static rt_status rt_module_push_entry(rt_module *m, rt_state_entry e) {
 
 rt_status rt_module_register(rt_module *m, rt_init_ctx *ctx, const char *name, rt_entry_kind kind, int ndim,
                              const int64_t *shape, rt_tensor **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_register: out is NULL");
     *out = NULL;
+    if (!m || !ctx || !name || (!shape && ndim > 0))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_register: %s is NULL",
+                            !m ? "the module" : !ctx ? "the init context" : !name ? "the name" : "the shape");
+    if (kind != RT_ENTRY_PARAM && kind != RT_ENTRY_BUFFER)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_register: '%s' must be a PARAM or a BUFFER (kind %d); "
+                            "counters go through rt_module_register_counter", name, (int)kind);
     rt_tensor *t = rt_tensor_zeros(ndim, shape, RT_F32, ctx->device, RT_MEM_PARAM);
-    if (!t) return RT_ERR_OOM;
+    if (!t) return rt_error_last_status();
     if (kind == RT_ENTRY_PARAM) rt_tensor_set_requires_grad(t, true);
     rt_status st = rt_module_push_entry(m, (rt_state_entry){.name = (char *)name, .kind = kind, .tensor = t});
     if (st != RT_OK) {
@@ -133,11 +148,18 @@ rt_status rt_module_register(rt_module *m, rt_init_ctx *ctx, const char *name, r
 }
 
 rt_status rt_module_register_counter(rt_module *m, const char *name, int64_t *counter) {
+    if (!m || !name || !counter)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_register_counter: %s is NULL",
+                            !m ? "the module" : !name ? "the name" : "the counter");
     return rt_module_push_entry(m, (rt_state_entry){.name = (char *)name, .kind = RT_ENTRY_COUNTER, .counter = counter});
 }
 
 rt_tensor *rt_module_tensor(const rt_module *m, const char *name) {
-    for (int i = 0; m && i < m->n_entries; i++)
+    if (!m || !name) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_module_tensor: %s is NULL", !m ? "the module" : "the name");
+        return NULL;
+    }
+    for (int i = 0; i < m->n_entries; i++)
         if (!strcmp(m->entries[i].name, name)) return m->entries[i].tensor;
     return NULL;
 }
@@ -157,7 +179,10 @@ static rt_module *rt_module_child_named(rt_module *m, const char *name, size_t l
 }
 
 rt_module *rt_module_find(rt_module *m, const char *path) {
-    if (!m || !path) return NULL;
+    if (!m || !path) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_module_find: %s is NULL", !m ? "the module" : "the path");
+        return NULL;
+    }
     while (*path && m) {
         const char *dot = strchr(path, '.');
         size_t len = dot ? (size_t)(dot - path) : strlen(path);
@@ -198,7 +223,9 @@ static rt_status rt_state_dict_collect(rt_module *m, const char *path, void *use
 }
 
 rt_status rt_module_state_dict(rt_module *m, rt_state_dict **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_state_dict: out is NULL");
     *out = NULL;
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_state_dict: the module is NULL");
     rt_state_dict *sd = rt_state_dict_create();
     if (!sd) return RT_ERR_OOM;
     rt_status st = rt_module_visit(m, rt_state_dict_collect, sd);
@@ -225,7 +252,7 @@ char *rt_module_path(const rt_module *m, char *buf, size_t n) {
     for (const rt_module *p = m; p->parent && depth < 64; p = p->parent)
         if (p->name && p->name[0]) chain[depth++] = p;
     if (depth == 0) {
-        snprintf(buf, n, "%s", m->cls->type);
+        snprintf(buf, n, "%s", m->cls && m->cls->type ? m->cls->type : "?");
         return buf;
     }
     size_t len = 0;

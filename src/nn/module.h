@@ -76,7 +76,9 @@ rt_init_ctx rt_init_ctx_make(rt_device device, uint64_t seed);
 
 /* For module implementations: a zeroed object of `size` bytes (>= sizeof
  * rt_module, the rt_module first) of class `cls`, in training mode. NULL
- * with RT_ERR_OOM set when memory runs out. Free with rt_module_destroy. */
+ * with the message set: RT_ERR_INVALID_ARG when cls, cls->type or
+ * cls->forward is NULL, RT_ERR_OOM when memory runs out. Free with
+ * rt_module_destroy. */
 rt_module *rt_module_alloc(size_t size, const rt_module_class *cls);
 
 /* Frees m, its children (recursively) and its references to its tensors.
@@ -84,7 +86,8 @@ rt_module *rt_module_alloc(size_t size, const rt_module_class *cls);
 void rt_module_destroy(rt_module *m);
 
 /* y = m(x): the class's forward, then the forward hook if one is set.
- * RT_ERR_INVALID_ARG for NULL arguments. */
+ * RT_ERR_INVALID_ARG for NULL arguments (*y is NULL on every error when y
+ * is not NULL) or a module without a class. */
 rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y);
 
 /* Makes `child` m's child named `name` (torch's add_module). The parent
@@ -93,7 +96,9 @@ rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y);
  * An empty name adds an *inline* child: its tensors and children are named
  * as if they were m's own (no path component), which lets a wrapper such as
  * a reversible sequence run some of a module's numbered children without
- * renaming them (a RevNet stage's `layer1.1 … layer1.n`). */
+ * renaming them (a RevNet stage's `layer1.1 … layer1.n`).
+ * RT_ERR_INVALID_ARG also for m, name or child NULL (a non-NULL child is
+ * destroyed then too) or a name containing '.'; RT_ERR_OOM. */
 rt_status rt_module_add_child(rt_module *m, const char *name, rt_module *child);
 
 /* Appends `child` named by its position among m's named children ("0",
@@ -104,30 +109,37 @@ rt_status rt_module_append(rt_module *m, rt_module *child);
  * registers it as m's tensor `name` of `kind` (PARAM: a trainable leaf that
  * requires grad, torch's register_parameter; BUFFER: running statistics,
  * register_buffer). *out receives it, borrowed (owned by m). Errors:
- * RT_ERR_INVALID_ARG for a duplicate name, RT_ERR_OOM. */
+ * RT_ERR_INVALID_ARG for a duplicate name, m, ctx, name or out NULL, shape
+ * NULL with ndim > 0, or a kind other than PARAM and BUFFER; the shape
+ * errors of rt_tensor_create; RT_ERR_OOM. */
 rt_status rt_module_register(rt_module *m, rt_init_ctx *ctx, const char *name, rt_entry_kind kind, int ndim,
                              const int64_t *shape, rt_tensor **out);
 /* Registers an int64 counter that lives inside the module (a BatchNorm's
- * num_batches_tracked); exported as a 0-d I64 tensor by io/weights.h. */
+ * num_batches_tracked); exported as a 0-d I64 tensor by io/weights.h.
+ * RT_ERR_INVALID_ARG for m, name or counter NULL or a duplicate name. */
 rt_status rt_module_register_counter(rt_module *m, const char *name, int64_t *counter);
 
-/* m's own tensor named `name` (borrowed), or NULL. */
+/* m's own tensor named `name` (borrowed), or NULL (with the message set
+ * when m or name is NULL). */
 rt_tensor *rt_module_tensor(const rt_module *m, const char *name);
 /* The child named `name`, or the descendant at a dotted path ("layer1.0"),
  * as torch's get_submodule; inline children are looked through. NULL when
- * there is none. */
+ * there is none (with the message set when m or path is NULL). */
 rt_module *rt_module_find(rt_module *m, const char *path);
 
-/* Sets training mode on m and every descendant (torch's train()/eval()). */
+/* Sets training mode on m and every descendant (torch's train()/eval()).
+ * No-op for NULL. */
 void rt_module_train(rt_module *m, bool training);
 
 /* Visits m and every descendant in pre-order (a module before its children,
  * children in insertion order), passing the dotted path (root: "") —
- * torch's named_modules(). Stops at and returns the first non-OK status. */
+ * torch's named_modules(). Stops at and returns the first non-OK status.
+ * RT_ERR_INVALID_ARG when m or fn is NULL. */
 typedef rt_status (*rt_module_visit_fn)(rt_module *m, const char *path, void *user);
 rt_status rt_module_visit(rt_module *m, rt_module_visit_fn fn, void *user);
 
-/* True when m is of class `cls` (instead of comparing function pointers). */
+/* True when m is of class `cls` (instead of comparing function pointers);
+ * false for a NULL m. */
 static inline bool rt_module_is(const rt_module *m, const rt_module_class *cls) {
     return m && m->cls == cls;
 }
@@ -136,15 +148,16 @@ static inline bool rt_module_is(const rt_module *m, const rt_module_class *cls) 
  * its full path, in pre-order: torch's state_dict(). The dict holds its own
  * references to the tensors (counters point into their modules), so it
  * must not outlive the modules for its counters. RT_ERR_OOM, or
- * RT_ERR_INVALID_ARG when two tensors end up with the same name (an inline
- * child clashing with its parent's names). */
+ * RT_ERR_INVALID_ARG when m or out is NULL or two tensors end up with the
+ * same name (an inline child clashing with its parent's names). */
 rt_status rt_module_state_dict(rt_module *m, rt_state_dict **out);
 
 /* Writes m's dotted path from its root ("layer1.0.conv1"; the type name for
- * a root, e.g. "Sequential") into buf (always NUL-terminated); returns buf. */
+ * a root, e.g. "Sequential") into buf (always NUL-terminated; "" for a
+ * NULL m); returns buf. Does nothing when buf is NULL or n is 0. */
 char *rt_module_path(const rt_module *m, char *buf, size_t n);
 
-/* Installs (fn) or removes (NULL) m's forward hook. */
+/* Installs (fn) or removes (NULL) m's forward hook. No-op for a NULL m. */
 void rt_module_set_forward_hook(rt_module *m, rt_forward_hook fn, void *user);
 
 #endif

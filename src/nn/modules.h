@@ -5,7 +5,10 @@
  * (rt_module_destroy frees it; a parent frees its children). Forwards are
  * thin wrappers over ops/ops.h: the same shapes, errors and saved tensors.
  * On the meta device initialisation computes nothing but still advances the
- * initialisation stream, so meta and cpu models draw the same numbers. */
+ * initialisation stream, so meta and cpu models draw the same numbers.
+ * Every constructor returns RT_ERR_INVALID_ARG when its output pointer m or
+ * its init context ctx is NULL (*m is NULL on every error when m is not
+ * NULL), and RT_ERR_OOM when memory runs out. */
 #ifndef RT_NN_MODULES_H
 #define RT_NN_MODULES_H
 
@@ -13,7 +16,8 @@
 #include "ops/ops.h"
 
 /* Fills t with U(-bound, bound) or N(0, std) from ctx's stream (no-op on
- * meta, which only advances the stream by the same amount). */
+ * meta, which only advances the stream by the same amount). No-op, stream
+ * untouched, when ctx or t is NULL or t is not float32. */
 void rt_init_uniform(rt_init_ctx *ctx, rt_tensor *t, float bound);
 void rt_init_normal(rt_init_ctx *ctx, rt_tensor *t, float std);
 
@@ -45,7 +49,7 @@ rt_status rt_conv_create(rt_init_ctx *ctx, int nsp, int64_t in, int64_t out, int
 rt_status rt_batchnorm_create(rt_init_ctx *ctx, int nsp, int64_t channels, bool fuse_relu, rt_module **m);
 /* Sets a batch norm's momentum (in [0, 1]) and eps (> 0), the constructor
  * arguments of torch.nn.BatchNorm2d. RT_ERR_INVALID_ARG when m is not a
- * batch norm or a value is out of range. */
+ * batch norm (NULL included) or a value is out of range. */
 rt_status rt_batchnorm_configure(rt_module *m, float momentum, float eps);
 
 /* torch.nn.Linear(in, out): weight (out, in), bias (out), both U(-1/√in, 1/√in).
@@ -73,7 +77,8 @@ rt_status rt_adaptive_avg_pool_create(int nsp, int64_t output_size, rt_module **
  * rt_module_set_blocked switches every one in a tree, for comparing
  * layouts. No tensors. */
 rt_status rt_preferred_layout_create(rt_module **m);
-/* Enables (blocked) or disables every PreferredLayout module under m. */
+/* Enables (blocked) or disables every PreferredLayout module under m. No-op
+ * for NULL. */
 void rt_module_set_blocked(rt_module *m, bool blocked);
 
 /* torch.nn.Sequential: runs its children in insertion order, each on the

@@ -27,6 +27,9 @@ static const rt_module_class rt_pool_classes[3][2] = {
 };
 
 static rt_status rt_pool_create(int kind, int nsp, int64_t kernel, int64_t stride, int64_t padding, rt_module **m) {
+    if (!m)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_%s_create: the output pointer m is NULL",
+                            kind == 0 ? "max_pool" : kind == 1 ? "avg_pool" : "adaptive_avg_pool");
     *m = NULL;
     if (nsp != 2 && nsp != 3)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: pooling is 2-D or 3-D, got %d spatial dims",
@@ -37,7 +40,7 @@ static rt_status rt_pool_create(int kind, int nsp, int64_t kernel, int64_t strid
                             rt_pool_classes[kind][nsp - 2].type, (long long)kernel, (long long)stride,
                             (long long)padding);
     rt_pool_module *p = (rt_pool_module *)rt_module_alloc(sizeof *p, &rt_pool_classes[kind][nsp - 2]);
-    if (!p) return RT_ERR_OOM;
+    if (!p) return rt_error_last_status();
     for (int i = 0; i < nsp; i++) {
         p->opts.kernel[i] = kernel;
         p->opts.stride[i] = stride;
@@ -56,6 +59,7 @@ rt_status rt_avg_pool_create(int nsp, int64_t kernel, int64_t stride, int64_t pa
 }
 
 rt_status rt_adaptive_avg_pool_create(int nsp, int64_t output_size, rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_adaptive_avg_pool_create: the output pointer m is NULL");
     *m = NULL;
     if (output_size != 1)
         return rt_error_set(RT_ERR_INVALID_ARG, "AdaptiveAvgPool: only output_size 1 is implemented, got %lld",

@@ -11,6 +11,7 @@ static rt_status rt_sequential_forward(rt_module *m, rt_tensor *x, rt_tensor **y
 static const rt_module_class rt_sequential_class = {"Sequential", rt_sequential_forward, NULL};
 
 rt_status rt_sequential_create(rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_sequential_create: the output pointer m is NULL");
     *m = rt_module_alloc(sizeof(rt_module), &rt_sequential_class);
-    return *m ? RT_OK : RT_ERR_OOM;
+    return *m ? RT_OK : rt_error_last_status();
 }

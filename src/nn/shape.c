@@ -24,14 +24,16 @@ static const rt_module_class rt_flatten_class = {"Flatten", rt_flatten_forward, 
 static const rt_module_class rt_layout_class = {"PreferredLayout", rt_layout_forward, NULL};
 
 rt_status rt_flatten_create(rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_flatten_create: the output pointer m is NULL");
     *m = rt_module_alloc(sizeof(rt_module), &rt_flatten_class);
-    return *m ? RT_OK : RT_ERR_OOM;
+    return *m ? RT_OK : rt_error_last_status();
 }
 
 rt_status rt_preferred_layout_create(rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_preferred_layout_create: the output pointer m is NULL");
     rt_layout_module *l = (rt_layout_module *)rt_module_alloc(sizeof *l, &rt_layout_class);
     *m = l ? &l->base : NULL;
-    if (!l) return RT_ERR_OOM;
+    if (!l) return rt_error_last_status();
     l->enabled = true;
     return RT_OK;
 }

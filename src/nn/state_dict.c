@@ -23,12 +23,22 @@ void rt_state_dict_destroy(rt_state_dict *sd) {
 }
 
 rt_state_entry *rt_state_dict_find(rt_state_dict *sd, const char *name) {
+    if (!sd || !name) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_state_dict_find: %s is NULL", !sd ? "the state dict" : "the name");
+        return NULL;
+    }
     for (int i = 0; i < sd->n; i++)
         if (strcmp(sd->entries[i].name, name) == 0) return &sd->entries[i];
     return NULL;
 }
 
 rt_status rt_state_dict_push(rt_state_dict *sd, const char *prefix, rt_state_entry e) {
+    if (!sd || !prefix || !e.name)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_state_dict_push: %s is NULL",
+                            !sd ? "the state dict" : !prefix ? "the prefix (pass \"\" for none)" : "the entry's name");
+    if (e.kind == RT_ENTRY_COUNTER ? !e.counter : (e.kind != RT_ENTRY_PARAM && e.kind != RT_ENTRY_BUFFER) || !e.tensor)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_state_dict_push: entry '%s' of kind %d has no %s", e.name,
+                            (int)e.kind, e.kind == RT_ENTRY_COUNTER ? "counter" : "tensor (or an unknown kind)");
     char full[256];
     int len = snprintf(full, sizeof full, "%s%s%s", prefix, prefix[0] ? "." : "", e.name);
     if (len < 0 || (size_t)len >= sizeof full)
@@ -56,6 +66,7 @@ static bool rt_ends_with(const char *s, const char *suffix) {
 }
 
 rt_status rt_state_dict_check_values(const rt_state_dict *sd) {
+    if (!sd) return rt_error_set(RT_ERR_INVALID_ARG, "rt_state_dict_check_values: the state dict is NULL");
     for (int i = 0; i < sd->n; i++) {
         const rt_tensor *t = sd->entries[i].tensor;
         if (!t || t->dtype != RT_F32 || rt_tensor_is_meta(t)) continue;
@@ -78,18 +89,19 @@ rt_status rt_state_dict_check_values(const rt_state_dict *sd) {
 
 int rt_state_dict_num_params(const rt_state_dict *sd) {
     int n = 0;
-    for (int i = 0; i < sd->n; i++) n += sd->entries[i].kind == RT_ENTRY_PARAM;
+    for (int i = 0; sd && i < sd->n; i++) n += sd->entries[i].kind == RT_ENTRY_PARAM;
     return n;
 }
 
 int64_t rt_state_dict_num_param_elements(const rt_state_dict *sd) {
     int64_t n = 0;
-    for (int i = 0; i < sd->n; i++)
+    for (int i = 0; sd && i < sd->n; i++)
         if (sd->entries[i].kind == RT_ENTRY_PARAM) n += rt_tensor_numel(sd->entries[i].tensor);
     return n;
 }
 
 void rt_state_dict_params(const rt_state_dict *sd, rt_tensor **params) {
+    if (!sd || !params) return;
     int k = 0;
     for (int i = 0; i < sd->n; i++)
         if (sd->entries[i].kind == RT_ENTRY_PARAM) params[k++] = sd->entries[i].tensor;

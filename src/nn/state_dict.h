@@ -40,12 +40,14 @@ void rt_state_dict_destroy(rt_state_dict *sd);
 
 /* Appends entry `e` under prefix + "." + e.name (prefix "" for none),
  * copying the name and retaining e.tensor. Errors: RT_ERR_INVALID_ARG for
- * a duplicate name, RT_ERR_OOM. */
+ * a duplicate or too long name, sd, prefix or e.name NULL, a PARAM/BUFFER
+ * without a tensor, a COUNTER without a counter or an unknown kind;
+ * RT_ERR_OOM. */
 rt_status rt_state_dict_push(rt_state_dict *sd, const char *prefix, rt_state_entry e);
 
-/* Entry by exact name, or NULL. */
+/* Entry by exact name, or NULL (with the message set when sd or name is NULL). */
 rt_state_entry *rt_state_dict_find(rt_state_dict *sd, const char *name);
-/* Number of trainable parameters and their elements. */
+/* Number of trainable parameters and their elements (0 for NULL). */
 int rt_state_dict_num_params(const rt_state_dict *sd);
 int64_t rt_state_dict_num_param_elements(const rt_state_dict *sd);
 /* RT_OK when every f32 parameter and buffer on the cpu holds only finite
@@ -53,10 +55,11 @@ int64_t rt_state_dict_num_param_elements(const rt_state_dict *sd);
  * RT_ERR_NONFINITE (NaN or Inf) or RT_ERR_FORMAT (a negative variance)
  * naming the first such entry. A network's ReLUs and max-pools can hide a
  * NaN weight from the loss, so check after loading weights one did not
- * train. Meta tensors pass. */
+ * train. Meta tensors pass. RT_ERR_INVALID_ARG when sd is NULL. */
 rt_status rt_state_dict_check_values(const rt_state_dict *sd);
 /* Fills params[0..num_params-1] (borrowed pointers) in registration order;
- * the array must hold rt_state_dict_num_params entries. */
+ * the array must hold rt_state_dict_num_params entries. No-op when sd or
+ * params is NULL. */
 void rt_state_dict_params(const rt_state_dict *sd, rt_tensor **params);
 
 #endif

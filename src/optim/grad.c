@@ -64,12 +64,14 @@ float rt_accum_loss_scale(int64_t micro_batch_size, int64_t full_batch_size) {
 }
 
 void rt_grad_accumulator_begin(rt_grad_accumulator *a, int64_t full_batch_size) {
+    if (!a) return;
     a->full_batch_size = full_batch_size;
     a->samples = 0;
     a->micro_batches = 0;
 }
 
 float rt_grad_accumulator_scale(rt_grad_accumulator *a, int64_t micro_batch_size) {
+    if (!a) return NAN;
     if (micro_batch_size <= 0 || micro_batch_size > a->full_batch_size - a->samples) return NAN;
     a->samples += micro_batch_size;
     a->micro_batches++;
@@ -77,6 +79,7 @@ float rt_grad_accumulator_scale(rt_grad_accumulator *a, int64_t micro_batch_size
 }
 
 rt_status rt_grad_accumulator_check(const rt_grad_accumulator *a) {
+    if (!a) return rt_error_set(RT_ERR_INVALID_ARG, "rt_grad_accumulator_check: the accumulator is NULL");
     if (a->full_batch_size <= 0 || a->samples != a->full_batch_size)
         return rt_error_set(RT_ERR_STATE,
                             "gradient accumulation: %d micro-batches hold %lld samples but the full batch "

@@ -70,13 +70,16 @@ typedef struct rt_grad_accumulator {
     int micro_batches;       /* K so far */
 } rt_grad_accumulator;
 
-/* Starts a full batch of `full_batch_size` samples (after zero_grad). */
+/* Starts a full batch of `full_batch_size` samples (after zero_grad). No-op
+ * for NULL. */
 void rt_grad_accumulator_begin(rt_grad_accumulator *a, int64_t full_batch_size);
 /* Records a micro-batch of n_k samples and returns its loss scale n_k / N
- * (NaN, as rt_accum_loss_scale, when n_k <= 0 or the samples would exceed N). */
+ * (NaN, as rt_accum_loss_scale, when n_k <= 0 or the samples would exceed N,
+ * and for a NULL accumulator, which records nothing). */
 float rt_grad_accumulator_scale(rt_grad_accumulator *a, int64_t micro_batch_size);
 /* RT_OK when the recorded micro-batches sum to N (call before the step);
- * RT_ERR_STATE otherwise, with the counts in the message. */
+ * RT_ERR_STATE otherwise, with the counts in the message; RT_ERR_INVALID_ARG
+ * for NULL. */
 rt_status rt_grad_accumulator_check(const rt_grad_accumulator *a);
 
 #endif

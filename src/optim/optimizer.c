@@ -195,12 +195,22 @@ void rt_optimizer_destroy(rt_optimizer *opt) {
 }
 
 const char *rt_optimizer_name(const rt_optimizer *opt) {
+    if (!opt) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_optimizer_name: the optimizer is NULL");
+        return NULL;
+    }
     return opt->kind == RT_OPTIM_SGD ? "SGD" : "AdamW";
 }
 
-int rt_optimizer_param_count(const rt_optimizer *opt) { return opt->n; }
+int rt_optimizer_param_count(const rt_optimizer *opt) { return opt ? opt->n : 0; }
 
-rt_tensor *const *rt_optimizer_params(const rt_optimizer *opt) { return opt->params; }
+rt_tensor *const *rt_optimizer_params(const rt_optimizer *opt) {
+    if (!opt) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_optimizer_params: the optimizer is NULL");
+        return NULL;
+    }
+    return opt->params;
+}
 
 /* Allocates parameter i's missing state buffers as zeros (OPTIM, on the
  * parameter's device). On failure the buffers made so far are kept (they are
@@ -341,21 +351,25 @@ void rt_optimizer_zero_grad(rt_optimizer *opt) {
     for (int i = 0; i < opt->n; i++) rt_tensor_zero_grad(opt->params[i]);
 }
 
-void rt_optimizer_set_lr(rt_optimizer *opt, float lr) { opt->lr = lr; }
-float rt_optimizer_get_lr(const rt_optimizer *opt) { return (float)opt->lr; }
+void rt_optimizer_set_lr(rt_optimizer *opt, float lr) {
+    if (opt) opt->lr = lr;
+}
+float rt_optimizer_get_lr(const rt_optimizer *opt) { return opt ? (float)opt->lr : NAN; }
 
-int64_t rt_optimizer_step_count(const rt_optimizer *opt) { return opt->step_count; }
+int64_t rt_optimizer_step_count(const rt_optimizer *opt) { return opt ? opt->step_count : 0; }
 void rt_optimizer_set_step_count(rt_optimizer *opt, int64_t steps) {
-    opt->step_count = steps < 0 ? 0 : steps;
+    if (opt) opt->step_count = steps < 0 ? 0 : steps;
 }
 
 int64_t rt_optimizer_state_nbytes(const rt_optimizer *opt) {
+    if (!opt) return 0;
     int64_t total = 0;
     for (int i = 0; i < opt->n; i++) total += (int64_t)rt_tensor_nbytes(opt->params[i]);
     return total * opt->nbuf;
 }
 
 int rt_optimizer_state_count(const rt_optimizer *opt) {
+    if (!opt) return 0;
     return 1 + (opt->nbuf ? opt->n * (opt->nbuf + 1) : 0);
 }
 

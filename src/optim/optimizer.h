@@ -80,7 +80,7 @@ rt_adamw_opts rt_adamw_default_opts(void);
  *                g_t ← g_t + μ b_t  (nesterov)  or  g_t ← b_t
  *     θ_t ← θ_{t-1} - γ g_t
  * where t counts the steps in which this parameter had a gradient.
- * Errors (NULL + message): RT_ERR_INVALID_ARG for NULL/empty params, a NULL
+ * Errors (NULL + message): RT_ERR_INVALID_ARG for o NULL, NULL/empty params, a NULL
  * or duplicated entry, a non-leaf, lr/momentum/weight_decay < 0 or not
  * finite, nesterov without momentum > 0 and dampening == 0 (PyTorch's
  * "Nesterov momentum requires a momentum and zero dampening"); RT_ERR_DTYPE
@@ -120,13 +120,15 @@ rt_optimizer *rt_optimizer_create(const rt_optimizer_spec *spec, rt_tensor *cons
  * The parameters are borrowed and are not touched. NULL is a no-op. */
 void rt_optimizer_destroy(rt_optimizer *opt);
 
-/* "SGD" or "AdamW" (PyTorch's class names). */
+/* "SGD" or "AdamW" (PyTorch's class names); NULL + RT_ERR_INVALID_ARG for a
+ * NULL optimizer. */
 const char *rt_optimizer_name(const rt_optimizer *opt);
 
-/* Number of parameters the optimizer was created over. */
+/* Number of parameters the optimizer was created over (0 for NULL). */
 int rt_optimizer_param_count(const rt_optimizer *opt);
 /* The parameters it was created over (rt_optimizer_param_count of them),
- * in creation order; borrowed, valid while the optimizer lives. */
+ * in creation order; borrowed, valid while the optimizer lives. NULL +
+ * RT_ERR_INVALID_ARG for a NULL optimizer. */
 rt_tensor *const *rt_optimizer_params(const rt_optimizer *opt);
 
 /* One update of every parameter that has a .grad (torch.optim.Optimizer.step
@@ -135,6 +137,7 @@ rt_tensor *const *rt_optimizer_params(const rt_optimizer *opt);
  * state step.
  * All checks and state allocations happen before any parameter changes, so
  * on error no parameter has been modified. Errors: RT_ERR_INVALID_ARG when
+ * opt is NULL, when
  * the current lr is negative or not finite (e.g. a bad schedule), or a grad
  * is on a different device than its parameter; RT_ERR_SHAPE when a grad's
  * shape differs from its parameter's; RT_ERR_DTYPE when a grad is not f32;
@@ -144,12 +147,13 @@ rt_status rt_optimizer_step(rt_optimizer *opt);
 /* Drops every parameter's .grad (rt_tensor_zero_grad: release and set to
  * NULL), i.e. Optimizer.zero_grad(set_to_none=True), PyTorch's recommended
  * form; the GRAD bytes return to the allocator at once unless the caller
- * holds other references to a grad. */
+ * holds other references to a grad. No-op for NULL. */
 void rt_optimizer_zero_grad(rt_optimizer *opt);
 
 /* Learning rate used by the next step (param_groups[0]['lr']). set_lr does
  * not validate; step rejects a negative or non-finite lr. The lr is kept as
- * a double (from the opts); set_lr takes the float that rt_lr_at returns. */
+ * a double (from the opts); set_lr takes the float that rt_lr_at returns.
+ * For a NULL optimizer set_lr does nothing and get_lr returns NaN. */
 void rt_optimizer_set_lr(rt_optimizer *opt, float lr);
 float rt_optimizer_get_lr(const rt_optimizer *opt);
 
@@ -157,13 +161,15 @@ float rt_optimizer_get_lr(const rt_optimizer *opt);
  * parameter had a gradient). This is the natural `step` for a per-iteration
  * LR schedule. set_step_count restores it from a checkpoint; negative values
  * are clamped to 0. PyTorch has no such counter (schedulers keep their own
- * last_epoch); it is here so one object carries the whole training position. */
+ * last_epoch); it is here so one object carries the whole training position.
+ * NULL: step_count returns 0, set_step_count does nothing. */
 int64_t rt_optimizer_step_count(const rt_optimizer *opt);
 void rt_optimizer_set_step_count(rt_optimizer *opt, int64_t steps);
 
 /* Bytes of optimizer tensor state once every parameter has stepped (the
  * analytic count for the memory planner): SGD with momentum 1 × and AdamW
- * 2 × the parameter bytes, plain SGD 0. Does not depend on lazy allocation. */
+ * 2 × the parameter bytes, plain SGD 0. Does not depend on lazy allocation.
+ * 0 for NULL. */
 int64_t rt_optimizer_state_nbytes(const rt_optimizer *opt);
 
 /* ---- state export / import (checkpoints) ---------------------------------
@@ -197,13 +203,13 @@ int64_t rt_optimizer_state_nbytes(const rt_optimizer *opt);
  * writes the step count by writing the tensor.
  *
  * fn returns RT_OK to continue; any other status stops the visit and is
- * returned. Other errors: RT_ERR_OOM allocating state, RT_ERR_FORMAT when a
- * loader wrote a negative step. */
+ * returned. Other errors: RT_ERR_INVALID_ARG (opt or fn NULL), RT_ERR_OOM
+ * allocating state, RT_ERR_FORMAT when a loader wrote a negative step. */
 typedef rt_status (*rt_optimizer_state_fn)(void *ud, const char *name, rt_tensor *t);
 rt_status rt_optimizer_state_visit(rt_optimizer *opt, rt_optimizer_state_fn fn, void *ud);
 
 /* Number of entries rt_optimizer_state_visit visits: 1 + 2n for SGD with
- * momentum, 1 + 3n for AdamW, 1 for plain SGD. */
+ * momentum, 1 + 3n for AdamW, 1 for plain SGD; 0 for NULL. */
 int rt_optimizer_state_count(const rt_optimizer *opt);
 
 #endif

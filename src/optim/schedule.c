@@ -15,7 +15,7 @@ static bool rt_finite_nonneg(double x) { return isfinite(x) && x >= 0.0; }
 /* Writes what is wrong with `s` into msg and returns false, or returns true.
  * Touches no global state, so rt_lr_at stays pure. */
 static bool rt_lr_valid(const rt_lr_schedule *s, char *msg, size_t n) {
-    if (!s) return snprintf(msg, n, "LR schedule is NULL"), false;
+    if (!s) return snprintf(msg, n, "LR schedule: the schedule is NULL"), false;
     if (!rt_finite_nonneg(s->base_lr))
         return snprintf(msg, n, "LR schedule: base_lr %g must be finite and >= 0", s->base_lr), false;
     if (s->warmup_steps < 0)

@@ -69,15 +69,15 @@ typedef struct rt_lr_schedule {
 } rt_lr_schedule;
 
 /* RT_OK when the schedule's fields are valid for its kind, else
- * RT_ERR_INVALID_ARG with a message naming the field. Call it once when the
- * schedule is built (e.g. from CLI options). */
+ * RT_ERR_INVALID_ARG with a message naming the field (or saying s is NULL).
+ * Call it once when the schedule is built (e.g. from CLI options). */
 rt_status rt_lr_schedule_check(const rt_lr_schedule *s);
 
 /* The learning rate for `step` (>= 0; see the units note above). Pure and
  * thread-safe (it sets no error message). Computed in double, returned as
- * float. Returns NaN for a schedule that rt_lr_schedule_check rejects or a
- * negative step; rt_optimizer_step then fails with RT_ERR_INVALID_ARG rather
- * than train with a bad lr. */
+ * float. Returns NaN for a schedule that rt_lr_schedule_check rejects (a
+ * NULL s included) or a negative step; rt_optimizer_step then fails with
+ * RT_ERR_INVALID_ARG rather than train with a bad lr. */
 float rt_lr_at(const rt_lr_schedule *s, int64_t step);
 
 #endif

@@ -34,8 +34,10 @@ static rt_status rt_predict_run(rt_module *net, rt_state_dict *sd, const rt_opti
 rt_status rt_memory_predict(rt_module *meta_net, const rt_optimizer_spec *opt, const rt_train_config *cfg,
                             int x_ndim, const int64_t *x_shape, int y_ndim, const int64_t *y_shape, rt_dtype y_dtype,
                             rt_memstats *peaks) {
-    if (!meta_net || !opt || !cfg || !x_shape || !y_shape || !peaks)
-        return rt_error_set(RT_ERR_INVALID_ARG, "rt_memory_predict: a NULL argument");
+    if (!meta_net || !opt || !cfg || (!x_shape && x_ndim > 0) || (!y_shape && y_ndim > 0) || !peaks)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_memory_predict: %s is NULL",
+                            !meta_net ? "the module meta_net" : !opt ? "the optimizer spec" : !cfg ? "the config"
+                            : (!x_shape && x_ndim > 0) ? "x_shape" : (!y_shape && y_ndim > 0) ? "y_shape" : "peaks");
     rt_generator saved = *rt_default_generator();
     rt_memstats before;
     rt_memstats_get(&before);
@@ -50,7 +52,8 @@ rt_status rt_memory_predict(rt_module *meta_net, const rt_optimizer_spec *opt, c
     }
     rt_tensor *x = rt_tensor_create(x_ndim, x_shape, RT_F32, RT_DEVICE_META, RT_MEM_DATA);
     rt_tensor *y = rt_tensor_create(y_ndim, y_shape, y_dtype, RT_DEVICE_META, RT_MEM_DATA);
-    rt_status st = (x && y) ? rt_predict_run(meta_net, sd, opt, cfg, x, y, peaks) : RT_ERR_OOM;
+    rt_status st = (x && y) ? rt_predict_run(meta_net, sd, opt, cfg, x, y, peaks) : rt_error_last_status();
+    if (!x || !y) rt_memstats_get(peaks);
     rt_tensor_release(x);
     rt_tensor_release(y);
     rt_state_dict_destroy(sd);

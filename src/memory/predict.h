@@ -21,8 +21,11 @@
  * before the call (other models, data sets) are subtracted, so *peaks
  * counts the step's own model, optimizer state, batch and activations.
  * The tracker's peaks are reset on return and the default generator is
- * restored. Errors: RT_ERR_INVALID_ARG for NULLs or a parameter that is
- * not on the meta device (a prediction must not compute); those of the step. */
+ * restored. Errors: RT_ERR_INVALID_ARG for NULLs (a shape may be NULL only
+ * with ndim 0) or a parameter that is not on the meta device (a prediction
+ * must not compute); the shape errors of rt_tensor_create for x_ndim,
+ * x_shape, y_ndim, y_shape (RT_ERR_SHAPE) and y_dtype (RT_ERR_DTYPE); those
+ * of the step. */
 rt_status rt_memory_predict(rt_module *meta_net, const rt_optimizer_spec *opt, const rt_train_config *cfg,
                             int x_ndim, const int64_t *x_shape, int y_ndim, const int64_t *y_shape, rt_dtype y_dtype,
                             rt_memstats *peaks);

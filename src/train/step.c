@@ -8,7 +8,9 @@
 #include "ops/ops.h"
 
 int64_t rt_count_correct(const rt_tensor *logits, const rt_tensor *labels) {
-    if (rt_tensor_is_meta(logits) || logits->ndim != 2 || labels->dtype != RT_I32) return 0;
+    if (!logits || !labels || rt_tensor_is_meta(logits) || rt_tensor_is_meta(labels) || logits->ndim != 2 ||
+        logits->dtype != RT_F32 || labels->dtype != RT_I32 || labels->ndim != 1 || labels->shape[0] != logits->shape[0])
+        return 0;
     int64_t n = logits->shape[0], k = logits->shape[1], correct = 0;
     const float *z = rt_tensor_f32(logits);
     const int32_t *t = rt_tensor_data(labels);
@@ -22,8 +24,12 @@ int64_t rt_count_correct(const rt_tensor *logits, const rt_tensor *labels) {
 }
 
 rt_tensor *rt_batch_slice(const rt_tensor *t, int64_t first, int64_t count) {
+    if (!t) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_batch_slice: the batch tensor is NULL");
+        return NULL;
+    }
     if (t->ndim < 1 || first < 0 || count < 1 || first + count > t->shape[0]) {
-        rt_error_set(RT_ERR_INVALID_ARG, "batch slice [%lld, %lld) outside a batch of %lld", (long long)first,
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_batch_slice: [%lld, %lld) outside a batch of %lld", (long long)first,
                      (long long)(first + count), (long long)(t->ndim ? t->shape[0] : 0));
         return NULL;
     }

@@ -68,11 +68,13 @@ typedef struct rt_train_result {
 rt_status rt_train_step(rt_module *net, rt_optimizer *opt, const rt_train_config *cfg, rt_tensor *x, rt_tensor *y,
                         rt_train_result *out);
 
-/* Samples whose arg-max logit (N, K) equals the i32 label (N); 0 on meta. */
+/* Samples whose arg-max logit (N, K) equals the i32 label (N); 0 on meta,
+ * for NULL and for logits/labels of other dtypes or shapes. */
 int64_t rt_count_correct(const rt_tensor *logits, const rt_tensor *labels);
 
 /* Copies samples [first, first + count) of a batch into a new DATA tensor
- * (NULL + RT_ERR_OOM / RT_ERR_INVALID_ARG for a range outside the batch). */
+ * (NULL + RT_ERR_OOM / RT_ERR_INVALID_ARG for a NULL t or a range outside
+ * the batch). */
 rt_tensor *rt_batch_slice(const rt_tensor *t, int64_t first, int64_t count);
 
 #endif

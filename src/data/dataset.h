@@ -35,18 +35,22 @@ typedef struct rt_dataset {
     rt_tensor *labels;  /* i32 (n), RT_MEM_DATA; owned by the dataset */
 } rt_dataset;
 
-/* Bytes of one image: C * H * W. */
+/* Bytes of one image: C * H * W (0 for a NULL ds). */
 static inline int64_t rt_dataset_image_size(const rt_dataset *ds) {
-    return (int64_t)ds->channels * ds->height * ds->width;
+    return ds ? (int64_t)ds->channels * ds->height * ds->width : 0;
 }
 /* Borrowed pointer to image i (C*H*W u8 values, channel-major, rows top to
- * bottom, pixels left to right). No bounds check: 0 <= i < n. */
+ * bottom, pixels left to right). No bounds check: 0 <= i < n. NULL for a
+ * NULL ds (or one without images). */
 static inline const uint8_t *rt_dataset_image(const rt_dataset *ds, int64_t i) {
-    return (const uint8_t *)rt_tensor_data(ds->images) + i * rt_dataset_image_size(ds);
+    const uint8_t *base = ds ? (const uint8_t *)rt_tensor_data(ds->images) : NULL;
+    return base ? base + i * rt_dataset_image_size(ds) : NULL;
 }
-/* Label of sample i, in [0, num_classes). No bounds check: 0 <= i < n. */
+/* Label of sample i, in [0, num_classes). No bounds check: 0 <= i < n. -1
+ * (no class) for a NULL ds (or one without labels). */
 static inline int32_t rt_dataset_label(const rt_dataset *ds, int64_t i) {
-    return ((const int32_t *)rt_tensor_data(ds->labels))[i];
+    const int32_t *labels = ds ? (const int32_t *)rt_tensor_data(ds->labels) : NULL;
+    return labels ? labels[i] : -1;
 }
 
 /* Builds a dataset holding copies of `images` (n*C*H*W u8, layout as

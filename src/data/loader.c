@@ -165,10 +165,16 @@ void rt_loader_destroy(rt_loader *l) {
     free(l);
 }
 
-int64_t rt_loader_batches_per_epoch(const rt_loader *l) { return l->nbatches; }
-int64_t rt_loader_epoch(const rt_loader *l) { return l->epoch; }
-int64_t rt_loader_batch_index(const rt_loader *l) { return l->batch; }
-const int64_t *rt_loader_order(const rt_loader *l) { return l->order; }
+int64_t rt_loader_batches_per_epoch(const rt_loader *l) { return l ? l->nbatches : 0; }
+int64_t rt_loader_epoch(const rt_loader *l) { return l ? l->epoch : 0; }
+int64_t rt_loader_batch_index(const rt_loader *l) { return l ? l->batch : 0; }
+const int64_t *rt_loader_order(const rt_loader *l) {
+    if (!l) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_order: the loader is NULL");
+        return NULL;
+    }
+    return l->order;
+}
 
 rt_status rt_loader_seek(rt_loader *l, int64_t epoch, int64_t batch_index) {
     if (!l) return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_seek: loader is NULL");

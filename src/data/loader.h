@@ -95,12 +95,13 @@ rt_status rt_loader_create(const rt_dataset *ds, const rt_loader_options *opt, r
  * returned stay valid (the caller owns them). */
 void rt_loader_destroy(rt_loader *l);
 
-/* Number of batches in one epoch: ceil(n / B), or floor(n / B) with drop_last. */
+/* Number of batches in one epoch: ceil(n / B), or floor(n / B) with drop_last;
+ * 0 for a NULL loader. */
 int64_t rt_loader_batches_per_epoch(const rt_loader *l);
 
 /* Current epoch and index of the batch the next rt_loader_next returns (equal
  * to rt_loader_batches_per_epoch at the end of the epoch). Save both to resume
- * with rt_loader_seek. */
+ * with rt_loader_seek. Both are 0 for a NULL loader. */
 int64_t rt_loader_epoch(const rt_loader *l);
 int64_t rt_loader_batch_index(const rt_loader *l);
 
@@ -132,7 +133,7 @@ rt_status rt_loader_seek(rt_loader *l, int64_t epoch, int64_t batch_index);
 
 /* Borrowed view of the current epoch's visiting order: n dataset indices;
  * batch b holds entries [b*B, min((b+1)*B, n)). Valid until the next
- * reset/seek/destroy. */
+ * reset/seek/destroy. NULL + RT_ERR_INVALID_ARG for a NULL loader. */
 const int64_t *rt_loader_order(const rt_loader *l);
 
 /* The augmentation that sample `index` (a dataset index) gets in `epoch`

@@ -461,12 +461,19 @@ fail:
 size_t rt_st_count(const rt_st_file *f) { return f ? f->n : 0; }
 
 const rt_st_entry *rt_st_entry_at(const rt_st_file *f, size_t i) {
-    if (!f || i >= f->n) return NULL;
+    if (!f) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_st_entry_at: the file is NULL");
+        return NULL;
+    }
+    if (i >= f->n) return NULL;
     return &f->entries[i];
 }
 
 const rt_st_entry *rt_st_find(const rt_st_file *f, const char *name) {
-    if (!f || !name) return NULL;
+    if (!f || !name) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_st_find: %s is NULL", !f ? "the file" : "the name");
+        return NULL;
+    }
     size_t lo = 0, hi = f->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -480,7 +487,11 @@ const rt_st_entry *rt_st_find(const rt_st_file *f, const char *name) {
 }
 
 const char *rt_st_metadata(const rt_st_file *f, const char *key) {
-    if (!f || !f->meta || !key) return NULL;
+    if (!f || !key) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_st_metadata: %s is NULL", !f ? "the file" : "the key");
+        return NULL;
+    }
+    if (!f->meta) return NULL;
     return json_string_value(json_object_get(f->meta, key));
 }
 

@@ -76,20 +76,24 @@ typedef struct rt_st_file rt_st_file;
  * RT_ERR_OOM (malloc failed). On failure *out is set to NULL. */
 rt_status rt_st_open(const char *path, rt_st_file **out);
 
-/* Number of tensors in the file (the "__metadata__" key is not counted). */
+/* Number of tensors in the file (the "__metadata__" key is not counted); 0
+ * for NULL. */
 size_t rt_st_count(const rt_st_file *f);
 
 /* The i-th tensor in file order (increasing data offset; zero-byte tensors
  * sharing an offset are ordered by name), or NULL when i >= rt_st_count(f).
- * Borrowed; valid until rt_st_close(f). */
+ * Borrowed; valid until rt_st_close(f). NULL + RT_ERR_INVALID_ARG message
+ * for a NULL f. */
 const rt_st_entry *rt_st_entry_at(const rt_st_file *f, size_t i);
 
 /* The tensor called `name` (exact byte match), or NULL if absent.
- * O(log n). Borrowed; valid until rt_st_close(f). */
+ * O(log n). Borrowed; valid until rt_st_close(f). NULL + RT_ERR_INVALID_ARG
+ * message when f or name is NULL. */
 const rt_st_entry *rt_st_find(const rt_st_file *f, const char *name);
 
 /* The "__metadata__" value for `key`, or NULL when the file has no metadata
- * or no such key. Borrowed UTF-8 string; valid until rt_st_close(f). */
+ * or no such key. Borrowed UTF-8 string; valid until rt_st_close(f). NULL +
+ * RT_ERR_INVALID_ARG message when f or key is NULL. */
 const char *rt_st_metadata(const rt_st_file *f, const char *key);
 
 /* Frees the file and everything borrowed from it. NULL is a no-op. */

@@ -12,8 +12,24 @@ static rt_status rt_add_tensor(rt_st_writer *w, const char *name, const rt_tenso
                             rt_tensor_data(t), rt_tensor_nbytes(t));
 }
 
+/* RT_ERR_INVALID_ARG unless extra[0..n-1] is a valid list of named tensors. */
+static rt_status rt_check_extra(const char *fn, const rt_named_tensor *extra, int n) {
+    if (n < 0 || (n > 0 && !extra))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: extra is NULL or n_extra is negative (n_extra = %d)", fn, n);
+    for (int i = 0; i < n; i++)
+        if (!extra[i].name || !extra[i].tensor)
+            return rt_error_set(RT_ERR_INVALID_ARG, "%s: extra[%d] has a NULL %s", fn, i,
+                                !extra[i].name ? "name" : "tensor");
+    return RT_OK;
+}
+
 rt_status rt_weights_save(const rt_state_dict *sd, const rt_named_tensor *extra, int n_extra,
                           const char *const *meta, int n_meta, const char *path) {
+    if (!path) return rt_error_set(RT_ERR_INVALID_ARG, "rt_weights_save: the path is NULL");
+    RT_TRY(rt_check_extra("rt_weights_save", extra, n_extra));
+    if (n_meta < 0 || (n_meta > 0 && !meta))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_weights_save: meta is NULL or n_meta is negative (n_meta = %d)",
+                            n_meta);
     rt_st_writer *w = rt_st_writer_create();
     if (!w) return RT_ERR_OOM;
     rt_status st = RT_OK;
@@ -97,6 +113,8 @@ static rt_status rt_load_pass(rt_state_dict *sd, const rt_named_tensor *extra, i
 }
 
 rt_status rt_weights_load(rt_state_dict *sd, const rt_named_tensor *extra, int n_extra, const char *path) {
+    if (!path) return rt_error_set(RT_ERR_INVALID_ARG, "rt_weights_load: the path is NULL");
+    RT_TRY(rt_check_extra("rt_weights_load", extra, n_extra));
     rt_st_file *f;
     RT_TRY(rt_st_open(path, &f));
     rt_status st = rt_load_pass(sd, extra, n_extra, f, path, 0);
@@ -106,6 +124,10 @@ rt_status rt_weights_load(rt_state_dict *sd, const rt_named_tensor *extra, int n
 }
 
 rt_status rt_weights_read_metadata(const char *path, const char *key, char *buf, size_t n) {
+    if (!path || !key || !buf || n == 0)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_weights_read_metadata: %s",
+                            !path ? "the path is NULL" : !key ? "the key is NULL" : !buf ? "buf is NULL"
+                                                                                        : "the buffer size n is 0");
     rt_st_file *f;
     RT_TRY(rt_st_open(path, &f));
     const char *v = rt_st_metadata(f, key);

@@ -20,7 +20,9 @@ typedef struct rt_named_tensor {
 /* Writes every entry of sd (may be NULL) plus `extra` tensors (n_extra, may
  * be 0) to `path`, with string metadata pairs meta[2i] = key, meta[2i+1] =
  * value (n_meta pairs). Meta-device tensors cannot be saved (RT_ERR_UNSUPPORTED).
- * Errors: RT_ERR_IO, RT_ERR_OOM, RT_ERR_INVALID_ARG (duplicate names). */
+ * Errors: RT_ERR_IO, RT_ERR_OOM, RT_ERR_INVALID_ARG (duplicate names; path
+ * NULL; extra or meta NULL with a positive count, a negative count, an
+ * extra entry with a NULL name or tensor, a NULL metadata string). */
 rt_status rt_weights_save(const rt_state_dict *sd, const rt_named_tensor *extra, int n_extra,
                           const char *const *meta, int n_meta, const char *path);
 
@@ -29,11 +31,15 @@ rt_status rt_weights_save(const rt_state_dict *sd, const rt_named_tensor *extra,
  * may hold no other tensor than those named in `extra`, which are loaded too
  * (their tensors must already exist with the right shapes). Errors name the
  * first offending tensor: RT_ERR_FORMAT "missing", "unexpected", shape or
- * dtype mismatch; plus the errors of rt_st_open. Nothing is modified on error. */
+ * dtype mismatch; plus the errors of rt_st_open. Nothing is modified on error.
+ * sd may be NULL (only `extra` is loaded). RT_ERR_INVALID_ARG for path NULL,
+ * extra NULL with n_extra > 0, a negative n_extra or an extra entry with a
+ * NULL name or tensor. */
 rt_status rt_weights_load(rt_state_dict *sd, const rt_named_tensor *extra, int n_extra, const char *path);
 
 /* Reads one metadata value of a weight file into buf (NUL-terminated);
- * RT_ERR_FORMAT when the key is absent. */
+ * RT_ERR_FORMAT when the key is absent; RT_ERR_INVALID_ARG when path, key or
+ * buf is NULL or n is 0; plus the errors of rt_st_open. */
 rt_status rt_weights_read_metadata(const char *path, const char *key, char *buf, size_t n);
 
 #endif

@@ -24,26 +24,30 @@ typedef struct rt_zoo_entry {
     bool has_reversible;     /* contains ReversibleSequences (the RevNets) */
 } rt_zoo_entry;
 
-/* The zoo: *n entries, in the order --help lists them. */
+/* The zoo: *n entries, in the order --help lists them. NULL +
+ * RT_ERR_INVALID_ARG when n is NULL. */
 const rt_zoo_entry *rt_zoo_entries(int *n);
-/* The entry named `name`, or NULL. */
+/* The entry named `name`, or NULL (with an RT_ERR_INVALID_ARG message when
+ * name is NULL). */
 const rt_zoo_entry *rt_zoo_find(const char *name);
-/* Comma-separated list of the zoo's names. */
+/* Comma-separated list of the zoo's names (never NULL). */
 const char *rt_model_names(void);
-/* Whether model `name` has reversible parts; false for unknown names. */
+/* Whether model `name` has reversible parts; false for unknown names and NULL. */
 bool rt_model_name_has_reversible(const char *name);
 
 /* Creates zoo model `name` for `in_channels` input channels and
  * `num_classes` outputs, parameters on `device` (cpu, or meta for memory
  * prediction), initialised from Philox stream `seed` as the PyTorch
  * original initialises them, in training mode. Errors: RT_ERR_INVALID_ARG
- * for an unknown name (the message lists the valid ones) or channels or
- * classes < 1, RT_ERR_OOM. *out is NULL on error. */
+ * for out NULL, a NULL or unknown name (the message lists the valid ones),
+ * channels or classes < 1 or an unknown device, RT_ERR_OOM. *out is NULL on
+ * error (when out is not NULL). */
 rt_status rt_model_create(const char *name, int64_t in_channels, int64_t num_classes, rt_device device,
                           uint64_t seed, rt_model **out);
 /* Frees the model, its tree and its state dict. NULL is a no-op. */
 void rt_model_destroy(rt_model *m);
-/* logits = m->net(x) (rt_module_forward). RT_ERR_INVALID_ARG for NULLs. */
+/* logits = m->net(x) (rt_module_forward). RT_ERR_INVALID_ARG for NULL m, x
+ * or logits (*logits is NULL on every error when logits is not NULL). */
 rt_status rt_model_forward(rt_model *m, rt_tensor *x, rt_tensor **logits);
 
 #endif

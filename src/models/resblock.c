@@ -71,10 +71,16 @@ static rt_status rt_resblock_build(rt_init_ctx *ctx, rt_resblock *b, rt_block_ki
 
 rt_status rt_resblock_create(rt_init_ctx *ctx, rt_block_kind kind, int64_t in, int64_t planes, int64_t stride,
                              rt_module **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_resblock_create: out is NULL");
     *out = NULL;
+    if (!ctx) return rt_error_set(RT_ERR_INVALID_ARG, "rt_resblock_create: the init context ctx is NULL");
+    if ((kind != RT_BLOCK_BASIC && kind != RT_BLOCK_BOTTLENECK) || in < 1 || planes < 1 || stride < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_resblock_create: need a known block kind (got %d) and in, planes, "
+                            "stride >= 1 (got %lld, %lld, %lld)", (int)kind, (long long)in, (long long)planes,
+                            (long long)stride);
     rt_resblock *b = (rt_resblock *)rt_module_alloc(
         sizeof *b, kind == RT_BLOCK_BOTTLENECK ? &rt_bottleneck_class : &rt_basic_block_class);
-    if (!b) return RT_ERR_OOM;
+    if (!b) return rt_error_last_status();
     b->nconv = kind == RT_BLOCK_BOTTLENECK ? 3 : 2;
     rt_status st = rt_resblock_build(ctx, b, kind, in, planes, stride);
     if (st != RT_OK) {

@@ -15,7 +15,8 @@ typedef enum rt_block_kind { RT_BLOCK_BASIC = 0, RT_BLOCK_BOTTLENECK } rt_block_
  * (expansion 1 basic, 4 bottleneck) with the stride on the 3×3 conv
  * (torchvision's "ResNet v1.5"); convs kaiming_normal(fan_out), no bias.
  * Forward: relu(residual(x) + shortcut(x)), the sum never stored
- * (ops/ops.h rt_add_relu). */
+ * (ops/ops.h rt_add_relu). Errors: RT_ERR_INVALID_ARG (ctx or out NULL, an
+ * unknown kind, in, planes or stride < 1), RT_ERR_OOM. */
 rt_status rt_resblock_create(rt_init_ctx *ctx, rt_block_kind kind, int64_t in, int64_t planes, int64_t stride,
                              rt_module **out);
 

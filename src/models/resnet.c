@@ -4,6 +4,8 @@
 #include <string.h>
 
 rt_status rt_resnet_config_get(const char *name, rt_resnet_config *cfg) {
+    if (!name || !cfg)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_resnet_config_get: %s is NULL", !name ? "the name" : "cfg");
     static const struct {
         const char *name;
         rt_resnet_config cfg;
@@ -57,7 +59,19 @@ static rt_status rt_resnet_fill(rt_module *net, const rt_resnet_config *cfg, rt_
 
 rt_status rt_resnet_build(const rt_resnet_config *cfg, rt_init_ctx *ctx, int64_t in_channels, int64_t num_classes,
                           rt_module **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_resnet_build: out is NULL");
     *out = NULL;
+    if (!cfg || !ctx) return rt_error_set(RT_ERR_INVALID_ARG, "rt_resnet_build: %s is NULL", !cfg ? "cfg" : "ctx");
+    bool ok = (cfg->block == RT_BLOCK_BASIC || cfg->block == RT_BLOCK_BOTTLENECK) && cfg->stages >= 1 &&
+              cfg->stages <= 4;
+    for (int s = 0; ok && s < cfg->stages; s++) ok = cfg->blocks[s] >= 0 && cfg->widths[s] >= 1;
+    if (!ok)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_resnet_build: invalid config (block kind %d, %d stages; need a "
+                            "known block kind, 1..4 stages, blocks >= 0 and widths >= 1)", (int)cfg->block,
+                            cfg->stages);
+    if (in_channels < 1 || num_classes < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_resnet_build: need >= 1 input channel and >= 1 class, got "
+                            "%lld and %lld", (long long)in_channels, (long long)num_classes);
     rt_module *net;
     RT_TRY(rt_sequential_create(&net));
     rt_status st = rt_resnet_fill(net, cfg, ctx, in_channels, num_classes);

@@ -27,14 +27,17 @@ typedef struct rt_resnet_config {
     bool imagenet_stem;   /* 7×7/2 conv + max pool instead of 3×3/1 conv */
 } rt_resnet_config;
 
-/* Config of a named ResNet ("resnet18", "resnet20", ...); RT_ERR_INVALID_ARG if unknown. */
+/* Config of a named ResNet ("resnet18", "resnet20", ...); RT_ERR_INVALID_ARG
+ * if unknown or when name or cfg is NULL. */
 rt_status rt_resnet_config_get(const char *name, rt_resnet_config *cfg);
 
 /* Builds a ResNet as a module tree mapping (N, in_channels, H, W) f32 to
  * logits (N, num_classes): a Sequential with torchvision's children conv1,
  * bn1 (its ReLU fused), maxpool (ImageNet stem), layer1..layerS (Sequentials
  * of blocks "0".."B-1"), avgpool, flatten, fc, plus a PreferredLayout after
- * conv1 (no tensors). Parameters on ctx->device from ctx's stream. */
+ * conv1 (no tensors). Parameters on ctx->device from ctx's stream.
+ * Errors: RT_ERR_INVALID_ARG (cfg, ctx or out NULL, an invalid config,
+ * in_channels or num_classes < 1), RT_ERR_OOM. */
 rt_status rt_resnet_build(const rt_resnet_config *cfg, rt_init_ctx *ctx, int64_t in_channels, int64_t num_classes,
                           rt_module **out);
 

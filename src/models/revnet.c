@@ -6,6 +6,8 @@
 #include "memory/reversible.h"
 
 rt_status rt_revnet_config_get(const char *name, rt_revnet_config *cfg) {
+    if (!name || !cfg)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_revnet_config_get: %s is NULL", !name ? "the name" : "cfg");
     static const struct {
         const char *name;
         rt_revnet_config cfg;
@@ -106,7 +108,18 @@ static rt_status rt_revnet_fill(rt_module *net, const rt_revnet_config *cfg, rt_
 
 rt_status rt_revnet_build(const rt_revnet_config *cfg, rt_init_ctx *ctx, int64_t in_channels, int64_t num_classes,
                           rt_module **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_revnet_build: out is NULL");
     *out = NULL;
+    if (!cfg || !ctx) return rt_error_set(RT_ERR_INVALID_ARG, "rt_revnet_build: %s is NULL", !cfg ? "cfg" : "ctx");
+    bool ok = (cfg->block == RT_BLOCK_BASIC || cfg->block == RT_BLOCK_BOTTLENECK) && cfg->stem >= 1;
+    for (int s = 0; s < 3; s++) ok = ok && cfg->units[s] >= 0 && cfg->widths[s] >= 1;
+    if (!ok)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_revnet_build: invalid config (block kind %d, stem %lld; need a "
+                            "known block kind, stem and widths >= 1, units >= 0)", (int)cfg->block,
+                            (long long)cfg->stem);
+    if (in_channels < 1 || num_classes < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_revnet_build: need >= 1 input channel and >= 1 class, got "
+                            "%lld and %lld", (long long)in_channels, (long long)num_classes);
     rt_module *net;
     RT_TRY(rt_sequential_create(&net));
     rt_status st = rt_revnet_fill(net, cfg, ctx, in_channels, num_classes);

@@ -34,10 +34,13 @@ typedef struct rt_revnet_config {
     int64_t widths[3];
 } rt_revnet_config;
 
-/* Config of a named RevNet; RT_ERR_INVALID_ARG if unknown. */
+/* Config of a named RevNet; RT_ERR_INVALID_ARG if unknown or when name or
+ * cfg is NULL. */
 rt_status rt_revnet_config_get(const char *name, rt_revnet_config *cfg);
 /* Builds a RevNet as a module tree mapping (N, in_channels, H, W) f32 to
- * logits (N, num_classes); parameters on ctx->device from ctx's stream. */
+ * logits (N, num_classes); parameters on ctx->device from ctx's stream.
+ * Errors: RT_ERR_INVALID_ARG (cfg, ctx or out NULL, an invalid config,
+ * in_channels or num_classes < 1), RT_ERR_OOM. */
 rt_status rt_revnet_build(const rt_revnet_config *cfg, rt_init_ctx *ctx, int64_t in_channels, int64_t num_classes,
                           rt_module **out);
 

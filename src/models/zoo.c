@@ -25,12 +25,20 @@ static const rt_zoo_entry rt_zoo[] = {
 enum { RT_ZOO_N = sizeof rt_zoo / sizeof rt_zoo[0] };
 
 const rt_zoo_entry *rt_zoo_entries(int *n) {
+    if (!n) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_zoo_entries: n is NULL (it receives the number of entries)");
+        return NULL;
+    }
     *n = RT_ZOO_N;
     return rt_zoo;
 }
 
 const rt_zoo_entry *rt_zoo_find(const char *name) {
-    for (int i = 0; name && i < RT_ZOO_N; i++)
+    if (!name) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_zoo_find: the name is NULL");
+        return NULL;
+    }
+    for (int i = 0; i < RT_ZOO_N; i++)
         if (!strcmp(rt_zoo[i].name, name)) return &rt_zoo[i];
     return NULL;
 }
@@ -47,7 +55,7 @@ const char *rt_model_names(void) {
 }
 
 bool rt_model_name_has_reversible(const char *name) {
-    const rt_zoo_entry *e = rt_zoo_find(name);
+    const rt_zoo_entry *e = name ? rt_zoo_find(name) : NULL;
     return e && e->has_reversible;
 }
 
@@ -65,11 +73,14 @@ rt_status rt_model_create(const char *name, int64_t in_channels, int64_t num_cla
     if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_model_create: the output pointer is NULL");
     *out = NULL;
     if (!name || !rt_zoo_find(name))
-        return rt_error_set(RT_ERR_INVALID_ARG, "unknown model '%s'; choose one of: %s", name ? name : "(NULL)",
-                            rt_model_names());
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_model_create: unknown model '%s'; choose one of: %s",
+                            name ? name : "(NULL)", rt_model_names());
     if (in_channels < 1 || num_classes < 1)
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s needs >= 1 input channel and >= 1 class, got %lld and %lld", name,
-                            (long long)in_channels, (long long)num_classes);
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_model_create: %s needs >= 1 input channel and >= 1 class, got "
+                            "%lld and %lld", name, (long long)in_channels, (long long)num_classes);
+    if (device != RT_DEVICE_CPU && device != RT_DEVICE_META)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_model_create: unknown device %d (RT_DEVICE_CPU or RT_DEVICE_META)",
+                            (int)device);
     rt_model *m = calloc(1, sizeof *m);
     if (!m) return rt_error_set(RT_ERR_OOM, "out of memory creating %s", name);
     snprintf(m->name, sizeof m->name, "%s", name);

@@ -11,7 +11,8 @@
 void rt_kernel_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                      float *c, int64_t ldc) {
-    if (m <= 0 || n <= 0) return;
+    if (m <= 0 || n <= 0 || !c) return;
+    if ((!a || !b) && k > 0 && alpha != 0.0f) return; /* nothing to multiply: leave C alone */
     if (k <= 0 || alpha == 0.0f) { /* C = beta * C, BLAS semantics for beta == 0 */
         for (int64_t i = 0; i < m; i++) {
             float *row = c + i * ldc;

@@ -13,7 +13,9 @@
  * in C do not propagate). m, n or k of 0 are valid (k == 0 scales C by
  * beta). Sizes beyond the 32-bit BLAS interface are split into several calls.
  * Cannot fail for valid arguments (no status: callers check shapes first);
- * leading dimensions must be >= the stored row length. */
+ * leading dimensions must be >= the stored row length. No status either
+ * for NULL: a NULL c, or a NULL a or b when A·B is needed (k > 0, alpha !=
+ * 0), makes the call a no-op that leaves C untouched. */
 void rt_kernel_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                      float *c, int64_t ldc);

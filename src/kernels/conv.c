@@ -30,6 +30,7 @@ const char *rt_conv_algo_name(rt_conv_algo algo) {
 }
 
 rt_status rt_conv_algo_parse(const char *name, rt_conv_algo *out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_conv_algo_parse: out is NULL");
     for (int a = RT_CONV_ALGO_AUTO; a <= RT_CONV_ALGO_WINOGRAD; a++)
         if (name && !strcmp(name, rt_conv_algo_name((rt_conv_algo)a))) {
             *out = (rt_conv_algo)a;
@@ -57,6 +58,7 @@ static int conv_wants_winograd(const rt_conv_shape *s, const int64_t out[3]) {
 }
 
 void rt_conv_out_size(const rt_conv_shape *s, int64_t out[3]) {
+    if (!out) return;
     for (int i = 0; i < 3; i++) out[i] = 1;
     if (!s || (s->nsp != 2 && s->nsp != 3)) return;
     for (int i = 0; i < s->nsp; i++) {

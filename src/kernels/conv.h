@@ -66,7 +66,8 @@ typedef struct rt_conv_shape {
  *   out = floor((in + 2*pad - dil*(k-1) - 1) / stride) + 1
  * for the first s->nsp entries; unused entries are set to 1. A dimension with
  * stride <= 0 or a negative numerator yields 0 (rt_kernel_conv_* then report
- * RT_ERR_SHAPE). */
+ * RT_ERR_SHAPE). A NULL s sets every entry to 1, as an nsp other than 2 or
+ * 3 does; a NULL out makes the call a no-op. */
 void rt_conv_out_size(const rt_conv_shape *s, int64_t out[3]);
 
 /* y = conv(x, w) + b (b broadcast over batch and space). b must be NULL when
@@ -117,11 +118,13 @@ rt_conv_algo rt_conv_algo_set(rt_conv_algo algo);
 rt_conv_algo rt_conv_algo_get(void);
 /* "auto", "direct", "winograd"; NULL for an unknown value. */
 const char *rt_conv_algo_name(rt_conv_algo algo);
-/* Parses one of those names; RT_ERR_INVALID_ARG names the choices. */
+/* Parses one of those names; RT_ERR_INVALID_ARG names the choices (also for
+ * a NULL name), or says out is NULL. */
 rt_status rt_conv_algo_parse(const char *name, rt_conv_algo *out);
 
 /* Checks a conv shape (the same rules the kernels apply) and, when out is
- * non-NULL, stores the output size. Returns RT_OK or the error, message set. */
+ * non-NULL, stores the output size. Returns RT_OK or the error, message set
+ * (RT_ERR_INVALID_ARG for a NULL s). */
 rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]);
 
 #endif

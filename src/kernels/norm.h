@@ -104,7 +104,8 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
  * books the affine variant); a NULL workspace in a real call is
  * RT_ERR_INVALID_ARG. Cached separately from the unfused primitives (the
  * fuse flag is part of the key). */
-size_t rt_kernel_batchnorm_relu_workspace_bytes(const rt_bn_shape *s); /* 0 on a bad shape */
+/* 0, message set, on a bad or NULL shape. */
+size_t rt_kernel_batchnorm_relu_workspace_bytes(const rt_bn_shape *s);
 
 rt_status rt_kernel_batchnorm_relu_forward_train(const rt_bn_shape *s, const float *x,
                                                  const float *weight, const float *bias, float *y,

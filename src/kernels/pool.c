@@ -8,6 +8,7 @@
 #include "kernels/dnnl_common.h"
 
 void rt_pool_out_size(const rt_pool_shape *s, int64_t out[3]) {
+    if (!out) return;
     for (int i = 0; i < 3; i++) out[i] = 1;
     if (!s || (s->nsp != 2 && s->nsp != 3)) return;
     for (int i = 0; i < s->nsp; i++) {

@@ -49,16 +49,18 @@ typedef struct rt_pool_shape {
 } rt_pool_shape;
 
 /* Output sizes, floor mode: out = floor((in + 2*pad - k) / stride) + 1 for
- * the first s->nsp entries; unused entries are 1; invalid dims give 0. */
+ * the first s->nsp entries; unused entries are 1; invalid dims give 0. A NULL
+ * s sets every entry to 1 (as an invalid nsp); a NULL out is a no-op. */
 void rt_pool_out_size(const rt_pool_shape *s, int64_t out[3]);
 
 /* Checks a pool shape (the rules above); stores the output size when out is
- * non-NULL. */
+ * non-NULL. RT_ERR_INVALID_ARG for a NULL s. */
 rt_status rt_pool_shape_check(const rt_pool_shape *s, int64_t out[3]);
 
 /* Bytes of workspace rt_kernel_maxpool_forward needs for this shape (it may
  * create and cache the primitive to ask oneDNN). Returns 0 when the shape is
- * invalid or oneDNN fails (message set), and also for the valid n == 0. */
+ * invalid (a NULL s included) or oneDNN fails (message set), and also for
+ * the valid n == 0. */
 size_t rt_kernel_maxpool_workspace_bytes(const rt_pool_shape *s);
 
 /* y = max over each window of x (padding never wins). `workspace` receives

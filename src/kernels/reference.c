@@ -45,12 +45,21 @@ static rt_status ref_plain_only(const char *what, int nonplain) {
     return RT_OK;
 }
 
+/* RT_ERR_INVALID_ARG naming buffer `p` of function `fn` when it is NULL. */
+#define REF_NEED(fn, p)                                                                  \
+    do {                                                                                 \
+        if (!(p)) return rt_error_set(RT_ERR_INVALID_ARG, "%s: the buffer %s is NULL", fn, #p); \
+    } while (0)
+
 rt_status rt_ref_conv_forward(const rt_conv_shape *s, const float *x, const float *w,
                               const float *b, float *y) {
     int64_t out[3];
     RT_TRY(rt_conv_shape_check(s, out));
     RT_TRY(ref_plain_only("conv",
                           s->src_layout != RT_LAYOUT_PLAIN || s->dst_layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_conv_forward", x);
+    REF_NEED("rt_ref_conv_forward", w);
+    REF_NEED("rt_ref_conv_forward", y);
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, s->dil);
     int64_t cig = s->c_in / s->groups, cog = s->c_out / s->groups;
@@ -101,6 +110,9 @@ rt_status rt_ref_conv_backward_data(const rt_conv_shape *s, const float *w, cons
     RT_TRY(rt_conv_shape_check(s, out));
     RT_TRY(ref_plain_only("conv",
                           s->src_layout != RT_LAYOUT_PLAIN || s->dst_layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_conv_backward_data", w);
+    REF_NEED("rt_ref_conv_backward_data", dy);
+    REF_NEED("rt_ref_conv_backward_data", dx);
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, s->dil);
     int64_t cig = s->c_in / s->groups, cog = s->c_out / s->groups;
@@ -144,6 +156,9 @@ rt_status rt_ref_conv_backward_weights(const rt_conv_shape *s, const float *x, c
     RT_TRY(rt_conv_shape_check(s, out));
     RT_TRY(ref_plain_only("conv",
                           s->src_layout != RT_LAYOUT_PLAIN || s->dst_layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_conv_backward_weights", x);
+    REF_NEED("rt_ref_conv_backward_weights", dy);
+    REF_NEED("rt_ref_conv_backward_weights", dw);
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, s->dil);
     int64_t cig = s->c_in / s->groups, cog = s->c_out / s->groups;
@@ -224,6 +239,8 @@ rt_status rt_ref_maxpool_forward(const rt_pool_shape *s, const float *x, float *
     int64_t out[3];
     RT_TRY(rt_pool_shape_check(s, out));
     RT_TRY(ref_plain_only("pool", s->layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_maxpool_forward", x);
+    REF_NEED("rt_ref_maxpool_forward", y);
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, NULL);
     int64_t iv = vol(g.in), ov = vol(g.out);
@@ -242,6 +259,9 @@ rt_status rt_ref_maxpool_backward(const rt_pool_shape *s, const float *x, const 
     int64_t out[3];
     RT_TRY(rt_pool_shape_check(s, out));
     RT_TRY(ref_plain_only("pool", s->layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_maxpool_backward", x);
+    REF_NEED("rt_ref_maxpool_backward", dy);
+    REF_NEED("rt_ref_maxpool_backward", dx);
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, NULL);
     int64_t iv = vol(g.in), ov = vol(g.out);
@@ -260,6 +280,8 @@ rt_status rt_ref_avgpool_forward(const rt_pool_shape *s, const float *x, float *
     int64_t out[3];
     RT_TRY(rt_pool_shape_check(s, out));
     RT_TRY(ref_plain_only("pool", s->layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_avgpool_forward", x);
+    REF_NEED("rt_ref_avgpool_forward", y);
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, NULL);
     int64_t iv = vol(g.in), ov = vol(g.out);
@@ -299,6 +321,8 @@ rt_status rt_ref_avgpool_backward(const rt_pool_shape *s, const float *dy, float
     int64_t out[3];
     RT_TRY(rt_pool_shape_check(s, out));
     RT_TRY(ref_plain_only("pool", s->layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_avgpool_backward", dy);
+    REF_NEED("rt_ref_avgpool_backward", dx);
     geo3 g;
     geo3_init(&g, s->nsp, s->in, out, s->k, s->stride, s->pad, NULL);
     int64_t iv = vol(g.in), ov = vol(g.out);
@@ -333,7 +357,7 @@ rt_status rt_ref_avgpool_backward(const rt_pool_shape *s, const float *dy, float
 
 static rt_status ref_bn_check(const rt_bn_shape *s, int training) {
     if (!s || s->n < 0 || s->c < 1 || s->spatial < 1 || !(s->eps >= 0.0f))
-        return rt_error_set(RT_ERR_INVALID_ARG, "reference batchnorm: bad shape");
+        return rt_error_set(RT_ERR_INVALID_ARG, "reference batchnorm: %s", !s ? "the shape s is NULL" : "bad shape");
     if (training && s->n * s->spatial <= 1)
         return rt_error_set(RT_ERR_SHAPE, "reference batchnorm: need more than 1 value per channel");
     return RT_OK;
@@ -345,6 +369,10 @@ rt_status rt_ref_batchnorm_forward_train(const rt_bn_shape *s, const float *x, c
                                          const float *bias, float *y, float *mean, float *var) {
     RT_TRY(ref_bn_check(s, 1));
     RT_TRY(ref_plain_only("batchnorm", s->layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_batchnorm_forward_train", x);
+    REF_NEED("rt_ref_batchnorm_forward_train", y);
+    REF_NEED("rt_ref_batchnorm_forward_train", mean);
+    REF_NEED("rt_ref_batchnorm_forward_train", var);
     double m = (double)(s->n * s->spatial);
     for (int64_t c = 0; c < s->c; c++) {
         double sum = 0.0, sq = 0.0;
@@ -372,6 +400,10 @@ rt_status rt_ref_batchnorm_forward_eval(const rt_bn_shape *s, const float *x, co
                                         float *y) {
     RT_TRY(ref_bn_check(s, 0));
     RT_TRY(ref_plain_only("batchnorm", s->layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_batchnorm_forward_eval", x);
+    REF_NEED("rt_ref_batchnorm_forward_eval", mean);
+    REF_NEED("rt_ref_batchnorm_forward_eval", var);
+    REF_NEED("rt_ref_batchnorm_forward_eval", y);
     for (int64_t c = 0; c < s->c; c++) {
         double inv = 1.0 / sqrt((double)var[c] + (double)s->eps);
         double gm = weight ? weight[c] : 1.0, bt = bias ? bias[c] : 0.0;
@@ -387,6 +419,11 @@ rt_status rt_ref_batchnorm_backward(const rt_bn_shape *s, const float *x, const 
                                     float *dx, float *dweight, float *dbias) {
     RT_TRY(ref_bn_check(s, 1));
     RT_TRY(ref_plain_only("batchnorm", s->layout != RT_LAYOUT_PLAIN));
+    REF_NEED("rt_ref_batchnorm_backward", x);
+    REF_NEED("rt_ref_batchnorm_backward", dy);
+    REF_NEED("rt_ref_batchnorm_backward", mean);
+    REF_NEED("rt_ref_batchnorm_backward", var);
+    REF_NEED("rt_ref_batchnorm_backward", dx);
     double m = (double)(s->n * s->spatial);
     for (int64_t c = 0; c < s->c; c++) {
         double inv = 1.0 / sqrt((double)var[c] + (double)s->eps), mu = mean[c];

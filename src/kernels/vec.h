@@ -2,7 +2,10 @@
  * primitive for, or where a primitive call costs more than the loop).
  * Vectorised by the compiler, OpenMP-parallel above a size threshold, with
  * the thread count of rt_set_num_threads. All buffers: n contiguous f32,
- * owned by the caller; `out` may alias an input. */
+ * owned by the caller; `out` may alias an input. n <= 0 does nothing. A
+ * NULL buffer makes the call a no-op (nothing is written; the sums return
+ * 0 and rt_vec_all_finite returns 0, as nothing can be vouched for, except
+ * for n <= 0): one pointer test per call, none per element. */
 #ifndef RT_KERNELS_VEC_H
 #define RT_KERNELS_VEC_H
 

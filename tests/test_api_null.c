@@ -1,0 +1,2502 @@
+/* Every public entry point against NULL and impossible arguments.
+ *
+ * The contract (core/status.h, and each header's comment): a function that
+ * returns an rt_status answers RT_ERR_INVALID_ARG (or RT_ERR_SHAPE /
+ * RT_ERR_DTYPE for impossible sizes and types) with a message naming the
+ * function or the argument; one returning a pointer returns NULL with the
+ * message set (rt_error_last_status() gives the code); destroy/release
+ * functions accept NULL as free does; void functions and value queries
+ * tolerate NULL (a no-op, or 0 / false / NaN / NULL as their header says).
+ *
+ * Layout: one check function per entry point (CHECK_FN(rt_x)), listed in
+ * per-header tables (E(rt_x)); each group test runs one part of the tables
+ * and prints how many entry points and calls it checked. Each check passes
+ * NULL for every pointer argument, one at a time, the others valid, plus
+ * impossible sizes where the function takes any. The test `coverage` scans
+ * the headers in scope (every src/ header except memory/reversible*.h, which
+ * has its own owner, and the internal kernels/dnnl_common.h and
+ * ops/op_util.h) and fails when a declared function has no entry here, so a
+ * new public function must come with its NULL checks. Run under the
+ * sanitizer build, nothing may crash or report. */
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "autograd/recompute.h"
+#include "core/dtype.h"
+#include "core/mem.h"
+#include "core/rng.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "data/dataset.h"
+#include "data/idx.h"
+#include "data/loader.h"
+#include "data/mnist.h"
+#include "io/safetensors.h"
+#include "io/weights.h"
+#include "kernels/blas.h"
+#include "kernels/cache.h"
+#include "kernels/conv.h"
+#include "kernels/eltwise.h"
+#include "kernels/layout.h"
+#include "kernels/norm.h"
+#include "kernels/pool.h"
+#include "kernels/reference.h"
+#include "kernels/threads.h"
+#include "kernels/vec.h"
+#include "memory/predict.h"
+#include "models/model.h"
+#include "models/resblock.h"
+#include "models/resnet.h"
+#include "models/revnet.h"
+#include "nn/module.h"
+#include "nn/modules.h"
+#include "nn/state_dict.h"
+#include "ops/batchnorm_relu.h"
+#include "ops/coupling.h"
+#include "ops/ops.h"
+#include "optim/optim.h"
+#include "rt_test.h"
+#include "train/step.h"
+
+/* ------------------------------------------------------------ the checks */
+
+static const char *g_fn; /* the entry point being checked */
+static int g_calls;      /* calls checked so far */
+static int g_entries;    /* entry points checked so far */
+
+static void report(int line, const char *expr, const char *what) {
+    fprintf(stderr, "%s:%d: [%s] %s: %s (message: \"%s\")\n", __FILE__, line, g_fn, expr, what, rt_error_last());
+    rt_test_failed_ = 1;
+}
+
+/* The message is non-empty and names the function (with or without its
+ * rt_ prefix) or contains `needle` (the argument, or the op's name). */
+static int message_names(const char *needle) {
+    const char *m = rt_error_last();
+    if (!m || !m[0]) return 0;
+    if (strstr(m, g_fn) || strstr(m, g_fn + 3)) return 1;
+    return needle && needle[0] && strstr(m, needle) != NULL;
+}
+
+static void check_status(rt_status got, rt_status want, const char *needle, const char *expr, int line) {
+    g_calls++;
+    char what[160];
+    if (got != want) {
+        snprintf(what, sizeof what, "returned %s, expected %s", rt_status_str(got), rt_status_str(want));
+        report(line, expr, what);
+    } else if (want != RT_OK && !message_names(needle)) {
+        snprintf(what, sizeof what, "the message is empty or names neither %s nor '%s'", g_fn,
+                 needle ? needle : "");
+        report(line, expr, what);
+    }
+}
+
+static void check_null(const void *got, rt_status want, const char *needle, const char *expr, int line) {
+    g_calls++;
+    char what[160];
+    if (got) {
+        report(line, expr, "returned a non-NULL pointer");
+    } else if (rt_error_last_status() != want) {
+        snprintf(what, sizeof what, "left status %s, expected %s", rt_status_str(rt_error_last_status()),
+                 rt_status_str(want));
+        report(line, expr, what);
+    } else if (!message_names(needle)) {
+        snprintf(what, sizeof what, "the message is empty or names neither %s nor '%s'", g_fn,
+                 needle ? needle : "");
+        report(line, expr, what);
+    }
+}
+
+/* `call` returns `want` (an rt_status) with a message naming g_fn or needle. */
+#define ST(want, needle, call) check_status((rt_error_clear(), (call)), (want), (needle), #call, __LINE__)
+/* `call` returns NULL, leaving status `want` and a message naming g_fn or needle. */
+#define NUL(want, needle, call) check_null((rt_error_clear(), (const void *)(call)), (want), (needle), #call, __LINE__)
+/* `call` (void, or a value ignored) must simply not crash. */
+#define TOL(call)                                                                        \
+    do {                                                                                 \
+        rt_error_clear();                                                                \
+        call;                                                                            \
+        g_calls++;                                                                       \
+    } while (0)
+/* A value query's documented answer. */
+#define VAL(cond)                                                                        \
+    do {                                                                                 \
+        g_calls++;                                                                       \
+        if (!(cond)) report(__LINE__, #cond, "is false");                                \
+    } while (0)
+
+/* A NULL the compiler cannot see (for array parameters and printf formats). */
+static void *volatile g_null_;
+#define HIDDEN_NULL(type) ((type)g_null_)
+
+/* ------------------------------------------------------------ fixtures */
+
+#define MAX_OWNED 64
+static rt_tensor *g_owned[MAX_OWNED];
+static int g_n_owned;
+
+/* Keeps t until the current entry point's check ends. */
+static rt_tensor *own(rt_tensor *t) {
+    if (t && g_n_owned < MAX_OWNED) g_owned[g_n_owned++] = t;
+    else if (t) {
+        fprintf(stderr, "test_api_null: raise MAX_OWNED\n");
+        abort();
+    }
+    return t;
+}
+
+static void release_owned(void) {
+    while (g_n_owned) rt_tensor_release(g_owned[--g_n_owned]);
+}
+
+/* A new owned f32 cpu tensor with small deterministic values. */
+static rt_tensor *tens(int ndim, const int64_t *shape) {
+    rt_tensor *t = own(rt_tensor_create(ndim, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA));
+    if (!t) {
+        fprintf(stderr, "test_api_null: cannot create a fixture tensor: %s\n", rt_error_last());
+        abort();
+    }
+    float *p = rt_tensor_f32(t);
+    for (int64_t i = 0; i < rt_tensor_numel(t); i++) p[i] = (float)(i % 7) * 0.25f - 0.5f;
+    return t;
+}
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define T(...) tens((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), SHAPE(__VA_ARGS__))
+
+/* A new owned i32 tensor (n) of class labels i % classes. */
+static rt_tensor *labels(int64_t n, int classes) {
+    rt_tensor *t = own(rt_tensor_create(1, &n, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA));
+    if (!t) abort();
+    for (int64_t i = 0; i < n; i++) ((int32_t *)rt_tensor_data(t))[i] = (int32_t)(i % classes);
+    return t;
+}
+
+/* A new owned f32 leaf (2, 3) that requires grad. */
+static rt_tensor *leaf(void) {
+    rt_tensor *t = T(2, 3);
+    rt_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+static rt_status dummy_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    (void)self;
+    (void)grad_out;
+    (void)grad_in;
+    return RT_OK;
+}
+
+/* A node over one leaf input (release with rt_node_release). */
+static rt_node *make_node(void) {
+    rt_tensor *in[1] = {leaf()};
+    rt_node *n = NULL;
+    if (rt_node_create("api_null", 1, in, 1, dummy_backward, 0, &n) != RT_OK || !n) abort();
+    return n;
+}
+
+static rt_status visit_nothing(rt_module *m, const char *path, void *user) {
+    (void)m;
+    (void)path;
+    (void)user;
+    return RT_OK;
+}
+
+static rt_status state_nothing(void *ud, const char *name, rt_tensor *t) {
+    (void)ud;
+    (void)name;
+    (void)t;
+    return RT_OK;
+}
+
+/* A Linear(3, 2) module on `device` (destroy it). */
+static rt_module *linear_module(rt_device device) {
+    rt_init_ctx ctx = rt_init_ctx_make(device, 1);
+    rt_module *m = NULL;
+    if (rt_linear_create(&ctx, 3, 2, true, &m) != RT_OK) abort();
+    return m;
+}
+
+/* A directory for files the io checks write (removed at the end). */
+static char g_dir[64];
+
+static const char *tmp_path(const char *name) {
+    static char path[128];
+    if (!g_dir[0]) {
+        snprintf(g_dir, sizeof g_dir, "/tmp/rt_api_null_XXXXXX");
+        if (!mkdtemp(g_dir)) abort();
+    }
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    return path;
+}
+
+/* ------------------------------------------------------------ core/status.h */
+
+#define CHECK_FN(f) static void check_##f(void)
+
+CHECK_FN(rt_status_str) { VAL(rt_status_str((rt_status)12345) != NULL); }
+
+CHECK_FN(rt_error_set) {
+    /* a NULL format still records the code, with a message saying so */
+    ST(RT_ERR_INVALID_ARG, "format", rt_error_set(RT_ERR_INVALID_ARG, HIDDEN_NULL(const char *), 0));
+    VAL(rt_error_last_status() == RT_ERR_INVALID_ARG);
+}
+
+CHECK_FN(rt_error_last) {
+    rt_error_clear();
+    VAL(rt_error_last() != NULL && rt_error_last()[0] == '\0');
+}
+
+CHECK_FN(rt_error_last_status) {
+    rt_error_clear();
+    VAL(rt_error_last_status() == RT_OK);
+}
+
+CHECK_FN(rt_error_clear) { TOL(rt_error_clear()); }
+
+/* ------------------------------------------------------------ core/dtype.h */
+
+CHECK_FN(rt_dtype_size) { VAL(rt_dtype_size((rt_dtype)99) == 0); }
+CHECK_FN(rt_dtype_str) { VAL(strcmp(rt_dtype_str((rt_dtype)99), "?") == 0); }
+CHECK_FN(rt_dtype_safetensors_name) { VAL(strcmp(rt_dtype_safetensors_name((rt_dtype)99), "?") == 0); }
+
+CHECK_FN(rt_dtype_from_safetensors_name) {
+    rt_dtype dt;
+    ST(RT_ERR_INVALID_ARG, "name", rt_dtype_from_safetensors_name(NULL, &dt));
+    ST(RT_ERR_INVALID_ARG, "out", rt_dtype_from_safetensors_name("F32", NULL));
+    ST(RT_ERR_DTYPE, "dtype", rt_dtype_from_safetensors_name("F99", &dt));
+}
+
+CHECK_FN(rt_f32_to_bf16) { VAL(rt_f32_to_bf16(1.0f) == 0x3f80); }
+CHECK_FN(rt_bf16_to_f32) { VAL(rt_bf16_to_f32(0x3f80) == 1.0f); }
+CHECK_FN(rt_f32_to_f16) { VAL(rt_f32_to_f16(1.0f) == 0x3c00); }
+CHECK_FN(rt_f16_to_f32) { VAL(rt_f16_to_f32(0x3c00) == 1.0f); }
+
+CHECK_FN(rt_dtype_convert) {
+    float src[4] = {1, 2, 3, 4}, dst[4];
+    ST(RT_ERR_INVALID_ARG, "source", rt_dtype_convert(NULL, RT_F32, dst, RT_F32, 4));
+    ST(RT_ERR_INVALID_ARG, "destination", rt_dtype_convert(src, RT_F32, NULL, RT_F32, 4));
+    ST(RT_OK, NULL, rt_dtype_convert(NULL, RT_F32, NULL, RT_F16, 0)); /* nothing to convert */
+    ST(RT_ERR_DTYPE, "dtype", rt_dtype_convert(src, (rt_dtype)99, dst, RT_F32, 4));
+    ST(RT_ERR_DTYPE, "dtype", rt_dtype_convert(src, RT_F32, dst, (rt_dtype)-3, 4));
+}
+
+/* ------------------------------------------------------------ core/mem.h */
+
+static int64_t live_total(void) {
+    rt_memstats s;
+    rt_memstats_get(&s);
+    return s.live_total;
+}
+
+CHECK_FN(rt_mem_category_str) {
+    VAL(strcmp(rt_mem_category_str((rt_mem_category)-1), "?") == 0);
+    VAL(strcmp(rt_mem_category_str(RT_MEM_NCAT), "?") == 0);
+}
+CHECK_FN(rt_memstats_get) { TOL(rt_memstats_get(NULL)); }
+CHECK_FN(rt_memstats_reset_peaks) { TOL(rt_memstats_reset_peaks()); }
+
+CHECK_FN(rt_mem_set_limit) {
+    int64_t prev = rt_mem_get_limit();
+    TOL(rt_mem_set_limit(-5)); /* a negative limit means none */
+    VAL(rt_mem_get_limit() == 0);
+    rt_mem_set_limit(prev);
+}
+
+CHECK_FN(rt_mem_get_limit) { VAL(rt_mem_get_limit() >= 0); }
+
+CHECK_FN(rt_mem_set_op) {
+    const char *prev = rt_mem_set_op(NULL); /* NULL: no op name */
+    VAL(rt_mem_set_op(prev) == NULL);
+}
+
+CHECK_FN(rt_mem_move) {
+    int64_t before = live_total();
+    TOL(rt_mem_move(64, (rt_mem_category)99, RT_MEM_TEMP));
+    TOL(rt_mem_move(64, RT_MEM_TEMP, (rt_mem_category)-1));
+    VAL(live_total() == before);
+}
+
+CHECK_FN(rt_mem_release_cache) { TOL(rt_mem_release_cache()); }
+
+CHECK_FN(rt_mem_set_cache_limit) {
+    TOL(rt_mem_set_cache_limit(-7)); /* negative: the automatic cap */
+}
+
+CHECK_FN(rt_mem_alloc) {
+    void *p = (void *)&p;
+    ST(RT_ERR_INVALID_ARG, "out", rt_mem_alloc(16, RT_MEM_TEMP, NULL));
+    ST(RT_ERR_INVALID_ARG, "category", rt_mem_alloc(16, (rt_mem_category)99, &p));
+    VAL(p == NULL);
+    ST(RT_ERR_INVALID_ARG, "category", rt_mem_alloc(16, (rt_mem_category)-1, &p));
+}
+
+CHECK_FN(rt_mem_free) { TOL(rt_mem_free(NULL, 16, RT_MEM_TEMP)); }
+
+CHECK_FN(rt_mem_account) {
+    int64_t before = live_total();
+    ST(RT_ERR_INVALID_ARG, "category", rt_mem_account(8, (rt_mem_category)99));
+    VAL(live_total() == before);
+}
+
+CHECK_FN(rt_mem_unaccount) {
+    int64_t before = live_total();
+    TOL(rt_mem_unaccount(8, (rt_mem_category)99));
+    VAL(live_total() == before);
+}
+
+CHECK_FN(rt_mem_trace_enable) { TOL(rt_mem_trace_enable(0)); }
+CHECK_FN(rt_mem_trace_events) { TOL((void)rt_mem_trace_events(NULL)); }
+CHECK_FN(rt_mem_trace_write_csv) { ST(RT_ERR_INVALID_ARG, "path", rt_mem_trace_write_csv(NULL)); }
+CHECK_FN(rt_memstats_print) { TOL(rt_memstats_print(NULL)); }
+
+/* ------------------------------------------------------------ core/rng.h */
+
+CHECK_FN(rt_philox4x32_10) {
+    uint32_t ctr[4] = {1, 2, 3, 4}, key[2] = {5, 6}, out[4] = {7, 7, 7, 7};
+    TOL(rt_philox4x32_10(HIDDEN_NULL(const uint32_t *), key, out));
+    TOL(rt_philox4x32_10(ctr, HIDDEN_NULL(const uint32_t *), out));
+    VAL(out[0] == 7 && out[3] == 7);
+    TOL(rt_philox4x32_10(ctr, key, HIDDEN_NULL(uint32_t *)));
+}
+
+CHECK_FN(rt_philox_uniform) {
+    float out[4] = {-1, -1, -1, -1};
+    TOL(rt_philox_uniform(1, 0, 4, NULL));
+    TOL(rt_philox_uniform(1, 0, -3, out));
+    VAL(out[0] == -1.0f);
+}
+
+CHECK_FN(rt_philox_blocks) {
+    VAL(rt_philox_blocks(-8) == 0);
+    VAL(rt_philox_blocks(5) == 2);
+}
+
+CHECK_FN(rt_generator_uniform) {
+    rt_generator g = {1, 0};
+    float out[4] = {-1, -1, -1, -1};
+    TOL(rt_generator_uniform(NULL, 4, out));
+    TOL(rt_generator_uniform(&g, 4, NULL));
+    TOL(rt_generator_uniform(&g, -5, out));
+    VAL(g.offset == 0 && out[0] == -1.0f);
+}
+
+CHECK_FN(rt_generator_normal) {
+    rt_generator g = {1, 0};
+    float out[4] = {-1, -1, -1, -1};
+    TOL(rt_generator_normal(NULL, 4, 0.0f, 1.0f, out));
+    TOL(rt_generator_normal(&g, 4, 0.0f, 1.0f, NULL));
+    TOL(rt_generator_normal(&g, -1, 0.0f, 1.0f, out)); /* an odd negative n wrote out[-2] */
+    VAL(g.offset == 0 && out[0] == -1.0f);
+}
+
+CHECK_FN(rt_default_generator) { VAL(rt_default_generator() != NULL); }
+
+CHECK_FN(rt_manual_seed) {
+    rt_generator saved = *rt_default_generator();
+    TOL(rt_manual_seed(UINT64_MAX));
+    VAL(rt_default_generator()->seed == UINT64_MAX && rt_default_generator()->offset == 0);
+    *rt_default_generator() = saved;
+}
+
+/* ------------------------------------------------------------ core/tensor.h */
+
+CHECK_FN(rt_autograd_meta_release) { TOL(rt_autograd_meta_release(NULL)); }
+
+CHECK_FN(rt_tensor_create) {
+    const int64_t s2[2] = {2, 3}, neg[1] = {-1};
+    NUL(RT_ERR_INVALID_ARG, "shape", rt_tensor_create(2, NULL, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP));
+    NUL(RT_ERR_SHAPE, "dimensions", rt_tensor_create(6, s2, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP));
+    NUL(RT_ERR_SHAPE, "dimensions", rt_tensor_create(-1, s2, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP));
+    NUL(RT_ERR_SHAPE, "negative", rt_tensor_create(1, neg, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP));
+    NUL(RT_ERR_DTYPE, "dtype", rt_tensor_create(2, s2, (rt_dtype)99, RT_DEVICE_CPU, RT_MEM_TEMP));
+    NUL(RT_ERR_INVALID_ARG, "device", rt_tensor_create(2, s2, RT_F32, (rt_device)7, RT_MEM_TEMP));
+    NUL(RT_ERR_INVALID_ARG, "category", rt_tensor_create(2, s2, RT_F32, RT_DEVICE_CPU, (rt_mem_category)42));
+    VAL(own(rt_tensor_create(0, NULL, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP)) != NULL); /* a scalar needs no shape */
+}
+
+CHECK_FN(rt_tensor_zeros) {
+    const int64_t s2[2] = {2, 3};
+    NUL(RT_ERR_INVALID_ARG, "shape", rt_tensor_zeros(3, NULL, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP));
+    NUL(RT_ERR_SHAPE, "dimensions", rt_tensor_zeros(-2, s2, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP));
+    NUL(RT_ERR_DTYPE, "dtype", rt_tensor_zeros(2, s2, (rt_dtype)99, RT_DEVICE_META, RT_MEM_TEMP));
+}
+
+CHECK_FN(rt_tensor_empty_like) {
+    NUL(RT_ERR_INVALID_ARG, "like", rt_tensor_empty_like(NULL, RT_MEM_TEMP));
+    NUL(RT_ERR_INVALID_ARG, "category", rt_tensor_empty_like(T(2, 3), (rt_mem_category)42));
+}
+
+CHECK_FN(rt_tensor_zeros_like) {
+    NUL(RT_ERR_INVALID_ARG, "like", rt_tensor_zeros_like(NULL, RT_MEM_TEMP));
+    NUL(RT_ERR_INVALID_ARG, "category", rt_tensor_zeros_like(T(2, 3), (rt_mem_category)-1));
+}
+
+CHECK_FN(rt_tensor_from_data) {
+    const int64_t s1[1] = {4};
+    float data[4] = {0};
+    NUL(RT_ERR_INVALID_ARG, "data", rt_tensor_from_data(1, s1, RT_F32, NULL, RT_MEM_DATA));
+    NUL(RT_ERR_INVALID_ARG, "shape", rt_tensor_from_data(1, NULL, RT_F32, data, RT_MEM_DATA));
+    const int64_t empty[1] = {0};
+    VAL(own(rt_tensor_from_data(1, empty, RT_F32, NULL, RT_MEM_DATA)) != NULL); /* no bytes to copy */
+}
+
+CHECK_FN(rt_tensor_retain) { VAL(rt_tensor_retain(NULL) == NULL); }
+CHECK_FN(rt_tensor_release) { TOL(rt_tensor_release(NULL)); }
+CHECK_FN(rt_tensor_detach) { NUL(RT_ERR_INVALID_ARG, "tensor", rt_tensor_detach(NULL)); }
+
+CHECK_FN(rt_tensor_view) {
+    rt_tensor *x = T(2, 3);
+    const int64_t s6[1] = {6}, s7[1] = {7};
+    NUL(RT_ERR_INVALID_ARG, "tensor", rt_tensor_view(NULL, 1, s6));
+    NUL(RT_ERR_INVALID_ARG, "shape", rt_tensor_view(x, 2, NULL));
+    NUL(RT_ERR_SHAPE, "dimensions", rt_tensor_view(x, 9, s6));
+    NUL(RT_ERR_SHAPE, "view", rt_tensor_view(x, 1, s7));
+}
+
+CHECK_FN(rt_tensor_to) {
+    NUL(RT_ERR_INVALID_ARG, "tensor", rt_tensor_to(NULL, RT_BF16, RT_MEM_TEMP));
+    NUL(RT_ERR_DTYPE, "dtype", rt_tensor_to(T(2, 3), (rt_dtype)99, RT_MEM_TEMP));
+}
+
+CHECK_FN(rt_tensor_numel) { VAL(rt_tensor_numel(NULL) == 0); }
+CHECK_FN(rt_tensor_nbytes) { VAL(rt_tensor_nbytes(NULL) == 0); }
+CHECK_FN(rt_tensor_is_meta) { VAL(!rt_tensor_is_meta(NULL)); }
+CHECK_FN(rt_tensor_data) { VAL(rt_tensor_data(NULL) == NULL); }
+CHECK_FN(rt_tensor_f32) { VAL(rt_tensor_f32(NULL) == NULL); }
+
+CHECK_FN(rt_tensor_same_shape) {
+    rt_tensor *x = T(2, 3);
+    VAL(!rt_tensor_same_shape(NULL, x));
+    VAL(!rt_tensor_same_shape(x, NULL));
+    VAL(!rt_tensor_same_shape(NULL, NULL));
+}
+
+CHECK_FN(rt_tensor_shape_str) {
+    char buf[32];
+    VAL(strcmp(rt_tensor_shape_str(NULL, buf, sizeof buf), "(NULL tensor)") == 0);
+    VAL(rt_tensor_shape_str(T(2, 3), NULL, 32) == NULL);
+    VAL(rt_tensor_shape_str(T(2, 3), buf, 0) == buf);
+}
+
+CHECK_FN(rt_tensor_set_requires_grad) {
+    ST(RT_ERR_INVALID_ARG, "tensor", rt_tensor_set_requires_grad(NULL, true));
+    ST(RT_ERR_DTYPE, "float32", rt_tensor_set_requires_grad(labels(2, 2), true));
+}
+
+CHECK_FN(rt_tensor_fill) { ST(RT_ERR_INVALID_ARG, "tensor", rt_tensor_fill(NULL, 1.0f)); }
+
+CHECK_FN(rt_tensor_copy) {
+    rt_tensor *x = T(2, 3);
+    ST(RT_ERR_INVALID_ARG, "destination", rt_tensor_copy(NULL, x));
+    ST(RT_ERR_INVALID_ARG, "source", rt_tensor_copy(x, NULL));
+    ST(RT_ERR_SHAPE, "copy", rt_tensor_copy(x, T(5)));
+}
+
+CHECK_FN(rt_tensor_zero_grad) { TOL(rt_tensor_zero_grad(NULL)); }
+CHECK_FN(rt_storage_mark_saved) { TOL(rt_storage_mark_saved(NULL, 1)); }
+
+/* ------------------------------------------------------------ autograd/engine.h */
+
+CHECK_FN(rt_backward) {
+    rt_tensor *l = leaf();
+    ST(RT_ERR_INVALID_ARG, "root", rt_backward(NULL, NULL, false));
+    ST(RT_ERR_NO_GRAD, "backward", rt_backward(T(1), NULL, false));
+    ST(RT_ERR_SHAPE, "backward", rt_backward(l, NULL, false));  /* non-scalar root, no gradient */
+    ST(RT_ERR_SHAPE, "backward", rt_backward(l, T(5), false)); /* gradient of another shape */
+}
+
+CHECK_FN(rt_accumulate_grad) {
+    rt_tensor *l = leaf();
+    ST(RT_ERR_INVALID_ARG, "leaf", rt_accumulate_grad(NULL, T(2, 3)));
+    ST(RT_ERR_INVALID_ARG, "gradient", rt_accumulate_grad(l, NULL));
+    ST(RT_ERR_SHAPE, "gradient", rt_accumulate_grad(l, T(7)));
+    ST(RT_ERR_DTYPE, "float32", rt_accumulate_grad(l, labels(6, 2)));
+    VAL(l->grad == NULL);
+}
+
+/* ------------------------------------------------------------ autograd/node.h */
+
+CHECK_FN(rt_node_create) {
+    rt_tensor *in[1] = {leaf()};
+    rt_node *n = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_node_create("t", 1, in, 1, dummy_backward, 0, NULL));
+    ST(RT_ERR_INVALID_ARG, "name", rt_node_create(NULL, 1, in, 1, dummy_backward, 0, &n));
+    ST(RT_ERR_INVALID_ARG, "inputs", rt_node_create("t", 1, NULL, 1, dummy_backward, 0, &n));
+    ST(RT_ERR_INVALID_ARG, "backward", rt_node_create("t", 1, in, 1, NULL, 0, &n));
+    ST(RT_ERR_INVALID_ARG, "n_outputs", rt_node_create("t", 1, in, 0, dummy_backward, 0, &n));
+    ST(RT_ERR_INVALID_ARG, "n_inputs", rt_node_create("t", -1, in, 1, dummy_backward, 0, &n));
+    VAL(n == NULL);
+}
+
+CHECK_FN(rt_node_retain) { VAL(rt_node_retain(NULL) == NULL); }
+CHECK_FN(rt_node_release) { TOL(rt_node_release(NULL)); }
+
+CHECK_FN(rt_node_set_output) {
+    rt_node *n = make_node();
+    rt_tensor *y = T(2, 3);
+    TOL(rt_node_set_output(NULL, y, 0));
+    TOL(rt_node_set_output(n, NULL, 0));
+    TOL(rt_node_set_output(n, y, 5)); /* the node has one output */
+    TOL(rt_node_set_output(n, y, -1));
+    VAL(y->grad_fn == NULL && !y->requires_grad);
+    rt_node_release(n);
+}
+
+CHECK_FN(rt_node_needs_grad) {
+    rt_node *n = make_node();
+    VAL(!rt_node_needs_grad(NULL, 0));
+    VAL(!rt_node_needs_grad(n, 7));
+    VAL(!rt_node_needs_grad(n, -1));
+    VAL(rt_node_needs_grad(n, 0));
+    rt_node_release(n);
+}
+
+CHECK_FN(rt_node_save) {
+    rt_node *n = make_node();
+    ST(RT_OK, NULL, rt_node_save(NULL, T(2), NULL)); /* no node: documented no-op */
+    ST(RT_ERR_INVALID_ARG, "tensor", rt_node_save(n, NULL, NULL));
+    ST(RT_OK, NULL, rt_node_save(n, T(2), NULL)); /* slot may be NULL */
+    rt_node_release(n);
+}
+
+CHECK_FN(rt_node_saved) {
+    rt_node *n = make_node();
+    rt_tensor *t = NULL;
+    ST(RT_ERR_INVALID_ARG, "node", rt_node_saved(NULL, 0, &t));
+    ST(RT_ERR_INVALID_ARG, "out", rt_node_saved(n, 0, NULL));
+    ST(RT_ERR_INVALID_ARG, "saved tensor", rt_node_saved(n, 99, &t));
+    ST(RT_ERR_INVALID_ARG, "saved tensor", rt_node_saved(n, -1, &t));
+    VAL(t == NULL);
+    rt_node_release(n);
+}
+
+CHECK_FN(rt_node_release_saved) { TOL(rt_node_release_saved(NULL)); }
+CHECK_FN(rt_node_release_unpacked) { TOL(rt_node_release_unpacked(NULL)); }
+
+CHECK_FN(rt_saved_tensors_hooks_push) {
+    rt_saved_hooks none = {0};
+    ST(RT_ERR_INVALID_ARG, "hooks", rt_saved_tensors_hooks_push(NULL));
+    ST(RT_ERR_INVALID_ARG, "pack", rt_saved_tensors_hooks_push(&none));
+    VAL(rt_saved_tensors_hooks_depth() == 0);
+}
+
+CHECK_FN(rt_saved_tensors_hooks_pop) { ST(RT_ERR_STATE, "pop", rt_saved_tensors_hooks_pop()); }
+CHECK_FN(rt_saved_tensors_hooks_depth) { VAL(rt_saved_tensors_hooks_depth() == 0); }
+CHECK_FN(rt_grad_is_enabled) { VAL(rt_grad_is_enabled()); }
+
+CHECK_FN(rt_grad_set_enabled) {
+    VAL(rt_grad_set_enabled(false) == true);
+    VAL(rt_grad_set_enabled(true) == false);
+}
+
+CHECK_FN(rt_recompute_is_active) { VAL(!rt_recompute_is_active()); }
+
+CHECK_FN(rt_recompute_set_active) {
+    VAL(rt_recompute_set_active(true) == false);
+    VAL(rt_recompute_set_active(false) == true);
+}
+
+/* ------------------------------------------------------------ autograd/recompute.h */
+
+CHECK_FN(rt_rng_state_get) { VAL(rt_rng_state_get().seed == rt_default_generator()->seed); }
+
+CHECK_FN(rt_recompute_begin) {
+    TOL(rt_recompute_begin(NULL));
+    VAL(!rt_recompute_is_active()); /* nothing was opened */
+}
+
+CHECK_FN(rt_recompute_rewind) {
+    rt_rng_state at = rt_rng_state_get();
+    ST(RT_OK, NULL, rt_recompute_rewind(NULL)); /* no record: documented no-op */
+    ST(RT_ERR_STATE, "recompute", rt_recompute_rewind(&at)); /* outside a scope */
+}
+
+CHECK_FN(rt_recompute_end) { TOL(rt_recompute_end(NULL)); }
+
+CHECK_FN(rt_detached_leaf) {
+    NUL(RT_ERR_INVALID_ARG, "tensor", rt_detached_leaf(NULL));
+    NUL(RT_ERR_DTYPE, "float32", rt_detached_leaf(labels(2, 2)));
+}
+
+CHECK_FN(rt_leaf_grad_or_zeros) { NUL(RT_ERR_INVALID_ARG, "leaf", rt_leaf_grad_or_zeros(NULL)); }
+
+/* ------------------------------------------------------------ ops/ops.h, batchnorm_relu.h, coupling.h */
+
+/* The checks shared by every single-input op: out NULL, x NULL (and *out
+ * is NULL afterwards). EXPR_X_OUT(x, out) is a macro making the call. */
+#define UNARY_OP_CHECKS(X, EXPR_X_OUT)                                             \
+    do {                                                                                 \
+        rt_tensor *y_ = (rt_tensor *)&y_;                                                \
+        ST(RT_ERR_INVALID_ARG, "out", EXPR_X_OUT(X, NULL));                              \
+        ST(RT_ERR_INVALID_ARG, "input", EXPR_X_OUT(NULL, &y_));                          \
+        VAL(y_ == NULL);                                                                 \
+    } while (0)
+
+static rt_pool_opts pool2(void) { return (rt_pool_opts){.kernel = {2, 2}}; }
+
+CHECK_FN(rt_conv) {
+    rt_tensor *x = T(2, 8, 4, 4), *w = T(8, 8, 3, 3), *b = T(8), *y = NULL;
+    rt_conv_opts o = {.padding = {1, 1}};
+    ST(RT_ERR_INVALID_ARG, "out", rt_conv(x, w, b, &o, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_conv(NULL, w, b, &o, &y));
+    ST(RT_ERR_INVALID_ARG, "weight", rt_conv(x, NULL, b, &o, &y));
+    ST(RT_OK, NULL, rt_conv(x, w, NULL, NULL, &y)); /* bias and opts are optional */
+    own(y);
+    rt_conv_opts g3 = {.groups = 3};
+    ST(RT_ERR_SHAPE, "conv", rt_conv(x, w, b, &g3, &y)); /* 3 groups do not divide 8 channels */
+    ST(RT_ERR_SHAPE, "conv", rt_conv(T(2, 8), w, b, &o, &y));
+}
+
+CHECK_FN(rt_linear) {
+    rt_tensor *x = T(2, 3), *w = T(4, 3), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_linear(x, w, T(4), NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_linear(NULL, w, T(4), &y));
+    ST(RT_ERR_INVALID_ARG, "weight", rt_linear(x, NULL, T(4), &y));
+    ST(RT_OK, NULL, rt_linear(x, w, NULL, &y)); /* bias is optional */
+    own(y);
+    ST(RT_ERR_SHAPE, "linear", rt_linear(T(2, 5), w, NULL, &y));
+}
+
+/* The batch norm checks shared by rt_batch_norm and rt_batch_norm_relu. */
+typedef rt_status (*bn_op)(rt_tensor *, rt_tensor *, rt_tensor *, rt_tensor *, rt_tensor *, int64_t *, bool, float,
+                           float, rt_tensor **);
+
+static void bn_checks(bn_op f, bool training) {
+    rt_tensor *x = T(2, 8, 4, 4), *w = T(8), *b = T(8), *m = T(8), *v = T(8), *y = NULL;
+    rt_tensor_fill(v, 1.0f);
+    ST(RT_ERR_INVALID_ARG, "out", f(x, w, b, m, v, NULL, training, 0.1f, 1e-5f, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", f(NULL, w, b, m, v, NULL, training, 0.1f, 1e-5f, &y));
+    ST(RT_ERR_INVALID_ARG, "weight", f(x, NULL, b, m, v, NULL, training, 0.1f, 1e-5f, &y));
+    ST(RT_ERR_INVALID_ARG, "bias", f(x, w, NULL, m, v, NULL, training, 0.1f, 1e-5f, &y));
+    ST(RT_ERR_INVALID_ARG, "running_mean", f(x, w, b, NULL, v, NULL, training, 0.1f, 1e-5f, &y));
+    ST(RT_ERR_INVALID_ARG, "running_var", f(x, w, b, m, NULL, NULL, training, 0.1f, 1e-5f, &y));
+    ST(RT_ERR_SHAPE, "batch_norm", f(T(8), w, b, m, v, NULL, training, 0.1f, 1e-5f, &y));
+    ST(RT_ERR_SHAPE, "batch_norm", f(x, T(3), b, m, v, NULL, training, 0.1f, 1e-5f, &y));
+    ST(RT_OK, NULL, f(x, w, b, m, v, NULL, training, 0.1f, 1e-5f, &y)); /* num_batches_tracked is optional */
+    own(y);
+}
+
+CHECK_FN(rt_batch_norm) {
+    bn_checks(rt_batch_norm, true);
+    bn_checks(rt_batch_norm, false);
+}
+
+CHECK_FN(rt_batch_norm_relu) {
+    bn_checks(rt_batch_norm_relu, true);
+    bn_checks(rt_batch_norm_relu, false);
+}
+
+#define CALL_RELU(x, out) rt_relu(x, out)
+CHECK_FN(rt_relu) { UNARY_OP_CHECKS(T(2, 3), CALL_RELU); }
+
+#define CALL_LEAKY(x, out) rt_leaky_relu(x, 0.1f, out)
+CHECK_FN(rt_leaky_relu) {
+    rt_tensor *y = NULL;
+    UNARY_OP_CHECKS(T(2, 3), CALL_LEAKY);
+    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_leaky_relu(T(2, 3), -1.0f, &y));
+    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_leaky_relu(T(2, 3), NAN, &y));
+}
+
+/* a (op) b: out NULL, a NULL, b NULL, shapes that differ. */
+typedef rt_status (*binary_op)(rt_tensor *, rt_tensor *, rt_tensor **);
+
+static void binary_checks(binary_op f, const char *op) {
+    rt_tensor *a = T(2, 3), *b = T(2, 3), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", f(a, b, NULL));
+    ST(RT_ERR_INVALID_ARG, "first input", f(NULL, b, &y));
+    ST(RT_ERR_INVALID_ARG, "second input", f(a, NULL, &y));
+    ST(RT_ERR_SHAPE, op, f(a, T(3, 2), &y));
+    ST(RT_ERR_DTYPE, op, f(a, labels(6, 2), &y));
+    VAL(y == NULL);
+}
+
+CHECK_FN(rt_add_relu) { binary_checks(rt_add_relu, "add_relu"); }
+CHECK_FN(rt_add) { binary_checks(rt_add, "add"); }
+CHECK_FN(rt_sub) { binary_checks(rt_sub, "sub"); }
+
+/* Pooling: out NULL, x NULL, opts NULL, a zero kernel, a 2-D input. */
+typedef rt_status (*pool_op)(rt_tensor *, const rt_pool_opts *, rt_tensor **);
+
+static void pool_checks(pool_op f, const char *op) {
+    rt_tensor *x = T(2, 8, 4, 4), *y = NULL;
+    rt_pool_opts o = pool2(), zero = {0};
+    ST(RT_ERR_INVALID_ARG, "out", f(x, &o, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", f(NULL, &o, &y));
+    ST(RT_ERR_INVALID_ARG, "opts", f(x, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "kernel", f(x, &zero, &y));
+    ST(RT_ERR_SHAPE, op, f(T(2, 8), &o, &y));
+    VAL(y == NULL);
+}
+
+CHECK_FN(rt_max_pool) { pool_checks(rt_max_pool, "max_pool"); }
+CHECK_FN(rt_avg_pool) { pool_checks(rt_avg_pool, "avg_pool"); }
+
+#define CALL_AAP(x, out) rt_adaptive_avg_pool_1(x, out)
+CHECK_FN(rt_adaptive_avg_pool_1) {
+    rt_tensor *y = NULL;
+    UNARY_OP_CHECKS(T(2, 8, 4, 4), CALL_AAP);
+    ST(RT_ERR_SHAPE, "adaptive_avg_pool", rt_adaptive_avg_pool_1(T(2, 8), &y));
+}
+
+#define CALL_MULS(x, out) rt_mul_scalar(x, 2.0f, out)
+CHECK_FN(rt_mul_scalar) { UNARY_OP_CHECKS(T(2, 3), CALL_MULS); }
+
+#define CALL_SUM(x, out) rt_sum(x, out)
+CHECK_FN(rt_sum) {
+    rt_tensor *y = NULL;
+    UNARY_OP_CHECKS(T(2, 3), CALL_SUM);
+    ST(RT_ERR_DTYPE, "float32", rt_sum(labels(3, 2), &y));
+}
+
+#define CALL_MEAN(x, out) rt_mean(x, out)
+CHECK_FN(rt_mean) { UNARY_OP_CHECKS(T(2, 3), CALL_MEAN); }
+
+#define CALL_SQUARE(x, out) rt_square(x, out)
+CHECK_FN(rt_square) { UNARY_OP_CHECKS(T(2, 3), CALL_SQUARE); }
+
+#define CALL_POW(x, out) rt_pow_scalar(x, 3.0f, out)
+CHECK_FN(rt_pow_scalar) {
+    rt_tensor *y = NULL;
+    UNARY_OP_CHECKS(T(2, 3), CALL_POW);
+    ST(RT_ERR_INVALID_ARG, "exponent", rt_pow_scalar(T(2, 3), INFINITY, &y));
+}
+
+#define CALL_TANH(x, out) rt_tanh(x, out)
+CHECK_FN(rt_tanh) { UNARY_OP_CHECKS(T(2, 3), CALL_TANH); }
+
+#define CALL_SIGMOID(x, out) rt_sigmoid(x, out)
+CHECK_FN(rt_sigmoid) { UNARY_OP_CHECKS(T(2, 3), CALL_SIGMOID); }
+
+CHECK_FN(rt_cat_channels) {
+    rt_tensor *xs[2] = {T(2, 3, 4), T(2, 5, 4)}, *holes[2] = {xs[0], NULL}, *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_cat_channels(2, xs, NULL));
+    ST(RT_ERR_INVALID_ARG, "xs", rt_cat_channels(2, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "input 1", rt_cat_channels(2, holes, &y));
+    ST(RT_ERR_INVALID_ARG, "cat", rt_cat_channels(0, xs, &y));
+    rt_tensor *odd[2] = {T(2, 3, 4), T(3, 3, 4)};
+    ST(RT_ERR_SHAPE, "cat", rt_cat_channels(2, odd, &y));
+    VAL(y == NULL);
+}
+
+CHECK_FN(rt_split_channels) {
+    rt_tensor *x = T(2, 8, 4, 4), *outs[2] = {x, x};
+    const int64_t sizes[2] = {3, 5}, bad[2] = {3, 4};
+    ST(RT_ERR_INVALID_ARG, "outs", rt_split_channels(x, 2, sizes, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_split_channels(NULL, 2, sizes, outs));
+    VAL(outs[0] == NULL && outs[1] == NULL);
+    ST(RT_ERR_INVALID_ARG, "sizes", rt_split_channels(x, 2, NULL, outs));
+    ST(RT_ERR_SHAPE, "split", rt_split_channels(x, 0, sizes, outs));
+    ST(RT_ERR_SHAPE, "split", rt_split_channels(x, 2, bad, outs));
+}
+
+CHECK_FN(rt_reshape) {
+    rt_tensor *x = T(2, 3), *y = NULL;
+    const int64_t s6[1] = {6}, s7[1] = {7};
+    ST(RT_ERR_INVALID_ARG, "out", rt_reshape(x, 1, s6, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_reshape(NULL, 1, s6, &y));
+    ST(RT_ERR_INVALID_ARG, "shape", rt_reshape(x, 1, NULL, &y));
+    ST(RT_ERR_SHAPE, "dimensions", rt_reshape(x, 6, s6, &y));
+    ST(RT_ERR_SHAPE, "dimensions", rt_reshape(x, -1, s6, &y));
+    ST(RT_ERR_SHAPE, "view", rt_reshape(x, 1, s7, &y));
+    VAL(y == NULL);
+}
+
+#define CALL_FLATTEN(x, out) rt_flatten(x, out)
+CHECK_FN(rt_flatten) {
+    rt_tensor *y = NULL;
+    UNARY_OP_CHECKS(T(2, 3, 4), CALL_FLATTEN);
+    ST(RT_ERR_SHAPE, "flatten", rt_flatten(own(rt_tensor_create(0, NULL, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA)), &y));
+}
+
+#define CALL_TO_LAYOUT(x, out) rt_to_layout(x, RT_LAYOUT_BLOCKED, out)
+CHECK_FN(rt_to_layout) {
+    rt_tensor *y = NULL;
+    UNARY_OP_CHECKS(T(2, RT_LAYOUT_BLOCK, 2, 2), CALL_TO_LAYOUT);
+    ST(RT_ERR_INVALID_ARG, "to_layout", rt_to_layout(T(2, 3, 2, 2), RT_LAYOUT_BLOCKED, &y)); /* C not a multiple */
+    ST(RT_ERR_INVALID_ARG, "layout", rt_to_layout(T(2, RT_LAYOUT_BLOCK, 2, 2), (rt_layout)7, &y));
+    VAL(y == NULL);
+}
+
+#define CALL_PREFERRED(x, out) rt_to_preferred_layout(x, out)
+CHECK_FN(rt_to_preferred_layout) { UNARY_OP_CHECKS(T(2, 3), CALL_PREFERRED); }
+
+CHECK_FN(rt_compare) {
+    rt_tensor *a = T(2, 3);
+    double m, r;
+    ST(RT_ERR_INVALID_ARG, "a", rt_compare(NULL, a, &m, &r));
+    ST(RT_ERR_INVALID_ARG, "ref", rt_compare(a, NULL, &m, &r));
+    ST(RT_ERR_INVALID_ARG, "max_abs", rt_compare(a, a, NULL, &r));
+    ST(RT_ERR_INVALID_ARG, "max_ref", rt_compare(a, a, &m, NULL));
+    ST(RT_ERR_SHAPE, "compare", rt_compare(a, T(3, 2), &m, &r));
+}
+
+CHECK_FN(rt_rel_difference) {
+    rt_tensor *a = T(2, 3);
+    rt_error_clear();
+    VAL(isinf(rt_rel_difference(NULL, a)) && rt_error_last_status() == RT_ERR_INVALID_ARG);
+    VAL(isinf(rt_rel_difference(a, NULL)));
+}
+
+#define CALL_DROPOUT(x, out) rt_dropout(x, 0.5f, true, out)
+CHECK_FN(rt_dropout) {
+    rt_tensor *y = NULL;
+    UNARY_OP_CHECKS(T(2, 3), CALL_DROPOUT);
+    ST(RT_ERR_INVALID_ARG, "probability", rt_dropout(T(2, 3), 1.5f, true, &y));
+    ST(RT_ERR_INVALID_ARG, "probability", rt_dropout(T(2, 3), -0.5f, false, &y));
+}
+
+CHECK_FN(rt_cross_entropy) {
+    rt_tensor *z = T(2, 3), *t = labels(2, 3), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_cross_entropy(z, t, 0.0f, NULL));
+    ST(RT_ERR_INVALID_ARG, "logits", rt_cross_entropy(NULL, t, 0.0f, &y));
+    ST(RT_ERR_INVALID_ARG, "target", rt_cross_entropy(z, NULL, 0.0f, &y));
+    ST(RT_ERR_INVALID_ARG, "label_smoothing", rt_cross_entropy(z, t, 2.0f, &y));
+    ST(RT_ERR_INVALID_ARG, "target", rt_cross_entropy(T(2, 1), t, 0.0f, &y)); /* class 1 of a 1-class problem */
+    ST(RT_ERR_SHAPE, "cross_entropy", rt_cross_entropy(z, labels(3, 3), 0.0f, &y));
+    ST(RT_ERR_DTYPE, "cross_entropy", rt_cross_entropy(z, T(2), 0.0f, &y));
+}
+
+CHECK_FN(rt_mse_loss) {
+    rt_tensor *x = T(2, 3), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_mse_loss(x, x, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_mse_loss(NULL, x, &y));
+    ST(RT_ERR_INVALID_ARG, "target", rt_mse_loss(x, NULL, &y));
+    ST(RT_ERR_SHAPE, "mse_loss", rt_mse_loss(x, T(6), &y));
+}
+
+/* The coupling ops: x2 (2, 4, 2, 2) and st (2, 8, 2, 2). */
+typedef rt_status (*coupling_op)(rt_tensor *, rt_tensor *, rt_tensor **);
+
+static void coupling_checks(coupling_op f, const char *op) {
+    rt_tensor *x2 = T(2, 4, 2, 2), *st = T(2, 8, 2, 2), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", f(x2, st, NULL));
+    ST(RT_ERR_INVALID_ARG, "x2", f(NULL, st, &y));
+    ST(RT_ERR_INVALID_ARG, "scale/shift", f(x2, NULL, &y));
+    ST(RT_ERR_SHAPE, op, f(x2, T(2, 6, 2, 2), &y));
+    VAL(y == NULL);
+}
+
+CHECK_FN(rt_affine_coupling) { coupling_checks(rt_affine_coupling, "affine_coupling"); }
+CHECK_FN(rt_affine_coupling_inverse) { coupling_checks(rt_affine_coupling_inverse, "affine_coupling_inverse"); }
+
+CHECK_FN(rt_affine_coupling_logdet) {
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_affine_coupling_logdet(T(2, 8, 2, 2), NULL));
+    ST(RT_ERR_INVALID_ARG, "scale/shift", rt_affine_coupling_logdet(NULL, &y));
+    ST(RT_ERR_SHAPE, "affine_coupling_logdet", rt_affine_coupling_logdet(T(2, 7, 2, 2), &y));
+}
+
+/* ------------------------------------------------------------ nn/module.h */
+
+static const rt_module_class no_forward_class = {"NoForward", NULL, NULL};
+
+CHECK_FN(rt_init_ctx_make) {
+    rt_init_ctx c = rt_init_ctx_make(RT_DEVICE_META, 3);
+    VAL(c.device == RT_DEVICE_META && c.gen.seed == 3 && c.gen.offset == 0);
+}
+
+CHECK_FN(rt_module_alloc) {
+    NUL(RT_ERR_INVALID_ARG, "class", rt_module_alloc(sizeof(rt_module), NULL));
+    NUL(RT_ERR_INVALID_ARG, "forward", rt_module_alloc(sizeof(rt_module), &no_forward_class));
+}
+
+CHECK_FN(rt_module_destroy) { TOL(rt_module_destroy(NULL)); }
+
+CHECK_FN(rt_module_forward) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    rt_tensor *x = T(2, 3), *y = (rt_tensor *)&y;
+    rt_module classless = {0};
+    ST(RT_ERR_INVALID_ARG, "output", rt_module_forward(m, x, NULL));
+    ST(RT_ERR_INVALID_ARG, "module", rt_module_forward(NULL, x, &y));
+    VAL(y == NULL);
+    ST(RT_ERR_INVALID_ARG, "input", rt_module_forward(m, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "class", rt_module_forward(&classless, x, &y));
+    ST(RT_ERR_SHAPE, "linear", rt_module_forward(m, T(2, 5), &y));
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_add_child) {
+    rt_module *m = NULL, *c = NULL;
+    rt_sequential_create(&m);
+    rt_relu_create(&c);
+    ST(RT_ERR_INVALID_ARG, "parent", rt_module_add_child(NULL, "a", c)); /* destroys c */
+    rt_relu_create(&c);
+    ST(RT_ERR_INVALID_ARG, "name", rt_module_add_child(m, NULL, c));
+    ST(RT_ERR_INVALID_ARG, "child", rt_module_add_child(m, "a", NULL));
+    rt_relu_create(&c);
+    ST(RT_ERR_INVALID_ARG, "'.'", rt_module_add_child(m, "a.b", c));
+    VAL(m->n_children == 0);
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_append) {
+    rt_module *m = NULL, *c = NULL;
+    rt_sequential_create(&m);
+    rt_relu_create(&c);
+    ST(RT_ERR_INVALID_ARG, "parent", rt_module_append(NULL, c)); /* destroys c */
+    ST(RT_ERR_INVALID_ARG, "child", rt_module_append(m, NULL));
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_register) {
+    rt_module *m = NULL;
+    rt_sequential_create(&m);
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 0);
+    const int64_t s[1] = {4}, neg[1] = {-4};
+    rt_tensor *t = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_module_register(m, &ctx, "w", RT_ENTRY_PARAM, 1, s, NULL));
+    ST(RT_ERR_INVALID_ARG, "module", rt_module_register(NULL, &ctx, "w", RT_ENTRY_PARAM, 1, s, &t));
+    ST(RT_ERR_INVALID_ARG, "context", rt_module_register(m, NULL, "w", RT_ENTRY_PARAM, 1, s, &t));
+    ST(RT_ERR_INVALID_ARG, "name", rt_module_register(m, &ctx, NULL, RT_ENTRY_PARAM, 1, s, &t));
+    ST(RT_ERR_INVALID_ARG, "shape", rt_module_register(m, &ctx, "w", RT_ENTRY_PARAM, 1, NULL, &t));
+    ST(RT_ERR_INVALID_ARG, "PARAM", rt_module_register(m, &ctx, "w", RT_ENTRY_COUNTER, 1, s, &t));
+    ST(RT_ERR_SHAPE, "negative", rt_module_register(m, &ctx, "w", RT_ENTRY_PARAM, 1, neg, &t));
+    ST(RT_ERR_SHAPE, "dimensions", rt_module_register(m, &ctx, "w", RT_ENTRY_BUFFER, 8, s, &t));
+    VAL(t == NULL && m->n_entries == 0);
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_register_counter) {
+    rt_module *m = NULL;
+    rt_sequential_create(&m);
+    int64_t counter = 0;
+    ST(RT_ERR_INVALID_ARG, "module", rt_module_register_counter(NULL, "n", &counter));
+    ST(RT_ERR_INVALID_ARG, "name", rt_module_register_counter(m, NULL, &counter));
+    ST(RT_ERR_INVALID_ARG, "counter", rt_module_register_counter(m, "n", NULL));
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_tensor) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    NUL(RT_ERR_INVALID_ARG, "module", rt_module_tensor(NULL, "weight"));
+    NUL(RT_ERR_INVALID_ARG, "name", rt_module_tensor(m, NULL));
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_find) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    NUL(RT_ERR_INVALID_ARG, "module", rt_module_find(NULL, "fc"));
+    NUL(RT_ERR_INVALID_ARG, "path", rt_module_find(m, NULL));
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_train) { TOL(rt_module_train(NULL, false)); }
+
+CHECK_FN(rt_module_visit) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    ST(RT_ERR_INVALID_ARG, "module", rt_module_visit(NULL, visit_nothing, NULL));
+    ST(RT_ERR_INVALID_ARG, "function", rt_module_visit(m, NULL, NULL));
+    ST(RT_OK, NULL, rt_module_visit(m, visit_nothing, NULL)); /* user may be NULL */
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_is) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    VAL(!rt_module_is(NULL, m->cls));
+    VAL(!rt_module_is(m, NULL));
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_state_dict) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    rt_state_dict *sd = (rt_state_dict *)&sd;
+    ST(RT_ERR_INVALID_ARG, "out", rt_module_state_dict(m, NULL));
+    ST(RT_ERR_INVALID_ARG, "module", rt_module_state_dict(NULL, &sd));
+    VAL(sd == NULL);
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_path) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    char buf[32] = "x";
+    VAL(rt_module_path(NULL, buf, sizeof buf) == buf && buf[0] == '\0');
+    VAL(rt_module_path(m, NULL, 32) == NULL);
+    buf[0] = 'x';
+    VAL(rt_module_path(m, buf, 0) == buf && buf[0] == 'x');
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_module_set_forward_hook) { TOL(rt_module_set_forward_hook(NULL, NULL, NULL)); }
+
+/* ------------------------------------------------------------ nn/modules.h */
+
+CHECK_FN(rt_init_uniform) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_tensor *t = T(4), *lab = labels(4, 2);
+    TOL(rt_init_uniform(NULL, t, 1.0f));
+    TOL(rt_init_uniform(&ctx, NULL, 1.0f));
+    TOL(rt_init_uniform(&ctx, lab, 1.0f)); /* not float32: untouched */
+    VAL(ctx.gen.offset == 0 && ((int32_t *)rt_tensor_data(lab))[1] == 1);
+}
+
+CHECK_FN(rt_init_normal) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_tensor *t = T(4), *lab = labels(4, 2);
+    TOL(rt_init_normal(NULL, t, 1.0f));
+    TOL(rt_init_normal(&ctx, NULL, 1.0f));
+    TOL(rt_init_normal(&ctx, lab, 1.0f));
+    VAL(ctx.gen.offset == 0 && ((int32_t *)rt_tensor_data(lab))[1] == 1);
+}
+
+CHECK_FN(rt_conv_create) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "m", rt_conv_create(&ctx, 2, 8, 8, 3, 1, 1, 1, true, RT_INIT_DEFAULT, NULL));
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_conv_create(NULL, 2, 8, 8, 3, 1, 1, 1, true, RT_INIT_DEFAULT, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "spatial", rt_conv_create(&ctx, 4, 8, 8, 3, 1, 1, 1, true, RT_INIT_DEFAULT, &m));
+    ST(RT_ERR_INVALID_ARG, "Conv2d", rt_conv_create(&ctx, 2, 0, 8, 3, 1, 1, 1, true, RT_INIT_DEFAULT, &m));
+    ST(RT_ERR_INVALID_ARG, "Conv2d", rt_conv_create(&ctx, 2, 8, 8, 0, 1, 1, 1, true, RT_INIT_DEFAULT, &m));
+    ST(RT_ERR_INVALID_ARG, "Conv2d", rt_conv_create(&ctx, 2, 8, 8, 3, 0, 1, 1, true, RT_INIT_DEFAULT, &m));
+    ST(RT_ERR_INVALID_ARG, "Conv2d", rt_conv_create(&ctx, 2, 8, 8, 3, 1, -1, 1, true, RT_INIT_DEFAULT, &m));
+    ST(RT_ERR_INVALID_ARG, "groups", rt_conv_create(&ctx, 2, 8, 8, 3, 1, 1, 3, true, RT_INIT_DEFAULT, &m));
+}
+
+CHECK_FN(rt_batchnorm_create) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_module *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "m", rt_batchnorm_create(&ctx, 2, 8, false, NULL));
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_batchnorm_create(NULL, 2, 8, false, &m));
+    ST(RT_ERR_INVALID_ARG, "BatchNorm", rt_batchnorm_create(&ctx, 2, 0, false, &m));
+    ST(RT_ERR_INVALID_ARG, "BatchNorm", rt_batchnorm_create(&ctx, 1, 8, false, &m));
+}
+
+CHECK_FN(rt_batchnorm_configure) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_module *bn = NULL, *relu = NULL;
+    rt_batchnorm_create(&ctx, 2, 4, false, &bn);
+    rt_relu_create(&relu);
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_batchnorm_configure(NULL, 0.1f, 1e-5f));
+    ST(RT_ERR_INVALID_ARG, "ReLU", rt_batchnorm_configure(relu, 0.1f, 1e-5f));
+    ST(RT_ERR_INVALID_ARG, "momentum", rt_batchnorm_configure(bn, 2.0f, 1e-5f));
+    ST(RT_ERR_INVALID_ARG, "eps", rt_batchnorm_configure(bn, 0.1f, 0.0f));
+    rt_module_destroy(bn);
+    rt_module_destroy(relu);
+}
+
+CHECK_FN(rt_linear_create) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_module *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "m", rt_linear_create(&ctx, 3, 2, true, NULL));
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_linear_create(NULL, 3, 2, true, &m));
+    ST(RT_ERR_INVALID_ARG, "Linear", rt_linear_create(&ctx, 0, 2, true, &m));
+    ST(RT_ERR_INVALID_ARG, "Linear", rt_linear_create(&ctx, 3, -2, true, &m));
+}
+
+CHECK_FN(rt_relu_create) { ST(RT_ERR_INVALID_ARG, "m", rt_relu_create(NULL)); }
+
+CHECK_FN(rt_leaky_relu_create) {
+    rt_module *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "m", rt_leaky_relu_create(0.1f, NULL));
+    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_leaky_relu_create(-1.0f, &m));
+}
+
+CHECK_FN(rt_dropout_create) {
+    rt_module *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "m", rt_dropout_create(0.5f, NULL));
+    ST(RT_ERR_INVALID_ARG, "Dropout", rt_dropout_create(1.5f, &m));
+}
+
+CHECK_FN(rt_flatten_create) { ST(RT_ERR_INVALID_ARG, "m", rt_flatten_create(NULL)); }
+
+CHECK_FN(rt_max_pool_create) {
+    rt_module *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "m", rt_max_pool_create(2, 2, 2, 0, NULL));
+    ST(RT_ERR_INVALID_ARG, "MaxPool", rt_max_pool_create(1, 2, 2, 0, &m));
+    ST(RT_ERR_INVALID_ARG, "MaxPool", rt_max_pool_create(2, 0, 2, 0, &m));
+    ST(RT_ERR_INVALID_ARG, "MaxPool", rt_max_pool_create(2, 2, -1, 0, &m));
+    ST(RT_ERR_INVALID_ARG, "MaxPool", rt_max_pool_create(2, 2, 2, 2, &m));
+}
+
+CHECK_FN(rt_avg_pool_create) {
+    rt_module *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "m", rt_avg_pool_create(2, 2, 2, 0, NULL));
+    ST(RT_ERR_INVALID_ARG, "AvgPool", rt_avg_pool_create(5, 2, 2, 0, &m));
+    ST(RT_ERR_INVALID_ARG, "AvgPool", rt_avg_pool_create(2, -2, 2, 0, &m));
+}
+
+CHECK_FN(rt_adaptive_avg_pool_create) {
+    rt_module *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "m", rt_adaptive_avg_pool_create(2, 1, NULL));
+    ST(RT_ERR_INVALID_ARG, "AdaptiveAvgPool", rt_adaptive_avg_pool_create(2, 2, &m));
+    ST(RT_ERR_INVALID_ARG, "AdaptiveAvgPool", rt_adaptive_avg_pool_create(0, 1, &m));
+}
+
+CHECK_FN(rt_preferred_layout_create) { ST(RT_ERR_INVALID_ARG, "m", rt_preferred_layout_create(NULL)); }
+CHECK_FN(rt_module_set_blocked) { TOL(rt_module_set_blocked(NULL, true)); }
+CHECK_FN(rt_sequential_create) { ST(RT_ERR_INVALID_ARG, "m", rt_sequential_create(NULL)); }
+
+/* ------------------------------------------------------------ nn/state_dict.h */
+
+CHECK_FN(rt_state_dict_create) {
+    rt_state_dict *sd = rt_state_dict_create();
+    VAL(sd != NULL && sd->n == 0);
+    rt_state_dict_destroy(sd);
+}
+
+CHECK_FN(rt_state_dict_destroy) { TOL(rt_state_dict_destroy(NULL)); }
+
+CHECK_FN(rt_state_dict_push) {
+    rt_state_dict *sd = rt_state_dict_create();
+    rt_tensor *t = T(2);
+    int64_t counter = 0;
+    rt_state_entry e = {.name = "w", .kind = RT_ENTRY_PARAM, .tensor = t};
+    ST(RT_ERR_INVALID_ARG, "state dict", rt_state_dict_push(NULL, "", e));
+    ST(RT_ERR_INVALID_ARG, "prefix", rt_state_dict_push(sd, NULL, e));
+    ST(RT_ERR_INVALID_ARG, "name", rt_state_dict_push(sd, "", (rt_state_entry){.kind = RT_ENTRY_PARAM, .tensor = t}));
+    ST(RT_ERR_INVALID_ARG, "tensor", rt_state_dict_push(sd, "", (rt_state_entry){.name = "w", .kind = RT_ENTRY_PARAM}));
+    ST(RT_ERR_INVALID_ARG, "tensor", rt_state_dict_push(sd, "", (rt_state_entry){.name = "w", .kind = RT_ENTRY_BUFFER}));
+    ST(RT_ERR_INVALID_ARG, "counter", rt_state_dict_push(sd, "", (rt_state_entry){.name = "n", .kind = RT_ENTRY_COUNTER}));
+    ST(RT_ERR_INVALID_ARG, "kind", rt_state_dict_push(sd, "", (rt_state_entry){.name = "w", .kind = (rt_entry_kind)9,
+                                                                              .tensor = t, .counter = &counter}));
+    VAL(sd->n == 0);
+    ST(RT_OK, NULL, rt_state_dict_push(sd, "", e));
+    ST(RT_ERR_INVALID_ARG, "already", rt_state_dict_push(sd, "", e)); /* duplicate name */
+    rt_state_dict_destroy(sd);
+}
+
+CHECK_FN(rt_state_dict_find) {
+    rt_state_dict *sd = rt_state_dict_create();
+    NUL(RT_ERR_INVALID_ARG, "state dict", rt_state_dict_find(NULL, "w"));
+    NUL(RT_ERR_INVALID_ARG, "name", rt_state_dict_find(sd, NULL));
+    rt_state_dict_destroy(sd);
+}
+
+CHECK_FN(rt_state_dict_num_params) { VAL(rt_state_dict_num_params(NULL) == 0); }
+CHECK_FN(rt_state_dict_num_param_elements) { VAL(rt_state_dict_num_param_elements(NULL) == 0); }
+CHECK_FN(rt_state_dict_check_values) { ST(RT_ERR_INVALID_ARG, "state dict", rt_state_dict_check_values(NULL)); }
+
+CHECK_FN(rt_state_dict_params) {
+    rt_state_dict *sd = rt_state_dict_create();
+    rt_tensor *params[1] = {NULL};
+    TOL(rt_state_dict_params(NULL, params));
+    TOL(rt_state_dict_params(sd, NULL));
+    VAL(params[0] == NULL);
+    rt_state_dict_destroy(sd);
+}
+
+/* ------------------------------------------------------------ optim/grad.h */
+
+CHECK_FN(rt_clip_grad_norm) {
+    rt_tensor *p = leaf(), *params[2] = {p, NULL};
+    float norm = -1.0f;
+    ST(RT_ERR_INVALID_ARG, "parameter list", rt_clip_grad_norm(NULL, 2, 1.0f, &norm));
+    ST(RT_ERR_INVALID_ARG, "parameter 1", rt_clip_grad_norm(params, 2, 1.0f, &norm));
+    ST(RT_ERR_INVALID_ARG, "parameter list", rt_clip_grad_norm(params, -1, 1.0f, &norm));
+    ST(RT_ERR_INVALID_ARG, "max_norm", rt_clip_grad_norm(params, 1, NAN, &norm));
+    ST(RT_ERR_INVALID_ARG, "max_norm", rt_clip_grad_norm(params, 1, -1.0f, &norm));
+    ST(RT_OK, NULL, rt_clip_grad_norm(params, 1, 1.0f, NULL)); /* the norm output is optional */
+    ST(RT_OK, NULL, rt_clip_grad_norm(NULL, 0, 1.0f, &norm));  /* no parameters: norm 0 */
+}
+
+CHECK_FN(rt_accum_loss_scale) {
+    VAL(isnan(rt_accum_loss_scale(0, 4)));
+    VAL(isnan(rt_accum_loss_scale(5, 4)));
+    VAL(isnan(rt_accum_loss_scale(2, -4)));
+}
+
+CHECK_FN(rt_grad_accumulator_begin) { TOL(rt_grad_accumulator_begin(NULL, 4)); }
+CHECK_FN(rt_grad_accumulator_scale) { VAL(isnan(rt_grad_accumulator_scale(NULL, 2))); }
+
+CHECK_FN(rt_grad_accumulator_check) {
+    rt_grad_accumulator a;
+    rt_grad_accumulator_begin(&a, 4);
+    ST(RT_ERR_INVALID_ARG, "accumulator", rt_grad_accumulator_check(NULL));
+    ST(RT_ERR_STATE, "accumulation", rt_grad_accumulator_check(&a)); /* no micro-batch recorded */
+    rt_grad_accumulator_begin(&a, -3);
+    VAL(isnan(rt_grad_accumulator_scale(&a, 1)));
+    ST(RT_ERR_STATE, "accumulation", rt_grad_accumulator_check(&a));
+}
+
+/* ------------------------------------------------------------ optim/optimizer.h */
+
+CHECK_FN(rt_sgd_default_opts) { VAL(rt_sgd_default_opts(-1.0).lr == -1.0); /* validated at create */ }
+CHECK_FN(rt_adamw_default_opts) { VAL(rt_adamw_default_opts().beta2 == 0.999); }
+
+CHECK_FN(rt_sgd_create) {
+    rt_tensor *params[2] = {leaf(), NULL};
+    rt_sgd_opts o = rt_sgd_default_opts(0.1), bad = rt_sgd_default_opts(-0.1);
+    NUL(RT_ERR_INVALID_ARG, "opts", rt_sgd_create(params, 1, NULL));
+    NUL(RT_ERR_INVALID_ARG, "parameter", rt_sgd_create(NULL, 1, &o));
+    NUL(RT_ERR_INVALID_ARG, "parameter", rt_sgd_create(params, 0, &o));
+    NUL(RT_ERR_INVALID_ARG, "parameter 1", rt_sgd_create(params, 2, &o));
+    NUL(RT_ERR_INVALID_ARG, "learning rate", rt_sgd_create(params, 1, &bad));
+    params[1] = params[0];
+    NUL(RT_ERR_INVALID_ARG, "same tensor", rt_sgd_create(params, 2, &o));
+    NUL(RT_ERR_DTYPE, "f32", rt_sgd_create((rt_tensor *[]){labels(2, 2)}, 1, &o));
+}
+
+CHECK_FN(rt_adamw_create) {
+    rt_tensor *params[2] = {leaf(), NULL};
+    rt_adamw_opts o = rt_adamw_default_opts(), bad = o;
+    bad.beta1 = 1.0;
+    NUL(RT_ERR_INVALID_ARG, "opts", rt_adamw_create(params, 1, NULL));
+    NUL(RT_ERR_INVALID_ARG, "parameter", rt_adamw_create(NULL, 1, &o));
+    NUL(RT_ERR_INVALID_ARG, "parameter", rt_adamw_create(params, -1, &o));
+    NUL(RT_ERR_INVALID_ARG, "parameter 1", rt_adamw_create(params, 2, &o));
+    NUL(RT_ERR_INVALID_ARG, "beta", rt_adamw_create(params, 1, &bad));
+}
+
+CHECK_FN(rt_optimizer_create) {
+    rt_tensor *params[1] = {leaf()};
+    rt_optimizer_spec spec = {.kind = RT_OPTIM_SGD, .sgd = rt_sgd_default_opts(0.1)};
+    rt_optimizer_spec unknown = {.kind = (rt_optim_kind)9};
+    NUL(RT_ERR_INVALID_ARG, "spec", rt_optimizer_create(NULL, params, 1));
+    NUL(RT_ERR_INVALID_ARG, "kind", rt_optimizer_create(&unknown, params, 1));
+    NUL(RT_ERR_INVALID_ARG, "parameter", rt_optimizer_create(&spec, NULL, 1));
+}
+
+CHECK_FN(rt_optimizer_destroy) { TOL(rt_optimizer_destroy(NULL)); }
+CHECK_FN(rt_optimizer_name) { NUL(RT_ERR_INVALID_ARG, "optimizer", rt_optimizer_name(NULL)); }
+CHECK_FN(rt_optimizer_param_count) { VAL(rt_optimizer_param_count(NULL) == 0); }
+CHECK_FN(rt_optimizer_params) { NUL(RT_ERR_INVALID_ARG, "optimizer", rt_optimizer_params(NULL)); }
+
+CHECK_FN(rt_optimizer_step) {
+    rt_tensor *params[1] = {leaf()};
+    rt_optimizer *opt = rt_sgd_create(params, 1, &(rt_sgd_opts){.lr = 0.1});
+    ST(RT_ERR_INVALID_ARG, "optimizer", rt_optimizer_step(NULL));
+    rt_optimizer_set_lr(opt, NAN);
+    ST(RT_ERR_INVALID_ARG, "lr", rt_optimizer_step(opt));
+    rt_optimizer_destroy(opt);
+}
+
+CHECK_FN(rt_optimizer_zero_grad) { TOL(rt_optimizer_zero_grad(NULL)); }
+CHECK_FN(rt_optimizer_set_lr) { TOL(rt_optimizer_set_lr(NULL, 0.1f)); }
+CHECK_FN(rt_optimizer_get_lr) { VAL(isnan(rt_optimizer_get_lr(NULL))); }
+CHECK_FN(rt_optimizer_step_count) { VAL(rt_optimizer_step_count(NULL) == 0); }
+
+CHECK_FN(rt_optimizer_set_step_count) {
+    rt_tensor *params[1] = {leaf()};
+    rt_optimizer *opt = rt_sgd_create(params, 1, &(rt_sgd_opts){.lr = 0.1});
+    TOL(rt_optimizer_set_step_count(NULL, 3));
+    TOL(rt_optimizer_set_step_count(opt, -5)); /* clamped to 0 */
+    VAL(rt_optimizer_step_count(opt) == 0);
+    rt_optimizer_destroy(opt);
+}
+
+CHECK_FN(rt_optimizer_state_nbytes) { VAL(rt_optimizer_state_nbytes(NULL) == 0); }
+
+CHECK_FN(rt_optimizer_state_visit) {
+    rt_tensor *params[1] = {leaf()};
+    rt_optimizer *opt = rt_sgd_create(params, 1, &(rt_sgd_opts){.lr = 0.1});
+    ST(RT_ERR_INVALID_ARG, "optimizer", rt_optimizer_state_visit(NULL, state_nothing, NULL));
+    ST(RT_ERR_INVALID_ARG, "callback", rt_optimizer_state_visit(opt, NULL, NULL));
+    ST(RT_OK, NULL, rt_optimizer_state_visit(opt, state_nothing, NULL)); /* ud may be NULL */
+    rt_optimizer_destroy(opt);
+}
+
+CHECK_FN(rt_optimizer_state_count) { VAL(rt_optimizer_state_count(NULL) == 0); }
+
+/* ------------------------------------------------------------ optim/schedule.h */
+
+CHECK_FN(rt_lr_schedule_check) {
+    rt_lr_schedule cosine = {.kind = RT_LR_COSINE, .base_lr = 0.1, .t_max = 0};
+    rt_lr_schedule unknown = {.kind = (rt_lr_kind)9, .base_lr = 0.1};
+    ST(RT_ERR_INVALID_ARG, "schedule", rt_lr_schedule_check(NULL));
+    ST(RT_ERR_INVALID_ARG, "t_max", rt_lr_schedule_check(&cosine));
+    ST(RT_ERR_INVALID_ARG, "kind", rt_lr_schedule_check(&unknown));
+}
+
+CHECK_FN(rt_lr_at) {
+    rt_lr_schedule s = {.kind = RT_LR_CONSTANT, .base_lr = 0.1};
+    VAL(isnan(rt_lr_at(NULL, 0)));
+    VAL(isnan(rt_lr_at(&s, -1)));
+}
+
+/* ------------------------------------------------------------ train/step.h */
+
+CHECK_FN(rt_train_step) {
+    rt_module *net = linear_module(RT_DEVICE_CPU);
+    rt_state_dict *sd = NULL;
+    rt_module_state_dict(net, &sd);
+    rt_tensor *params[2];
+    rt_state_dict_params(sd, params);
+    rt_optimizer *opt = rt_sgd_create(params, rt_state_dict_num_params(sd), &(rt_sgd_opts){.lr = 0.1});
+    rt_train_config cfg = {.accum_steps = 1}, zero = {.accum_steps = 0};
+    rt_train_result r;
+    rt_tensor *x = T(2, 3), *y = labels(2, 2);
+    ST(RT_ERR_INVALID_ARG, "module", rt_train_step(NULL, opt, &cfg, x, y, &r));
+    ST(RT_ERR_INVALID_ARG, "optimizer", rt_train_step(net, NULL, &cfg, x, y, &r));
+    ST(RT_ERR_INVALID_ARG, "config", rt_train_step(net, opt, NULL, x, y, &r));
+    ST(RT_ERR_INVALID_ARG, "x", rt_train_step(net, opt, &cfg, NULL, y, &r));
+    ST(RT_ERR_INVALID_ARG, "y", rt_train_step(net, opt, &cfg, x, NULL, &r));
+    ST(RT_ERR_INVALID_ARG, "out", rt_train_step(net, opt, &cfg, x, y, NULL));
+    ST(RT_ERR_INVALID_ARG, "accum_steps", rt_train_step(net, opt, &zero, x, y, &r));
+    ST(RT_ERR_INVALID_ARG, "samples", rt_train_step(net, opt, &cfg, x, labels(3, 2), &r));
+    rt_optimizer_destroy(opt);
+    rt_state_dict_destroy(sd);
+    rt_module_destroy(net);
+}
+
+CHECK_FN(rt_count_correct) {
+    rt_tensor *z = T(2, 3), *t = labels(2, 3);
+    VAL(rt_count_correct(NULL, t) == 0);
+    VAL(rt_count_correct(z, NULL) == 0);
+    VAL(rt_count_correct(z, labels(1, 3)) == 0); /* fewer labels than samples: nothing read past them */
+    VAL(rt_count_correct(z, T(2)) == 0);         /* labels not int32 */
+}
+
+CHECK_FN(rt_batch_slice) {
+    rt_tensor *x = T(4, 3);
+    NUL(RT_ERR_INVALID_ARG, "batch", rt_batch_slice(NULL, 0, 1));
+    NUL(RT_ERR_INVALID_ARG, "outside", rt_batch_slice(x, 0, 0));
+    NUL(RT_ERR_INVALID_ARG, "outside", rt_batch_slice(x, -1, 2));
+    NUL(RT_ERR_INVALID_ARG, "outside", rt_batch_slice(x, 3, 2));
+}
+
+/* ------------------------------------------------------------ memory/predict.h */
+
+CHECK_FN(rt_memory_predict) {
+    rt_module *meta = linear_module(RT_DEVICE_META), *cpu = linear_module(RT_DEVICE_CPU);
+    rt_optimizer_spec spec = {.kind = RT_OPTIM_SGD, .sgd = rt_sgd_default_opts(0.1)};
+    rt_train_config cfg = {.accum_steps = 1};
+    const int64_t xs[2] = {2, 3}, ys[1] = {2};
+    rt_memstats p;
+    ST(RT_ERR_INVALID_ARG, "meta_net", rt_memory_predict(NULL, &spec, &cfg, 2, xs, 1, ys, RT_I32, &p));
+    ST(RT_ERR_INVALID_ARG, "spec", rt_memory_predict(meta, NULL, &cfg, 2, xs, 1, ys, RT_I32, &p));
+    ST(RT_ERR_INVALID_ARG, "config", rt_memory_predict(meta, &spec, NULL, 2, xs, 1, ys, RT_I32, &p));
+    ST(RT_ERR_INVALID_ARG, "x_shape", rt_memory_predict(meta, &spec, &cfg, 2, NULL, 1, ys, RT_I32, &p));
+    ST(RT_ERR_INVALID_ARG, "y_shape", rt_memory_predict(meta, &spec, &cfg, 2, xs, 1, NULL, RT_I32, &p));
+    ST(RT_ERR_INVALID_ARG, "peaks", rt_memory_predict(meta, &spec, &cfg, 2, xs, 1, ys, RT_I32, NULL));
+    ST(RT_ERR_SHAPE, "dimensions", rt_memory_predict(meta, &spec, &cfg, 7, xs, 1, ys, RT_I32, &p));
+    ST(RT_ERR_DTYPE, "dtype", rt_memory_predict(meta, &spec, &cfg, 2, xs, 1, ys, (rt_dtype)99, &p));
+    ST(RT_ERR_INVALID_ARG, "meta", rt_memory_predict(cpu, &spec, &cfg, 2, xs, 1, ys, RT_I32, &p));
+    rt_module_destroy(meta);
+    rt_module_destroy(cpu);
+}
+
+/* ------------------------------------------------------------ data/dataset.h */
+
+/* A dataset of 4 one-channel 2x2 images, labels 0, 1, 0, 1 (destroy it). */
+static rt_dataset *small_dataset(void) {
+    uint8_t images[16] = {0};
+    int32_t labs[4] = {0, 1, 0, 1};
+    rt_dataset *ds = NULL;
+    if (rt_dataset_from_arrays(4, 1, 2, 2, 2, images, labs, &ds) != RT_OK) abort();
+    return ds;
+}
+
+CHECK_FN(rt_dataset_image_size) { VAL(rt_dataset_image_size(NULL) == 0); }
+CHECK_FN(rt_dataset_image) { VAL(rt_dataset_image(NULL, 0) == NULL); }
+CHECK_FN(rt_dataset_label) { VAL(rt_dataset_label(NULL, 0) == -1); }
+
+CHECK_FN(rt_dataset_from_arrays) {
+    uint8_t images[8] = {0};
+    int32_t labs[2] = {0, 1}, bad[2] = {0, 7};
+    rt_dataset *ds = (rt_dataset *)&ds;
+    ST(RT_ERR_INVALID_ARG, "out", rt_dataset_from_arrays(2, 1, 2, 2, 2, images, labs, NULL));
+    ST(RT_ERR_INVALID_ARG, "images", rt_dataset_from_arrays(2, 1, 2, 2, 2, NULL, labs, &ds));
+    VAL(ds == NULL);
+    ST(RT_ERR_INVALID_ARG, "labels", rt_dataset_from_arrays(2, 1, 2, 2, 2, images, NULL, &ds));
+    ST(RT_ERR_INVALID_ARG, "negative", rt_dataset_from_arrays(-1, 1, 2, 2, 2, images, labs, &ds));
+    ST(RT_ERR_INVALID_ARG, "channels", rt_dataset_from_arrays(2, 0, 2, 2, 2, images, labs, &ds));
+    ST(RT_ERR_INVALID_ARG, "height", rt_dataset_from_arrays(2, 1, 0, 2, 2, images, labs, &ds));
+    ST(RT_ERR_INVALID_ARG, "num_classes", rt_dataset_from_arrays(2, 1, 2, 2, 0, images, labs, &ds));
+    ST(RT_ERR_FORMAT, "label", rt_dataset_from_arrays(2, 1, 2, 2, 2, images, bad, &ds));
+}
+
+CHECK_FN(rt_dataset_subset) {
+    rt_dataset *ds = small_dataset(), *sub = (rt_dataset *)&sub;
+    ST(RT_ERR_INVALID_ARG, "out", rt_dataset_subset(ds, 0, 1, NULL));
+    ST(RT_ERR_INVALID_ARG, "ds", rt_dataset_subset(NULL, 0, 1, &sub));
+    VAL(sub == NULL);
+    ST(RT_ERR_INVALID_ARG, "samples", rt_dataset_subset(ds, -1, 1, &sub));
+    ST(RT_ERR_INVALID_ARG, "samples", rt_dataset_subset(ds, 2, 3, &sub));
+    ST(RT_ERR_INVALID_ARG, "samples", rt_dataset_subset(ds, 0, -1, &sub));
+    rt_dataset_destroy(ds);
+}
+
+CHECK_FN(rt_dataset_channel_stats) {
+    rt_dataset *ds = small_dataset(), *empty = NULL;
+    rt_dataset_from_arrays(0, 1, 2, 2, 2, NULL, NULL, &empty);
+    double mean[1], std[1];
+    ST(RT_ERR_INVALID_ARG, "ds", rt_dataset_channel_stats(NULL, mean, std));
+    ST(RT_ERR_INVALID_ARG, "mean", rt_dataset_channel_stats(ds, NULL, std));
+    ST(RT_ERR_INVALID_ARG, "std", rt_dataset_channel_stats(ds, mean, NULL));
+    ST(RT_ERR_INVALID_ARG, "empty", rt_dataset_channel_stats(empty, mean, std));
+    rt_dataset_destroy(ds);
+    rt_dataset_destroy(empty);
+}
+
+CHECK_FN(rt_dataset_destroy) { TOL(rt_dataset_destroy(NULL)); }
+
+/* ------------------------------------------------------------ data/idx.h */
+
+CHECK_FN(rt_idx_type_size) { VAL(rt_idx_type_size(0x0A) == 0 && rt_idx_type_size(-1) == 0); }
+CHECK_FN(rt_idx_type_str) { VAL(strcmp(rt_idx_type_str(0x0A), "?") == 0); }
+
+CHECK_FN(rt_idx_read) {
+    rt_idx *idx = (rt_idx *)&idx;
+    ST(RT_ERR_INVALID_ARG, "out", rt_idx_read("/nonexistent.idx", NULL));
+    ST(RT_ERR_INVALID_ARG, "path", rt_idx_read(NULL, &idx));
+    VAL(idx == NULL);
+}
+
+CHECK_FN(rt_idx_destroy) { TOL(rt_idx_destroy(NULL)); }
+
+CHECK_FN(rt_idx_check_pair) {
+    uint8_t img[4] = {0}, lab[2] = {0, 1};
+    rt_idx images = {.type = RT_IDX_U8, .ndim = 3, .dims = {2, 1, 2}, .elem_size = 1, .count = 4, .data = img,
+                     .nbytes = 4};
+    rt_idx labs = {.type = RT_IDX_U8, .ndim = 1, .dims = {2}, .elem_size = 1, .count = 2, .data = lab, .nbytes = 2};
+    ST(RT_ERR_INVALID_ARG, "images", rt_idx_check_pair(NULL, &labs, 2));
+    ST(RT_ERR_INVALID_ARG, "labels", rt_idx_check_pair(&images, NULL, 2));
+    ST(RT_ERR_INVALID_ARG, "num_classes", rt_idx_check_pair(&images, &labs, 0));
+    ST(RT_ERR_FORMAT, "label", rt_idx_check_pair(&images, &labs, 1));
+}
+
+/* ------------------------------------------------------------ data/loader.h */
+
+CHECK_FN(rt_loader_options_default) { VAL(rt_loader_options_default().batch_size == 64); }
+
+CHECK_FN(rt_loader_create) {
+    rt_dataset *ds = small_dataset();
+    rt_loader_options o = rt_loader_options_default(), zero = o, nostd = o;
+    zero.batch_size = 0;
+    nostd.std[0] = 0.0f;
+    rt_loader *l = (rt_loader *)&l;
+    ST(RT_ERR_INVALID_ARG, "out", rt_loader_create(ds, &o, NULL));
+    ST(RT_ERR_INVALID_ARG, "ds", rt_loader_create(NULL, &o, &l));
+    VAL(l == NULL);
+    ST(RT_ERR_INVALID_ARG, "opt", rt_loader_create(ds, NULL, &l));
+    ST(RT_ERR_INVALID_ARG, "batch_size", rt_loader_create(ds, &zero, &l));
+    ST(RT_ERR_INVALID_ARG, "std", rt_loader_create(ds, &nostd, &l));
+    rt_dataset_destroy(ds);
+}
+
+CHECK_FN(rt_loader_destroy) { TOL(rt_loader_destroy(NULL)); }
+CHECK_FN(rt_loader_batches_per_epoch) { VAL(rt_loader_batches_per_epoch(NULL) == 0); }
+CHECK_FN(rt_loader_epoch) { VAL(rt_loader_epoch(NULL) == 0); }
+CHECK_FN(rt_loader_batch_index) { VAL(rt_loader_batch_index(NULL) == 0); }
+
+/* A loader over small_dataset with batches of 2 (destroy both). */
+static rt_loader *small_loader(rt_dataset **ds) {
+    *ds = small_dataset();
+    rt_loader_options o = rt_loader_options_default();
+    o.batch_size = 2;
+    rt_loader *l = NULL;
+    if (rt_loader_create(*ds, &o, &l) != RT_OK) abort();
+    return l;
+}
+
+CHECK_FN(rt_loader_next) {
+    rt_dataset *ds;
+    rt_loader *l = small_loader(&ds);
+    rt_tensor *im = NULL, *lab = NULL;
+    bool end;
+    ST(RT_ERR_INVALID_ARG, "loader", rt_loader_next(NULL, &im, &lab, &end));
+    ST(RT_ERR_INVALID_ARG, "images", rt_loader_next(l, NULL, &lab, &end));
+    ST(RT_ERR_INVALID_ARG, "labels", rt_loader_next(l, &im, NULL, &end));
+    ST(RT_ERR_INVALID_ARG, "end_of_epoch", rt_loader_next(l, &im, &lab, NULL));
+    VAL(im == NULL && lab == NULL && rt_loader_batch_index(l) == 0);
+    rt_loader_destroy(l);
+    rt_dataset_destroy(ds);
+}
+
+CHECK_FN(rt_loader_reset) {
+    rt_dataset *ds;
+    rt_loader *l = small_loader(&ds);
+    ST(RT_ERR_INVALID_ARG, "loader", rt_loader_reset(NULL, 0));
+    ST(RT_ERR_INVALID_ARG, "epoch", rt_loader_reset(l, -1));
+    ST(RT_ERR_INVALID_ARG, "epoch", rt_loader_reset(l, (int64_t)RT_LOADER_MAX_EPOCH + 1));
+    rt_loader_destroy(l);
+    rt_dataset_destroy(ds);
+}
+
+CHECK_FN(rt_loader_seek) {
+    rt_dataset *ds;
+    rt_loader *l = small_loader(&ds);
+    ST(RT_ERR_INVALID_ARG, "loader", rt_loader_seek(NULL, 0, 0));
+    ST(RT_ERR_INVALID_ARG, "batch", rt_loader_seek(l, 0, 999));
+    ST(RT_ERR_INVALID_ARG, "batch", rt_loader_seek(l, 0, -1));
+    rt_loader_destroy(l);
+    rt_dataset_destroy(ds);
+}
+
+CHECK_FN(rt_loader_order) { NUL(RT_ERR_INVALID_ARG, "loader", rt_loader_order(NULL)); }
+
+CHECK_FN(rt_loader_augment_params) {
+    rt_dataset *ds;
+    rt_loader *l = small_loader(&ds);
+    rt_augment a;
+    ST(RT_ERR_INVALID_ARG, "loader", rt_loader_augment_params(NULL, 0, 0, &a));
+    ST(RT_ERR_INVALID_ARG, "out", rt_loader_augment_params(l, 0, 0, NULL));
+    ST(RT_ERR_INVALID_ARG, "range", rt_loader_augment_params(l, 0, 4, &a));
+    ST(RT_ERR_INVALID_ARG, "range", rt_loader_augment_params(l, -1, 0, &a));
+    rt_loader_destroy(l);
+    rt_dataset_destroy(ds);
+}
+
+/* ------------------------------------------------------------ data/mnist.h */
+
+CHECK_FN(rt_mnist_default_dir) { VAL(rt_mnist_default_dir() != NULL); }
+
+CHECK_FN(rt_mnist_load) {
+    rt_dataset *ds = (rt_dataset *)&ds;
+    ST(RT_ERR_INVALID_ARG, "out", rt_mnist_load(rt_mnist_default_dir(), true, NULL));
+    ST(RT_ERR_INVALID_ARG, "dir", rt_mnist_load(NULL, true, &ds));
+    VAL(ds == NULL);
+}
+
+/* ------------------------------------------------------------ io/safetensors.h */
+
+/* A file holding one F32 tensor "w" (2) and metadata k = v; returns its path. */
+static const char *small_st_file(void) {
+    const char *path = tmp_path("small.safetensors");
+    float w[2] = {1, 2};
+    const int64_t shape[1] = {2};
+    rt_st_writer *wr = rt_st_writer_create();
+    if (!wr || rt_st_writer_add(wr, "w", "F32", 1, shape, w, sizeof w) != RT_OK ||
+        rt_st_writer_set_metadata(wr, "k", "v") != RT_OK || rt_st_writer_save(wr, path) != RT_OK)
+        abort();
+    rt_st_writer_destroy(wr);
+    return path;
+}
+
+static rt_st_file *small_st_open(void) {
+    rt_st_file *f = NULL;
+    if (rt_st_open(small_st_file(), &f) != RT_OK) abort();
+    return f;
+}
+
+CHECK_FN(rt_st_open) {
+    rt_st_file *f = (rt_st_file *)&f;
+    ST(RT_ERR_INVALID_ARG, "path", rt_st_open(small_st_file(), NULL));
+    ST(RT_ERR_INVALID_ARG, "path", rt_st_open(NULL, &f));
+    VAL(f == NULL);
+}
+
+CHECK_FN(rt_st_count) { VAL(rt_st_count(NULL) == 0); }
+
+CHECK_FN(rt_st_entry_at) {
+    rt_st_file *f = small_st_open();
+    NUL(RT_ERR_INVALID_ARG, "file", rt_st_entry_at(NULL, 0));
+    VAL(rt_st_entry_at(f, 5) == NULL); /* past the end: absent, not an error */
+    rt_st_close(f);
+}
+
+CHECK_FN(rt_st_find) {
+    rt_st_file *f = small_st_open();
+    NUL(RT_ERR_INVALID_ARG, "file", rt_st_find(NULL, "w"));
+    NUL(RT_ERR_INVALID_ARG, "name", rt_st_find(f, NULL));
+    rt_st_close(f);
+}
+
+CHECK_FN(rt_st_metadata) {
+    rt_st_file *f = small_st_open();
+    NUL(RT_ERR_INVALID_ARG, "file", rt_st_metadata(NULL, "k"));
+    NUL(RT_ERR_INVALID_ARG, "key", rt_st_metadata(f, NULL));
+    rt_st_close(f);
+}
+
+CHECK_FN(rt_st_close) { TOL(rt_st_close(NULL)); }
+CHECK_FN(rt_st_dtype_size) { VAL(rt_st_dtype_size(NULL) == 0 && rt_st_dtype_size("F99") == 0); }
+
+CHECK_FN(rt_st_writer_create) {
+    rt_st_writer *w = rt_st_writer_create();
+    VAL(w != NULL);
+    rt_st_writer_destroy(w);
+}
+
+CHECK_FN(rt_st_writer_add) {
+    rt_st_writer *w = rt_st_writer_create();
+    float d[2] = {1, 2};
+    const int64_t s[1] = {2}, neg[1] = {-2};
+    ST(RT_ERR_INVALID_ARG, "writer", rt_st_writer_add(NULL, "a", "F32", 1, s, d, sizeof d));
+    ST(RT_ERR_INVALID_ARG, "name", rt_st_writer_add(w, NULL, "F32", 1, s, d, sizeof d));
+    ST(RT_ERR_INVALID_ARG, "dtype", rt_st_writer_add(w, "a", NULL, 1, s, d, sizeof d));
+    ST(RT_ERR_INVALID_ARG, "shape", rt_st_writer_add(w, "a", "F32", 1, NULL, d, sizeof d));
+    ST(RT_ERR_INVALID_ARG, "data", rt_st_writer_add(w, "a", "F32", 1, s, NULL, sizeof d));
+    ST(RT_ERR_INVALID_ARG, "ndim", rt_st_writer_add(w, "a", "F32", -1, s, d, sizeof d));
+    ST(RT_ERR_INVALID_ARG, "a", rt_st_writer_add(w, "a", "F32", 1, neg, d, sizeof d));
+    ST(RT_ERR_INVALID_ARG, "nbytes", rt_st_writer_add(w, "a", "F32", 1, s, d, 3));
+    ST(RT_ERR_DTYPE, "dtype", rt_st_writer_add(w, "a", "F99", 1, s, d, sizeof d));
+    rt_st_writer_destroy(w);
+}
+
+CHECK_FN(rt_st_writer_set_metadata) {
+    rt_st_writer *w = rt_st_writer_create();
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_st_writer_set_metadata(NULL, "k", "v"));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_st_writer_set_metadata(w, NULL, "v"));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_st_writer_set_metadata(w, "k", NULL));
+    rt_st_writer_destroy(w);
+}
+
+CHECK_FN(rt_st_writer_save) {
+    rt_st_writer *w = rt_st_writer_create();
+    ST(RT_ERR_INVALID_ARG, "path", rt_st_writer_save(NULL, tmp_path("never.safetensors")));
+    ST(RT_ERR_INVALID_ARG, "path", rt_st_writer_save(w, NULL));
+    rt_st_writer_destroy(w);
+}
+
+CHECK_FN(rt_st_writer_destroy) { TOL(rt_st_writer_destroy(NULL)); }
+
+/* ------------------------------------------------------------ io/weights.h */
+
+CHECK_FN(rt_weights_save) {
+    rt_tensor *t = T(2);
+    rt_named_tensor extra[1] = {{"t", t}}, no_tensor[1] = {{"t", NULL}}, no_name[1] = {{NULL, t}};
+    const char *meta[2] = {"k", NULL};
+    char path[128];
+    snprintf(path, sizeof path, "%s", tmp_path("w.safetensors"));
+    ST(RT_ERR_INVALID_ARG, "path", rt_weights_save(NULL, extra, 1, NULL, 0, NULL));
+    ST(RT_ERR_INVALID_ARG, "extra", rt_weights_save(NULL, NULL, 1, NULL, 0, path));
+    ST(RT_ERR_INVALID_ARG, "extra", rt_weights_save(NULL, extra, -1, NULL, 0, path));
+    ST(RT_ERR_INVALID_ARG, "tensor", rt_weights_save(NULL, no_tensor, 1, NULL, 0, path));
+    ST(RT_ERR_INVALID_ARG, "name", rt_weights_save(NULL, no_name, 1, NULL, 0, path));
+    ST(RT_ERR_INVALID_ARG, "meta", rt_weights_save(NULL, extra, 1, NULL, 1, path));
+    ST(RT_ERR_INVALID_ARG, "meta", rt_weights_save(NULL, extra, 1, meta, -2, path));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_weights_save(NULL, extra, 1, meta, 1, path)); /* a NULL value */
+    ST(RT_OK, NULL, rt_weights_save(NULL, extra, 1, NULL, 0, path)); /* sd and meta are optional */
+}
+
+CHECK_FN(rt_weights_load) {
+    rt_tensor *t = T(2);
+    rt_named_tensor extra[1] = {{"t", t}}, no_name[1] = {{NULL, t}};
+    ST(RT_ERR_INVALID_ARG, "path", rt_weights_load(NULL, extra, 1, NULL));
+    ST(RT_ERR_INVALID_ARG, "extra", rt_weights_load(NULL, NULL, 1, small_st_file()));
+    ST(RT_ERR_INVALID_ARG, "extra", rt_weights_load(NULL, extra, -1, small_st_file()));
+    ST(RT_ERR_INVALID_ARG, "name", rt_weights_load(NULL, no_name, 1, small_st_file()));
+    ST(RT_ERR_FORMAT, "unexpected", rt_weights_load(NULL, NULL, 0, small_st_file()));
+}
+
+CHECK_FN(rt_weights_read_metadata) {
+    char path[128], buf[16];
+    snprintf(path, sizeof path, "%s", small_st_file());
+    ST(RT_ERR_INVALID_ARG, "path", rt_weights_read_metadata(NULL, "k", buf, sizeof buf));
+    ST(RT_ERR_INVALID_ARG, "key", rt_weights_read_metadata(path, NULL, buf, sizeof buf));
+    ST(RT_ERR_INVALID_ARG, "buf", rt_weights_read_metadata(path, "k", NULL, sizeof buf));
+    ST(RT_ERR_INVALID_ARG, "size", rt_weights_read_metadata(path, "k", buf, 0));
+    ST(RT_ERR_FORMAT, "metadata", rt_weights_read_metadata(path, "absent", buf, sizeof buf));
+}
+
+/* ------------------------------------------------------------ models/ */
+
+CHECK_FN(rt_zoo_entries) { NUL(RT_ERR_INVALID_ARG, "n", rt_zoo_entries(NULL)); }
+CHECK_FN(rt_zoo_find) { NUL(RT_ERR_INVALID_ARG, "name", rt_zoo_find(NULL)); }
+CHECK_FN(rt_model_names) { VAL(rt_model_names() != NULL && rt_model_names()[0] != '\0'); }
+CHECK_FN(rt_model_name_has_reversible) { VAL(!rt_model_name_has_reversible(NULL)); }
+
+CHECK_FN(rt_model_create) {
+    rt_model *m = (rt_model *)&m;
+    ST(RT_ERR_INVALID_ARG, "output", rt_model_create("resnet20", 1, 10, RT_DEVICE_META, 0, NULL));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_model_create(NULL, 1, 10, RT_DEVICE_META, 0, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "unknown model", rt_model_create("resnet7", 1, 10, RT_DEVICE_META, 0, &m));
+    ST(RT_ERR_INVALID_ARG, "input channel", rt_model_create("resnet20", 0, 10, RT_DEVICE_META, 0, &m));
+    ST(RT_ERR_INVALID_ARG, "class", rt_model_create("resnet20", 1, 0, RT_DEVICE_META, 0, &m));
+    ST(RT_ERR_INVALID_ARG, "device", rt_model_create("resnet20", 1, 10, (rt_device)9, 0, &m));
+}
+
+CHECK_FN(rt_model_destroy) { TOL(rt_model_destroy(NULL)); }
+
+CHECK_FN(rt_model_forward) {
+    rt_model m = {.name = "linear", .in_channels = 3, .num_classes = 2, .net = linear_module(RT_DEVICE_CPU)};
+    rt_model netless = {.name = "none"};
+    rt_tensor *x = T(2, 3), *y = (rt_tensor *)&y;
+    ST(RT_ERR_INVALID_ARG, "output", rt_model_forward(&m, x, NULL));
+    ST(RT_ERR_INVALID_ARG, "model", rt_model_forward(NULL, x, &y));
+    VAL(y == NULL);
+    ST(RT_ERR_INVALID_ARG, "input", rt_model_forward(&m, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "module", rt_model_forward(&netless, x, &y));
+    rt_module_destroy(m.net);
+}
+
+CHECK_FN(rt_resblock_create) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "out", rt_resblock_create(&ctx, RT_BLOCK_BASIC, 8, 8, 1, NULL));
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_resblock_create(NULL, RT_BLOCK_BASIC, 8, 8, 1, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "kind", rt_resblock_create(&ctx, (rt_block_kind)7, 8, 8, 1, &m));
+    ST(RT_ERR_INVALID_ARG, "stride", rt_resblock_create(&ctx, RT_BLOCK_BASIC, 0, 8, 1, &m));
+    ST(RT_ERR_INVALID_ARG, "stride", rt_resblock_create(&ctx, RT_BLOCK_BASIC, 8, 8, 0, &m));
+}
+
+CHECK_FN(rt_resnet_config_get) {
+    rt_resnet_config cfg;
+    ST(RT_ERR_INVALID_ARG, "name", rt_resnet_config_get(NULL, &cfg));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_resnet_config_get("resnet20", NULL));
+    ST(RT_ERR_INVALID_ARG, "ResNet", rt_resnet_config_get("resnet7", &cfg));
+}
+
+CHECK_FN(rt_resnet_build) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
+    rt_resnet_config cfg, bad;
+    rt_resnet_config_get("resnet20", &cfg);
+    bad = cfg;
+    bad.stages = 9;
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "out", rt_resnet_build(&cfg, &ctx, 1, 10, NULL));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_resnet_build(NULL, &ctx, 1, 10, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_resnet_build(&cfg, NULL, 1, 10, &m));
+    ST(RT_ERR_INVALID_ARG, "config", rt_resnet_build(&bad, &ctx, 1, 10, &m));
+    ST(RT_ERR_INVALID_ARG, "channel", rt_resnet_build(&cfg, &ctx, 0, 10, &m));
+    ST(RT_ERR_INVALID_ARG, "class", rt_resnet_build(&cfg, &ctx, 1, -1, &m));
+}
+
+CHECK_FN(rt_revnet_config_get) {
+    rt_revnet_config cfg;
+    ST(RT_ERR_INVALID_ARG, "name", rt_revnet_config_get(NULL, &cfg));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_revnet_config_get("revnet38", NULL));
+    ST(RT_ERR_INVALID_ARG, "RevNet", rt_revnet_config_get("revnet7", &cfg));
+}
+
+CHECK_FN(rt_revnet_build) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
+    rt_revnet_config cfg, bad;
+    rt_revnet_config_get("revnet38", &cfg);
+    bad = cfg;
+    bad.widths[1] = 0;
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "out", rt_revnet_build(&cfg, &ctx, 1, 10, NULL));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_revnet_build(NULL, &ctx, 1, 10, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_revnet_build(&cfg, NULL, 1, 10, &m));
+    ST(RT_ERR_INVALID_ARG, "config", rt_revnet_build(&bad, &ctx, 1, 10, &m));
+    ST(RT_ERR_INVALID_ARG, "channel", rt_revnet_build(&cfg, &ctx, 0, 10, &m));
+    ST(RT_ERR_INVALID_ARG, "class", rt_revnet_build(&cfg, &ctx, 1, 0, &m));
+}
+
+/* ------------------------------------------------------------ kernels/ */
+
+/* Buffers for the kernel checks: every call below fits in 4096 floats. */
+static float kb[8][4096];
+
+/* Conv 8 -> 8 channels, 3x3, padding 1 on a 1x8x4x4 input, with bias. */
+static rt_conv_shape conv_shape(void) {
+    return (rt_conv_shape){.nsp = 2, .n = 1, .c_in = 8, .c_out = 8, .groups = 1, .in = {4, 4}, .k = {3, 3},
+                           .stride = {1, 1}, .pad = {1, 1}, .dil = {1, 1}, .has_bias = 1};
+}
+
+/* 2x2 pooling with stride 2 on a 1x8x4x4 input. */
+static rt_pool_shape pool_shape(void) {
+    return (rt_pool_shape){.nsp = 2, .n = 1, .c = 8, .in = {4, 4}, .k = {2, 2}, .stride = {2, 2}};
+}
+
+/* Batch norm over 2x8x16 values. */
+static rt_bn_shape bn_shape(void) { return (rt_bn_shape){.n = 2, .c = 8, .spatial = 16, .eps = 1e-5f}; }
+
+CHECK_FN(rt_kernel_sgemm) {
+    float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4] = {9, 9, 9, 9};
+    TOL(rt_kernel_sgemm(0, 0, 2, 2, 2, 1.0f, NULL, 2, b, 2, 0.0f, c, 2));
+    TOL(rt_kernel_sgemm(0, 0, 2, 2, 2, 1.0f, a, 2, NULL, 2, 0.0f, c, 2));
+    VAL(c[0] == 9.0f && c[3] == 9.0f); /* C untouched */
+    TOL(rt_kernel_sgemm(0, 0, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, NULL, 2));
+    TOL(rt_kernel_sgemm(0, 0, -2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2));
+}
+
+CHECK_FN(rt_kernels_release_cache) { TOL(rt_kernels_release_cache()); }
+CHECK_FN(rt_kernels_cache_size) { VAL(rt_kernels_cache_size() <= RT_KERNELS_CACHE_CAPACITY); }
+CHECK_FN(rt_kernels_primitives_created) { VAL(rt_kernels_primitives_created() >= 0); }
+
+CHECK_FN(rt_conv_out_size) {
+    rt_conv_shape s = conv_shape();
+    int64_t out[3] = {-7, -7, -7};
+    TOL(rt_conv_out_size(NULL, out));
+    VAL(out[0] == 1 && out[1] == 1 && out[2] == 1);
+    TOL(rt_conv_out_size(&s, HIDDEN_NULL(int64_t *)));
+    s.stride[0] = 0;
+    TOL(rt_conv_out_size(&s, out));
+    VAL(out[0] == 0);
+}
+
+CHECK_FN(rt_kernel_conv_forward) {
+    rt_conv_shape s = conv_shape(), bad = s;
+    bad.nsp = 4;
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_conv_forward(NULL, kb[0], kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, w, y", rt_kernel_conv_forward(&s, NULL, kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, w, y", rt_kernel_conv_forward(&s, kb[0], NULL, kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, w, y", rt_kernel_conv_forward(&s, kb[0], kb[1], NULL, kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, w, y", rt_kernel_conv_forward(&s, kb[0], kb[1], kb[2], NULL));
+    ST(RT_ERR_INVALID_ARG, "conv", rt_kernel_conv_forward(&bad, kb[0], kb[1], kb[2], kb[3]));
+}
+
+CHECK_FN(rt_kernel_conv_backward_data) {
+    rt_conv_shape s = conv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_conv_backward_data(NULL, kb[0], kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "w, dy, dx", rt_kernel_conv_backward_data(&s, NULL, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "w, dy, dx", rt_kernel_conv_backward_data(&s, kb[0], NULL, kb[2]));
+    ST(RT_ERR_INVALID_ARG, "w, dy, dx", rt_kernel_conv_backward_data(&s, kb[0], kb[1], NULL));
+}
+
+CHECK_FN(rt_kernel_conv_backward_weights) {
+    rt_conv_shape s = conv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_conv_backward_weights(NULL, kb[0], kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, dy, dw", rt_kernel_conv_backward_weights(&s, NULL, kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, dy, dw", rt_kernel_conv_backward_weights(&s, kb[0], NULL, kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, dy, dw", rt_kernel_conv_backward_weights(&s, kb[0], kb[1], NULL, kb[3]));
+}
+
+CHECK_FN(rt_conv_algo_set) {
+    rt_conv_algo now = rt_conv_algo_get();
+    VAL(rt_conv_algo_set((rt_conv_algo)99) == now && rt_conv_algo_get() == now); /* ignored */
+}
+
+CHECK_FN(rt_conv_algo_get) { VAL(rt_conv_algo_name(rt_conv_algo_get()) != NULL); }
+CHECK_FN(rt_conv_algo_name) { VAL(rt_conv_algo_name((rt_conv_algo)99) == NULL); }
+
+CHECK_FN(rt_conv_algo_parse) {
+    rt_conv_algo a;
+    ST(RT_ERR_INVALID_ARG, "algorithm", rt_conv_algo_parse(NULL, &a));
+    ST(RT_ERR_INVALID_ARG, "out", rt_conv_algo_parse("direct", NULL));
+    ST(RT_ERR_INVALID_ARG, "algorithm", rt_conv_algo_parse("fastest", &a));
+}
+
+CHECK_FN(rt_conv_shape_check) {
+    rt_conv_shape s = conv_shape(), bad = s;
+    bad.k[1] = 0;
+    ST(RT_ERR_INVALID_ARG, "shape", rt_conv_shape_check(NULL, HIDDEN_NULL(int64_t *)));
+    ST(RT_OK, NULL, rt_conv_shape_check(&s, HIDDEN_NULL(int64_t *))); /* out is optional */
+    ST(RT_ERR_INVALID_ARG, "conv", rt_conv_shape_check(&bad, HIDDEN_NULL(int64_t *)));
+}
+
+CHECK_FN(rt_kernel_relu_forward) {
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_kernel_relu_forward(16, 0.0f, NULL, kb[1]));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_kernel_relu_forward(16, 0.0f, kb[0], NULL));
+    ST(RT_ERR_INVALID_ARG, "relu", rt_kernel_relu_forward(-1, 0.0f, kb[0], kb[1]));
+    ST(RT_ERR_INVALID_ARG, "relu", rt_kernel_relu_forward(16, NAN, kb[0], kb[1]));
+}
+
+CHECK_FN(rt_kernel_relu_backward) {
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_kernel_relu_backward(16, 0.0f, NULL, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_kernel_relu_backward(16, 0.0f, kb[0], NULL, kb[2]));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_kernel_relu_backward(16, 0.0f, kb[0], kb[1], NULL));
+    ST(RT_ERR_INVALID_ARG, "relu", rt_kernel_relu_backward(16, -0.5f, kb[0], kb[1], kb[2]));
+}
+
+CHECK_FN(rt_kernel_reorder_layout) {
+    const int64_t shape[4] = {1, RT_LAYOUT_BLOCK, 2, 2};
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_reorder_layout(4, NULL, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, kb[0], kb[1]));
+    ST(RT_ERR_INVALID_ARG, "src", rt_kernel_reorder_layout(4, shape, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, NULL, kb[1]));
+    ST(RT_ERR_INVALID_ARG, "dst", rt_kernel_reorder_layout(4, shape, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, kb[0], NULL));
+    ST(RT_ERR_INVALID_ARG, "ndim", rt_kernel_reorder_layout(3, shape, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, kb[0], kb[1]));
+    ST(RT_ERR_INVALID_ARG, "layout", rt_kernel_reorder_layout(4, shape, RT_LAYOUT_PLAIN, (rt_layout)5, kb[0], kb[1]));
+}
+
+CHECK_FN(rt_kernel_batchnorm_forward_train) {
+    rt_bn_shape s = bn_shape(), bad = s;
+    bad.c = 0;
+    float *x = kb[0], *y = kb[1], *m = kb[2], *v = kb[3];
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_batchnorm_forward_train(NULL, x, NULL, NULL, y, m, v));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_forward_train(&s, NULL, NULL, NULL, y, m, v));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_forward_train(&s, x, NULL, NULL, NULL, m, v));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_forward_train(&s, x, NULL, NULL, y, NULL, v));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_forward_train(&s, x, NULL, NULL, y, m, NULL));
+    ST(RT_ERR_INVALID_ARG, "batchnorm", rt_kernel_batchnorm_forward_train(&bad, x, NULL, NULL, y, m, v));
+}
+
+CHECK_FN(rt_kernel_batchnorm_forward_eval) {
+    rt_bn_shape s = bn_shape();
+    float *x = kb[0], *y = kb[1], *m = kb[2], *v = kb[3];
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_batchnorm_forward_eval(NULL, x, NULL, NULL, m, v, y));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_forward_eval(&s, NULL, NULL, NULL, m, v, y));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_forward_eval(&s, x, NULL, NULL, NULL, v, y));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_forward_eval(&s, x, NULL, NULL, m, NULL, y));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_forward_eval(&s, x, NULL, NULL, m, v, NULL));
+}
+
+CHECK_FN(rt_kernel_batchnorm_backward) {
+    rt_bn_shape s = bn_shape();
+    float *x = kb[0], *dy = kb[1], *m = kb[2], *v = kb[3], *dx = kb[4], *dw = kb[5];
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_batchnorm_backward(NULL, x, dy, m, v, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_backward(&s, NULL, dy, m, v, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_backward(&s, x, NULL, m, v, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_backward(&s, x, dy, NULL, v, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_backward(&s, x, dy, m, NULL, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_backward(&s, x, dy, m, v, NULL, NULL, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "weight", rt_kernel_batchnorm_backward(&s, x, dy, m, v, NULL, dx, dw, NULL));
+}
+
+CHECK_FN(rt_kernel_batchnorm_relu_workspace_bytes) {
+    rt_error_clear();
+    VAL(rt_kernel_batchnorm_relu_workspace_bytes(NULL) == 0 && rt_error_last_status() == RT_ERR_INVALID_ARG);
+}
+
+CHECK_FN(rt_kernel_batchnorm_relu_forward_train) {
+    rt_bn_shape s = bn_shape();
+    float *x = kb[0], *y = kb[1], *m = kb[2], *v = kb[3], *ws = kb[4];
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_batchnorm_relu_forward_train(NULL, x, NULL, NULL, y, m, v, ws));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_forward_train(&s, NULL, NULL, NULL, y, m, v, ws));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_forward_train(&s, x, NULL, NULL, NULL, m, v, ws));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_forward_train(&s, x, NULL, NULL, y, NULL, v, ws));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_forward_train(&s, x, NULL, NULL, y, m, NULL, ws));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_forward_train(&s, x, NULL, NULL, y, m, v, NULL));
+}
+
+CHECK_FN(rt_kernel_batchnorm_relu_backward) {
+    rt_bn_shape s = bn_shape();
+    float *x = kb[0], *dy = kb[1], *m = kb[2], *v = kb[3], *ws = kb[4], *dx = kb[5];
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_batchnorm_relu_backward(NULL, x, dy, m, v, NULL, ws, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_backward(&s, NULL, dy, m, v, NULL, ws, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_backward(&s, x, NULL, m, v, NULL, ws, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_backward(&s, x, dy, NULL, v, NULL, ws, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_backward(&s, x, dy, m, NULL, NULL, ws, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_backward(&s, x, dy, m, v, NULL, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_batchnorm_relu_backward(&s, x, dy, m, v, NULL, ws, NULL, NULL, NULL));
+}
+
+CHECK_FN(rt_pool_out_size) {
+    rt_pool_shape s = pool_shape();
+    int64_t out[3] = {-7, -7, -7};
+    TOL(rt_pool_out_size(NULL, out));
+    VAL(out[0] == 1 && out[1] == 1 && out[2] == 1);
+    TOL(rt_pool_out_size(&s, HIDDEN_NULL(int64_t *)));
+}
+
+CHECK_FN(rt_pool_shape_check) {
+    rt_pool_shape s = pool_shape(), bad = s;
+    bad.k[0] = 0;
+    ST(RT_ERR_INVALID_ARG, "shape", rt_pool_shape_check(NULL, HIDDEN_NULL(int64_t *)));
+    ST(RT_OK, NULL, rt_pool_shape_check(&s, HIDDEN_NULL(int64_t *)));
+    ST(RT_ERR_INVALID_ARG, "pool", rt_pool_shape_check(&bad, HIDDEN_NULL(int64_t *)));
+}
+
+CHECK_FN(rt_kernel_maxpool_workspace_bytes) {
+    rt_error_clear();
+    VAL(rt_kernel_maxpool_workspace_bytes(NULL) == 0 && rt_error_last_status() == RT_ERR_INVALID_ARG);
+}
+
+CHECK_FN(rt_kernel_maxpool_forward) {
+    rt_pool_shape s = pool_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_maxpool_forward(NULL, kb[0], kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_maxpool_forward(&s, NULL, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_maxpool_forward(&s, kb[0], NULL, kb[2]));
+    ST(RT_OK, NULL, rt_kernel_maxpool_forward(&s, kb[0], kb[1], NULL)); /* no workspace: inference */
+}
+
+CHECK_FN(rt_kernel_maxpool_backward) {
+    rt_pool_shape s = pool_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_maxpool_backward(NULL, kb[0], kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_maxpool_backward(&s, NULL, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_maxpool_backward(&s, kb[0], NULL, kb[2]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_maxpool_backward(&s, kb[0], kb[1], NULL));
+}
+
+CHECK_FN(rt_kernel_avgpool_forward) {
+    rt_pool_shape s = pool_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_avgpool_forward(NULL, kb[0], kb[1]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_avgpool_forward(&s, NULL, kb[1]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_avgpool_forward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_kernel_avgpool_backward) {
+    rt_pool_shape s = pool_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_avgpool_backward(NULL, kb[0], kb[1]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_avgpool_backward(&s, NULL, kb[1]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_avgpool_backward(&s, kb[0], NULL));
+}
+
+/* The reference kernels have no dry run: every required buffer is checked. */
+CHECK_FN(rt_ref_conv_forward) {
+    rt_conv_shape s = conv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_conv_forward(NULL, kb[0], kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x", rt_ref_conv_forward(&s, NULL, kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "w", rt_ref_conv_forward(&s, kb[0], NULL, kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "y", rt_ref_conv_forward(&s, kb[0], kb[1], kb[2], NULL));
+}
+
+CHECK_FN(rt_ref_conv_backward_data) {
+    rt_conv_shape s = conv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_conv_backward_data(NULL, kb[0], kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "w", rt_ref_conv_backward_data(&s, NULL, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "dy", rt_ref_conv_backward_data(&s, kb[0], NULL, kb[2]));
+    ST(RT_ERR_INVALID_ARG, "dx", rt_ref_conv_backward_data(&s, kb[0], kb[1], NULL));
+}
+
+CHECK_FN(rt_ref_conv_backward_weights) {
+    rt_conv_shape s = conv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_conv_backward_weights(NULL, kb[0], kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x", rt_ref_conv_backward_weights(&s, NULL, kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "dy", rt_ref_conv_backward_weights(&s, kb[0], NULL, kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "dw", rt_ref_conv_backward_weights(&s, kb[0], kb[1], NULL, kb[3]));
+}
+
+CHECK_FN(rt_ref_maxpool_forward) {
+    rt_pool_shape s = pool_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_maxpool_forward(NULL, kb[0], kb[1]));
+    ST(RT_ERR_INVALID_ARG, "x", rt_ref_maxpool_forward(&s, NULL, kb[1]));
+    ST(RT_ERR_INVALID_ARG, "y", rt_ref_maxpool_forward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_ref_maxpool_backward) {
+    rt_pool_shape s = pool_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_maxpool_backward(NULL, kb[0], kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "x", rt_ref_maxpool_backward(&s, NULL, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "dy", rt_ref_maxpool_backward(&s, kb[0], NULL, kb[2]));
+    ST(RT_ERR_INVALID_ARG, "dx", rt_ref_maxpool_backward(&s, kb[0], kb[1], NULL));
+}
+
+CHECK_FN(rt_ref_avgpool_forward) {
+    rt_pool_shape s = pool_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_avgpool_forward(NULL, kb[0], kb[1]));
+    ST(RT_ERR_INVALID_ARG, "x", rt_ref_avgpool_forward(&s, NULL, kb[1]));
+    ST(RT_ERR_INVALID_ARG, "y", rt_ref_avgpool_forward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_ref_avgpool_backward) {
+    rt_pool_shape s = pool_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_avgpool_backward(NULL, kb[0], kb[1]));
+    ST(RT_ERR_INVALID_ARG, "dy", rt_ref_avgpool_backward(&s, NULL, kb[1]));
+    ST(RT_ERR_INVALID_ARG, "dx", rt_ref_avgpool_backward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_ref_batchnorm_forward_train) {
+    rt_bn_shape s = bn_shape();
+    float *x = kb[0], *y = kb[1], *m = kb[2], *v = kb[3];
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_batchnorm_forward_train(NULL, x, NULL, NULL, y, m, v));
+    ST(RT_ERR_INVALID_ARG, "x", rt_ref_batchnorm_forward_train(&s, NULL, NULL, NULL, y, m, v));
+    ST(RT_ERR_INVALID_ARG, "y", rt_ref_batchnorm_forward_train(&s, x, NULL, NULL, NULL, m, v));
+    ST(RT_ERR_INVALID_ARG, "mean", rt_ref_batchnorm_forward_train(&s, x, NULL, NULL, y, NULL, v));
+    ST(RT_ERR_INVALID_ARG, "var", rt_ref_batchnorm_forward_train(&s, x, NULL, NULL, y, m, NULL));
+}
+
+CHECK_FN(rt_ref_batchnorm_forward_eval) {
+    rt_bn_shape s = bn_shape();
+    float *x = kb[0], *y = kb[1], *m = kb[2], *v = kb[3];
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_batchnorm_forward_eval(NULL, x, NULL, NULL, m, v, y));
+    ST(RT_ERR_INVALID_ARG, "x", rt_ref_batchnorm_forward_eval(&s, NULL, NULL, NULL, m, v, y));
+    ST(RT_ERR_INVALID_ARG, "mean", rt_ref_batchnorm_forward_eval(&s, x, NULL, NULL, NULL, v, y));
+    ST(RT_ERR_INVALID_ARG, "var", rt_ref_batchnorm_forward_eval(&s, x, NULL, NULL, m, NULL, y));
+    ST(RT_ERR_INVALID_ARG, "y", rt_ref_batchnorm_forward_eval(&s, x, NULL, NULL, m, v, NULL));
+}
+
+CHECK_FN(rt_ref_batchnorm_backward) {
+    rt_bn_shape s = bn_shape();
+    float *x = kb[0], *dy = kb[1], *m = kb[2], *v = kb[3], *dx = kb[4];
+    ST(RT_ERR_INVALID_ARG, "shape", rt_ref_batchnorm_backward(NULL, x, dy, m, v, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "x", rt_ref_batchnorm_backward(&s, NULL, dy, m, v, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "dy", rt_ref_batchnorm_backward(&s, x, NULL, m, v, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "mean", rt_ref_batchnorm_backward(&s, x, dy, NULL, v, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "var", rt_ref_batchnorm_backward(&s, x, dy, m, NULL, NULL, dx, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "dx", rt_ref_batchnorm_backward(&s, x, dy, m, v, NULL, NULL, NULL, NULL));
+}
+
+CHECK_FN(rt_set_num_threads) {
+    int prev = rt_get_num_threads();
+    TOL(rt_set_num_threads(-3)); /* <= 0: every core */
+    VAL(rt_get_num_threads() >= 1);
+    rt_set_num_threads(prev);
+}
+
+CHECK_FN(rt_get_num_threads) { VAL(rt_get_num_threads() >= 1); }
+
+/* The elementwise loops: a NULL buffer is a no-op that writes nothing. */
+CHECK_FN(rt_vec_add) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_add(2, NULL, a, o));
+    TOL(rt_vec_add(2, a, NULL, o));
+    TOL(rt_vec_add(2, a, a, NULL));
+    TOL(rt_vec_add(-2, a, a, o));
+    VAL(o[0] == 7.0f && o[1] == 7.0f);
+}
+
+CHECK_FN(rt_vec_sub) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_sub(2, NULL, a, o));
+    TOL(rt_vec_sub(2, a, NULL, o));
+    TOL(rt_vec_sub(2, a, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_add_relu) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_add_relu(2, NULL, a, o));
+    TOL(rt_vec_add_relu(2, a, NULL, o));
+    TOL(rt_vec_add_relu(2, a, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_mul) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_mul(2, NULL, a, o));
+    TOL(rt_vec_mul(2, a, NULL, o));
+    TOL(rt_vec_mul(2, a, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_axpy) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_axpy(2, 1.0f, NULL, o));
+    TOL(rt_vec_axpy(2, 1.0f, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_scale) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_scale(2, 2.0f, NULL, o));
+    TOL(rt_vec_scale(2, 2.0f, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_sum) {
+    VAL(rt_vec_sum(4, NULL) == 0.0);
+    VAL(rt_vec_sum(-4, NULL) == 0.0);
+}
+
+CHECK_FN(rt_vec_sumsq) { VAL(rt_vec_sumsq(4, NULL) == 0.0); }
+
+CHECK_FN(rt_vec_all_finite) {
+    VAL(rt_vec_all_finite(4, NULL) == 0); /* nothing to vouch for */
+    VAL(rt_vec_all_finite(0, NULL) == 1);
+}
+
+CHECK_FN(rt_vec_fill) {
+    TOL(rt_vec_fill(4, 1.0f, NULL));
+    TOL(rt_vec_fill(-4, 1.0f, kb[0]));
+}
+
+CHECK_FN(rt_vec_pow) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_pow(2, 3.0f, NULL, o));
+    TOL(rt_vec_pow(2, 3.0f, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_pow_backward) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_pow_backward(2, 3.0f, NULL, a, o));
+    TOL(rt_vec_pow_backward(2, 3.0f, a, NULL, o));
+    TOL(rt_vec_pow_backward(2, 0.0f, a, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_tanh) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_tanh(2, NULL, o));
+    TOL(rt_vec_tanh(2, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_tanh_backward) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_tanh_backward(2, NULL, a, o));
+    TOL(rt_vec_tanh_backward(2, a, NULL, o));
+    TOL(rt_vec_tanh_backward(2, a, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_sigmoid) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_sigmoid(2, NULL, o));
+    TOL(rt_vec_sigmoid(2, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+CHECK_FN(rt_vec_sigmoid_backward) {
+    float a[2] = {1, 2}, o[2] = {7, 7};
+    TOL(rt_vec_sigmoid_backward(2, NULL, a, o));
+    TOL(rt_vec_sigmoid_backward(2, a, NULL, o));
+    TOL(rt_vec_sigmoid_backward(2, a, a, NULL));
+    VAL(o[0] == 7.0f);
+}
+
+/* ------------------------------------------------------------ the tables */
+
+typedef struct api_entry {
+    const char *name;
+    void (*check)(void);
+} api_entry;
+#define E(f) {#f, check_##f}
+
+static const api_entry core_entries[] = {
+    /* core/status.h */
+    E(rt_status_str), E(rt_error_set), E(rt_error_last), E(rt_error_last_status), E(rt_error_clear),
+    /* core/dtype.h */
+    E(rt_dtype_size), E(rt_dtype_str), E(rt_dtype_safetensors_name), E(rt_dtype_from_safetensors_name),
+    E(rt_f32_to_bf16), E(rt_bf16_to_f32), E(rt_f32_to_f16), E(rt_f16_to_f32), E(rt_dtype_convert),
+    /* core/mem.h */
+    E(rt_mem_category_str), E(rt_memstats_get), E(rt_memstats_reset_peaks), E(rt_mem_set_limit),
+    E(rt_mem_get_limit), E(rt_mem_set_op), E(rt_mem_move), E(rt_mem_release_cache), E(rt_mem_set_cache_limit),
+    E(rt_mem_alloc), E(rt_mem_free), E(rt_mem_account), E(rt_mem_unaccount), E(rt_mem_trace_enable),
+    E(rt_mem_trace_events), E(rt_mem_trace_write_csv), E(rt_memstats_print),
+    /* core/rng.h */
+    E(rt_philox4x32_10), E(rt_philox_uniform), E(rt_philox_blocks), E(rt_generator_uniform),
+    E(rt_generator_normal), E(rt_default_generator), E(rt_manual_seed),
+    /* core/tensor.h */
+    E(rt_autograd_meta_release), E(rt_tensor_create), E(rt_tensor_zeros), E(rt_tensor_empty_like),
+    E(rt_tensor_zeros_like), E(rt_tensor_from_data), E(rt_tensor_retain), E(rt_tensor_release),
+    E(rt_tensor_detach), E(rt_tensor_view), E(rt_tensor_to), E(rt_tensor_numel), E(rt_tensor_nbytes),
+    E(rt_tensor_is_meta), E(rt_tensor_data), E(rt_tensor_f32), E(rt_tensor_same_shape), E(rt_tensor_shape_str),
+    E(rt_tensor_set_requires_grad), E(rt_tensor_fill), E(rt_tensor_copy), E(rt_tensor_zero_grad),
+    E(rt_storage_mark_saved),
+};
+
+static const api_entry autograd_entries[] = {
+    /* autograd/engine.h */
+    E(rt_backward), E(rt_accumulate_grad),
+    /* autograd/node.h */
+    E(rt_node_create), E(rt_node_retain), E(rt_node_release), E(rt_node_set_output), E(rt_node_needs_grad),
+    E(rt_node_save), E(rt_node_saved), E(rt_node_release_saved), E(rt_node_release_unpacked),
+    E(rt_saved_tensors_hooks_push), E(rt_saved_tensors_hooks_pop), E(rt_saved_tensors_hooks_depth),
+    E(rt_grad_is_enabled), E(rt_grad_set_enabled), E(rt_recompute_is_active), E(rt_recompute_set_active),
+    /* autograd/recompute.h */
+    E(rt_rng_state_get), E(rt_recompute_begin), E(rt_recompute_rewind), E(rt_recompute_end), E(rt_detached_leaf),
+    E(rt_leaf_grad_or_zeros),
+};
+
+static const api_entry ops_entries[] = {
+    /* ops/ops.h */
+    E(rt_conv), E(rt_linear), E(rt_batch_norm), E(rt_relu), E(rt_leaky_relu), E(rt_add_relu), E(rt_max_pool),
+    E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul_scalar), E(rt_sum), E(rt_mean),
+    E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels),
+    E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),
+    E(rt_dropout), E(rt_cross_entropy), E(rt_mse_loss),
+    /* ops/batchnorm_relu.h */
+    E(rt_batch_norm_relu),
+    /* ops/coupling.h */
+    E(rt_affine_coupling), E(rt_affine_coupling_inverse), E(rt_affine_coupling_logdet),
+};
+
+static const api_entry nn_entries[] = {
+    /* nn/module.h */
+    E(rt_init_ctx_make), E(rt_module_alloc), E(rt_module_destroy), E(rt_module_forward), E(rt_module_add_child),
+    E(rt_module_append), E(rt_module_register), E(rt_module_register_counter), E(rt_module_tensor),
+    E(rt_module_find), E(rt_module_train), E(rt_module_visit), E(rt_module_is), E(rt_module_state_dict),
+    E(rt_module_path), E(rt_module_set_forward_hook),
+    /* nn/modules.h */
+    E(rt_init_uniform), E(rt_init_normal), E(rt_conv_create), E(rt_batchnorm_create), E(rt_batchnorm_configure),
+    E(rt_linear_create), E(rt_relu_create), E(rt_leaky_relu_create), E(rt_dropout_create), E(rt_flatten_create),
+    E(rt_max_pool_create), E(rt_avg_pool_create), E(rt_adaptive_avg_pool_create), E(rt_preferred_layout_create),
+    E(rt_module_set_blocked), E(rt_sequential_create),
+    /* nn/state_dict.h */
+    E(rt_state_dict_create), E(rt_state_dict_destroy), E(rt_state_dict_push), E(rt_state_dict_find),
+    E(rt_state_dict_num_params), E(rt_state_dict_num_param_elements), E(rt_state_dict_check_values),
+    E(rt_state_dict_params),
+};
+
+static const api_entry optim_train_entries[] = {
+    /* optim/grad.h */
+    E(rt_clip_grad_norm), E(rt_accum_loss_scale), E(rt_grad_accumulator_begin), E(rt_grad_accumulator_scale),
+    E(rt_grad_accumulator_check),
+    /* optim/optimizer.h */
+    E(rt_sgd_default_opts), E(rt_adamw_default_opts), E(rt_sgd_create), E(rt_adamw_create), E(rt_optimizer_create),
+    E(rt_optimizer_destroy), E(rt_optimizer_name), E(rt_optimizer_param_count), E(rt_optimizer_params),
+    E(rt_optimizer_step), E(rt_optimizer_zero_grad), E(rt_optimizer_set_lr), E(rt_optimizer_get_lr),
+    E(rt_optimizer_step_count), E(rt_optimizer_set_step_count), E(rt_optimizer_state_nbytes),
+    E(rt_optimizer_state_visit), E(rt_optimizer_state_count),
+    /* optim/schedule.h */
+    E(rt_lr_schedule_check), E(rt_lr_at),
+    /* train/step.h */
+    E(rt_train_step), E(rt_count_correct), E(rt_batch_slice),
+    /* memory/predict.h */
+    E(rt_memory_predict),
+};
+
+static const api_entry data_io_entries[] = {
+    /* data/dataset.h */
+    E(rt_dataset_image_size), E(rt_dataset_image), E(rt_dataset_label), E(rt_dataset_from_arrays),
+    E(rt_dataset_subset), E(rt_dataset_channel_stats), E(rt_dataset_destroy),
+    /* data/idx.h */
+    E(rt_idx_type_size), E(rt_idx_type_str), E(rt_idx_read), E(rt_idx_destroy), E(rt_idx_check_pair),
+    /* data/loader.h */
+    E(rt_loader_options_default), E(rt_loader_create), E(rt_loader_destroy), E(rt_loader_batches_per_epoch),
+    E(rt_loader_epoch), E(rt_loader_batch_index), E(rt_loader_next), E(rt_loader_reset), E(rt_loader_seek),
+    E(rt_loader_order), E(rt_loader_augment_params),
+    /* data/mnist.h */
+    E(rt_mnist_default_dir), E(rt_mnist_load),
+    /* io/safetensors.h */
+    E(rt_st_open), E(rt_st_count), E(rt_st_entry_at), E(rt_st_find), E(rt_st_metadata), E(rt_st_close),
+    E(rt_st_dtype_size), E(rt_st_writer_create), E(rt_st_writer_add), E(rt_st_writer_set_metadata),
+    E(rt_st_writer_save), E(rt_st_writer_destroy),
+    /* io/weights.h */
+    E(rt_weights_save), E(rt_weights_load), E(rt_weights_read_metadata),
+};
+
+static const api_entry models_entries[] = {
+    /* models/model.h */
+    E(rt_zoo_entries), E(rt_zoo_find), E(rt_model_names), E(rt_model_name_has_reversible), E(rt_model_create),
+    E(rt_model_destroy), E(rt_model_forward),
+    /* models/resblock.h, resnet.h, revnet.h */
+    E(rt_resblock_create), E(rt_resnet_config_get), E(rt_resnet_build), E(rt_revnet_config_get),
+    E(rt_revnet_build),
+};
+
+static const api_entry kernels_entries[] = {
+    /* kernels/blas.h, cache.h */
+    E(rt_kernel_sgemm), E(rt_kernels_release_cache), E(rt_kernels_cache_size), E(rt_kernels_primitives_created),
+    /* kernels/conv.h */
+    E(rt_conv_out_size), E(rt_kernel_conv_forward), E(rt_kernel_conv_backward_data),
+    E(rt_kernel_conv_backward_weights), E(rt_conv_algo_set), E(rt_conv_algo_get), E(rt_conv_algo_name),
+    E(rt_conv_algo_parse), E(rt_conv_shape_check),
+    /* kernels/eltwise.h, layout.h */
+    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout),
+    /* kernels/norm.h */
+    E(rt_kernel_batchnorm_forward_train), E(rt_kernel_batchnorm_forward_eval), E(rt_kernel_batchnorm_backward),
+    E(rt_kernel_batchnorm_relu_workspace_bytes), E(rt_kernel_batchnorm_relu_forward_train),
+    E(rt_kernel_batchnorm_relu_backward),
+    /* kernels/pool.h */
+    E(rt_pool_out_size), E(rt_pool_shape_check), E(rt_kernel_maxpool_workspace_bytes), E(rt_kernel_maxpool_forward),
+    E(rt_kernel_maxpool_backward), E(rt_kernel_avgpool_forward), E(rt_kernel_avgpool_backward),
+    /* kernels/reference.h */
+    E(rt_ref_conv_forward), E(rt_ref_conv_backward_data), E(rt_ref_conv_backward_weights),
+    E(rt_ref_maxpool_forward), E(rt_ref_maxpool_backward), E(rt_ref_avgpool_forward), E(rt_ref_avgpool_backward),
+    E(rt_ref_batchnorm_forward_train), E(rt_ref_batchnorm_forward_eval), E(rt_ref_batchnorm_backward),
+    /* kernels/threads.h */
+    E(rt_set_num_threads), E(rt_get_num_threads),
+    /* kernels/vec.h */
+    E(rt_vec_add), E(rt_vec_sub), E(rt_vec_add_relu), E(rt_vec_mul), E(rt_vec_axpy), E(rt_vec_scale),
+    E(rt_vec_sum), E(rt_vec_sumsq), E(rt_vec_all_finite), E(rt_vec_fill), E(rt_vec_pow), E(rt_vec_pow_backward),
+    E(rt_vec_tanh), E(rt_vec_tanh_backward), E(rt_vec_sigmoid), E(rt_vec_sigmoid_backward),
+};
+
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const struct {
+    const char *group;
+    const api_entry *entries;
+    int n;
+} tables[] = {
+    {"core", core_entries, N_OF(core_entries)},
+    {"autograd", autograd_entries, N_OF(autograd_entries)},
+    {"ops", ops_entries, N_OF(ops_entries)},
+    {"nn", nn_entries, N_OF(nn_entries)},
+    {"optim_train", optim_train_entries, N_OF(optim_train_entries)},
+    {"data_io", data_io_entries, N_OF(data_io_entries)},
+    {"models", models_entries, N_OF(models_entries)},
+    {"kernels", kernels_entries, N_OF(kernels_entries)},
+};
+
+/* Runs every check of one table; each entry point must check at least one
+ * call, and leave no tensor, error state or grad mode behind. */
+static void run_table(const char *group) {
+    for (int t = 0; t < N_OF(tables); t++) {
+        if (strcmp(tables[t].group, group) != 0) continue;
+        int calls = g_calls;
+        for (int i = 0; i < tables[t].n; i++) {
+            g_fn = tables[t].entries[i].name;
+            int before = g_calls;
+            tables[t].entries[i].check();
+            release_owned();
+            if (g_calls == before) report(__LINE__, g_fn, "checked no call");
+            if (!rt_grad_is_enabled() || rt_recompute_is_active() || rt_saved_tensors_hooks_depth() != 0)
+                report(__LINE__, g_fn, "left grad mode, recompute mode or saved-tensor hooks changed");
+            g_entries++;
+        }
+        printf("  %-12s %3d entry points, %4d calls checked\n", group, tables[t].n, g_calls - calls);
+    }
+}
+
+static void test_core(void) { run_table("core"); }
+static void test_autograd(void) { run_table("autograd"); }
+static void test_ops(void) { run_table("ops"); }
+static void test_nn(void) { run_table("nn"); }
+static void test_optim_train(void) { run_table("optim_train"); }
+static void test_data_io(void) { run_table("data_io"); }
+static void test_models(void) { run_table("models"); }
+static void test_kernels(void) { run_table("kernels"); }
+
+/* ------------------------------------------------------------ coverage */
+
+/* Headers not in scope: the reversible strategy has its own owner and tests;
+ * dnnl_common.h and op_util.h are internal helpers of kernels/ and ops/. */
+static int header_excluded(const char *dir, const char *file) {
+    if (!strcmp(dir, "memory") && !strncmp(file, "reversible", 10)) return 1;
+    if (!strcmp(dir, "kernels") && !strcmp(file, "dnnl_common.h")) return 1;
+    if (!strcmp(dir, "ops") && !strcmp(file, "op_util.h")) return 1;
+    return 0;
+}
+
+static const api_entry *find_entry(const char *name) {
+    for (int t = 0; t < N_OF(tables); t++)
+        for (int i = 0; i < tables[t].n; i++)
+            if (!strcmp(tables[t].entries[i].name, name)) return &tables[t].entries[i];
+    return NULL;
+}
+
+/* The function a header line declares or defines at file scope, or "": a
+ * line starting with a type (not indented, not a comment, typedef or
+ * preprocessor line) whose first identifier followed by '(' starts "rt_". */
+static void declared_name(const char *line, char *name, size_t n) {
+    name[0] = '\0';
+    if (!((line[0] >= 'a' && line[0] <= 'z') || (line[0] >= 'A' && line[0] <= 'Z')) || !strncmp(line, "typedef", 7))
+        return;
+    for (const char *p = line; *p; p++) {
+        if (*p != '(') continue;
+        const char *end = p;
+        while (end > line && end[-1] == ' ') end--;
+        const char *start = end;
+        while (start > line && (start[-1] == '_' || (start[-1] >= 'a' && start[-1] <= 'z') ||
+                                (start[-1] >= '0' && start[-1] <= '9')))
+            start--;
+        size_t len = (size_t)(end - start);
+        if (len > 3 && len < n && !strncmp(start, "rt_", 3)) {
+            memcpy(name, start, len);
+            name[len] = '\0';
+        }
+        return;
+    }
+}
+
+static void test_coverage(void) {
+    static const char *dirs[] = {"core", "autograd", "ops", "nn", "optim", "train",
+                                 "data", "io", "models", "memory", "kernels"};
+    int found = 0, headers = 0, missing = 0, table_size = 0;
+    static char seen[512][64];
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/src/%s", RT_SOURCE_DIR, dirs[d]);
+        DIR *dir = opendir(path);
+        CHECK(dir != NULL);
+        struct dirent *ent;
+        while ((ent = readdir(dir))) {
+            size_t len = strlen(ent->d_name);
+            if (len < 3 || strcmp(ent->d_name + len - 2, ".h") || header_excluded(dirs[d], ent->d_name)) continue;
+            char file[1024];
+            snprintf(file, sizeof file, "%s/%s", path, ent->d_name);
+            FILE *f = fopen(file, "r");
+            if (!f) continue;
+            headers++;
+            char line[1024], name[64];
+            while (fgets(line, sizeof line, f)) {
+                declared_name(line, name, sizeof name);
+                if (!name[0]) continue;
+                if (found < 512) snprintf(seen[found], sizeof seen[found], "%s", name);
+                found++;
+                if (!find_entry(name)) {
+                    fprintf(stderr, "coverage: %s/%s declares %s, which has no entry in test_api_null.c\n",
+                            dirs[d], ent->d_name, name);
+                    missing++;
+                }
+            }
+            fclose(f);
+        }
+        closedir(dir);
+    }
+    /* and every entry names a function some header in scope declares */
+    for (int t = 0; t < N_OF(tables); t++)
+        for (int i = 0; i < tables[t].n; i++, table_size++) {
+            int ok = 0;
+            for (int k = 0; k < found && k < 512 && !ok; k++) ok = !strcmp(seen[k], tables[t].entries[i].name);
+            if (!ok) {
+                fprintf(stderr, "coverage: entry %s is not declared in a header in scope\n",
+                        tables[t].entries[i].name);
+                missing++;
+            }
+        }
+    printf("  %d public functions declared in %d headers in scope, %d entry points in the tables\n", found,
+           headers, table_size);
+    CHECK_EQ_INT(missing, 0);
+    CHECK_EQ_INT(found, table_size);
+}
+
+/* Last: the totals of the tests run before it, and the files the io checks wrote. */
+static void test_summary(void) {
+    printf("  checked %d entry points with %d calls\n", g_entries, g_calls);
+    if (g_dir[0]) {
+        const char *names[] = {"small.safetensors", "w.safetensors"};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(tmp_path(names[i]));
+        rmdir(g_dir);
+    }
+}
+
+RT_TEST_MAIN({"core", test_core}, {"autograd", test_autograd}, {"ops", test_ops}, {"nn", test_nn},
+             {"optim_train", test_optim_train}, {"data_io", test_data_io}, {"models", test_models},
+             {"kernels", test_kernels}, {"coverage", test_coverage}, {"summary", test_summary})

@@ -68,6 +68,9 @@ typedef struct rt_rev_block {
  * keeps every intermediate); put blocks in a ReversibleSequence to save
  * memory. */
 rt_status rt_rev_block_create(rt_module *f, rt_module *g, rt_coupling coupling, rt_module **out);
+/* (All functions below: RT_ERR_INVALID_ARG, with a message naming the
+ * function and the argument, for a NULL pointer argument or a module of
+ * the wrong kind; the _of, set and count functions accept NULL.) */
 /* The block behind module m, or NULL when m is not a ReversibleBlock. */
 rt_rev_block *rt_rev_block_of(rt_module *m);
 

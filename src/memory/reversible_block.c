@@ -127,10 +127,12 @@ static rt_status rt_rev_block_forward(rt_module *m, rt_tensor *x, rt_tensor **y)
 static const rt_module_class rt_rev_block_class = {"ReversibleBlock", rt_rev_block_forward, NULL};
 
 rt_status rt_rev_block_create(rt_module *f, rt_module *g, rt_coupling coupling, rt_module **out) {
-    *out = NULL;
+    if (out) *out = NULL;
     rt_rev_block *b = NULL;
     rt_status st = RT_OK;
-    if (!f || !g) st = rt_error_set(RT_ERR_INVALID_ARG, "ReversibleBlock needs both F and G (got NULL)");
+    if (!out) st = rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_block_create: the output pointer is NULL");
+    else if (!f || !g) st = rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_block_create: ReversibleBlock needs both F and G "
+                                         "(got NULL)");
     else if (coupling != RT_COUPLING_ADDITIVE && coupling != RT_COUPLING_AFFINE)
         st = rt_error_set(RT_ERR_INVALID_ARG, "ReversibleBlock: unknown coupling %d", (int)coupling);
     else if (!(b = (rt_rev_block *)rt_module_alloc(sizeof *b, &rt_rev_block_class))) st = RT_ERR_OOM;
@@ -161,18 +163,22 @@ rt_rev_block *rt_rev_block_of(rt_module *m) {
     return rt_module_is(m, &rt_rev_block_class) ? (rt_rev_block *)m : NULL;
 }
 
-static rt_status rt_rev_block_arg(rt_module *m, const char *fn, rt_rev_block **b) {
+/* The block behind m, checking that the tensor argument `t` (named `what`)
+ * and the output pointer `out` are not NULL. */
+static rt_status rt_rev_block_arg(rt_module *m, const char *fn, rt_rev_block **b, const rt_tensor *t,
+                                  const char *what, const void *out) {
     *b = rt_rev_block_of(m);
     if (!*b) return rt_error_set(RT_ERR_INVALID_ARG, "%s: the module is %s, not a ReversibleBlock", fn,
                                  m ? m->cls->type : "NULL");
+    if (!t) return rt_error_set(RT_ERR_INVALID_ARG, "%s: %s is NULL", fn, what);
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "%s: the output pointer is NULL", fn);
     return RT_OK;
 }
 
 rt_status rt_rev_block_inverse(rt_module *block, rt_tensor *y, rt_tensor **x) {
     rt_rev_block *b;
+    RT_TRY(rt_rev_block_arg(block, "rt_rev_block_inverse", &b, y, "y", x));
     *x = NULL;
-    RT_TRY(rt_rev_block_arg(block, "rt_rev_block_inverse", &b));
-    if (!y) return rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_block_inverse: y is NULL");
     rt_rev_rng rng = {b->seed, b->off_f, b->off_g};
     bool replay = block->training && b->has_record;
     rt_recompute_scope scope;
@@ -186,7 +192,8 @@ rt_status rt_rev_block_inverse(rt_module *block, rt_tensor *y, rt_tensor **x) {
 
 rt_status rt_rev_block_check(rt_module *block, rt_tensor *x, float *err_inv_fwd, float *err_fwd_inv) {
     rt_rev_block *b;
-    RT_TRY(rt_rev_block_arg(block, "rt_rev_block_check", &b));
+    RT_TRY(rt_rev_block_arg(block, "rt_rev_block_check", &b, x, "x", err_inv_fwd));
+    if (!err_fwd_inv) return rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_block_check: err_fwd_inv is NULL");
     rt_recompute_scope scope;
     rt_recompute_begin(&scope);
     bool grad = rt_grad_set_enabled(false);
@@ -219,8 +226,8 @@ rt_status rt_rev_block_check(rt_module *block, rt_tensor *x, float *err_inv_fwd,
 
 rt_status rt_rev_block_logdet(rt_module *block, rt_tensor *x, rt_tensor **out) {
     rt_rev_block *b;
+    RT_TRY(rt_rev_block_arg(block, "rt_rev_block_logdet", &b, x, "x", out));
     *out = NULL;
-    RT_TRY(rt_rev_block_arg(block, "rt_rev_block_logdet", &b));
     int64_t n = x->shape[0];
     if (b->coupling == RT_COUPLING_ADDITIVE) {
         *out = rt_tensor_zeros(1, &n, RT_F32, x->device, RT_MEM_TEMP);

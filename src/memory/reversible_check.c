@@ -60,6 +60,10 @@ static rt_status rt_recon_set_hooks(rt_module *m, const char *path, void *user) 
 
 rt_status rt_reversible_reconstruction(rt_module *net, rt_tensor *x, double *block_err, double *chain_err,
                                        char *worst_block, size_t n) {
+    if (!net || !x || !block_err || !chain_err || (!worst_block && n > 0))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_reversible_reconstruction: %s is NULL",
+                            !net ? "the module" : !x ? "x" : !block_err ? "block_err" : !chain_err ? "chain_err"
+                                                                                            : "worst_block");
     *block_err = *chain_err = 0.0;
     if (n) worst_block[0] = '\0';
     if (rt_module_count_reversible(net) == 0)

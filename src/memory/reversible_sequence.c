@@ -450,6 +450,7 @@ static rt_status rt_seq_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
 static const rt_module_class rt_rev_sequence_class = {"ReversibleSequence", rt_seq_forward, NULL};
 
 rt_status rt_rev_sequence_create(rt_module **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_sequence_create: the output pointer is NULL");
     rt_rev_sequence *s = (rt_rev_sequence *)rt_module_alloc(sizeof *s, &rt_rev_sequence_class);
     *out = s ? &s->base : NULL;
     if (!s) return RT_ERR_OOM;

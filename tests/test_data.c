@@ -1,8 +1,14 @@
 /* Tests for datasets, the MNIST loader and the batch loader (src/data/
  * dataset.h, mnist.h, loader.h): small in-memory datasets for shuffling,
  * batching, normalisation and augmentation; crafted IDX files in a private
- * temp directory; the real Fashion-MNIST files when
- * /usr/share/datasets/fashion-mnist exists. */
+ * temp directory; the real Fashion-MNIST files.
+ *
+ * `test_data` runs every test that needs no file outside the tree;
+ * `test_data --fashion` (CTest: test_data_fashion) runs the ones that read the
+ * real Fashion-MNIST files from $RT_FASHION_MNIST_DIR, else from
+ * /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist), and
+ * exits with 77 (CTest: skipped) when they are missing. `test_data NAME` runs
+ * one test of either kind, `test_data --list` lists all. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +27,27 @@
 #include "data/mnist.h"
 #include "rt_test.h"
 
-#define FASHION_DIR "/usr/share/datasets/fashion-mnist"
+/* The Fashion-MNIST directory: $RT_FASHION_MNIST_DIR when set and not
+ * empty, else where Debian's package installs it (rt_mnist_default_dir). */
+static const char *fashion_dir(void) {
+    const char *env = getenv("RT_FASHION_MNIST_DIR");
+    return env && *env ? env : rt_mnist_default_dir();
+}
+
+/* 1 when fashion_dir() holds the four IDX files (each as NAME.gz or NAME). */
+static int fashion_present(void) {
+    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char gz[512], plain[512];
+        struct stat st;
+        snprintf(gz, sizeof gz, "%s/%s.gz", fashion_dir(), names[i]);
+        snprintf(plain, sizeof plain, "%s/%s", fashion_dir(), names[i]);
+        if (!(stat(gz, &st) == 0 && S_ISREG(st.st_mode)) && !(stat(plain, &st) == 0 && S_ISREG(st.st_mode)))
+            return 0;
+    }
+    return 1;
+}
 
 static int64_t data_live(void) {
     rt_memstats m;
@@ -887,15 +913,10 @@ static void test_mnist_missing_dir(void) {
 }
 
 static void test_fashion_mnist_real(void) {
-    struct stat st;
-    if (stat(FASHION_DIR, &st) != 0) {
-        printf("skip: %s not present (apt-get install dataset-fashion-mnist)\n", FASHION_DIR);
-        return;
-    }
     int64_t before = data_live();
     rt_dataset *train = NULL, *test = NULL;
-    CHECK_OK(rt_mnist_load(rt_mnist_default_dir(), true, &train));
-    CHECK_OK(rt_mnist_load(rt_mnist_default_dir(), false, &test));
+    CHECK_OK(rt_mnist_load(fashion_dir(), true, &train));
+    CHECK_OK(rt_mnist_load(fashion_dir(), false, &test));
     CHECK_EQ_INT(train->n, 60000);
     CHECK_EQ_INT(test->n, 10000);
     CHECK(train->channels == 1 && train->height == 28 && train->width == 28);
@@ -968,19 +989,38 @@ static void test_fashion_mnist_real(void) {
     CHECK_EQ_INT(data_live(), before);
 }
 
-RT_TEST_MAIN({"dataset_from_arrays", test_dataset_from_arrays},
-             {"dataset_subset", test_dataset_subset},
-             {"dataset_channel_stats", test_dataset_channel_stats},
-             {"loader_batch_sizes", test_loader_batch_sizes},
-             {"loader_shuffle", test_loader_shuffle},
-             {"loader_normalize_exact", test_loader_normalize_exact},
-             {"loader_random_crop", test_loader_random_crop},
-             {"loader_random_crop_known_shift", test_loader_random_crop_known_shift},
-             {"loader_hflip", test_loader_hflip},
-             {"loader_augment_independent_of_batch_and_threads",
-              test_loader_augment_independent_of_batch_and_threads},
-             {"loader_seek_resume", test_loader_seek_resume},
-             {"loader_memory", test_loader_memory},
-             {"mnist_files", test_mnist_files},
-             {"mnist_missing_dir", test_mnist_missing_dir},
-             {"fashion_mnist_real", test_fashion_mnist_real})
+int main(int argc, char **argv) {
+    static const rt_test_case cases[] = {
+        {"dataset_from_arrays", test_dataset_from_arrays},
+        {"dataset_subset", test_dataset_subset},
+        {"dataset_channel_stats", test_dataset_channel_stats},
+        {"loader_batch_sizes", test_loader_batch_sizes},
+        {"loader_shuffle", test_loader_shuffle},
+        {"loader_normalize_exact", test_loader_normalize_exact},
+        {"loader_random_crop", test_loader_random_crop},
+        {"loader_random_crop_known_shift", test_loader_random_crop_known_shift},
+        {"loader_hflip", test_loader_hflip},
+        {"loader_augment_independent_of_batch_and_threads",
+         test_loader_augment_independent_of_batch_and_threads},
+        {"loader_seek_resume", test_loader_seek_resume},
+        {"loader_memory", test_loader_memory},
+        {"mnist_files", test_mnist_files},
+        {"mnist_missing_dir", test_mnist_missing_dir}};
+    /* need the real Fashion-MNIST files */
+    static const rt_test_case fashion[] = {{"fashion_mnist_real", test_fashion_mnist_real}};
+    const int nc = (int)(sizeof cases / sizeof cases[0]), nf = (int)(sizeof fashion / sizeof fashion[0]);
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; i < nc; i++) printf("%s\n", cases[i].name);
+        for (int i = 0; i < nf; i++) printf("%s\n", fashion[i].name);
+        return 0;
+    }
+    int all = argc > 1 && strcmp(argv[1], "--fashion") == 0, one = 0;
+    for (int i = 0; i < nf && argc > 1; i++) one |= strcmp(argv[1], fashion[i].name) == 0;
+    if (!all && !one) return rt_test_main(argc, argv, cases, nc);
+    if (!fashion_present()) {
+        printf("skip: the Fashion-MNIST files are not in %s (apt-get install dataset-fashion-mnist, "
+               "or set RT_FASHION_MNIST_DIR)\n", fashion_dir());
+        return 77;
+    }
+    return rt_test_main(all ? 1 : argc, argv, fashion, nf);
+}

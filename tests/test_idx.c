@@ -1,6 +1,13 @@
 /* Tests for the IDX reader (src/data/idx.h): crafted files in a private temp
  * directory for every error path and every element type, plus the real
- * Fashion-MNIST files when /usr/share/datasets/fashion-mnist exists. */
+ * Fashion-MNIST files.
+ *
+ * `test_idx` runs every test that needs no file outside the tree;
+ * `test_idx --fashion` (CTest: test_idx_fashion) runs the ones that read the
+ * real Fashion-MNIST files from $RT_FASHION_MNIST_DIR, else from
+ * /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist), and
+ * exits with 77 (CTest: skipped) when they are missing. `test_idx NAME` runs
+ * one test of either kind, `test_idx --list` lists all. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,7 +21,12 @@
 #include "data/idx.h"
 #include "rt_test.h"
 
-#define FASHION_DIR "/usr/share/datasets/fashion-mnist"
+/* The Fashion-MNIST directory: $RT_FASHION_MNIST_DIR when set and not
+ * empty, else where Debian's package installs it. */
+static const char *fashion_dir(void) {
+    const char *env = getenv("RT_FASHION_MNIST_DIR");
+    return env && *env ? env : "/usr/share/datasets/fashion-mnist";
+}
 
 /* ---- temp files ------------------------------------------------------------ */
 
@@ -536,10 +548,36 @@ static void test_pair(void) {
 
 /* ---- real data ------------------------------------------------------------- */
 
+/* Path of the Fashion-MNIST file `base` (e.g. "train-images-idx3-ubyte") in
+ * fashion_dir(): the .gz name when it exists, else the plain one; "" when
+ * neither exists. */
+static void fashion_file(const char *base, char *path, size_t cap) {
+    struct stat st;
+    snprintf(path, cap, "%s/%s.gz", fashion_dir(), base);
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return;
+    snprintf(path, cap, "%s/%s", fashion_dir(), base);
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return;
+    path[0] = '\0';
+}
+
+static int fashion_present(void) {
+    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    char p[512];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        fashion_file(names[i], p, sizeof p);
+        if (!p[0]) return 0;
+    }
+    return 1;
+}
+
 static void check_split(const char *split, int64_t n, int64_t per_class) {
-    char ip[256], lp[256];
-    snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", FASHION_DIR, split);
-    snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", FASHION_DIR, split);
+    char ip[512], lp[512], base[64];
+    snprintf(base, sizeof base, "%s-images-idx3-ubyte", split);
+    fashion_file(base, ip, sizeof ip);
+    snprintf(base, sizeof base, "%s-labels-idx1-ubyte", split);
+    fashion_file(base, lp, sizeof lp);
+    CHECK(ip[0] && lp[0]);
     int64_t before = data_live();
     rt_idx *img = NULL, *lab = NULL;
     CHECK_OK(rt_idx_read(ip, &img));
@@ -563,25 +601,39 @@ static void check_split(const char *split, int64_t n, int64_t per_class) {
 }
 
 static void test_fashion_mnist(void) {
-    struct stat st;
-    if (stat(FASHION_DIR, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        printf("note: %s not found; skipping the real-data check\n", FASHION_DIR);
-        return;
-    }
     check_split("train", 60000, 6000);
     if (rt_test_failed_) return;
     check_split("t10k", 10000, 1000);
 }
 
-RT_TEST_MAIN({"u8", test_u8}, {"i32_big_endian", test_i32_big_endian},
-             {"f32_big_endian", test_f32_big_endian}, {"other_types", test_other_types},
-             {"gzip", test_gzip}, {"err_gzip_read_raw", test_err_gzip_read_raw},
-             {"err_gzip_twice", test_err_gzip_twice}, {"err_magic", test_err_magic},
-             {"err_type", test_err_type}, {"err_ndim", test_err_ndim},
-             {"err_header_incomplete", test_err_header_incomplete},
-             {"err_truncated", test_err_truncated},
-             {"err_truncated_gzip_stream", test_err_truncated_gzip_stream},
-             {"err_corrupt_gzip", test_err_corrupt_gzip}, {"err_trailing", test_err_trailing},
-             {"err_huge_claim", test_err_huge_claim}, {"err_open", test_err_open},
-             {"err_null_args", test_err_null_args}, {"pair", test_pair},
-             {"fashion_mnist", test_fashion_mnist})
+int main(int argc, char **argv) {
+    static const rt_test_case cases[] = {
+        {"u8", test_u8}, {"i32_big_endian", test_i32_big_endian},
+        {"f32_big_endian", test_f32_big_endian}, {"other_types", test_other_types},
+        {"gzip", test_gzip}, {"err_gzip_read_raw", test_err_gzip_read_raw},
+        {"err_gzip_twice", test_err_gzip_twice}, {"err_magic", test_err_magic},
+        {"err_type", test_err_type}, {"err_ndim", test_err_ndim},
+        {"err_header_incomplete", test_err_header_incomplete},
+        {"err_truncated", test_err_truncated},
+        {"err_truncated_gzip_stream", test_err_truncated_gzip_stream},
+        {"err_corrupt_gzip", test_err_corrupt_gzip}, {"err_trailing", test_err_trailing},
+        {"err_huge_claim", test_err_huge_claim}, {"err_open", test_err_open},
+        {"err_null_args", test_err_null_args}, {"pair", test_pair}};
+    /* need the real Fashion-MNIST files */
+    static const rt_test_case fashion[] = {{"fashion_mnist", test_fashion_mnist}};
+    const int nc = (int)(sizeof cases / sizeof cases[0]), nf = (int)(sizeof fashion / sizeof fashion[0]);
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; i < nc; i++) printf("%s\n", cases[i].name);
+        for (int i = 0; i < nf; i++) printf("%s\n", fashion[i].name);
+        return 0;
+    }
+    int all = argc > 1 && strcmp(argv[1], "--fashion") == 0, one = 0;
+    for (int i = 0; i < nf && argc > 1; i++) one |= strcmp(argv[1], fashion[i].name) == 0;
+    if (!all && !one) return rt_test_main(argc, argv, cases, nc);
+    if (!fashion_present()) {
+        printf("skip: the Fashion-MNIST files are not in %s (apt-get install dataset-fashion-mnist, "
+               "or set RT_FASHION_MNIST_DIR)\n", fashion_dir());
+        return 77;
+    }
+    return rt_test_main(all ? 1 : argc, argv, fashion, nf);
+}

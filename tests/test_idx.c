@@ -546,6 +546,93 @@ static void test_pair(void) {
     CHECK_EQ_INT(s_k0, RT_ERR_INVALID_ARG);
 }
 
+/* ---- reading only the first records ------------------------------------------ */
+
+static void test_read_first(void) {
+    /* 4 records of 3 i16 (big-endian in the file): value of element k = 100 * k - 7 */
+    unsigned char buf[128], be[24];
+    for (int k = 0; k < 12; k++) {
+        const uint16_t v = (uint16_t)(int16_t)(100 * k - 7);
+        be[2 * k] = (unsigned char)(v >> 8);
+        be[2 * k + 1] = (unsigned char)v;
+    }
+    uint32_t dims[2] = {4, 3};
+    const size_t n = make_idx(buf, 0x0B, 2, dims, be, 24);
+    const char *plain = write_raw("first.idx", buf, n), *gz = write_gz("first.idx.gz", buf, n);
+    int64_t before = data_live();
+    for (int z = 0; z < 2; z++) {
+        const char *p = z ? gz : plain;
+        rt_idx *idx = NULL;
+        CHECK_OK(rt_idx_read_first(p, 2, &idx));
+        CHECK_EQ_INT(idx->dims[0], 2);
+        CHECK_EQ_INT(idx->dims[1], 3);
+        CHECK_EQ_INT(idx->file_records, 4);
+        CHECK_EQ_INT(idx->count, 6);
+        CHECK_EQ_INT(idx->nbytes, 12);
+        CHECK_EQ_INT(data_live() - before, 12); /* only the records read are booked */
+        for (int k = 0; k < 6; k++) CHECK_EQ_INT(((const int16_t *)idx->data)[k], 100 * k - 7);
+        rt_idx_destroy(idx);
+        CHECK_OK(rt_idx_read_first(p, 0, &idx));
+        CHECK(idx->dims[0] == 0 && idx->count == 0 && idx->nbytes == 0 && idx->file_records == 4);
+        rt_idx_destroy(idx);
+        CHECK_OK(rt_idx_read_first(p, 9, &idx)); /* more than there are: all, as rt_idx_read */
+        CHECK(idx->dims[0] == 4 && idx->count == 12 && idx->file_records == 4);
+        CHECK_EQ_INT(((const int16_t *)idx->data)[11], 1093);
+        rt_idx_destroy(idx);
+        CHECK_OK(rt_idx_read(p, &idx));
+        CHECK(idx->dims[0] == 4 && idx->file_records == 4);
+        rt_idx_destroy(idx);
+    }
+    CHECK_EQ_INT(data_live(), before);
+    rt_idx *idx = (rt_idx *)&before;
+    CHECK_EQ_INT(rt_idx_read_first(plain, -1, &idx), RT_ERR_INVALID_ARG);
+    CHECK(idx == NULL);
+    CHECK_EQ_INT(rt_idx_read_first(NULL, 1, &idx), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_idx_read_first(plain, 1, NULL), RT_ERR_INVALID_ARG);
+
+    /* a gzip file cut after 2 of its 4 records: the first 2 read fine (the rest
+     * is never decompressed), 3 or all do not */
+    const size_t cut = n - 12;
+    const char *cgz = write_gz("cut.idx.gz", buf, cut);
+    CHECK_OK(rt_idx_read_first(cgz, 2, &idx));
+    CHECK_EQ_INT(((const int16_t *)idx->data)[5], 493);
+    rt_idx_destroy(idx);
+    CHECK_EQ_INT(rt_idx_read_first(cgz, 3, &idx), RT_ERR_FORMAT);
+    CHECK(msg_has("truncated"));
+    CHECK(read_fails(cgz, RT_ERR_FORMAT));
+    /* a plain file's length is checked against the header even for a prefix */
+    const char *cplain = write_raw("cut.idx", buf, cut);
+    CHECK_EQ_INT(rt_idx_read_first(cplain, 1, &idx), RT_ERR_FORMAT);
+    CHECK(msg_has("truncated"));
+    unsigned char longer[160];
+    memcpy(longer, buf, n);
+    memset(longer + n, 7, 5);
+    const char *lplain = write_raw("long_first.idx", longer, n + 5);
+    CHECK_EQ_INT(rt_idx_read_first(lplain, 1, &idx), RT_ERR_FORMAT);
+    CHECK(msg_has("5 extra bytes"));
+    CHECK(idx == NULL);
+    CHECK_EQ_INT(data_live(), before);
+
+    /* check_pair compares the counts the headers declare, not only those read */
+    unsigned char lab[8] = {1, 2, 3};
+    uint32_t d3[1] = {3}, d4[1] = {4};
+    const char *l3 = write_raw("first_l3.idx", buf, make_idx(buf, 0x08, 1, d3, lab, 3));
+    rt_idx *img = NULL, *l = NULL;
+    CHECK_OK(rt_idx_read_first(plain, 1, &img));
+    CHECK_OK(rt_idx_read_first(l3, 1, &l));
+    rt_status s = rt_idx_check_pair(img, l, 10);
+    int msg = msg_has("4 images but 3 labels");
+    rt_idx_destroy(l);
+    const char *l4 = write_raw("first_l4.idx", buf, make_idx(buf, 0x08, 1, d4, lab, 4));
+    CHECK_OK(rt_idx_read_first(l4, 1, &l));
+    rt_status s_ok = rt_idx_check_pair(img, l, 10);
+    rt_idx_destroy(l);
+    rt_idx_destroy(img);
+    CHECK_EQ_INT(s, RT_ERR_SHAPE);
+    CHECK(msg);
+    CHECK_OK(s_ok);
+}
+
 /* ---- real data ------------------------------------------------------------- */
 
 /* Path of the Fashion-MNIST file `base` (e.g. "train-images-idx3-ubyte") in
@@ -618,7 +705,8 @@ int main(int argc, char **argv) {
         {"err_truncated_gzip_stream", test_err_truncated_gzip_stream},
         {"err_corrupt_gzip", test_err_corrupt_gzip}, {"err_trailing", test_err_trailing},
         {"err_huge_claim", test_err_huge_claim}, {"err_open", test_err_open},
-        {"err_null_args", test_err_null_args}, {"pair", test_pair}};
+        {"err_null_args", test_err_null_args}, {"pair", test_pair},
+        {"read_first", test_read_first}};
     /* need the real Fashion-MNIST files */
     static const rt_test_case fashion[] = {{"fashion_mnist", test_fashion_mnist}};
     const int nc = (int)(sizeof cases / sizeof cases[0]), nf = (int)(sizeof fashion / sizeof fashion[0]);

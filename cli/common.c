@@ -119,19 +119,15 @@ rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_da
     if (subset < 0)
         return rt_error_set(RT_ERR_INVALID_ARG, "a subset size must be >= 1 (0 or omitted: the whole set), got %lld",
                             (long long)subset);
-    rt_dataset *full;
-    RT_TRY(rt_mnist_load(dir ? dir : rt_mnist_default_dir(), train, &full));
-    if (full->n == 0) {
-        rt_dataset_destroy(full);
+    /* a subset is cut before decoding: only its samples are read */
+    rt_dataset *ds;
+    RT_TRY(rt_mnist_load_first(dir ? dir : rt_mnist_default_dir(), train, subset > 0 ? subset : INT64_MAX, &ds));
+    if (ds->n == 0) {
+        rt_dataset_destroy(ds);
         return rt_error_set(RT_ERR_FORMAT, "the %s set is empty; check --data", train ? "training" : "test");
     }
-    if (subset <= 0 || subset >= full->n) {
-        *out = full;
-        return RT_OK;
-    }
-    rt_status st = rt_dataset_subset(full, 0, subset, out);
-    rt_dataset_destroy(full);
-    return st;
+    *out = ds;
+    return RT_OK;
 }
 
 rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool augment, uint64_t seed) {

@@ -55,7 +55,8 @@ int rt_cli_model_args_finish(rt_cli_model_args *a);
 bool rt_cli_threads_ok(int64_t threads);
 
 /* Opens Fashion-MNIST train or test split from dir (NULL = the Debian
- * package's directory), optionally keeping only the first `subset` samples. */
+ * package's directory), optionally keeping only the first `subset` samples
+ * (0 = all), which are then the only ones read and decoded. */
 rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out);
 
 /* Loader options for Fashion-MNIST: normalisation, and for training shuffling

@@ -1,8 +1,14 @@
 /* Tests for datasets, the MNIST loader and the batch loader (src/data/
  * dataset.h, mnist.h, loader.h): small in-memory datasets for shuffling,
  * batching, normalisation and augmentation; crafted IDX files in a private
- * temp directory; the real Fashion-MNIST files when
- * /usr/share/datasets/fashion-mnist exists. */
+ * temp directory; the real Fashion-MNIST files.
+ *
+ * `test_data` runs every test that needs no file outside the tree;
+ * `test_data --fashion` (CTest: test_data_fashion) runs the ones that read the
+ * real Fashion-MNIST files from $RT_FASHION_MNIST_DIR, else from
+ * /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist), and
+ * exits with 77 (CTest: skipped) when they are missing. `test_data NAME` runs
+ * one test of either kind, `test_data --list` lists all. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +27,27 @@
 #include "data/mnist.h"
 #include "rt_test.h"
 
-#define FASHION_DIR "/usr/share/datasets/fashion-mnist"
+/* The Fashion-MNIST directory: $RT_FASHION_MNIST_DIR when set and not
+ * empty, else where Debian's package installs it (rt_mnist_default_dir). */
+static const char *fashion_dir(void) {
+    const char *env = getenv("RT_FASHION_MNIST_DIR");
+    return env && *env ? env : rt_mnist_default_dir();
+}
+
+/* 1 when fashion_dir() holds the four IDX files (each as NAME.gz or NAME). */
+static int fashion_present(void) {
+    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char gz[512], plain[512];
+        struct stat st;
+        snprintf(gz, sizeof gz, "%s/%s.gz", fashion_dir(), names[i]);
+        snprintf(plain, sizeof plain, "%s/%s", fashion_dir(), names[i]);
+        if (!(stat(gz, &st) == 0 && S_ISREG(st.st_mode)) && !(stat(plain, &st) == 0 && S_ISREG(st.st_mode)))
+            return 0;
+    }
+    return 1;
+}
 
 static int64_t data_live(void) {
     rt_memstats m;
@@ -47,6 +73,19 @@ static rt_dataset *make_ds(int64_t n, int C, int H, int W) {
     return ds;
 }
 
+/* Raw input i and label i of a dataset with arrays (both shipped
+ * implementations have them), read straight from the arrays. */
+static const uint8_t *ds_image(const rt_dataset *ds, int64_t i) {
+    rt_dataset_arrays a;
+    if (!rt_dataset_arrays_get(ds, &a)) abort();
+    return (const uint8_t *)a.inputs + (size_t)i * rt_sample_nbytes(&ds->shape);
+}
+static int32_t ds_label(const rt_dataset *ds, int64_t i) {
+    rt_dataset_arrays a;
+    if (!rt_dataset_arrays_get(ds, &a)) abort();
+    return a.labels[i];
+}
+
 static float norm_ref(uint8_t v, float mean, float std) { return ((float)v / 255.0f - mean) / std; }
 
 /* ---- datasets ------------------------------------------------------------------ */
@@ -63,14 +102,16 @@ static void test_dataset_from_arrays(void) {
     CHECK_EQ_INT(ds->height, 3);
     CHECK_EQ_INT(ds->width, 2);
     CHECK_EQ_INT(ds->num_classes, 5);
-    CHECK(ds->images->dtype == RT_U8 && ds->images->ndim == 4 && ds->images->shape[0] == 2 &&
-          ds->images->shape[1] == 2 && ds->images->shape[2] == 3 && ds->images->shape[3] == 2);
-    CHECK(ds->labels->dtype == RT_I32 && ds->labels->ndim == 1 && ds->labels->shape[0] == 2);
-    CHECK_EQ_INT(rt_dataset_image_size(ds), 12);
-    CHECK_EQ_INT(rt_dataset_image(ds, 1)[0], 12);
-    CHECK_EQ_INT(rt_dataset_image(ds, 1)[11], 23);
-    CHECK_EQ_INT(rt_dataset_label(ds, 0), 4);
-    CHECK_EQ_INT(rt_dataset_label(ds, 1), 0);
+    rt_sample_shape sh = rt_dataset_sample_shape(ds);
+    CHECK(sh.dtype == RT_U8 && sh.ndim == 3 && sh.dims[0] == 2 && sh.dims[1] == 3 && sh.dims[2] == 2 &&
+          sh.dims[3] == 0);
+    CHECK_EQ_INT(rt_dataset_size(ds), 2);
+    CHECK(strcmp(ds->ops->name, "memory") == 0);
+    CHECK_EQ_INT((int64_t)rt_sample_nbytes(&ds->shape), 12);
+    CHECK_EQ_INT(ds_image(ds, 1)[0], 12);
+    CHECK_EQ_INT(ds_image(ds, 1)[11], 23);
+    CHECK_EQ_INT(ds_label(ds, 0), 4);
+    CHECK_EQ_INT(ds_label(ds, 1), 0);
     CHECK_EQ_INT(data_live() - before, 24 + 8);
     rt_dataset_destroy(ds);
     CHECK_EQ_INT(data_live(), before);
@@ -107,11 +148,11 @@ static void test_dataset_subset(void) {
     CHECK_EQ_INT(sub->height, 4);
     CHECK_EQ_INT(sub->width, 3);
     for (int64_t i = 0; i < 4; i++) {
-        CHECK_EQ_INT(rt_dataset_label(sub, i), 3 + i);
-        CHECK(memcmp(rt_dataset_image(sub, i), rt_dataset_image(ds, 3 + i), 12) == 0);
+        CHECK_EQ_INT(ds_label(sub, i), 3 + i);
+        CHECK(memcmp(ds_image(sub, i), ds_image(ds, 3 + i), 12) == 0);
     }
     rt_dataset_destroy(ds); /* the subset is independent */
-    CHECK_EQ_INT(rt_dataset_label(sub, 3), 6);
+    CHECK_EQ_INT(ds_label(sub, 3), 6);
     rt_dataset *empty = NULL;
     CHECK_OK(rt_dataset_subset(sub, 4, 0, &empty));
     CHECK_EQ_INT(empty->n, 0);
@@ -568,7 +609,7 @@ static void test_loader_hflip(void) {
         CHECK_OK(rt_loader_augment_params(l, 0, i, &a));
         CHECK(a.top == 0 && a.left == 0); /* no crop */
         flips += a.flip;
-        const uint8_t *raw = rt_dataset_image(ds, i);
+        const uint8_t *raw = ds_image(ds, i);
         const float *p = rt_tensor_f32(x) + (int64_t)i * H * W;
         for (int yy = 0; yy < H; yy++)
             for (int xx = 0; xx < W; xx++) {
@@ -782,6 +823,498 @@ static void test_loader_memory(void) {
     CHECK_EQ_INT(data_live(), before);
 }
 
+/* ---- the dataset interface: an implementation without arrays ----------------------- */
+
+/* A dataset of 3-D volumes (1, 4, 4, 4) f32 computed from the index, held
+ * nowhere: value k of sample i is i + k / 64, its label i % 3. It counts its
+ * reads; read fails with RT_ERR_IO at index fail_at, and returns label 7 (out
+ * of range) at bad_label_at. destroy bumps *destroyed. */
+typedef struct vol_state {
+    int64_t fail_at, bad_label_at, reads;
+    int *destroyed;
+} vol_state;
+
+static float vol_value(int64_t i, int64_t k) { return (float)i + (float)k / 64.0f; }
+
+static rt_status vol_read(const rt_dataset *ds, int64_t i, void *input, int32_t *label) {
+    vol_state *v = ds->impl;
+    v->reads++;
+    if (i == v->fail_at) return rt_error_set(RT_ERR_IO, "volume %lld is unreadable", (long long)i);
+    float *x = input;
+    for (int64_t k = 0; k < 64; k++) x[k] = vol_value(i, k);
+    *label = i == v->bad_label_at ? 7 : (int32_t)(i % 3);
+    return RT_OK;
+}
+
+static void vol_destroy(rt_dataset *ds) {
+    vol_state *v = ds->impl;
+    if (v->destroyed) (*v->destroyed)++;
+    free(v);
+}
+
+static const rt_dataset_ops vol_ops = {.name = "volumes", .read = vol_read, .destroy = vol_destroy};
+static const rt_sample_shape vol_shape = {4, {1, 4, 4, 4}, RT_F32};
+
+static rt_dataset *make_volumes(int64_t n, int *destroyed) {
+    vol_state *v = calloc(1, sizeof *v);
+    if (!v) return NULL;
+    v->fail_at = v->bad_label_at = -1;
+    v->destroyed = destroyed;
+    rt_dataset *ds = NULL;
+    if (rt_dataset_create(&vol_ops, v, n, &vol_shape, 3, &ds) != RT_OK) {
+        fprintf(stderr, "make_volumes: %s\n", rt_error_last());
+        free(v);
+    }
+    return ds;
+}
+
+static void test_dataset_interface(void) {
+    int64_t before = data_live();
+    int destroyed = 0;
+    rt_dataset *ds = make_volumes(10, &destroyed);
+    CHECK(ds != NULL);
+    CHECK_EQ_INT(rt_dataset_size(ds), 10);
+    rt_sample_shape sh = rt_dataset_sample_shape(ds);
+    CHECK(sh.ndim == 4 && sh.dims[0] == 1 && sh.dims[1] == 4 && sh.dims[2] == 4 && sh.dims[3] == 4);
+    CHECK(sh.dtype == RT_F32);
+    CHECK_EQ_INT(rt_sample_numel(&sh), 64);
+    CHECK_EQ_INT(rt_sample_nbytes(&sh), 256);
+    CHECK(ds->channels == 1 && ds->height == 4 && ds->width == 4 && ds->num_classes == 3);
+    rt_dataset_arrays a;
+    CHECK(!rt_dataset_arrays_get(ds, &a));
+    CHECK_EQ_INT(data_live(), before); /* nothing held */
+
+    float x[64];
+    int32_t label = -1;
+    CHECK_OK(rt_dataset_read(ds, 7, x, &label));
+    CHECK_EQ_INT(label, 1);
+    for (int k = 0; k < 64; k++) CHECK(x[k] == vol_value(7, k));
+    rt_tensor *t = NULL;
+    CHECK_OK(rt_dataset_get(ds, 9, &t, &label));
+    CHECK(t->dtype == RT_F32 && t->ndim == 4 && t->shape[0] == 1 && t->shape[1] == 4 && t->shape[2] == 4 &&
+          t->shape[3] == 4);
+    CHECK(t->storage->category == RT_MEM_DATA);
+    CHECK_EQ_INT(data_live() - before, 256);
+    CHECK_EQ_INT(label, 0);
+    CHECK(rt_tensor_f32(t)[63] == vol_value(9, 63));
+    rt_tensor_release(t);
+    /* errors */
+    CHECK(rt_dataset_read(ds, 10, x, &label) == RT_ERR_INVALID_ARG);
+    CHECK(strstr(rt_error_last(), "[0, 10)") != NULL);
+    CHECK(rt_dataset_read(ds, -1, x, &label) == RT_ERR_INVALID_ARG);
+    CHECK(rt_dataset_read(ds, 0, NULL, &label) == RT_ERR_INVALID_ARG);
+    CHECK(rt_dataset_read(NULL, 0, x, &label) == RT_ERR_INVALID_ARG);
+    t = (rt_tensor *)1;
+    CHECK(rt_dataset_get(ds, 10, &t, &label) == RT_ERR_INVALID_ARG);
+    CHECK(t == NULL);
+    vol_state *v = ds->impl;
+    v->fail_at = 2;
+    v->bad_label_at = 4;
+    CHECK(rt_dataset_read(ds, 2, x, &label) == RT_ERR_IO);
+    CHECK(strstr(rt_error_last(), "volume 2 is unreadable") != NULL);
+    CHECK(rt_dataset_get(ds, 2, &t, &label) == RT_ERR_IO);
+    CHECK(t == NULL);
+    CHECK(rt_dataset_read(ds, 4, x, &label) == RT_ERR_FORMAT);
+    CHECK(strstr(rt_error_last(), "volumes") != NULL && strstr(rt_error_last(), "label 7") != NULL);
+    CHECK_EQ_INT(data_live(), before);
+    rt_dataset_destroy(ds);
+    CHECK_EQ_INT(destroyed, 1);
+    rt_dataset_destroy(NULL);
+
+    /* rt_dataset_create refuses bad descriptions and leaves impl alone */
+    vol_state mine = {-1, -1, 0, &destroyed};
+    rt_sample_shape bad = vol_shape;
+    ds = (rt_dataset *)1;
+    CHECK(rt_dataset_create(NULL, &mine, 1, &vol_shape, 3, &ds) == RT_ERR_INVALID_ARG);
+    CHECK(ds == NULL);
+    const rt_dataset_ops no_read = {.name = "x"};
+    CHECK(rt_dataset_create(&no_read, &mine, 1, &vol_shape, 3, &ds) == RT_ERR_INVALID_ARG);
+    CHECK(rt_dataset_create(&vol_ops, &mine, -1, &vol_shape, 3, &ds) == RT_ERR_INVALID_ARG);
+    CHECK(rt_dataset_create(&vol_ops, &mine, 1, NULL, 3, &ds) == RT_ERR_INVALID_ARG);
+    CHECK(rt_dataset_create(&vol_ops, &mine, 1, &vol_shape, 0, &ds) == RT_ERR_INVALID_ARG);
+    CHECK(rt_dataset_create(&vol_ops, &mine, 1, &vol_shape, 3, NULL) == RT_ERR_INVALID_ARG);
+    bad.ndim = 0;
+    CHECK(rt_dataset_create(&vol_ops, &mine, 1, &bad, 3, &ds) == RT_ERR_INVALID_ARG);
+    bad.ndim = RT_DATA_MAX_SAMPLE_DIMS + 1;
+    CHECK(rt_dataset_create(&vol_ops, &mine, 1, &bad, 3, &ds) == RT_ERR_INVALID_ARG);
+    bad = vol_shape;
+    bad.dims[2] = 0;
+    CHECK(rt_dataset_create(&vol_ops, &mine, 1, &bad, 3, &ds) == RT_ERR_INVALID_ARG);
+    bad = vol_shape;
+    bad.dims[0] = RT_DATA_MAX_CHANNELS + 1;
+    CHECK(rt_dataset_create(&vol_ops, &mine, 1, &bad, 3, &ds) == RT_ERR_INVALID_ARG);
+    CHECK(strstr(rt_error_last(), "channels") != NULL);
+    bad = vol_shape;
+    bad.dtype = RT_I32;
+    CHECK(rt_dataset_create(&vol_ops, &mine, 1, &bad, 3, &ds) == RT_ERR_DTYPE);
+    CHECK(ds == NULL);
+    CHECK_EQ_INT(destroyed, 1); /* impl never destroyed on failure */
+    CHECK_EQ_INT(mine.reads, 0);
+}
+
+/* An implementation reporting arrays: checked once at creation. */
+typedef struct arr_state {
+    uint8_t in[4];
+    int32_t lab[4];
+    bool null_inputs;
+} arr_state;
+static rt_status arr_read(const rt_dataset *ds, int64_t i, void *input, int32_t *label) {
+    const arr_state *s = ds->impl;
+    *(uint8_t *)input = s->in[i];
+    *label = s->lab[i];
+    return RT_OK;
+}
+static bool arr_arrays(const rt_dataset *ds, rt_dataset_arrays *out) {
+    const arr_state *s = ds->impl;
+    out->inputs = s->null_inputs ? NULL : s->in;
+    out->labels = s->lab;
+    return true;
+}
+static const rt_dataset_ops arr_ops = {.name = "arr", .read = arr_read, .arrays = arr_arrays};
+
+static void test_dataset_interface_arrays(void) {
+    arr_state st = {{1, 2, 3, 4}, {0, 1, 0, 1}, false};
+    const rt_sample_shape one = {1, {1}, RT_U8};
+    rt_dataset *ds = NULL;
+    CHECK_OK(rt_dataset_create(&arr_ops, &st, 4, &one, 2, &ds));
+    rt_dataset_arrays a;
+    CHECK(rt_dataset_arrays_get(ds, &a) && a.inputs == st.in && a.labels == st.lab);
+    CHECK(!rt_dataset_arrays_get(ds, NULL));
+    CHECK_EQ_INT(ds->height, 1);
+    CHECK_EQ_INT(ds->width, 1);
+    rt_dataset_destroy(ds); /* no destroy op: only the header goes */
+    st.lab[3] = 2;
+    CHECK(rt_dataset_create(&arr_ops, &st, 4, &one, 2, &ds) == RT_ERR_FORMAT);
+    CHECK(strstr(rt_error_last(), "label 2 at index 3") != NULL);
+    CHECK(ds == NULL);
+    st.lab[3] = 1;
+    st.null_inputs = true;
+    CHECK(rt_dataset_create(&arr_ops, &st, 4, &one, 2, &ds) == RT_ERR_FORMAT);
+    CHECK_OK(rt_dataset_create(&arr_ops, &st, 0, &one, 2, &ds)); /* empty: NULL is fine */
+    rt_dataset_destroy(ds);
+}
+
+/* The volumes batched by the loader: (b, 1, 4, 4, 4) f32, normalised with
+ * the f32 rule (x - mean) / std, labels matching the visiting order; the
+ * staging buffer (B inputs) is the only extra memory. */
+static void test_loader_volumes(void) {
+    int64_t before = data_live();
+    int destroyed = 0;
+    rt_dataset *ds = make_volumes(10, &destroyed);
+    CHECK(ds != NULL);
+    rt_loader_options o = rt_loader_options_default();
+    o.batch_size = 4;
+    o.shuffle = true;
+    o.seed = 5;
+    o.mean[0] = 2.5f;
+    o.std[0] = 1.5f;
+    rt_loader *l = NULL;
+    CHECK_OK(rt_loader_create(ds, &o, &l));
+    CHECK_EQ_INT(data_live() - before, 10 * 8 + 4 * 256); /* order + staging */
+    CHECK_EQ_INT(rt_loader_batches_per_epoch(l), 3);
+    for (int e = 0; e < 2; e++) {
+        CHECK_OK(rt_loader_reset(l, e));
+        int seen[10] = {0};
+        for (int bi = 0; bi < 3; bi++) {
+            rt_tensor *x = NULL, *y = NULL;
+            bool end = true;
+            CHECK_OK(rt_loader_next(l, &x, &y, &end));
+            CHECK(!end);
+            const int64_t b = bi < 2 ? 4 : 2;
+            CHECK(x->dtype == RT_F32 && x->ndim == 5 && x->shape[0] == b && x->shape[1] == 1 &&
+                  x->shape[2] == 4 && x->shape[3] == 4 && x->shape[4] == 4);
+            CHECK(y->dtype == RT_I32 && y->ndim == 1 && y->shape[0] == b);
+            const float *p = rt_tensor_f32(x);
+            const int32_t *lab = rt_tensor_data(y);
+            int bad = 0;
+            for (int64_t k = 0; k < b; k++) {
+                const int64_t idx = rt_loader_order(l)[bi * 4 + k];
+                seen[idx]++;
+                if (lab[k] != idx % 3) bad++;
+                for (int64_t j = 0; j < 64; j++) {
+                    const float want = (vol_value(idx, j) - 2.5f) / 1.5f;
+                    if (memcmp(&p[k * 64 + j], &want, sizeof want) != 0) bad++;
+                }
+            }
+            rt_tensor_release(x);
+            rt_tensor_release(y);
+            CHECK_EQ_INT(bad, 0);
+        }
+        for (int i = 0; i < 10; i++) CHECK_EQ_INT(seen[i], 1);
+    }
+    vol_state *v = ds->impl;
+    CHECK_EQ_INT(v->reads, 20); /* one read per sample per epoch */
+    rt_loader_destroy(l);
+
+    /* crop + flip on f32 volumes: every depth slice moves by the same window;
+     * padding is a raw 0, i.e. (0 - mean) / std after Normalize */
+    o.crop_padding = 2;
+    o.hflip = true;
+    o.batch_size = 10;
+    CHECK_OK(rt_loader_create(ds, &o, &l));
+    rt_tensor *x = NULL, *y = NULL;
+    bool end;
+    CHECK_OK(rt_loader_next(l, &x, &y, &end));
+    int bad = 0, shifted = 0;
+    for (int64_t k = 0; k < 10; k++) {
+        const int64_t idx = rt_loader_order(l)[k];
+        rt_augment a;
+        CHECK_OK(rt_loader_augment_params(l, 0, idx, &a));
+        shifted += a.top != 2 || a.left != 2;
+        for (int d = 0; d < 4; d++)
+            for (int yy = 0; yy < 4; yy++)
+                for (int xx = 0; xx < 4; xx++) {
+                    const int sy = yy + a.top - 2, sx = (a.flip ? 3 - xx : xx) + a.left - 2;
+                    const float raw = (sy < 0 || sy > 3 || sx < 0 || sx > 3) ? 0.0f
+                                                                             : vol_value(idx, d * 16 + sy * 4 + sx);
+                    const float want = (raw - 2.5f) / 1.5f;
+                    if (rt_tensor_f32(x)[k * 64 + d * 16 + yy * 4 + xx] != want) bad++;
+                }
+    }
+    rt_tensor_release(x);
+    rt_tensor_release(y);
+    rt_loader_destroy(l);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(shifted >= 5); /* P(unshifted) = 1/25 per sample */
+    rt_dataset_destroy(ds);
+    CHECK_EQ_INT(destroyed, 1);
+    CHECK_EQ_INT(data_live(), before);
+}
+
+/* A failing read stops the batch: its status and message come back, no
+ * tensor is returned or leaked, the position stays. So does a label out of
+ * range. */
+static void test_loader_read_errors(void) {
+    int64_t before = data_live();
+    rt_dataset *ds = make_volumes(10, NULL);
+    CHECK(ds != NULL);
+    vol_state *v = ds->impl;
+    v->fail_at = 6;
+    rt_loader_options o = rt_loader_options_default();
+    o.batch_size = 4;
+    rt_loader *l = NULL;
+    CHECK_OK(rt_loader_create(ds, &o, &l));
+    rt_tensor *x = NULL, *y = NULL;
+    bool end;
+    CHECK_OK(rt_loader_next(l, &x, &y, &end));
+    rt_tensor_release(x);
+    rt_tensor_release(y);
+    int64_t live = data_live();
+    x = y = (rt_tensor *)1;
+    CHECK(rt_loader_next(l, &x, &y, &end) == RT_ERR_IO);
+    CHECK(strstr(rt_error_last(), "volume 6 is unreadable") != NULL);
+    CHECK(x == NULL && y == NULL);
+    CHECK_EQ_INT(rt_loader_batch_index(l), 1);
+    CHECK_EQ_INT(data_live(), live);
+    v->fail_at = -1;
+    v->bad_label_at = 5;
+    CHECK(rt_loader_next(l, &x, &y, &end) == RT_ERR_FORMAT);
+    CHECK(strstr(rt_error_last(), "sample 5") != NULL);
+    CHECK_EQ_INT(rt_loader_batch_index(l), 1);
+    v->bad_label_at = -1;
+    CHECK_OK(rt_loader_next(l, &x, &y, &end)); /* recovers */
+    CHECK(((int32_t *)rt_tensor_data(y))[2] == 6 % 3);
+    rt_tensor_release(x);
+    rt_tensor_release(y);
+    rt_loader_destroy(l);
+    rt_dataset_destroy(ds);
+    CHECK_EQ_INT(data_live(), before);
+}
+
+/* Forwards every read to another dataset and hides its arrays, so the
+ * loader must take the per-sample path. */
+static rt_status fwd_read(const rt_dataset *ds, int64_t i, void *input, int32_t *label) {
+    return rt_dataset_read(ds->impl, i, input, label);
+}
+static const rt_dataset_ops fwd_ops = {.name = "forward", .read = fwd_read};
+
+/* Through the interface or straight from the arrays, the loader gives the
+ * same bits, with shuffling, crop and flip, for images and for u8 volumes
+ * (whose D planes share one crop window and flip). */
+static void test_loader_interface_matches_arrays(void) {
+    int64_t before = data_live();
+    for (int vol = 0; vol < 2; vol++) {
+        /* images (2, 9, 7) or volumes (2, 3, 6, 5); sample i value k = (i * 31 + k * 7) % 256 */
+        const rt_sample_shape sh = vol ? (rt_sample_shape){4, {2, 3, 6, 5}, RT_U8}
+                                       : (rt_sample_shape){3, {2, 9, 7, 0}, RT_U8};
+        enum { N = 23 };
+        const int64_t numel = rt_sample_numel(&sh);
+        uint8_t *raw = malloc((size_t)(N * numel));
+        int32_t lab[N];
+        for (int64_t i = 0; i < N; i++) {
+            for (int64_t k = 0; k < numel; k++) raw[i * numel + k] = (uint8_t)((i * 31 + k * 7) % 256);
+            lab[i] = (int32_t)(i % 5);
+        }
+        rt_dataset *mem = NULL, *fwd = NULL;
+        rt_status st = rt_dataset_from_memory(N, &sh, 5, raw, lab, &mem);
+        if (st == RT_OK) st = rt_dataset_create(&fwd_ops, mem, N, &sh, 5, &fwd);
+        CHECK_OK(st);
+        rt_loader_options o = rt_loader_options_default();
+        o.batch_size = 6;
+        o.shuffle = true;
+        o.seed = 77;
+        o.crop_padding = 2;
+        o.hflip = true;
+        o.mean[0] = 0.4f;
+        o.std[0] = 0.3f;
+        o.mean[1] = 0.6f;
+        o.std[1] = 0.2f;
+        rt_loader *la = NULL, *lb = NULL;
+        CHECK_OK(rt_loader_create(mem, &o, &la));
+        CHECK_OK(rt_loader_create(fwd, &o, &lb));
+        int diff = 0, batches = 0, ref_bad = 0;
+        const int64_t H = sh.dims[sh.ndim - 2], W = sh.dims[sh.ndim - 1], planes = numel / 2 / (H * W);
+        float *ref = malloc((size_t)(H * W) * sizeof(float));
+        for (int e = 0; e < 2; e++) {
+            CHECK_OK(rt_loader_reset(la, e));
+            CHECK_OK(rt_loader_reset(lb, e));
+            for (int64_t bi = 0;; bi++) {
+                rt_tensor *xa, *ya, *xb, *yb;
+                bool ea, eb;
+                CHECK_OK(rt_loader_next(la, &xa, &ya, &ea));
+                CHECK_OK(rt_loader_next(lb, &xb, &yb, &eb));
+                CHECK(ea == eb);
+                if (ea) break;
+                batches++;
+                diff += memcmp(rt_tensor_f32(xa), rt_tensor_f32(xb), rt_tensor_nbytes(xa)) != 0;
+                diff += memcmp(rt_tensor_data(ya), rt_tensor_data(yb), rt_tensor_nbytes(ya)) != 0;
+                /* each plane is the torchvision crop + flip of the raw plane */
+                for (int64_t k = 0; k < xa->shape[0]; k++) {
+                    const int64_t idx = rt_loader_order(la)[bi * 6 + k];
+                    rt_augment a;
+                    if (rt_loader_augment_params(la, e, idx, &a) != RT_OK) ref_bad++;
+                    for (int c = 0; c < 2; c++)
+                        for (int64_t p = 0; p < planes; p++) {
+                            const int64_t off = (c * planes + p) * H * W;
+                            reference_augment(raw + idx * numel + off, (int)H, (int)W, 2, a, o.mean[c], o.std[c], ref);
+                            ref_bad += memcmp(rt_tensor_f32(xa) + k * numel + off, ref, (size_t)(H * W) * sizeof(float)) != 0;
+                        }
+                }
+                rt_tensor_release(xa);
+                rt_tensor_release(ya);
+                rt_tensor_release(xb);
+                rt_tensor_release(yb);
+            }
+        }
+        free(ref);
+        rt_loader_destroy(la);
+        rt_loader_destroy(lb);
+        rt_dataset_destroy(fwd); /* the forwarder does not own mem */
+        rt_dataset_destroy(mem);
+        free(raw);
+        CHECK_EQ_INT(batches, 8);
+        CHECK_EQ_INT(diff, 0);
+        CHECK_EQ_INT(ref_bad, 0);
+    }
+    CHECK_EQ_INT(data_live(), before);
+}
+
+/* Samples of fewer than 3 dims: batched as (b, C, L); crop and flip refused. */
+static void test_loader_sequences(void) {
+    const rt_sample_shape seq = {2, {3, 5, 0, 0}, RT_F32};
+    float in[2 * 15];
+    for (int k = 0; k < 30; k++) in[k] = (float)k;
+    const int32_t lab[2] = {0, 1};
+    rt_dataset *ds = NULL;
+    CHECK_OK(rt_dataset_from_memory(2, &seq, 2, in, lab, &ds));
+    CHECK(ds->channels == 3 && ds->height == 1 && ds->width == 5);
+    rt_loader_options o = rt_loader_options_default();
+    o.batch_size = 2;
+    o.mean[1] = 1.0f;
+    o.std[2] = 2.0f;
+    rt_loader *l = NULL;
+    CHECK_OK(rt_loader_create(ds, &o, &l));
+    rt_tensor *x, *y;
+    bool end;
+    CHECK_OK(rt_loader_next(l, &x, &y, &end));
+    CHECK(x->ndim == 3 && x->shape[0] == 2 && x->shape[1] == 3 && x->shape[2] == 5);
+    const float *p = rt_tensor_f32(x);
+    int bad = 0;
+    for (int k = 0; k < 30; k++) {
+        const int c = (k / 5) % 3;
+        const float want = (in[k] - o.mean[c]) / o.std[c];
+        bad += p[k] != want;
+    }
+    rt_tensor_release(x);
+    rt_tensor_release(y);
+    rt_loader_destroy(l);
+    CHECK_EQ_INT(bad, 0);
+    o.hflip = true;
+    CHECK(rt_loader_create(ds, &o, &l) == RT_ERR_INVALID_ARG);
+    CHECK(strstr(rt_error_last(), "2 dims") != NULL);
+    o.hflip = false;
+    o.crop_padding = 1;
+    CHECK(rt_loader_create(ds, &o, &l) == RT_ERR_INVALID_ARG);
+    CHECK(l == NULL);
+    rt_dataset_destroy(ds);
+    /* from_memory's own checks */
+    CHECK(rt_dataset_from_memory(2, &seq, 2, NULL, lab, &ds) == RT_ERR_INVALID_ARG);
+    const int32_t badlab[2] = {0, 2};
+    CHECK(rt_dataset_from_memory(2, &seq, 2, in, badlab, &ds) == RT_ERR_FORMAT);
+    CHECK(strstr(rt_error_last(), "index 1") != NULL);
+    const rt_sample_shape f16 = {2, {3, 5, 0, 0}, RT_F16};
+    CHECK(rt_dataset_from_memory(2, &f16, 2, in, lab, &ds) == RT_ERR_DTYPE);
+    CHECK(ds == NULL);
+}
+
+/* Subset and channel statistics work through the interface too. */
+static void test_dataset_subset_stats_interface(void) {
+    int64_t before = data_live();
+    int destroyed = 0;
+    rt_dataset *ds = make_volumes(6, &destroyed);
+    CHECK(ds != NULL);
+    rt_dataset *sub = NULL;
+    CHECK_OK(rt_dataset_subset(ds, 2, 3, &sub));
+    CHECK_EQ_INT(sub->n, 3);
+    CHECK(strcmp(sub->ops->name, "memory") == 0);
+    CHECK(sub->shape.ndim == 4 && sub->shape.dtype == RT_F32 && sub->num_classes == 3);
+    CHECK_EQ_INT(data_live() - before, 3 * 256 + 3 * 4);
+    rt_dataset_arrays a;
+    CHECK(rt_dataset_arrays_get(sub, &a));
+    const float *f = a.inputs;
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(a.labels[i], (2 + i) % 3);
+        for (int k = 0; k < 64; k++) CHECK(f[i * 64 + k] == vol_value(2 + i, k));
+    }
+    /* a failing read fails the subset cleanly */
+    vol_state *v = ds->impl;
+    v->fail_at = 3;
+    rt_dataset *bad = (rt_dataset *)1;
+    CHECK(rt_dataset_subset(ds, 2, 3, &bad) == RT_ERR_IO);
+    CHECK(bad == NULL);
+    CHECK_EQ_INT(data_live() - before, 3 * 256 + 3 * 4);
+    /* channel stats: values i + k/64 over i = 0..5, k = 0..63, in f32 units */
+    v->fail_at = -1;
+    double mean, sd, s1 = 0, s2 = 0;
+    for (int i = 0; i < 6; i++)
+        for (int k = 0; k < 64; k++) {
+            double x = (double)vol_value(i, k);
+            s1 += x;
+            s2 += x * x;
+        }
+    const double m_ref = s1 / 384, sd_ref = sqrt(s2 / 384 - m_ref * m_ref);
+    CHECK_OK(rt_dataset_channel_stats(ds, &mean, &sd));
+    CHECK_NEAR(mean, m_ref, 1e-12);
+    CHECK_NEAR(sd, sd_ref, 1e-12);
+    CHECK_OK(rt_dataset_channel_stats(sub, &mean, &sd)); /* the arrays path, f32 */
+    CHECK_NEAR(mean, 3.0 + 63.0 / 128.0, 1e-12);
+    CHECK_EQ_INT(data_live() - before, 3 * 256 + 3 * 4); /* the scratch sample went back */
+    v->fail_at = 0;
+    CHECK(rt_dataset_channel_stats(ds, &mean, &sd) == RT_ERR_IO);
+    /* NaN input: RT_ERR_NONFINITE */
+    float nan_in[4] = {1.0f, NAN, 2.0f, 3.0f};
+    const int32_t lab[2] = {0, 0};
+    const rt_sample_shape two = {1, {2}, RT_F32};
+    rt_dataset *nds = NULL;
+    CHECK_OK(rt_dataset_from_memory(2, &two, 1, nan_in, lab, &nds));
+    CHECK(rt_dataset_channel_stats(nds, &mean, &sd) == RT_ERR_NONFINITE);
+    rt_dataset_destroy(nds);
+    rt_dataset_destroy(sub);
+    rt_dataset_destroy(ds);
+    CHECK_EQ_INT(destroyed, 1);
+    CHECK_EQ_INT(data_live(), before);
+}
+
 /* ---- MNIST files ------------------------------------------------------------------ */
 
 static char g_dir[64];
@@ -799,7 +1332,21 @@ static void rm_tmp(void) {
     rmdir(g_dir);
 }
 
+/* This run's temp dir for IDX files (created on first use, removed at exit). */
+static const char *tmp_dir(void) {
+    if (!g_dir[0]) {
+        strcpy(g_dir, "/tmp/rt_test_data_XXXXXX");
+        if (!mkdtemp(g_dir)) {
+            g_dir[0] = '\0';
+            return NULL;
+        }
+        atexit(rm_tmp);
+    }
+    return g_dir;
+}
+
 static int write_file(const char *name, const uint8_t *bytes, size_t n, bool gz) {
+    if (!tmp_dir()) return -1;
     char p[256];
     snprintf(p, sizeof p, "%s/%s", g_dir, name);
     if (gz) {
@@ -829,9 +1376,7 @@ static size_t idx_labels(uint8_t *buf, uint8_t last) {
 
 static void test_mnist_files(void) {
     int64_t before = data_live();
-    strcpy(g_dir, "/tmp/rt_test_data_XXXXXX");
-    CHECK(mkdtemp(g_dir) != NULL);
-    atexit(rm_tmp);
+    CHECK(tmp_dir() != NULL);
     uint8_t img[128], lab[16];
     size_t ni = idx_images(img), nl = idx_labels(lab, 5);
     /* train: plain images + gz labels; test: gz images + plain labels */
@@ -848,10 +1393,12 @@ static void test_mnist_files(void) {
     CHECK_EQ_INT(ds->height, 4);
     CHECK_EQ_INT(ds->width, 5);
     CHECK_EQ_INT(ds->num_classes, 10);
-    CHECK(ds->images->ndim == 4 && ds->images->shape[1] == 1);
-    CHECK_EQ_INT(rt_dataset_label(ds, 0), 9);
-    CHECK_EQ_INT(rt_dataset_label(ds, 2), 5);
-    CHECK_EQ_INT(rt_dataset_image(ds, 2)[19], 59 * 4);
+    CHECK(ds->shape.ndim == 3 && ds->shape.dims[0] == 1 && ds->shape.dims[1] == 4 &&
+          ds->shape.dims[2] == 5 && ds->shape.dtype == RT_U8);
+    CHECK(strcmp(ds->ops->name, "mnist") == 0);
+    CHECK_EQ_INT(ds_label(ds, 0), 9);
+    CHECK_EQ_INT(ds_label(ds, 2), 5);
+    CHECK_EQ_INT(ds_image(ds, 2)[19], 59 * 4);
     rt_dataset_destroy(ds);
 
     /* a bad label names the file */
@@ -862,9 +1409,48 @@ static void test_mnist_files(void) {
     nl = idx_labels(lab, 1);
     CHECK(write_file("t10k-labels-idx1-ubyte.gz", lab, nl, true) == 0);
     CHECK_OK(rt_mnist_load(g_dir, false, &ds));
-    CHECK_EQ_INT(rt_dataset_label(ds, 2), 1);
+    CHECK_EQ_INT(ds_label(ds, 2), 1);
     rt_dataset_destroy(ds);
 
+    CHECK_EQ_INT(data_live(), before);
+}
+
+/* Only the first samples are read: the dataset holds them and books only
+ * their bytes; 0 gives an empty dataset, more than the files hold gives all. */
+static void test_mnist_load_first(void) {
+    int64_t before = data_live();
+    uint8_t img[128], lab[16];
+    size_t ni = idx_images(img), nl = idx_labels(lab, 5);
+    CHECK(write_file("train-images-idx3-ubyte", img, ni, false) == 0);
+    CHECK(write_file("train-labels-idx1-ubyte.gz", lab, nl, true) == 0);
+    rt_dataset *ds = NULL;
+    CHECK_OK(rt_mnist_load_first(g_dir, true, 2, &ds));
+    CHECK_EQ_INT(ds->n, 2);
+    CHECK(ds->shape.ndim == 3 && ds->height == 4 && ds->width == 5);
+    CHECK_EQ_INT(data_live() - before, 2 * 20 + 2 * 4); /* two images and two i32 labels */
+    CHECK_EQ_INT(ds_label(ds, 0), 9);
+    CHECK_EQ_INT(ds_label(ds, 1), 0);
+    CHECK_EQ_INT(ds_image(ds, 1)[19], 39 * 4);
+    rt_dataset_destroy(ds);
+    CHECK_OK(rt_mnist_load_first(g_dir, true, 0, &ds));
+    CHECK_EQ_INT(ds->n, 0);
+    rt_dataset_destroy(ds);
+    CHECK_OK(rt_mnist_load_first(g_dir, true, 5, &ds));
+    CHECK_EQ_INT(ds->n, 3);
+    CHECK_EQ_INT(ds_label(ds, 2), 5);
+    rt_dataset_destroy(ds);
+    ds = (rt_dataset *)1;
+    CHECK(rt_mnist_load_first(g_dir, true, -1, &ds) == RT_ERR_INVALID_ARG);
+    CHECK(ds == NULL);
+    CHECK(rt_mnist_load_first(NULL, true, 1, &ds) == RT_ERR_INVALID_ARG);
+    CHECK(rt_mnist_load_first("/nonexistent/rt-data-dir", true, 1, &ds) == RT_ERR_IO);
+    /* the labels still have to belong to the images: a label file that
+     * declares 2 samples does not fit 3 images, even when 1 is read */
+    const uint8_t two[10] = {0, 0, 0x08, 1, 0, 0, 0, 2, 1, 1};
+    CHECK(write_file("train-labels-idx1-ubyte.gz", two, sizeof two, true) == 0);
+    CHECK(rt_mnist_load_first(g_dir, true, 1, &ds) == RT_ERR_SHAPE);
+    CHECK(strstr(rt_error_last(), "3 images but 2 labels") != NULL);
+    CHECK(write_file("train-labels-idx1-ubyte.gz", lab, nl, true) == 0);
     CHECK_EQ_INT(data_live(), before);
 }
 
@@ -887,15 +1473,10 @@ static void test_mnist_missing_dir(void) {
 }
 
 static void test_fashion_mnist_real(void) {
-    struct stat st;
-    if (stat(FASHION_DIR, &st) != 0) {
-        printf("skip: %s not present (apt-get install dataset-fashion-mnist)\n", FASHION_DIR);
-        return;
-    }
     int64_t before = data_live();
     rt_dataset *train = NULL, *test = NULL;
-    CHECK_OK(rt_mnist_load(rt_mnist_default_dir(), true, &train));
-    CHECK_OK(rt_mnist_load(rt_mnist_default_dir(), false, &test));
+    CHECK_OK(rt_mnist_load(fashion_dir(), true, &train));
+    CHECK_OK(rt_mnist_load(fashion_dir(), false, &test));
     CHECK_EQ_INT(train->n, 60000);
     CHECK_EQ_INT(test->n, 10000);
     CHECK(train->channels == 1 && train->height == 28 && train->width == 28);
@@ -903,8 +1484,8 @@ static void test_fashion_mnist_real(void) {
     CHECK_EQ_INT(train->num_classes, 10);
     /* balanced classes: 6000 / 1000 each */
     int64_t ctr[10] = {0}, cte[10] = {0};
-    for (int64_t i = 0; i < train->n; i++) ctr[rt_dataset_label(train, i)]++;
-    for (int64_t i = 0; i < test->n; i++) cte[rt_dataset_label(test, i)]++;
+    for (int64_t i = 0; i < train->n; i++) ctr[ds_label(train, i)]++;
+    for (int64_t i = 0; i < test->n; i++) cte[ds_label(test, i)]++;
     for (int c = 0; c < 10; c++) {
         CHECK_EQ_INT(ctr[c], 6000);
         CHECK_EQ_INT(cte[c], 1000);
@@ -915,10 +1496,20 @@ static void test_fashion_mnist_real(void) {
     CHECK_NEAR(mean, RT_FASHION_MNIST_MEAN, 0.001);
     CHECK_NEAR(stdv, RT_FASHION_MNIST_STD, 0.001);
 
+    /* the first 1000 read alone: the same samples, only their bytes booked */
+    rt_dataset *first = NULL;
+    int64_t live = data_live();
+    CHECK_OK(rt_mnist_load_first(fashion_dir(), true, 1000, &first));
+    CHECK_EQ_INT(data_live() - live, 1000 * 784 + 1000 * 4);
+    CHECK_EQ_INT(first->n, 1000);
+    CHECK(memcmp(ds_image(first, 0), ds_image(train, 0), 1000 * 784) == 0);
+    for (int64_t i = 0; i < 1000; i++) CHECK_EQ_INT(ds_label(first, i), ds_label(train, i));
+    rt_dataset_destroy(first);
+
     /* a subset through a loader with the standard options */
     rt_dataset *sub = NULL;
     CHECK_OK(rt_dataset_subset(train, 100, 256, &sub));
-    CHECK_EQ_INT(rt_dataset_label(sub, 0), rt_dataset_label(train, 100));
+    CHECK_EQ_INT(ds_label(sub, 0), ds_label(train, 100));
     rt_loader_options o = rt_loader_options_default();
     o.batch_size = 100;
     o.shuffle = true;
@@ -968,19 +1559,46 @@ static void test_fashion_mnist_real(void) {
     CHECK_EQ_INT(data_live(), before);
 }
 
-RT_TEST_MAIN({"dataset_from_arrays", test_dataset_from_arrays},
-             {"dataset_subset", test_dataset_subset},
-             {"dataset_channel_stats", test_dataset_channel_stats},
-             {"loader_batch_sizes", test_loader_batch_sizes},
-             {"loader_shuffle", test_loader_shuffle},
-             {"loader_normalize_exact", test_loader_normalize_exact},
-             {"loader_random_crop", test_loader_random_crop},
-             {"loader_random_crop_known_shift", test_loader_random_crop_known_shift},
-             {"loader_hflip", test_loader_hflip},
-             {"loader_augment_independent_of_batch_and_threads",
-              test_loader_augment_independent_of_batch_and_threads},
-             {"loader_seek_resume", test_loader_seek_resume},
-             {"loader_memory", test_loader_memory},
-             {"mnist_files", test_mnist_files},
-             {"mnist_missing_dir", test_mnist_missing_dir},
-             {"fashion_mnist_real", test_fashion_mnist_real})
+int main(int argc, char **argv) {
+    static const rt_test_case cases[] = {
+        {"dataset_from_arrays", test_dataset_from_arrays},
+        {"dataset_subset", test_dataset_subset},
+        {"dataset_channel_stats", test_dataset_channel_stats},
+        {"loader_batch_sizes", test_loader_batch_sizes},
+        {"loader_shuffle", test_loader_shuffle},
+        {"loader_normalize_exact", test_loader_normalize_exact},
+        {"loader_random_crop", test_loader_random_crop},
+        {"loader_random_crop_known_shift", test_loader_random_crop_known_shift},
+        {"loader_hflip", test_loader_hflip},
+        {"loader_augment_independent_of_batch_and_threads",
+         test_loader_augment_independent_of_batch_and_threads},
+        {"loader_seek_resume", test_loader_seek_resume},
+        {"loader_memory", test_loader_memory},
+        {"dataset_interface", test_dataset_interface},
+        {"dataset_interface_arrays", test_dataset_interface_arrays},
+        {"loader_volumes", test_loader_volumes},
+        {"loader_read_errors", test_loader_read_errors},
+        {"loader_interface_matches_arrays", test_loader_interface_matches_arrays},
+        {"loader_sequences", test_loader_sequences},
+        {"dataset_subset_stats_interface", test_dataset_subset_stats_interface},
+        {"mnist_files", test_mnist_files},
+        {"mnist_load_first", test_mnist_load_first},
+        {"mnist_missing_dir", test_mnist_missing_dir}};
+    /* need the real Fashion-MNIST files */
+    static const rt_test_case fashion[] = {{"fashion_mnist_real", test_fashion_mnist_real}};
+    const int nc = (int)(sizeof cases / sizeof cases[0]), nf = (int)(sizeof fashion / sizeof fashion[0]);
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; i < nc; i++) printf("%s\n", cases[i].name);
+        for (int i = 0; i < nf; i++) printf("%s\n", fashion[i].name);
+        return 0;
+    }
+    int all = argc > 1 && strcmp(argv[1], "--fashion") == 0, one = 0;
+    for (int i = 0; i < nf && argc > 1; i++) one |= strcmp(argv[1], fashion[i].name) == 0;
+    if (!all && !one) return rt_test_main(argc, argv, cases, nc);
+    if (!fashion_present()) {
+        printf("skip: the Fashion-MNIST files are not in %s (apt-get install dataset-fashion-mnist, "
+               "or set RT_FASHION_MNIST_DIR)\n", fashion_dir());
+        return 77;
+    }
+    return rt_test_main(all ? 1 : argc, argv, fashion, nf);
+}

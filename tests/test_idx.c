@@ -1,6 +1,13 @@
 /* Tests for the IDX reader (src/data/idx.h): crafted files in a private temp
  * directory for every error path and every element type, plus the real
- * Fashion-MNIST files when /usr/share/datasets/fashion-mnist exists. */
+ * Fashion-MNIST files.
+ *
+ * `test_idx` runs every test that needs no file outside the tree;
+ * `test_idx --fashion` (CTest: test_idx_fashion) runs the ones that read the
+ * real Fashion-MNIST files from $RT_FASHION_MNIST_DIR, else from
+ * /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist), and
+ * exits with 77 (CTest: skipped) when they are missing. `test_idx NAME` runs
+ * one test of either kind, `test_idx --list` lists all. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,7 +21,12 @@
 #include "data/idx.h"
 #include "rt_test.h"
 
-#define FASHION_DIR "/usr/share/datasets/fashion-mnist"
+/* The Fashion-MNIST directory: $RT_FASHION_MNIST_DIR when set and not
+ * empty, else where Debian's package installs it. */
+static const char *fashion_dir(void) {
+    const char *env = getenv("RT_FASHION_MNIST_DIR");
+    return env && *env ? env : "/usr/share/datasets/fashion-mnist";
+}
 
 /* ---- temp files ------------------------------------------------------------ */
 
@@ -534,12 +546,125 @@ static void test_pair(void) {
     CHECK_EQ_INT(s_k0, RT_ERR_INVALID_ARG);
 }
 
+/* ---- reading only the first records ------------------------------------------ */
+
+static void test_read_first(void) {
+    /* 4 records of 3 i16 (big-endian in the file): value of element k = 100 * k - 7 */
+    unsigned char buf[128], be[24];
+    for (int k = 0; k < 12; k++) {
+        const uint16_t v = (uint16_t)(int16_t)(100 * k - 7);
+        be[2 * k] = (unsigned char)(v >> 8);
+        be[2 * k + 1] = (unsigned char)v;
+    }
+    uint32_t dims[2] = {4, 3};
+    const size_t n = make_idx(buf, 0x0B, 2, dims, be, 24);
+    const char *plain = write_raw("first.idx", buf, n), *gz = write_gz("first.idx.gz", buf, n);
+    int64_t before = data_live();
+    for (int z = 0; z < 2; z++) {
+        const char *p = z ? gz : plain;
+        rt_idx *idx = NULL;
+        CHECK_OK(rt_idx_read_first(p, 2, &idx));
+        CHECK_EQ_INT(idx->dims[0], 2);
+        CHECK_EQ_INT(idx->dims[1], 3);
+        CHECK_EQ_INT(idx->file_records, 4);
+        CHECK_EQ_INT(idx->count, 6);
+        CHECK_EQ_INT(idx->nbytes, 12);
+        CHECK_EQ_INT(data_live() - before, 12); /* only the records read are booked */
+        for (int k = 0; k < 6; k++) CHECK_EQ_INT(((const int16_t *)idx->data)[k], 100 * k - 7);
+        rt_idx_destroy(idx);
+        CHECK_OK(rt_idx_read_first(p, 0, &idx));
+        CHECK(idx->dims[0] == 0 && idx->count == 0 && idx->nbytes == 0 && idx->file_records == 4);
+        rt_idx_destroy(idx);
+        CHECK_OK(rt_idx_read_first(p, 9, &idx)); /* more than there are: all, as rt_idx_read */
+        CHECK(idx->dims[0] == 4 && idx->count == 12 && idx->file_records == 4);
+        CHECK_EQ_INT(((const int16_t *)idx->data)[11], 1093);
+        rt_idx_destroy(idx);
+        CHECK_OK(rt_idx_read(p, &idx));
+        CHECK(idx->dims[0] == 4 && idx->file_records == 4);
+        rt_idx_destroy(idx);
+    }
+    CHECK_EQ_INT(data_live(), before);
+    rt_idx *idx = (rt_idx *)&before;
+    CHECK_EQ_INT(rt_idx_read_first(plain, -1, &idx), RT_ERR_INVALID_ARG);
+    CHECK(idx == NULL);
+    CHECK_EQ_INT(rt_idx_read_first(NULL, 1, &idx), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(rt_idx_read_first(plain, 1, NULL), RT_ERR_INVALID_ARG);
+
+    /* a gzip file cut after 2 of its 4 records: the first 2 read fine (the rest
+     * is never decompressed), 3 or all do not */
+    const size_t cut = n - 12;
+    const char *cgz = write_gz("cut.idx.gz", buf, cut);
+    CHECK_OK(rt_idx_read_first(cgz, 2, &idx));
+    CHECK_EQ_INT(((const int16_t *)idx->data)[5], 493);
+    rt_idx_destroy(idx);
+    CHECK_EQ_INT(rt_idx_read_first(cgz, 3, &idx), RT_ERR_FORMAT);
+    CHECK(msg_has("truncated"));
+    CHECK(read_fails(cgz, RT_ERR_FORMAT));
+    /* a plain file's length is checked against the header even for a prefix */
+    const char *cplain = write_raw("cut.idx", buf, cut);
+    CHECK_EQ_INT(rt_idx_read_first(cplain, 1, &idx), RT_ERR_FORMAT);
+    CHECK(msg_has("truncated"));
+    unsigned char longer[160];
+    memcpy(longer, buf, n);
+    memset(longer + n, 7, 5);
+    const char *lplain = write_raw("long_first.idx", longer, n + 5);
+    CHECK_EQ_INT(rt_idx_read_first(lplain, 1, &idx), RT_ERR_FORMAT);
+    CHECK(msg_has("5 extra bytes"));
+    CHECK(idx == NULL);
+    CHECK_EQ_INT(data_live(), before);
+
+    /* check_pair compares the counts the headers declare, not only those read */
+    unsigned char lab[8] = {1, 2, 3};
+    uint32_t d3[1] = {3}, d4[1] = {4};
+    const char *l3 = write_raw("first_l3.idx", buf, make_idx(buf, 0x08, 1, d3, lab, 3));
+    rt_idx *img = NULL, *l = NULL;
+    CHECK_OK(rt_idx_read_first(plain, 1, &img));
+    CHECK_OK(rt_idx_read_first(l3, 1, &l));
+    rt_status s = rt_idx_check_pair(img, l, 10);
+    int msg = msg_has("4 images but 3 labels");
+    rt_idx_destroy(l);
+    const char *l4 = write_raw("first_l4.idx", buf, make_idx(buf, 0x08, 1, d4, lab, 4));
+    CHECK_OK(rt_idx_read_first(l4, 1, &l));
+    rt_status s_ok = rt_idx_check_pair(img, l, 10);
+    rt_idx_destroy(l);
+    rt_idx_destroy(img);
+    CHECK_EQ_INT(s, RT_ERR_SHAPE);
+    CHECK(msg);
+    CHECK_OK(s_ok);
+}
+
 /* ---- real data ------------------------------------------------------------- */
 
+/* Path of the Fashion-MNIST file `base` (e.g. "train-images-idx3-ubyte") in
+ * fashion_dir(): the .gz name when it exists, else the plain one; "" when
+ * neither exists. */
+static void fashion_file(const char *base, char *path, size_t cap) {
+    struct stat st;
+    snprintf(path, cap, "%s/%s.gz", fashion_dir(), base);
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return;
+    snprintf(path, cap, "%s/%s", fashion_dir(), base);
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return;
+    path[0] = '\0';
+}
+
+static int fashion_present(void) {
+    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    char p[512];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        fashion_file(names[i], p, sizeof p);
+        if (!p[0]) return 0;
+    }
+    return 1;
+}
+
 static void check_split(const char *split, int64_t n, int64_t per_class) {
-    char ip[256], lp[256];
-    snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", FASHION_DIR, split);
-    snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", FASHION_DIR, split);
+    char ip[512], lp[512], base[64];
+    snprintf(base, sizeof base, "%s-images-idx3-ubyte", split);
+    fashion_file(base, ip, sizeof ip);
+    snprintf(base, sizeof base, "%s-labels-idx1-ubyte", split);
+    fashion_file(base, lp, sizeof lp);
+    CHECK(ip[0] && lp[0]);
     int64_t before = data_live();
     rt_idx *img = NULL, *lab = NULL;
     CHECK_OK(rt_idx_read(ip, &img));
@@ -563,25 +688,40 @@ static void check_split(const char *split, int64_t n, int64_t per_class) {
 }
 
 static void test_fashion_mnist(void) {
-    struct stat st;
-    if (stat(FASHION_DIR, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        printf("note: %s not found; skipping the real-data check\n", FASHION_DIR);
-        return;
-    }
     check_split("train", 60000, 6000);
     if (rt_test_failed_) return;
     check_split("t10k", 10000, 1000);
 }
 
-RT_TEST_MAIN({"u8", test_u8}, {"i32_big_endian", test_i32_big_endian},
-             {"f32_big_endian", test_f32_big_endian}, {"other_types", test_other_types},
-             {"gzip", test_gzip}, {"err_gzip_read_raw", test_err_gzip_read_raw},
-             {"err_gzip_twice", test_err_gzip_twice}, {"err_magic", test_err_magic},
-             {"err_type", test_err_type}, {"err_ndim", test_err_ndim},
-             {"err_header_incomplete", test_err_header_incomplete},
-             {"err_truncated", test_err_truncated},
-             {"err_truncated_gzip_stream", test_err_truncated_gzip_stream},
-             {"err_corrupt_gzip", test_err_corrupt_gzip}, {"err_trailing", test_err_trailing},
-             {"err_huge_claim", test_err_huge_claim}, {"err_open", test_err_open},
-             {"err_null_args", test_err_null_args}, {"pair", test_pair},
-             {"fashion_mnist", test_fashion_mnist})
+int main(int argc, char **argv) {
+    static const rt_test_case cases[] = {
+        {"u8", test_u8}, {"i32_big_endian", test_i32_big_endian},
+        {"f32_big_endian", test_f32_big_endian}, {"other_types", test_other_types},
+        {"gzip", test_gzip}, {"err_gzip_read_raw", test_err_gzip_read_raw},
+        {"err_gzip_twice", test_err_gzip_twice}, {"err_magic", test_err_magic},
+        {"err_type", test_err_type}, {"err_ndim", test_err_ndim},
+        {"err_header_incomplete", test_err_header_incomplete},
+        {"err_truncated", test_err_truncated},
+        {"err_truncated_gzip_stream", test_err_truncated_gzip_stream},
+        {"err_corrupt_gzip", test_err_corrupt_gzip}, {"err_trailing", test_err_trailing},
+        {"err_huge_claim", test_err_huge_claim}, {"err_open", test_err_open},
+        {"err_null_args", test_err_null_args}, {"pair", test_pair},
+        {"read_first", test_read_first}};
+    /* need the real Fashion-MNIST files */
+    static const rt_test_case fashion[] = {{"fashion_mnist", test_fashion_mnist}};
+    const int nc = (int)(sizeof cases / sizeof cases[0]), nf = (int)(sizeof fashion / sizeof fashion[0]);
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; i < nc; i++) printf("%s\n", cases[i].name);
+        for (int i = 0; i < nf; i++) printf("%s\n", fashion[i].name);
+        return 0;
+    }
+    int all = argc > 1 && strcmp(argv[1], "--fashion") == 0, one = 0;
+    for (int i = 0; i < nf && argc > 1; i++) one |= strcmp(argv[1], fashion[i].name) == 0;
+    if (!all && !one) return rt_test_main(argc, argv, cases, nc);
+    if (!fashion_present()) {
+        printf("skip: the Fashion-MNIST files are not in %s (apt-get install dataset-fashion-mnist, "
+               "or set RT_FASHION_MNIST_DIR)\n", fashion_dir());
+        return 77;
+    }
+    return rt_test_main(all ? 1 : argc, argv, fashion, nf);
+}

@@ -2,8 +2,9 @@
  *
  * Reading goes through zlib's gz* API for both compressed and plain files
  * (gzread passes plain data through unchanged; gzdirect tells which it saw).
- * The whole payload is read into one tracked RT_MEM_DATA buffer and then
- * byte-swapped in place to host order. Before allocating, the claimed size is
+ * The whole payload (or the first records of it, rt_idx_read_first) is read
+ * into one tracked RT_MEM_DATA buffer and then byte-swapped in place to host
+ * order. Before allocating, the claimed size is
  * checked against the file size (exactly for plain files, against deflate's
  * maximum ratio for gzip) so a corrupt header cannot make us allocate
  * terabytes; a file that is short or long is rejected whole. */
@@ -11,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,9 +150,11 @@ static void rt_idx_to_host_order(unsigned char *p, size_t count, size_t esz) {
         }
 }
 
-/* Parses the header and reads the payload from an open reader. On success
- * fills idx (data, dims, ...); on failure nothing stays allocated. */
-static rt_status rt_idx_parse(rt_idx_reader *r, const struct stat *st, rt_idx *idx) {
+/* Parses the header and reads the payload from an open reader: all records,
+ * or the first max_records when max_records >= 0. On success fills idx (data,
+ * dims, ...); on failure nothing stays allocated. */
+static rt_status rt_idx_parse(rt_idx_reader *r, const struct stat *st, int64_t max_records,
+                              rt_idx *idx) {
     const char *path = r->path;
     unsigned char head[4 + 4 * RT_IDX_MAX_DIMS];
     size_t got;
@@ -196,15 +200,20 @@ static rt_status rt_idx_parse(rt_idx_reader *r, const struct stat *st, rt_idx *i
                             path, header_bytes, ndim, 4 + got);
 
     size_t esz = rt_idx_type_size(type);
-    int64_t count = 1;
+    /* record = one slice along dims[0]: the product of dims[1..] elements */
+    int64_t record = 1, count = 1;
     int overflow = 0;
     for (int i = 0; i < ndim; i++) {
         const unsigned char *d = head + 4 + 4 * i;
         idx->dims[i] = (int64_t)(((uint32_t)d[0] << 24) | ((uint32_t)d[1] << 16) |
                                  ((uint32_t)d[2] << 8) | (uint32_t)d[3]);
-        if (idx->dims[i] != 0 && count > INT64_MAX / idx->dims[i]) overflow = 1;
-        else count *= idx->dims[i];
+        if (i > 0) {
+            if (idx->dims[i] != 0 && record > INT64_MAX / idx->dims[i]) overflow = 1;
+            else record *= idx->dims[i];
+        }
     }
+    if (record != 0 && idx->dims[0] > INT64_MAX / record) overflow = 1;
+    else count = idx->dims[0] * record;
     char dims[16 * RT_IDX_MAX_DIMS];
     rt_idx_dims_str(idx->dims, ndim, dims, sizeof dims);
     if (overflow || (uint64_t)count > (uint64_t)(PTRDIFF_MAX / 2) / esz)
@@ -212,15 +221,27 @@ static rt_status rt_idx_parse(rt_idx_reader *r, const struct stat *st, rt_idx *i
                             "IDX file %s declares dims %s of %s, more bytes than any memory can "
                             "hold; the header is corrupt: fetch the file again",
                             path, dims, rt_idx_type_str(type));
-    size_t nbytes = (size_t)count * esz;
+    size_t nbytes = (size_t)count * esz; /* the whole payload the header declares */
+    const int64_t records =
+        max_records >= 0 && max_records < idx->dims[0] ? max_records : idx->dims[0];
+    const bool whole = records == idx->dims[0];
+    const size_t want = (size_t)(records * record) * esz; /* the bytes read */
 
-    /* Refuse impossible sizes before allocating. */
+    /* Refuse impossible sizes before allocating (a plain file's length is
+     * known: it must hold the whole payload even when only a prefix is read). */
     if (S_ISREG(st->st_mode)) {
         uint64_t fsize = (uint64_t)st->st_size;
         uint64_t avail = fsize > (uint64_t)header_bytes ? fsize - (uint64_t)header_bytes : 0;
         if (!r->compressed && avail < nbytes)
             return rt_idx_short_error(r, dims, type, nbytes, avail, header_bytes);
-        if (r->compressed && nbytes / RT_IDX_MAX_GZIP_RATIO > fsize + 4096) {
+        if (!r->compressed && !whole && avail > nbytes)
+            return rt_error_set(RT_ERR_FORMAT,
+                                "IDX file %s has %llu extra bytes after the %zu data bytes its "
+                                "header declares (%s %s); header and data disagree, so the file "
+                                "is corrupt or several files were joined: fetch it again",
+                                path, (unsigned long long)(avail - nbytes), nbytes, dims,
+                                rt_idx_type_str(type));
+        if (r->compressed && want / RT_IDX_MAX_GZIP_RATIO > fsize + 4096) {
             uint64_t actual;
             RT_TRY(rt_idx_count_rest(r, &actual));
             return rt_idx_short_error(r, dims, type, nbytes, actual, header_bytes);
@@ -228,17 +249,17 @@ static rt_status rt_idx_parse(rt_idx_reader *r, const struct stat *st, rt_idx *i
     }
 
     void *data = NULL;
-    rt_status s = rt_mem_alloc(nbytes, RT_MEM_DATA, &data);
+    rt_status s = rt_mem_alloc(want, RT_MEM_DATA, &data);
     if (s != RT_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", rt_error_last());
         return rt_error_set(s, "cannot hold IDX file %s (dims %s of %s = %zu bytes): %s", path,
-                            dims, rt_idx_type_str(type), nbytes, why);
+                            dims, rt_idx_type_str(type), want, why);
     }
-    s = rt_idx_read_bytes(r, data, nbytes, &got);
-    if (s == RT_OK && got < nbytes)
+    s = rt_idx_read_bytes(r, data, want, &got);
+    if (s == RT_OK && got < want)
         s = rt_idx_short_error(r, dims, type, nbytes, got, header_bytes);
-    if (s == RT_OK) {
+    if (s == RT_OK && whole) {
         uint64_t extra;
         s = rt_idx_count_rest(r, &extra);
         if (s == RT_OK && extra > 0)
@@ -250,23 +271,28 @@ static rt_status rt_idx_parse(rt_idx_reader *r, const struct stat *st, rt_idx *i
                              rt_idx_type_str(type));
     }
     if (s != RT_OK) {
-        rt_mem_free(data, nbytes, RT_MEM_DATA);
+        rt_mem_free(data, want, RT_MEM_DATA);
         return s;
     }
-    rt_idx_to_host_order(data, (size_t)count, esz);
+    rt_idx_to_host_order(data, (size_t)(records * record), esz);
     idx->type = (rt_idx_type)type;
     idx->ndim = ndim;
+    idx->file_records = idx->dims[0];
+    idx->dims[0] = records;
     idx->elem_size = esz;
-    idx->count = count;
+    idx->count = records * record;
     idx->data = data;
-    idx->nbytes = nbytes;
+    idx->nbytes = want;
     return RT_OK;
 }
 
-rt_status rt_idx_read(const char *path, rt_idx **out) {
-    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_idx_read: out is NULL");
+/* rt_idx_read (max_records < 0: all records) and rt_idx_read_first; `who`
+ * names the caller in argument errors. */
+static rt_status rt_idx_open_read(const char *who, const char *path, int64_t max_records,
+                                  rt_idx **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "%s: out is NULL", who);
     *out = NULL;
-    if (!path) return rt_error_set(RT_ERR_INVALID_ARG, "rt_idx_read: path is NULL");
+    if (!path) return rt_error_set(RT_ERR_INVALID_ARG, "%s: path is NULL", who);
 
     int fd = open(path, O_RDONLY);
     if (fd < 0)
@@ -305,7 +331,7 @@ rt_status rt_idx_read(const char *path, rt_idx **out) {
         if (!idx || !idx->path) s = rt_error_set(RT_ERR_OOM, "out of memory reading %s", path);
         else memcpy(idx->path, path, plen + 1);
     }
-    if (s == RT_OK) s = rt_idx_parse(&r, &st, idx);
+    if (s == RT_OK) s = rt_idx_parse(&r, &st, max_records, idx);
     gzclose_r(gz); /* also closes fd */
     if (s != RT_OK) {
         if (idx) free(idx->path);
@@ -314,6 +340,19 @@ rt_status rt_idx_read(const char *path, rt_idx **out) {
     }
     *out = idx;
     return RT_OK;
+}
+
+rt_status rt_idx_read(const char *path, rt_idx **out) {
+    return rt_idx_open_read("rt_idx_read", path, -1, out);
+}
+
+rt_status rt_idx_read_first(const char *path, int64_t max_records, rt_idx **out) {
+    if (max_records < 0) {
+        if (out) *out = NULL;
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_idx_read_first: max_records is %lld, must be >= 0",
+                            (long long)max_records);
+    }
+    return rt_idx_open_read("rt_idx_read_first", path, max_records, out);
 }
 
 void rt_idx_destroy(rt_idx *idx) {
@@ -353,12 +392,13 @@ rt_status rt_idx_check_pair(const rt_idx *images, const rt_idx *labels, int num_
                             "label file %s holds %s values; class labels must be an integer type "
                             "(u8, i8, i16, i32)",
                             lp, rt_idx_type_str(labels->type));
-    if (images->ndim < 1 || labels->dims[0] != images->dims[0])
+    if (images->ndim < 1 || labels->dims[0] != images->dims[0] ||
+        labels->file_records != images->file_records)
         return rt_error_set(RT_ERR_SHAPE,
                             "%lld images but %lld labels: image file %s and label file %s do not "
                             "belong together (mixing train and t10k files?)",
-                            (long long)(images->ndim >= 1 ? images->dims[0] : 0),
-                            (long long)labels->dims[0], ip, lp);
+                            (long long)(images->ndim >= 1 ? images->file_records : 0),
+                            (long long)labels->file_records, ip, lp);
     for (int64_t i = 0; i < labels->count; i++) {
         int64_t v = rt_idx_int_at(labels, i);
         if (v < 0 || v >= num_classes)

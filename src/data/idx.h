@@ -53,7 +53,10 @@ typedef enum rt_idx_type {
 typedef struct rt_idx {
     rt_idx_type type;               /* element type (the file's type byte) */
     int ndim;                       /* 1..RT_IDX_MAX_DIMS */
-    int64_t dims[RT_IDX_MAX_DIMS];  /* dims[0..ndim-1] from the header; unused entries are 0 */
+    int64_t dims[RT_IDX_MAX_DIMS];  /* dims[0..ndim-1] from the header (dims[0]: the records
+                                       read, see rt_idx_read_first); unused entries are 0 */
+    int64_t file_records;           /* dims[0] as the header declares it (> dims[0] only after
+                                       rt_idx_read_first stopped early) */
     size_t elem_size;               /* bytes per element: 1, 2, 4 or 8 */
     int64_t count;                  /* number of elements = prod(dims) (may be 0) */
     void *data;                     /* count * elem_size bytes, 64-byte aligned, host order */
@@ -92,14 +95,25 @@ const char *rt_idx_type_str(int type);
  *                       malloc); the message gives the dims the header claims */
 rt_status rt_idx_read(const char *path, rt_idx **out);
 
+/* As rt_idx_read, but reads only the first min(max_records, dims[0])
+ * records (slices along dims[0]): the result has dims[0] = that count and
+ * file_records = the header's dims[0]. A gzip file is decompressed only up to
+ * the end of those records, so taking 1000 of 60000 images costs 1/60 of the
+ * work and memory. A plain file's length is still checked against the
+ * header; damage in a gzip file after the records read goes unnoticed.
+ * max_records may be 0 (header only). max_records >= dims[0] reads and checks
+ * the whole file, exactly as rt_idx_read.
+ * Errors: as rt_idx_read; RT_ERR_INVALID_ARG when max_records < 0. */
+rt_status rt_idx_read_first(const char *path, int64_t max_records, rt_idx **out);
+
 /* Frees an rt_idx and its data (unbooking RT_MEM_DATA). NULL is a no-op. */
 void rt_idx_destroy(rt_idx *idx);
 
 /* Checks that `labels` fits `images` as a classification dataset:
  *   - labels is 1-D                                   else RT_ERR_SHAPE
  *   - labels has an integer type (u8, i8, i16, i32)   else RT_ERR_DTYPE
- *   - labels->dims[0] == images->dims[0]              else RT_ERR_SHAPE
- *     ("N images but M labels")
+ *   - labels->dims[0] == images->dims[0] and the       else RT_ERR_SHAPE
+ *     file_records of both agree                        ("N images but M labels")
  *   - every label is in [0, num_classes)              else RT_ERR_FORMAT naming
  *     the first bad index and its value
  * images may have any type and ndim >= 1 (dims[0] is the sample count).

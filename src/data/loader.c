@@ -23,7 +23,16 @@ struct rt_loader {
     int64_t *order;       /* n dataset indices, RT_MEM_DATA */
     size_t order_bytes;
     int64_t order_epoch;  /* epoch `order` was built for; -1 before the first build */
-    float lut[RT_DATA_MAX_CHANNELS][256]; /* ((float)v / 255 - mean) / std per channel */
+    /* a sample is C channels of `planes` planes of H x W values */
+    int C, H, W;
+    int64_t planes;
+    size_t in_bytes;      /* bytes of one input (rt_sample_nbytes) */
+    bool u8;              /* u8 inputs (else f32) */
+    bool direct;          /* rows come straight from the dataset's arrays */
+    rt_dataset_arrays arrays; /* valid when direct */
+    unsigned char *stage; /* B inputs read through the interface (not direct), RT_MEM_DATA */
+    size_t stage_bytes;
+    float lut[RT_DATA_MAX_CHANNELS][256]; /* u8: ((float)v / 255 - mean) / std per channel */
 };
 
 rt_loader_options rt_loader_options_default(void) {
@@ -132,27 +141,66 @@ rt_status rt_loader_create(const rt_dataset *ds, const rt_loader_options *opt, r
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "rt_loader_create: crop_padding must be 0..65535, got %d",
                             opt->crop_padding);
+    const rt_sample_shape *sh = &ds->shape;
+    if ((opt->crop_padding > 0 || opt->hflip) && sh->ndim < 3)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "rt_loader_create: RandomCrop and horizontal flip act on the last two "
+                            "dims (H, W) of samples of shape (C, ..., H, W); the samples of "
+                            "dataset '%s' have %d dim%s",
+                            ds->ops->name ? ds->ops->name : "?", sh->ndim, sh->ndim == 1 ? "" : "s");
+    /* planes of ds->height x ds->width: (C) -> 1 x 1, (C, L) -> 1 x L,
+     * (C, H, W) -> H x W, (C, D, H, W) -> D planes of H x W */
+    const int64_t H = ds->height, W = ds->width;
+    if (H > (1 << 30) || W > (1 << 30))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "rt_loader_create: planes of %lld x %lld; the loader handles up to 2^30 "
+                            "per side",
+                            (long long)H, (long long)W);
     if (opt->shuffle && ds->n > (int64_t)UINT32_MAX)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "rt_loader_create: shuffling supports at most 2^32-1 samples, got %lld",
                             (long long)ds->n);
+    const size_t in_bytes = rt_sample_nbytes(sh);
+    rt_dataset_arrays arrays = {NULL, NULL};
+    const bool direct = rt_dataset_arrays_get(ds, &arrays);
+    /* staging for B inputs (the batch size need not fit the dataset) */
+    const int64_t stage_n = opt->batch_size < ds->n ? opt->batch_size : ds->n;
+    if (!direct && stage_n > 0 && in_bytes > ((size_t)1 << 62) / (size_t)stage_n)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "rt_loader_create: a staging buffer of %lld inputs of %zu bytes is too "
+                            "large",
+                            (long long)stage_n, in_bytes);
     rt_loader *l = calloc(1, sizeof *l);
     if (!l) return rt_error_set(RT_ERR_OOM, "out of memory allocating a loader");
     l->ds = ds;
     l->opt = *opt;
+    l->C = ds->channels;
+    l->H = (int)H;
+    l->W = (int)W;
+    l->planes = rt_sample_numel(sh) / ds->channels / (H * W);
+    l->in_bytes = in_bytes;
+    l->u8 = sh->dtype == RT_U8;
+    l->direct = direct;
+    l->arrays = arrays;
     l->nbatches = opt->drop_last ? ds->n / opt->batch_size
                                  : (ds->n + opt->batch_size - 1) / opt->batch_size;
     l->order_bytes = (size_t)ds->n * sizeof(int64_t);
+    l->stage_bytes = direct ? 0 : (size_t)stage_n * in_bytes;
     const char *prev = rt_mem_set_op("loader");
     rt_status st = rt_mem_alloc(l->order_bytes, RT_MEM_DATA, (void **)&l->order);
+    if (st == RT_OK && !direct) {
+        st = rt_mem_alloc(l->stage_bytes, RT_MEM_DATA, (void **)&l->stage);
+        if (st != RT_OK) rt_mem_free(l->order, l->order_bytes, RT_MEM_DATA);
+    }
     rt_mem_set_op(prev);
     if (st != RT_OK) {
         free(l);
         return st;
     }
-    for (int c = 0; c < ds->channels; c++)
-        for (int v = 0; v < 256; v++)
-            l->lut[c][v] = ((float)v / 255.0f - opt->mean[c]) / opt->std[c];
+    if (l->u8)
+        for (int c = 0; c < ds->channels; c++)
+            for (int v = 0; v < 256; v++)
+                l->lut[c][v] = ((float)v / 255.0f - opt->mean[c]) / opt->std[c];
     l->order_epoch = -1;
     rt_loader_build_order(l, 0);
     *out = l;
@@ -162,6 +210,7 @@ rt_status rt_loader_create(const rt_dataset *ds, const rt_loader_options *opt, r
 void rt_loader_destroy(rt_loader *l) {
     if (!l) return;
     rt_mem_free(l->order, l->order_bytes, RT_MEM_DATA);
+    if (l->stage) rt_mem_free(l->stage, l->stage_bytes, RT_MEM_DATA);
     free(l);
 }
 
@@ -212,28 +261,58 @@ rt_status rt_loader_augment_params(const rt_loader *l, int64_t epoch, int64_t in
 
 /* ---- batches ------------------------------------------------------------------ */
 
-/* Writes sample `index`, augmented with `a` and normalised, to dst (C*H*W f32). */
-static void rt_loader_fill_sample(const rt_loader *l, int64_t index, rt_augment a, float *dst) {
-    const rt_dataset *ds = l->ds;
-    const int C = ds->channels, H = ds->height, W = ds->width, P = l->opt.crop_padding;
-    const uint8_t *src = rt_dataset_image(ds, index);
+/* Writes one u8 input `src`, augmented with `a` and normalised, to dst
+ * (C*planes*H*W f32). */
+static void rt_loader_fill_u8(const rt_loader *l, const uint8_t *src, rt_augment a, float *dst) {
+    const int H = l->H, W = l->W, P = l->opt.crop_padding;
+    const int64_t hw = (int64_t)H * W;
     const int dy = a.top - P, dx = a.left - P; /* out(y, x) = raw(y + dy, x' + dx) */
-    for (int c = 0; c < C; c++) {
+    for (int c = 0; c < l->C; c++) {
         const float *lut = l->lut[c];
-        const uint8_t *plane = src + (int64_t)c * H * W;
-        float *out = dst + (int64_t)c * H * W;
-        for (int y = 0; y < H; y++) {
-            float *row = out + (int64_t)y * W;
-            const int sy = y + dy;
-            if (sy < 0 || sy >= H) {
-                for (int x = 0; x < W; x++) row[x] = lut[0];
-                continue;
+        for (int64_t p = 0; p < l->planes; p++) {
+            const uint8_t *plane = src + (c * l->planes + p) * hw;
+            float *out = dst + (c * l->planes + p) * hw;
+            for (int y = 0; y < H; y++) {
+                float *row = out + (int64_t)y * W;
+                const int sy = y + dy;
+                if (sy < 0 || sy >= H) {
+                    for (int x = 0; x < W; x++) row[x] = lut[0];
+                    continue;
+                }
+                const uint8_t *srow = plane + (int64_t)sy * W;
+                for (int x = 0; x < W; x++) {
+                    const int xc = a.flip ? W - 1 - x : x; /* flip after the crop */
+                    const int sx = xc + dx;
+                    row[x] = (sx >= 0 && sx < W) ? lut[srow[sx]] : lut[0];
+                }
             }
-            const uint8_t *srow = plane + (int64_t)sy * W;
-            for (int x = 0; x < W; x++) {
-                const int xc = a.flip ? W - 1 - x : x; /* flip after the crop */
-                const int sx = xc + dx;
-                row[x] = (sx >= 0 && sx < W) ? lut[srow[sx]] : lut[0];
+        }
+    }
+}
+
+/* As rt_loader_fill_u8 for an f32 input: (x - mean) / std, padding 0 raw. */
+static void rt_loader_fill_f32(const rt_loader *l, const float *src, rt_augment a, float *dst) {
+    const int H = l->H, W = l->W, P = l->opt.crop_padding;
+    const int64_t hw = (int64_t)H * W;
+    const int dy = a.top - P, dx = a.left - P;
+    for (int c = 0; c < l->C; c++) {
+        const float mean = l->opt.mean[c], std = l->opt.std[c], pad = (0.0f - mean) / std;
+        for (int64_t p = 0; p < l->planes; p++) {
+            const float *plane = src + (c * l->planes + p) * hw;
+            float *out = dst + (c * l->planes + p) * hw;
+            for (int y = 0; y < H; y++) {
+                float *row = out + (int64_t)y * W;
+                const int sy = y + dy;
+                if (sy < 0 || sy >= H) {
+                    for (int x = 0; x < W; x++) row[x] = pad;
+                    continue;
+                }
+                const float *srow = plane + (int64_t)sy * W;
+                for (int x = 0; x < W; x++) {
+                    const int xc = a.flip ? W - 1 - x : x;
+                    const int sx = xc + dx;
+                    row[x] = (sx >= 0 && sx < W) ? (srow[sx] - mean) / std : pad;
+                }
             }
         }
     }
@@ -251,31 +330,51 @@ rt_status rt_loader_next(rt_loader *l, rt_tensor **images, rt_tensor **labels, b
     }
     *end_of_epoch = false;
     const rt_dataset *ds = l->ds;
+    const rt_sample_shape *sh = &ds->shape;
     const int64_t B = l->opt.batch_size;
     const int64_t start = l->batch * B;
     const int64_t b = (ds->n - start < B) ? ds->n - start : B;
-    const int64_t ishape[4] = {b, ds->channels, ds->height, ds->width};
+    int64_t ishape[RT_MAX_DIMS] = {b};
+    for (int d = 0; d < sh->ndim; d++) ishape[d + 1] = sh->dims[d];
     const int64_t lshape[1] = {b};
     const char *prev = rt_mem_set_op("loader");
-    rt_tensor *img = rt_tensor_create(4, ishape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *img = rt_tensor_create(sh->ndim + 1, ishape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
     rt_tensor *lab = img ? rt_tensor_create(1, lshape, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA) : NULL;
     rt_mem_set_op(prev);
     if (!lab) {
         rt_tensor_release(img);
         return RT_ERR_OOM; /* message set by rt_tensor_create */
     }
-    const int64_t isz = rt_dataset_image_size(ds);
+    const int64_t numel = rt_sample_numel(sh);
+    const size_t in_bytes = l->in_bytes;
     float *dst = rt_tensor_f32(img);
     int32_t *ldst = (int32_t *)rt_tensor_data(lab);
     const int64_t *order = l->order + start;
     const int64_t epoch = l->epoch;
+    /* Without arrays, read the batch's inputs through the interface first,
+     * here on the calling thread (an implementation need not be thread-safe). */
+    const unsigned char *base = l->direct ? (const unsigned char *)l->arrays.inputs : l->stage;
+    if (!l->direct) {
+        for (int64_t k = 0; k < b; k++) {
+            rt_status st = rt_dataset_read(ds, order[k], l->stage + (size_t)k * in_bytes, &ldst[k]);
+            if (st != RT_OK) {
+                rt_tensor_release(img);
+                rt_tensor_release(lab);
+                return st;
+            }
+        }
+    }
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (b * isz >= RT_LOADER_PAR_MIN)
+#pragma omp parallel for schedule(static) if (b * numel >= RT_LOADER_PAR_MIN)
 #endif
     for (int64_t k = 0; k < b; k++) {
         const int64_t idx = order[k];
-        rt_loader_fill_sample(l, idx, rt_loader_draw(l, epoch, idx), dst + k * isz);
-        ldst[k] = rt_dataset_label(ds, idx);
+        /* the row of sample idx: in the arrays at idx, in the staging buffer at k */
+        const unsigned char *src = base + (size_t)(l->direct ? idx : k) * in_bytes;
+        const rt_augment a = rt_loader_draw(l, epoch, idx);
+        if (l->u8) rt_loader_fill_u8(l, src, a, dst + k * numel);
+        else rt_loader_fill_f32(l, (const float *)src, a, dst + k * numel);
+        if (l->direct) ldst[k] = l->arrays.labels[idx];
     }
     l->batch++;
     *images = img;

@@ -21,7 +21,7 @@ static void bench_usage(FILE *f) {
                "  --steps N           timed steps (default 10)\n"
                "  --warmup N          untimed steps first (default 3)\n"
                "  --threads N         (default: all cores)\n");
-    rt_cli_conv_algo_help(f, 22);
+    cli_conv_algo_help(f, 22);
     fprintf(f,
                "  --memory MODE       reversible or standard, for RevNets (default reversible)\n"
                "Prints one line: model, batch, median/min step seconds, images/s, peak tracked MiB and the\n"
@@ -33,7 +33,7 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int rt_cmd_bench(int argc, char **argv) {
+int cli_cmd_bench(int argc, char **argv) {
     const char *model = "resnet20", *memory = "reversible";
     int64_t batch = 128, size = 28, channels = 1, steps = 10, warmup = 3, threads = 0;
     for (int i = 1; i < argc; i++) {
@@ -41,15 +41,15 @@ int rt_cmd_bench(int argc, char **argv) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             bench_usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--model")) ok = rt_cli_str(argc, argv, &i, &model);
-        else if (!strcmp(argv[i], "--batch-size")) ok = rt_cli_int(argc, argv, &i, &batch);
-        else if (!strcmp(argv[i], "--size")) ok = rt_cli_int(argc, argv, &i, &size);
-        else if (!strcmp(argv[i], "--channels")) ok = rt_cli_int(argc, argv, &i, &channels);
-        else if (!strcmp(argv[i], "--steps")) ok = rt_cli_int(argc, argv, &i, &steps);
-        else if (!strcmp(argv[i], "--warmup")) ok = rt_cli_int(argc, argv, &i, &warmup);
-        else if (!strcmp(argv[i], "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
-        else if (!strcmp(argv[i], "--threads")) ok = rt_cli_int(argc, argv, &i, &threads);
-        else if (!strcmp(argv[i], "--memory")) ok = rt_cli_str(argc, argv, &i, &memory);
+        } else if (!strcmp(argv[i], "--model")) ok = cli_str(argc, argv, &i, &model);
+        else if (!strcmp(argv[i], "--batch-size")) ok = cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--size")) ok = cli_int(argc, argv, &i, &size);
+        else if (!strcmp(argv[i], "--channels")) ok = cli_int(argc, argv, &i, &channels);
+        else if (!strcmp(argv[i], "--steps")) ok = cli_int(argc, argv, &i, &steps);
+        else if (!strcmp(argv[i], "--warmup")) ok = cli_int(argc, argv, &i, &warmup);
+        else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
+        else if (!strcmp(argv[i], "--threads")) ok = cli_int(argc, argv, &i, &threads);
+        else if (!strcmp(argv[i], "--memory")) ok = cli_str(argc, argv, &i, &memory);
         else {
             fprintf(stderr, "revtorch bench: unknown option '%s' (see revtorch bench --help)\n", argv[i]);
             return 2;
@@ -60,13 +60,13 @@ int rt_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "revtorch bench: --steps, --batch-size, --size and --channels must be >= 1, --warmup >= 0\n");
         return 2;
     }
-    rt_cli_strategy strategy;
-    if (!rt_cli_memory_mode(memory, "full", &strategy)) return 2;
-    if (!rt_cli_threads_ok(threads)) return 2;
+    cli_strategy strategy;
+    if (!cli_memory_mode(memory, "full", &strategy)) return 2;
+    if (!cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
     rt_model *m = NULL;
-    if (rt_model_create(model, channels, 10, RT_DEVICE_CPU, 0, &m) != RT_OK) return rt_cli_fail("model");
-    rt_cli_strategy_apply(&strategy, m);
+    if (rt_model_create(model, channels, 10, RT_DEVICE_CPU, 0, &m) != RT_OK) return cli_fail("model");
+    cli_strategy_apply(&strategy, m);
     int np = rt_state_dict_num_params(m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
     rt_state_dict_params(m->sd, params);
@@ -79,7 +79,7 @@ int rt_cmd_bench(int argc, char **argv) {
     double *times = malloc((size_t)steps * sizeof *times);
     int rc = 1;
     if (!opt || !x || !y || !times || !params) {
-        rt_cli_fail("setup");
+        cli_fail("setup");
         goto out;
     }
     rt_generator g = {1, 0};
@@ -94,14 +94,14 @@ int rt_cmd_bench(int argc, char **argv) {
             rt_memstats_get(&ms0);
             sys_allocs0 = ms0.n_sys_alloc;
         }
-        double t0 = rt_now_s();
+        double t0 = cli_now_s();
         rt_train_result r;
         rt_status st = rt_train_step(m->net, opt, &cfg, x, y, &r);
         if (st != RT_OK) {
-            rt_cli_fail("step");
+            cli_fail("step");
             goto out;
         }
-        if (s >= warmup) times[s - warmup] = rt_now_s() - t0;
+        if (s >= warmup) times[s - warmup] = cli_now_s() - t0;
     }
     qsort(times, (size_t)steps, sizeof *times, cmp_double);
     rt_memstats ms;

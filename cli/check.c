@@ -17,17 +17,17 @@ static void check_usage(FILE *f) {
                "  --data DIR         Fashion-MNIST directory\n"
                "  --batch-size N     (default 64)\n"
                "  --threads N        (default: all cores)\n");
-    rt_cli_conv_algo_help(f, 21);
+    cli_conv_algo_help(f, 21);
 }
 
-int rt_cmd_check(int argc, char **argv) {
-    rt_cli_model_args a = {.batch = 64};
+int cli_cmd_check(int argc, char **argv) {
+    cli_model_args a = {.batch = 64};
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             check_usage(stdout);
             return 0;
-        } else if (!rt_cli_model_arg(argc, argv, &i, &a, &ok)) {
+        } else if (!cli_model_arg(argc, argv, &i, &a, &ok)) {
             fprintf(stderr, "revtorch check: unknown option '%s' (see revtorch check --help)\n", argv[i]);
             return 2;
         }
@@ -37,7 +37,7 @@ int rt_cmd_check(int argc, char **argv) {
         fprintf(stderr, "revtorch check: pass --model or --weights\n");
         return 2;
     }
-    int code = rt_cli_model_args_finish(&a);
+    int code = cli_model_args_finish(&a);
     if (code) return code;
     const char *model = a.model, *weights = a.weights;
     int64_t batch = a.batch;
@@ -49,16 +49,16 @@ int rt_cmd_check(int argc, char **argv) {
     bool end;
     double block_err, chain_err;
     char worst[64] = "-";
-    rt_loader_options lo = rt_cli_loader_options(batch, false, false, 0);
-    if (rt_cli_open_dataset(a.data, false, batch, &test) != RT_OK) rt_cli_fail("cannot load the test set");
+    rt_loader_options lo = cli_loader_options(batch, false, false, 0);
+    if (cli_open_dataset(a.data, false, batch, &test) != RT_OK) cli_fail("cannot load the test set");
     else if (rt_model_create(model, test->channels, test->num_classes, RT_DEVICE_CPU, 0, &m) != RT_OK)
-        rt_cli_fail("cannot create the model");
-    else if (weights && rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) rt_cli_fail("cannot load the weights");
-    else if (rt_state_dict_check_values(m->sd) != RT_OK) rt_cli_fail("unusable weights");
+        cli_fail("cannot create the model");
+    else if (weights && rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) cli_fail("cannot load the weights");
+    else if (rt_state_dict_check_values(m->sd) != RT_OK) cli_fail("unusable weights");
     else if (rt_loader_create(test, &lo, &l) != RT_OK || rt_loader_next(l, &x, &y, &end) != RT_OK || end)
-        rt_cli_fail("cannot read a batch");
+        cli_fail("cannot read a batch");
     else if (rt_reversible_reconstruction(m->net, x, &block_err, &chain_err, worst, sizeof worst) != RT_OK)
-        rt_cli_fail("check failed");
+        cli_fail("check failed");
     else {
         printf("%s%s on %lld test images: worst block reconstruction error %.3g (relative, block %s); "
                "worst stage chain drift %.3g\n", model, weights ? "" : " (untrained)", (long long)x->shape[0],

@@ -17,12 +17,12 @@
 #include "ops/ops.h"
 #include "optim/optim.h"
 
-int rt_cli_fail(const char *what) {
+int cli_fail(const char *what) {
     fprintf(stderr, "revtorch: %s: %s\n", what, rt_error_last());
     return 1;
 }
 
-static const char *rt_cli_value(int argc, char **argv, int *i) {
+static const char *cli_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
         fprintf(stderr, "revtorch: option %s needs a value (see --help)\n", argv[*i]);
         return NULL;
@@ -30,8 +30,8 @@ static const char *rt_cli_value(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
-bool rt_cli_int(int argc, char **argv, int *i, int64_t *out) {
-    const char *opt = argv[*i], *v = rt_cli_value(argc, argv, i);
+bool cli_int(int argc, char **argv, int *i, int64_t *out) {
+    const char *opt = argv[*i], *v = cli_value(argc, argv, i);
     if (!v) return false;
     char *end;
     errno = 0;
@@ -44,8 +44,8 @@ bool rt_cli_int(int argc, char **argv, int *i, int64_t *out) {
     return true;
 }
 
-bool rt_cli_float(int argc, char **argv, int *i, float *out) {
-    const char *opt = argv[*i], *v = rt_cli_value(argc, argv, i);
+bool cli_float(int argc, char **argv, int *i, float *out) {
+    const char *opt = argv[*i], *v = cli_value(argc, argv, i);
     if (!v) return false;
     char *end;
     errno = 0;
@@ -58,14 +58,14 @@ bool rt_cli_float(int argc, char **argv, int *i, float *out) {
     return true;
 }
 
-bool rt_cli_str(int argc, char **argv, int *i, const char **out) {
-    const char *v = rt_cli_value(argc, argv, i);
+bool cli_str(int argc, char **argv, int *i, const char **out) {
+    const char *v = cli_value(argc, argv, i);
     if (v) *out = v;
     return v != NULL;
 }
 
-bool rt_cli_conv_algo(int argc, char **argv, int *i) {
-    const char *v = rt_cli_value(argc, argv, i);
+bool cli_conv_algo(int argc, char **argv, int *i) {
+    const char *v = cli_value(argc, argv, i);
     if (!v) return false;
     rt_conv_algo algo;
     if (rt_conv_algo_parse(v, &algo) != RT_OK) {
@@ -76,37 +76,37 @@ bool rt_cli_conv_algo(int argc, char **argv, int *i) {
     return true;
 }
 
-void rt_cli_conv_algo_help(FILE *f, int col) {
+void cli_conv_algo_help(FILE *f, int col) {
     fprintf(f, "  %-*sauto (default: Winograd where faster), direct (as PyTorch's CPU\n"
                "%*sconvolution) or winograd (wherever oneDNN has a kernel)\n",
             col - 2, "--conv-algo A", col, "");
 }
 
-bool rt_cli_model_arg(int argc, char **argv, int *i, rt_cli_model_args *a, bool *ok) {
+bool cli_model_arg(int argc, char **argv, int *i, cli_model_args *a, bool *ok) {
     const char *o = argv[*i];
-    if (!strcmp(o, "--weights")) *ok = rt_cli_str(argc, argv, i, &a->weights);
-    else if (!strcmp(o, "--model")) *ok = rt_cli_str(argc, argv, i, &a->model);
-    else if (!strcmp(o, "--data")) *ok = rt_cli_str(argc, argv, i, &a->data);
-    else if (!strcmp(o, "--batch-size")) *ok = rt_cli_int(argc, argv, i, &a->batch);
-    else if (!strcmp(o, "--threads")) *ok = rt_cli_int(argc, argv, i, &a->threads);
-    else if (!strcmp(o, "--conv-algo")) *ok = rt_cli_conv_algo(argc, argv, i);
+    if (!strcmp(o, "--weights")) *ok = cli_str(argc, argv, i, &a->weights);
+    else if (!strcmp(o, "--model")) *ok = cli_str(argc, argv, i, &a->model);
+    else if (!strcmp(o, "--data")) *ok = cli_str(argc, argv, i, &a->data);
+    else if (!strcmp(o, "--batch-size")) *ok = cli_int(argc, argv, i, &a->batch);
+    else if (!strcmp(o, "--threads")) *ok = cli_int(argc, argv, i, &a->threads);
+    else if (!strcmp(o, "--conv-algo")) *ok = cli_conv_algo(argc, argv, i);
     else return false;
     return true;
 }
 
-int rt_cli_model_args_finish(rt_cli_model_args *a) {
+int cli_model_args_finish(cli_model_args *a) {
     if (!a->model && a->weights) {
         if (rt_weights_read_metadata(a->weights, "model", a->recorded, sizeof a->recorded) != RT_OK)
-            return rt_cli_fail("cannot tell which model the weight file holds (pass --model if it lacks the "
+            return cli_fail("cannot tell which model the weight file holds (pass --model if it lacks the "
                                "\"model\" metadata)");
         a->model = a->recorded;
     }
-    if (!rt_cli_threads_ok(a->threads)) return 2;
+    if (!cli_threads_ok(a->threads)) return 2;
     rt_set_num_threads((int)a->threads);
     return 0;
 }
 
-bool rt_cli_threads_ok(int64_t threads) {
+bool cli_threads_ok(int64_t threads) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
     if (threads >= 0 && threads <= 4 * cores) return true;
@@ -115,7 +115,7 @@ bool rt_cli_threads_ok(int64_t threads) {
     return false;
 }
 
-rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out) {
+rt_status cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out) {
     if (subset < 0)
         return rt_error_set(RT_ERR_INVALID_ARG, "a subset size must be >= 1 (0 or omitted: the whole set), got %lld",
                             (long long)subset);
@@ -130,7 +130,7 @@ rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_da
     return RT_OK;
 }
 
-rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool augment, uint64_t seed) {
+rt_loader_options cli_loader_options(int64_t batch_size, bool train, bool augment, uint64_t seed) {
     rt_loader_options o = rt_loader_options_default();
     o.batch_size = batch_size;
     o.mean[0] = RT_FASHION_MNIST_MEAN;
@@ -144,8 +144,8 @@ rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool aug
     return o;
 }
 
-rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc) {
-    rt_loader_options o = rt_cli_loader_options(batch_size, false, false, 0);
+rt_status cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc) {
+    rt_loader_options o = cli_loader_options(batch_size, false, false, 0);
     rt_loader *l;
     RT_TRY(rt_loader_create(ds, &o, &l));
     bool was_training = m->net->training, grad = rt_grad_set_enabled(false);
@@ -180,31 +180,31 @@ rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size,
     return st;
 }
 
-void rt_cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s) {
+void cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s) {
     fprintf(f, "%speak memory MiB:", indent);
     for (int c = 0; c < RT_MEM_NCAT; c++)
         fprintf(f, " %s %.2f", rt_mem_category_str((rt_mem_category)c), (double)s->peak[c] / 1048576.0);
     fprintf(f, " | total %.2f\n", (double)s->peak_total / 1048576.0);
 }
 
-void rt_cli_strategy_apply(const rt_cli_strategy *s, rt_model *m) {
+void cli_strategy_apply(const cli_strategy *s, rt_model *m) {
     rt_module_set_reversible(m->net, s->reversible);
     rt_module_set_grouping(m->net, s->grouping, s->k);
 }
 
-rt_status rt_cli_predict_memory(const char *model, int64_t in_channels, int64_t num_classes,
-                                const rt_cli_strategy *strategy, const rt_optimizer_spec *opt,
+rt_status cli_predict_memory(const char *model, int64_t in_channels, int64_t num_classes,
+                                const cli_strategy *strategy, const rt_optimizer_spec *opt,
                                 const rt_train_config *cfg, int64_t n, int64_t h, int64_t w, rt_memstats *peaks) {
     rt_model *m = NULL;
     RT_TRY(rt_model_create(model, in_channels, num_classes, RT_DEVICE_META, 0, &m));
-    rt_cli_strategy_apply(strategy, m);
+    cli_strategy_apply(strategy, m);
     int64_t xs[4] = {n, in_channels, h, w};
     rt_status st = rt_memory_predict(m->net, opt, cfg, 4, xs, 1, &n, RT_I32, peaks);
     rt_model_destroy(m);
     return st;
 }
 
-bool rt_cli_optimizer_spec(const char *name, float lr, float momentum, float weight_decay, rt_optimizer_spec *out) {
+bool cli_optimizer_spec(const char *name, float lr, float momentum, float weight_decay, rt_optimizer_spec *out) {
     *out = (rt_optimizer_spec){0};
     if (!strcmp(name, "adamw")) {
         out->kind = RT_OPTIM_ADAMW;
@@ -224,12 +224,12 @@ bool rt_cli_optimizer_spec(const char *name, float lr, float momentum, float wei
     return true;
 }
 
-const char *rt_cli_optimizer_label(const rt_optimizer_spec *s) {
+const char *cli_optimizer_label(const rt_optimizer_spec *s) {
     if (s->kind == RT_OPTIM_ADAMW) return "AdamW";
     return s->sgd.momentum > 0 ? "SGD with momentum" : "SGD without momentum";
 }
 
-bool rt_cli_memory_mode(const char *memory, const char *grouping, rt_cli_strategy *s) {
+bool cli_memory_mode(const char *memory, const char *grouping, cli_strategy *s) {
     bool *reversible = &s->reversible;
     rt_grouping *grouping_kind = &s->grouping;
     int *k = &s->k;

@@ -1,7 +1,7 @@
 /* Pieces shared by the CLI subcommands: option parsing helpers, dataset
  * opening, evaluation, the memory report. */
-#ifndef RT_CLI_COMMON_H
-#define RT_CLI_COMMON_H
+#ifndef CLI_COMMON_H
+#define CLI_COMMON_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,87 +15,87 @@
 #include "train/step.h"
 
 /* Prints "revtorch: <what>: <library message>" to stderr and returns 1. */
-int rt_cli_fail(const char *what);
+int cli_fail(const char *what);
 
 /* Parses argv[*i + 1] as the value of option argv[*i]; advances *i.
  * Returns false (message printed) when missing or malformed. */
-bool rt_cli_int(int argc, char **argv, int *i, int64_t *out);
-bool rt_cli_float(int argc, char **argv, int *i, float *out);
-bool rt_cli_str(int argc, char **argv, int *i, const char **out);
+bool cli_int(int argc, char **argv, int *i, int64_t *out);
+bool cli_float(int argc, char **argv, int *i, float *out);
+bool cli_str(int argc, char **argv, int *i, const char **out);
 
 /* Parses --conv-algo auto|direct|winograd (argv[*i + 1]; advances *i) and
  * sets this thread's convolution policy (rt_conv_algo_set). Prints a
  * message and returns false for an unknown name. */
-bool rt_cli_conv_algo(int argc, char **argv, int *i);
+bool cli_conv_algo(int argc, char **argv, int *i);
 
 /* Prints the --conv-algo lines of a subcommand's --help, its description
  * starting at column `col` like the other options of that command. */
-void rt_cli_conv_algo_help(FILE *f, int col);
+void cli_conv_algo_help(FILE *f, int col);
 
 /* Options shared by the commands that load a model, maybe from saved
  * weights (eval, check). */
-typedef struct rt_cli_model_args {
+typedef struct cli_model_args {
     const char *weights, *model, *data;
     int64_t batch, threads;
     char recorded[64]; /* the model name read from the weight file */
-} rt_cli_model_args;
+} cli_model_args;
 
 /* When argv[*i] is --weights, --model, --data, --batch-size, --threads or
  * --conv-algo, parses its value into a (advancing *i), sets *ok to whether
  * the value was valid (message printed otherwise) and returns true. */
-bool rt_cli_model_arg(int argc, char **argv, int *i, rt_cli_model_args *a, bool *ok);
+bool cli_model_arg(int argc, char **argv, int *i, cli_model_args *a, bool *ok);
 
 /* After parsing: takes the model name from the weight file's "model"
  * metadata when --model was not given, checks --threads and sets the thread
  * count. Returns 0, or an exit code with the message printed. */
-int rt_cli_model_args_finish(rt_cli_model_args *a);
+int cli_model_args_finish(cli_model_args *a);
 
 /* Checks a --threads value: 0 means all cores, 1..4×cores are allowed.
  * Prints a message and returns false otherwise. */
-bool rt_cli_threads_ok(int64_t threads);
+bool cli_threads_ok(int64_t threads);
 
 /* Opens Fashion-MNIST train or test split from dir (NULL = the Debian
  * package's directory), optionally keeping only the first `subset` samples
  * (0 = all), which are then the only ones read and decoded. */
-rt_status rt_cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out);
+rt_status cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out);
 
 /* Loader options for Fashion-MNIST: normalisation, and for training shuffling
  * plus RandomCrop(28, padding=2) and horizontal flip when augment is set. */
-rt_loader_options rt_cli_loader_options(int64_t batch_size, bool train, bool augment, uint64_t seed);
+rt_loader_options cli_loader_options(int64_t batch_size, bool train, bool augment, uint64_t seed);
 
 /* Mean cross-entropy and accuracy (in [0,1]) of `m` in eval mode, no grad. */
-rt_status rt_cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc);
+rt_status cli_evaluate(rt_model *m, const rt_dataset *ds, int64_t batch_size, double *loss, double *acc);
 
 /* The memory strategy chosen on the command line (--memory, --grouping). */
-typedef struct rt_cli_strategy {
+typedef struct cli_strategy {
     bool reversible;
     rt_grouping grouping;
     int k;
-} rt_cli_strategy;
+} cli_strategy;
 
 /* Sets the strategy on every reversible sequence of the model (no-op for
  * models without any). */
-void rt_cli_strategy_apply(const rt_cli_strategy *s, rt_model *m);
+void cli_strategy_apply(const cli_strategy *s, rt_model *m);
 
 /* Peak bytes per category of one steady-state training step of zoo model
  * `model` (in_channels → num_classes) under `strategy`, optimizer `opt`
  * and step config `cfg` (accumulation, loss) at batch (n, in_channels, h, w)
  * with i32 labels: memory/predict.h on a meta copy of the model. */
-rt_status rt_cli_predict_memory(const char *model, int64_t in_channels, int64_t num_classes,
-                                const rt_cli_strategy *strategy, const rt_optimizer_spec *opt,
+rt_status cli_predict_memory(const char *model, int64_t in_channels, int64_t num_classes,
+                                const cli_strategy *strategy, const rt_optimizer_spec *opt,
                                 const rt_train_config *cfg, int64_t n, int64_t h, int64_t w, rt_memstats *peaks);
 
 /* Parses --memory (standard|reversible) and --grouping (full|auto|K). */
-bool rt_cli_memory_mode(const char *memory, const char *grouping, rt_cli_strategy *s);
+bool cli_memory_mode(const char *memory, const char *grouping, cli_strategy *s);
 
 /* The optimizer --optimizer names (sgd: momentum as given, Nesterov when
  * momentum > 0; adamw: PyTorch's defaults) with lr and weight decay.
  * Prints a message and returns false for an unknown name. */
-bool rt_cli_optimizer_spec(const char *name, float lr, float momentum, float weight_decay, rt_optimizer_spec *out);
+bool cli_optimizer_spec(const char *name, float lr, float momentum, float weight_decay, rt_optimizer_spec *out);
 /* "SGD (momentum 0.9, Nesterov)", "SGD (no momentum)" or "AdamW". */
-const char *rt_cli_optimizer_label(const rt_optimizer_spec *s);
+const char *cli_optimizer_label(const rt_optimizer_spec *s);
 
 /* One line with the peak bytes per category of `s`, in MiB. */
-void rt_cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s);
+void cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s);
 
 #endif

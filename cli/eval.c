@@ -13,13 +13,13 @@ static void eval_usage(FILE *f) {
                "  --data DIR         Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
                "  --batch-size N     (default 256)\n"
                "  --threads N        (default: all cores)\n");
-    rt_cli_conv_algo_help(f, 21);
+    cli_conv_algo_help(f, 21);
     fprintf(f,
                "  --test-subset N    only the first N test images (0: all)\n");
 }
 
-int rt_cmd_eval(int argc, char **argv) {
-    rt_cli_model_args a = {.batch = 256};
+int cli_cmd_eval(int argc, char **argv) {
+    cli_model_args a = {.batch = 256};
     int64_t subset = 0;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
@@ -27,8 +27,8 @@ int rt_cmd_eval(int argc, char **argv) {
             eval_usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--test-subset")) {
-            ok = rt_cli_int(argc, argv, &i, &subset);
-        } else if (!rt_cli_model_arg(argc, argv, &i, &a, &ok)) {
+            ok = cli_int(argc, argv, &i, &subset);
+        } else if (!cli_model_arg(argc, argv, &i, &a, &ok)) {
             fprintf(stderr, "revtorch eval: unknown option '%s' (see revtorch eval --help)\n", argv[i]);
             return 2;
         }
@@ -38,19 +38,19 @@ int rt_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "revtorch eval: --weights FILE is required\n");
         return 2;
     }
-    int code = rt_cli_model_args_finish(&a);
+    int code = cli_model_args_finish(&a);
     if (code) return code;
     const char *model = a.model, *weights = a.weights;
     rt_dataset *test = NULL;
     rt_model *m = NULL;
     int rc = 1;
     double loss, acc;
-    if (rt_cli_open_dataset(a.data, false, subset, &test) != RT_OK) rt_cli_fail("cannot load the test set");
+    if (cli_open_dataset(a.data, false, subset, &test) != RT_OK) cli_fail("cannot load the test set");
     else if (rt_model_create(model, test->channels, test->num_classes, RT_DEVICE_CPU, 0, &m) != RT_OK)
-        rt_cli_fail("cannot create the model");
-    else if (rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) rt_cli_fail("cannot load the weights");
-    else if (rt_state_dict_check_values(m->sd) != RT_OK) rt_cli_fail("unusable weights");
-    else if (rt_cli_evaluate(m, test, a.batch, &loss, &acc) != RT_OK) rt_cli_fail("evaluation failed");
+        cli_fail("cannot create the model");
+    else if (rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) cli_fail("cannot load the weights");
+    else if (rt_state_dict_check_values(m->sd) != RT_OK) cli_fail("unusable weights");
+    else if (cli_evaluate(m, test, a.batch, &loss, &acc) != RT_OK) cli_fail("evaluation failed");
     else {
         printf("%s on %lld test images: loss %.4f accuracy %.2f%%\n", model, (long long)test->n, loss, 100.0 * acc);
         rc = 0;

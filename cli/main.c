@@ -26,11 +26,11 @@ static int run(int argc, char **argv) {
         printf("revtorch 0.1.0\n");
         return 0;
     }
-    if (!strcmp(argv[1], "train")) return rt_cmd_train(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "eval")) return rt_cmd_eval(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "bench")) return rt_cmd_bench(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "memory")) return rt_cmd_memory(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "check")) return rt_cmd_check(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "train")) return cli_cmd_train(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "eval")) return cli_cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench")) return cli_cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "memory")) return cli_cmd_memory(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "check")) return cli_cmd_check(argc - 1, argv + 1);
     fprintf(stderr, "revtorch: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -263,20 +263,20 @@ static void draw_legend(cairo_t *cr, const rt_legend_entry *e, size_t n, double 
 
 /* ------------------------------------------------------------------ lines */
 
-static const double *series_rgb(const rt_plot_series *s, size_t index) {
+static const double *series_rgb(const cli_plot_series *s, size_t index) {
     int c = s->colour > 0 ? s->colour - 1 : (int)(index % RT_PLOT_MAX_SERIES);
     return rt_palette[c];
 }
 
-static bool pt_ok(const rt_plot_series *s, size_t i) {
+static bool pt_ok(const cli_plot_series *s, size_t i) {
     return isfinite(s->x[i]) && isfinite(s->y[i]);
 }
 
 /* Number of drawn pixels of the series inside rectangle r (legend placement). */
-static double count_inside(const rt_frame *f, const rt_plot_series *s, size_t ns, rt_rect r) {
+static double count_inside(const rt_frame *f, const cli_plot_series *s, size_t ns, rt_rect r) {
     double hits = 0.0;
     for (size_t k = 0; k < ns; k++) {
-        const rt_plot_series *q = &s[k];
+        const cli_plot_series *q = &s[k];
         double px = 0, py = 0;
         bool have = false;
         for (size_t i = 0; i < q->n; i++) {
@@ -304,14 +304,14 @@ static double count_inside(const rt_frame *f, const rt_plot_series *s, size_t ns
 }
 
 /* Draws the series of p into frame f (axes already set, frame drawn). */
-static void draw_series(cairo_t *cr, const rt_frame *f, const rt_plot_series *s, size_t ns) {
+static void draw_series(cairo_t *cr, const rt_frame *f, const cli_plot_series *s, size_t ns) {
     cairo_save(cr);
     cairo_rectangle(cr, f->area.x, f->area.y, f->area.w, f->area.h);
     cairo_clip(cr);
     cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
     cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
     for (size_t k = 0; k < ns; k++) {
-        const rt_plot_series *q = &s[k];
+        const cli_plot_series *q = &s[k];
         const double *c = series_rgb(q, k);
         double alpha = q->alpha > 0 ? q->alpha : 1.0, width = q->width > 0 ? q->width : 2.0;
         cairo_set_source_rgba(cr, c[0], c[1], c[2], alpha);
@@ -358,7 +358,7 @@ static void draw_series(cairo_t *cr, const rt_frame *f, const rt_plot_series *s,
 }
 
 /* Legend inside the plot area, in the corner covering the fewest drawn pixels. */
-static void place_legend(cairo_t *cr, const rt_frame *f, const rt_plot_series *s, size_t ns) {
+static void place_legend(cairo_t *cr, const rt_frame *f, const cli_plot_series *s, size_t ns) {
     rt_legend_entry e[RT_PLOT_MAX_SERIES];
     size_t n = 0;
     for (size_t k = 0; k < ns; k++) {
@@ -389,7 +389,7 @@ static void place_legend(cairo_t *cr, const rt_frame *f, const rt_plot_series *s
 }
 
 /* Data range over finite points; false when there is none. */
-static bool series_range(const rt_plot_series *s, size_t ns, double *xlo, double *xhi, double *ylo,
+static bool series_range(const cli_plot_series *s, size_t ns, double *xlo, double *xhi, double *ylo,
                          double *yhi) {
     bool any = false;
     *xlo = *ylo = INFINITY;
@@ -408,7 +408,7 @@ static bool series_range(const rt_plot_series *s, size_t ns, double *xlo, double
 
 /* One line-chart panel inside r. With no finite point, draws the frame and
  * `empty_msg` in the middle. */
-static void draw_lines_panel(cairo_t *cr, rt_rect r, const rt_plot *p, const char *empty_msg) {
+static void draw_lines_panel(cairo_t *cr, rt_rect r, const cli_plot *p, const char *empty_msg) {
     rt_frame f;
     double xlo, xhi, ylo, yhi;
     bool any = p->n_series > 0 && series_range(p->series, p->n_series, &xlo, &xhi, &ylo, &yhi);
@@ -519,15 +519,15 @@ static rt_status canvas_save_close(rt_canvas *c, const char *path) {
     return st;
 }
 
-/* ------------------------------------------------------------------ rt_plot_lines */
+/* ------------------------------------------------------------------ cli_plot_lines */
 
-static rt_status check_plot(const rt_plot *p) {
+static rt_status check_plot(const cli_plot *p) {
     if (p->n_series == 0 || p->n_series > RT_PLOT_MAX_SERIES)
         return rt_error_set(RT_ERR_INVALID_ARG, "plot: %zu series; give 1 to %d", p->n_series,
                             RT_PLOT_MAX_SERIES);
     if (!p->series) return rt_error_set(RT_ERR_INVALID_ARG, "plot: series is NULL");
     for (size_t k = 0; k < p->n_series; k++) {
-        const rt_plot_series *s = &p->series[k];
+        const cli_plot_series *s = &p->series[k];
         if (s->n == 0 || !s->x || !s->y)
             return rt_error_set(RT_ERR_INVALID_ARG, "plot: series %zu ('%s') is empty", k,
                                 s->name ? s->name : "");
@@ -544,8 +544,8 @@ static rt_status check_plot(const rt_plot *p) {
     return RT_OK;
 }
 
-rt_status rt_plot_lines(const char *png_path, const rt_plot *p) {
-    if (!png_path || !p) return rt_error_set(RT_ERR_INVALID_ARG, "rt_plot_lines: NULL argument");
+rt_status cli_plot_lines(const char *png_path, const cli_plot *p) {
+    if (!png_path || !p) return rt_error_set(RT_ERR_INVALID_ARG, "cli_plot_lines: NULL argument");
     RT_TRY(check_plot(p));
     rt_canvas c;
     RT_TRY(canvas_open(RT_PLOT_WIDTH, RT_PLOT_HEIGHT, &c));
@@ -581,10 +581,10 @@ static void format_mib(char *buf, size_t cap, double v) {
         snprintf(buf, cap, "%.2f", v);
 }
 
-rt_status rt_plot_memory_timeline(const char *png_path, const rt_mem_event *ev, size_t n,
+rt_status cli_plot_memory_timeline(const char *png_path, const rt_mem_event *ev, size_t n,
                                   const int64_t baseline[RT_MEM_NCAT], const char *title) {
     if (!png_path || !ev)
-        return rt_error_set(RT_ERR_INVALID_ARG, "rt_plot_memory_timeline: NULL argument");
+        return rt_error_set(RT_ERR_INVALID_ARG, "cli_plot_memory_timeline: NULL argument");
     if (n == 0) return rt_error_set(RT_ERR_INVALID_ARG, "memory timeline: the trace has no events");
 
     /* pass 1: validate, lowest running sum per category, time span */
@@ -924,8 +924,8 @@ static double *csv_column(const rt_csv *c, size_t col, double scale) {
     return a;
 }
 
-rt_status rt_plot_training_csv(const char *csv_path, const char *png_path) {
-    if (!csv_path || !png_path) return rt_error_set(RT_ERR_INVALID_ARG, "rt_plot_training_csv: NULL path");
+rt_status cli_plot_training_csv(const char *csv_path, const char *png_path) {
+    if (!csv_path || !png_path) return rt_error_set(RT_ERR_INVALID_ARG, "cli_plot_training_csv: NULL path");
     rt_csv ep, st_csv;
     memset(&st_csv, 0, sizeof st_csv);
     RT_TRY(csv_read(csv_path, &ep, NULL));
@@ -1030,21 +1030,21 @@ rt_status rt_plot_training_csv(const char *csv_path, const char *png_path) {
         goto out;
     }
 
-    rt_plot_series loss[4];
+    cli_plot_series loss[4];
     size_t nl = 0;
     if (nsteps) {
-        loss[nl++] = (rt_plot_series){.name = "step loss", .x = sx, .y = sy, .n = nsteps, .colour = 8,
+        loss[nl++] = (cli_plot_series){.name = "step loss", .x = sx, .y = sy, .n = nsteps, .colour = 8,
                                       .width = 1.0, .alpha = 0.35};
-        loss[nl++] = (rt_plot_series){.name = "step loss (moving avg)", .x = sx, .y = sm, .n = nsteps,
+        loss[nl++] = (cli_plot_series){.name = "step loss (moving avg)", .x = sx, .y = sm, .n = nsteps,
                                       .colour = 8, .width = 1.6, .alpha = 0.9};
     }
     if (ep.nrow) {
-        loss[nl++] = (rt_plot_series){.name = "train loss (epoch)", .x = ex, .y = trl, .n = ep.nrow,
+        loss[nl++] = (cli_plot_series){.name = "train loss (epoch)", .x = ex, .y = trl, .n = ep.nrow,
                                       .colour = 1, .width = 2.2, .markers = true};
-        loss[nl++] = (rt_plot_series){.name = "test loss", .x = ex, .y = tel, .n = ep.nrow, .colour = 2,
+        loss[nl++] = (cli_plot_series){.name = "test loss", .x = ex, .y = tel, .n = ep.nrow, .colour = 2,
                                       .width = 2.2, .markers = true};
     }
-    rt_plot_series acc[2] = {
+    cli_plot_series acc[2] = {
         {.name = "train accuracy", .x = ex, .y = tra, .n = ep.nrow, .colour = 1, .width = 2.2, .markers = true},
         {.name = "test accuracy", .x = ex, .y = tea, .n = ep.nrow, .colour = 2, .width = 2.2, .markers = true},
     };
@@ -1053,9 +1053,9 @@ rt_status rt_plot_training_csv(const char *csv_path, const char *png_path) {
     char t_loss[300], t_acc[300];
     snprintf(t_loss, sizeof t_loss, "loss  (%s)", base);
     snprintf(t_acc, sizeof t_acc, "accuracy  (%s)", base);
-    rt_plot pl = {.title = t_loss, .x_label = "epoch", .y_label = "cross-entropy loss", .series = loss,
+    cli_plot pl = {.title = t_loss, .x_label = "epoch", .y_label = "cross-entropy loss", .series = loss,
                   .n_series = nl, .x_from_zero = true, .y_from_zero = true, .x_integer = true};
-    rt_plot pa = {.title = t_acc, .x_label = "epoch", .y_label = "accuracy (%)", .series = acc,
+    cli_plot pa = {.title = t_acc, .x_label = "epoch", .y_label = "accuracy (%)", .series = acc,
                   .n_series = ep.nrow ? 2 : 0, .x_from_zero = true, .x_integer = true};
     if ((st = canvas_open(RT_PLOT_TRAINING_WIDTH, RT_PLOT_TRAINING_HEIGHT, &cv)) != RT_OK) goto out;
     const double half_w = RT_PLOT_TRAINING_WIDTH / 2.0;

@@ -13,8 +13,8 @@
  * arguments or data, RT_ERR_IO (message names the path) when a file cannot
  * be read or written, RT_ERR_FORMAT for a malformed CSV, RT_ERR_OOM when
  * malloc fails, RT_ERR_BACKEND when cairo itself fails. */
-#ifndef RT_CLI_PLOT_H
-#define RT_CLI_PLOT_H
+#ifndef CLI_PLOT_H
+#define CLI_PLOT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,10 +23,10 @@
 #include "core/mem.h"
 #include "core/status.h"
 
-/* Pixel size of rt_plot_lines and rt_plot_memory_timeline images. */
+/* Pixel size of cli_plot_lines and cli_plot_memory_timeline images. */
 #define RT_PLOT_WIDTH 800
 #define RT_PLOT_HEIGHT 500
-/* Pixel size of rt_plot_training_csv images (two panels side by side). */
+/* Pixel size of cli_plot_training_csv images (two panels side by side). */
 #define RT_PLOT_TRAINING_WIDTH 1200
 #define RT_PLOT_TRAINING_HEIGHT 500
 
@@ -36,7 +36,7 @@
  * A point whose x or y is NaN or infinite is skipped: the line breaks there
  * and resumes at the next finite point. Zero-initialised style fields mean
  * the defaults. */
-typedef struct rt_plot_series {
+typedef struct cli_plot_series {
     const char *name;    /* legend text; NULL or "" = not listed in the legend */
     const double *x, *y; /* n values each (borrowed) */
     size_t n;            /* >= 1 */
@@ -46,15 +46,15 @@ typedef struct rt_plot_series {
     double width;        /* line width in px; 0 = 2 */
     double alpha;        /* opacity in (0, 1]; 0 = 1 (opaque) */
     bool markers;        /* draw a dot at every point */
-} rt_plot_series;
+} cli_plot_series;
 
-typedef struct rt_plot {
+typedef struct cli_plot {
     const char *title, *x_label, *y_label; /* NULL = none */
-    const rt_plot_series *series;          /* n_series entries (borrowed) */
+    const cli_plot_series *series;          /* n_series entries (borrowed) */
     size_t n_series;                       /* 1..RT_PLOT_MAX_SERIES */
     bool x_from_zero, y_from_zero;         /* stretch the axis to include 0 */
     bool x_integer;                        /* x ticks at whole numbers only (epochs) */
-} rt_plot;
+} cli_plot;
 
 /* Writes a RT_PLOT_WIDTH x RT_PLOT_HEIGHT line chart of `p` to png_path:
  * white background, title, axis labels, grid, ticks at "nice" steps
@@ -65,7 +65,7 @@ typedef struct rt_plot {
  * above RT_PLOT_MAX_SERIES, a series is empty (n == 0 or x/y NULL), a colour
  * is out of range, or no point in the whole plot is finite; RT_ERR_IO when
  * the file cannot be written. */
-rt_status rt_plot_lines(const char *png_path, const rt_plot *p);
+rt_status cli_plot_lines(const char *png_path, const cli_plot *p);
 
 /* Writes a RT_PLOT_WIDTH x RT_PLOT_HEIGHT stacked step chart of live memory
  * per category (MiB, y) over time (milliseconds since the trace was
@@ -91,7 +91,7 @@ rt_status rt_plot_lines(const char *png_path, const rt_plot *p);
  * is not finite, a category is out of range, or with an explicit baseline a
  * category's live bytes drop below zero (message names the event: the
  * baseline is too small); RT_ERR_IO when the file cannot be written. */
-rt_status rt_plot_memory_timeline(const char *png_path, const rt_mem_event *ev, size_t n,
+rt_status cli_plot_memory_timeline(const char *png_path, const rt_mem_event *ev, size_t n,
                                   const int64_t baseline[RT_MEM_NCAT], const char *title);
 
 /* Reads the per-epoch CSV written by `revtorch train --log FILE.csv`
@@ -109,6 +109,6 @@ rt_status rt_plot_memory_timeline(const char *png_path, const rt_mem_event *ev, 
  * the PNG cannot be written; RT_ERR_FORMAT when a header lacks a required
  * column, a row has a wrong number of fields or a non-numeric value (message
  * names file and line), or neither file holds any row. */
-rt_status rt_plot_training_csv(const char *csv_path, const char *png_path);
+rt_status cli_plot_training_csv(const char *csv_path, const char *png_path);
 
 #endif

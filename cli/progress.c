@@ -3,18 +3,18 @@
 #include <time.h>
 #include <unistd.h>
 
-double rt_now_s(void) {
+double cli_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void rt_progress_start(rt_progress *p, FILE *out, const char *label, int64_t total) {
+void cli_progress_start(cli_progress *p, FILE *out, const char *label, int64_t total) {
     p->out = out;
     p->tty = isatty(fileno(out));
     p->label = label;
     p->total = total;
-    p->t0 = p->last_print = rt_now_s();
+    p->t0 = p->last_print = cli_now_s();
     p->line_every_s = 15.0;
 }
 
@@ -23,8 +23,8 @@ static void rt_format_eta(double s, char *buf, size_t n) {
     snprintf(buf, n, "%d:%02d", total / 60, total % 60);
 }
 
-void rt_progress_update(rt_progress *p, int64_t done, double loss, int64_t images) {
-    double now = rt_now_s(), elapsed = now - p->t0;
+void cli_progress_update(cli_progress *p, int64_t done, double loss, int64_t images) {
+    double now = cli_now_s(), elapsed = now - p->t0;
     bool last = done >= p->total;
     if (p->tty ? (now - p->last_print < 0.2 && !last) : (now - p->last_print < p->line_every_s && !last))
         return;
@@ -48,7 +48,7 @@ void rt_progress_update(rt_progress *p, int64_t done, double loss, int64_t image
     fflush(p->out);
 }
 
-void rt_progress_finish(rt_progress *p) {
+void cli_progress_finish(cli_progress *p) {
     if (p->tty) fputc('\n', p->out);
     fflush(p->out);
 }

@@ -1,12 +1,12 @@
 /* `revtorch train`: trains a model on Fashion-MNIST with SGD or AdamW,
- * gradient accumulation, a cosine/step schedule, checkpoints and resume. */
+ * gradient accumulation, a cosine/step schedule, saved training state and resume. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "train_state.h"
 #include "cli.h"
 #include "common.h"
 #include "kernels/threads.h"
@@ -47,7 +47,7 @@ static void train_usage(FILE *f) {
             "                        input of every G-th block (an integer), or measure drift (auto)\n"
             "  --threads N           threads for oneDNN, OpenBLAS and revtorch (default: all cores)\n",
             rt_model_names());
-    rt_cli_conv_algo_help(f, 24);
+    cli_conv_algo_help(f, 24);
     fprintf(f,
             "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
@@ -98,31 +98,31 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             train_usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--model")) ok = rt_cli_str(argc, argv, &i, &o->model);
-        else if (!strcmp(a, "--data")) ok = rt_cli_str(argc, argv, &i, &o->data);
-        else if (!strcmp(a, "--save")) ok = rt_cli_str(argc, argv, &i, &o->save);
-        else if (!strcmp(a, "--resume")) ok = rt_cli_str(argc, argv, &i, &o->resume);
-        else if (!strcmp(a, "--log")) ok = rt_cli_str(argc, argv, &i, &o->log);
-        else if (!strcmp(a, "--memory-trace")) ok = rt_cli_str(argc, argv, &i, &o->trace);
-        else if (!strcmp(a, "--optimizer")) ok = rt_cli_str(argc, argv, &i, &o->optimizer);
-        else if (!strcmp(a, "--schedule")) ok = rt_cli_str(argc, argv, &i, &o->schedule);
-        else if (!strcmp(a, "--memory")) ok = rt_cli_str(argc, argv, &i, &o->memory);
-        else if (!strcmp(a, "--grouping")) ok = rt_cli_str(argc, argv, &i, &o->grouping);
-        else if (!strcmp(a, "--epochs")) ok = rt_cli_int(argc, argv, &i, &o->epochs);
-        else if (!strcmp(a, "--batch-size")) ok = rt_cli_int(argc, argv, &i, &o->batch_size);
-        else if (!strcmp(a, "--accum-steps")) ok = rt_cli_int(argc, argv, &i, &o->accum_steps);
-        else if (!strcmp(a, "--conv-algo")) ok = rt_cli_conv_algo(argc, argv, &i);
-        else if (!strcmp(a, "--threads")) ok = rt_cli_int(argc, argv, &i, &o->threads);
-        else if (!strcmp(a, "--seed")) ok = rt_cli_int(argc, argv, &i, &o->seed);
-        else if (!strcmp(a, "--warmup-steps")) ok = rt_cli_int(argc, argv, &i, &o->warmup_steps);
-        else if (!strcmp(a, "--train-subset")) ok = rt_cli_int(argc, argv, &i, &o->train_subset);
-        else if (!strcmp(a, "--stop-after-epoch")) ok = rt_cli_int(argc, argv, &i, &o->stop_after);
-        else if (!strcmp(a, "--test-subset")) ok = rt_cli_int(argc, argv, &i, &o->test_subset);
-        else if (!strcmp(a, "--lr")) ok = rt_cli_float(argc, argv, &i, &o->lr);
-        else if (!strcmp(a, "--weight-decay")) ok = rt_cli_float(argc, argv, &i, &o->weight_decay);
-        else if (!strcmp(a, "--momentum")) ok = rt_cli_float(argc, argv, &i, &o->momentum);
-        else if (!strcmp(a, "--clip")) ok = rt_cli_float(argc, argv, &i, &o->clip);
-        else if (!strcmp(a, "--label-smoothing")) ok = rt_cli_float(argc, argv, &i, &o->label_smoothing);
+        } else if (!strcmp(a, "--model")) ok = cli_str(argc, argv, &i, &o->model);
+        else if (!strcmp(a, "--data")) ok = cli_str(argc, argv, &i, &o->data);
+        else if (!strcmp(a, "--save")) ok = cli_str(argc, argv, &i, &o->save);
+        else if (!strcmp(a, "--resume")) ok = cli_str(argc, argv, &i, &o->resume);
+        else if (!strcmp(a, "--log")) ok = cli_str(argc, argv, &i, &o->log);
+        else if (!strcmp(a, "--memory-trace")) ok = cli_str(argc, argv, &i, &o->trace);
+        else if (!strcmp(a, "--optimizer")) ok = cli_str(argc, argv, &i, &o->optimizer);
+        else if (!strcmp(a, "--schedule")) ok = cli_str(argc, argv, &i, &o->schedule);
+        else if (!strcmp(a, "--memory")) ok = cli_str(argc, argv, &i, &o->memory);
+        else if (!strcmp(a, "--grouping")) ok = cli_str(argc, argv, &i, &o->grouping);
+        else if (!strcmp(a, "--epochs")) ok = cli_int(argc, argv, &i, &o->epochs);
+        else if (!strcmp(a, "--batch-size")) ok = cli_int(argc, argv, &i, &o->batch_size);
+        else if (!strcmp(a, "--accum-steps")) ok = cli_int(argc, argv, &i, &o->accum_steps);
+        else if (!strcmp(a, "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
+        else if (!strcmp(a, "--threads")) ok = cli_int(argc, argv, &i, &o->threads);
+        else if (!strcmp(a, "--seed")) ok = cli_int(argc, argv, &i, &o->seed);
+        else if (!strcmp(a, "--warmup-steps")) ok = cli_int(argc, argv, &i, &o->warmup_steps);
+        else if (!strcmp(a, "--train-subset")) ok = cli_int(argc, argv, &i, &o->train_subset);
+        else if (!strcmp(a, "--stop-after-epoch")) ok = cli_int(argc, argv, &i, &o->stop_after);
+        else if (!strcmp(a, "--test-subset")) ok = cli_int(argc, argv, &i, &o->test_subset);
+        else if (!strcmp(a, "--lr")) ok = cli_float(argc, argv, &i, &o->lr);
+        else if (!strcmp(a, "--weight-decay")) ok = cli_float(argc, argv, &i, &o->weight_decay);
+        else if (!strcmp(a, "--momentum")) ok = cli_float(argc, argv, &i, &o->momentum);
+        else if (!strcmp(a, "--clip")) ok = cli_float(argc, argv, &i, &o->clip);
+        else if (!strcmp(a, "--label-smoothing")) ok = cli_float(argc, argv, &i, &o->label_smoothing);
         else if (!strcmp(a, "--no-augment")) o->augment = false;
         else {
             fprintf(stderr, "revtorch train: unknown option '%s' (see revtorch train --help)\n", a);
@@ -135,8 +135,8 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         fprintf(stderr, "revtorch train: --optimizer must be sgd or adamw, got '%s'\n", o->optimizer);
         return 2;
     }
-    rt_cli_strategy strategy;
-    if (!rt_cli_memory_mode(o->memory, o->grouping, &strategy)) return 2;
+    cli_strategy strategy;
+    if (!cli_memory_mode(o->memory, o->grouping, &strategy)) return 2;
     bool lr_given = !isnan(o->lr) || strstr_arg(argc, argv, "--lr");
     bool wd_given = !isnan(o->weight_decay) || strstr_arg(argc, argv, "--weight-decay");
     if (!lr_given) o->lr = adamw ? 1e-3f : 0.1f;
@@ -201,14 +201,14 @@ static void write_memory_trace(const char *path, const rt_memstats *start) {
     size_t n;
     const rt_mem_event *ev = rt_mem_trace_events(&n);
     if (rt_mem_trace_write_csv(path) != RT_OK ||
-        rt_plot_memory_timeline(png, ev, n, start->live, "memory of one training step") != RT_OK)
+        cli_plot_memory_timeline(png, ev, n, start->live, "memory of one training step") != RT_OK)
         fprintf(stderr, "revtorch train: cannot write the memory trace: %s\n", rt_error_last());
     else
         printf("memory timeline of step 2: %s and %s (%zu events)\n", path, png, n);
 }
 
 /* The shortest decimal form of v that reads back as v ("0.1", not
- * "0.100000001"), so that checkpoints compare exact values and print the
+ * "0.100000001"), so that saved runs compare exact values and print the
  * ones the user typed. */
 static const char *float_str(float v, char *buf, size_t n) {
     for (int digits = 6; digits <= 9; digits++) {
@@ -246,7 +246,7 @@ typedef struct train_run {
     rt_optimizer *opt;
     rt_loader *loader;
     rt_train_config cfg;
-    rt_cli_strategy strategy;
+    cli_strategy strategy;
     rt_lr_schedule sched;
     FILE *log, *steps_log;
     char run_options[512];
@@ -289,10 +289,10 @@ static rt_status train_predict(train_run *r, const rt_optimizer_spec *spec) {
     const train_opts *o = &r->o;
     const rt_dataset *d = r->train;
     int64_t batch = o->batch_size < d->n ? o->batch_size : d->n;
-    rt_cli_strategy plain = {.reversible = false, .grouping = RT_GROUPING_FULL};
-    RT_TRY(rt_cli_predict_memory(o->model, d->channels, d->num_classes, &r->strategy, spec, &r->cfg, batch, d->height,
+    cli_strategy plain = {.reversible = false, .grouping = RT_GROUPING_FULL};
+    RT_TRY(cli_predict_memory(o->model, d->channels, d->num_classes, &r->strategy, spec, &r->cfg, batch, d->height,
                                  d->width, &r->pred));
-    return rt_cli_predict_memory(o->model, d->channels, d->num_classes, &plain, spec, &r->cfg, batch, d->height,
+    return cli_predict_memory(o->model, d->channels, d->num_classes, &plain, spec, &r->cfg, batch, d->height,
                                  d->width, &r->plain);
 }
 
@@ -320,43 +320,43 @@ static void train_print_header(const train_run *r) {
  * go on training, else the exit code (0: nothing left to train). */
 static int train_setup(train_run *r) {
     const train_opts *o = &r->o;
-    if (rt_cli_open_dataset(o->data, true, o->train_subset, &r->train) != RT_OK)
-        return rt_cli_fail("cannot load the training set");
-    if (rt_cli_open_dataset(o->data, false, o->test_subset, &r->test) != RT_OK)
-        return rt_cli_fail("cannot load the test set");
+    if (cli_open_dataset(o->data, true, o->train_subset, &r->train) != RT_OK)
+        return cli_fail("cannot load the training set");
+    if (cli_open_dataset(o->data, false, o->test_subset, &r->test) != RT_OK)
+        return cli_fail("cannot load the test set");
     if ((o->save && check_writable(o->save, "--save") != RT_OK) ||
         (o->trace && check_writable(o->trace, "--memory-trace") != RT_OK))
-        return rt_cli_fail("bad output path");
+        return cli_fail("bad output path");
     if (rt_model_create(o->model, r->train->channels, r->train->num_classes, RT_DEVICE_CPU, (uint64_t)o->seed, &r->m))
-        return rt_cli_fail("cannot create the model");
-    rt_cli_memory_mode(o->memory, o->grouping, &r->strategy);
-    rt_cli_strategy_apply(&r->strategy, r->m);
+        return cli_fail("cannot create the model");
+    cli_memory_mode(o->memory, o->grouping, &r->strategy);
+    cli_strategy_apply(&r->strategy, r->m);
     r->cfg = (rt_train_config){.accum_steps = o->accum_steps, .clip = o->clip, .label_smoothing = o->label_smoothing};
     rt_optimizer_spec spec;
-    rt_cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
-    if (train_predict(r, &spec) != RT_OK) return rt_cli_fail("cannot predict the memory of a step");
+    cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
+    if (train_predict(r, &spec) != RT_OK) return cli_fail("cannot predict the memory of a step");
     int np = rt_state_dict_num_params(r->m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
-    if (!params) return rt_cli_fail("out of memory");
+    if (!params) return cli_fail("out of memory");
     rt_state_dict_params(r->m->sd, params);
     r->opt = rt_optimizer_create(&spec, params, np);
     free(params);
-    if (!r->opt) return rt_cli_fail("cannot create the optimizer");
-    rt_loader_options lo = rt_cli_loader_options(o->batch_size, true, o->augment, (uint64_t)o->seed);
+    if (!r->opt) return cli_fail("cannot create the optimizer");
+    rt_loader_options lo = cli_loader_options(o->batch_size, true, o->augment, (uint64_t)o->seed);
     /* A last batch too small to give every micro-batch 2 samples would make
      * batch norm fail (one value per channel): drop it, as drop_last=True would. */
     int64_t rest = r->train->n % o->batch_size;
     lo.drop_last = rest > 0 && rest < 2 * o->accum_steps;
-    if (rt_loader_create(r->train, &lo, &r->loader) != RT_OK) return rt_cli_fail("cannot create the data loader");
+    if (rt_loader_create(r->train, &lo, &r->loader) != RT_OK) return cli_fail("cannot create the data loader");
     r->per_epoch = rt_loader_batches_per_epoch(r->loader);
     if (make_schedule(o->schedule, o->lr, r->per_epoch * o->epochs, o->warmup_steps, &r->sched) != RT_OK)
-        return rt_cli_fail("bad --schedule");
+        return cli_fail("bad --schedule");
     train_run_options(o, r->run_options, sizeof r->run_options);
-    if (o->resume && rt_checkpoint_load(o->resume, o->optimizer, r->run_options, r->m, r->opt, &r->start_epoch) != RT_OK)
-        return rt_cli_fail("cannot resume");
+    if (o->resume && cli_train_state_load(o->resume, o->optimizer, r->run_options, r->m, r->opt, &r->start_epoch) != RT_OK)
+        return cli_fail("cannot resume");
     r->last_epoch = o->stop_after ? o->stop_after : o->epochs;
     if (r->start_epoch >= r->last_epoch) {
-        printf("revtorch train: checkpoint %s already holds %lld epoch%s; nothing left to train up to epoch %lld\n",
+        printf("revtorch train: %s already holds %lld epoch%s; nothing left to train up to epoch %lld\n",
                o->resume, (long long)r->start_epoch, r->start_epoch == 1 ? "" : "s", (long long)r->last_epoch);
         return 0;
     }
@@ -369,20 +369,20 @@ static int train_setup(train_run *r) {
 static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
     const train_opts *o = &r->o;
     *e = (train_epoch_stats){0};
-    if (rt_loader_reset(r->loader, epoch) != RT_OK) return rt_cli_fail("loader");
+    if (rt_loader_reset(r->loader, epoch) != RT_OK) return cli_fail("loader");
     rt_memstats_reset_peaks();
     rt_module_train(r->m->net, true);
     char label[32];
     snprintf(label, sizeof label, "epoch %lld/%lld", (long long)epoch + 1, (long long)o->epochs);
-    rt_progress bar;
-    rt_progress_start(&bar, stdout, label, r->per_epoch);
-    double t0 = rt_now_s();
+    cli_progress bar;
+    cli_progress_start(&bar, stdout, label, r->per_epoch);
+    double t0 = cli_now_s();
     for (int64_t b = 0;; b++) {
         rt_tensor *x = NULL, *y = NULL;
         bool end = false;
         if (rt_loader_next(r->loader, &x, &y, &end) != RT_OK) {
-            rt_progress_finish(&bar);
-            return rt_cli_fail("loader");
+            cli_progress_finish(&bar);
+            return cli_fail("loader");
         }
         if (end) break;
         int64_t step = rt_optimizer_step_count(r->opt);
@@ -405,18 +405,18 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         rt_tensor_release(x);
         rt_tensor_release(y);
         if (st != RT_OK) {
-            rt_progress_finish(&bar);
-            return rt_cli_fail("training step failed");
+            cli_progress_finish(&bar);
+            return cli_fail("training step failed");
         }
         e->loss_sum += res.loss * (double)n;
         e->correct += res.correct;
         e->seen += n;
         if (r->steps_log)
             fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g\n", (long long)epoch, (long long)step, lr, res.loss);
-        rt_progress_update(&bar, b + 1, res.loss, e->seen);
+        cli_progress_update(&bar, b + 1, res.loss, e->seen);
     }
-    rt_progress_finish(&bar);
-    e->secs = rt_now_s() - t0;
+    cli_progress_finish(&bar);
+    e->secs = cli_now_s() - t0;
     rt_memstats_get(&e->peaks);
     return 0;
 }
@@ -426,11 +426,11 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
 static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e) {
     const train_opts *o = &r->o;
     double test_loss, test_acc, seen = (double)e->seen;
-    if (rt_cli_evaluate(r->m, r->test, 256, &test_loss, &test_acc) != RT_OK) return rt_cli_fail("evaluation failed");
+    if (cli_evaluate(r->m, r->test, 256, &test_loss, &test_acc) != RT_OK) return cli_fail("evaluation failed");
     printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f s\n",
            (long long)epoch + 1, e->loss_sum / seen, 100.0 * (double)e->correct / seen, test_loss, 100.0 * test_acc,
            seen / e->secs, e->secs);
-    rt_cli_print_peaks(stdout, "  ", &e->peaks);
+    cli_print_peaks(stdout, "  ", &e->peaks);
     const double mib = 1048576.0, saved = (double)e->peaks.peak[RT_MEM_SAVED];
     if (rt_model_name_has_reversible(r->m->name))
         printf("  activation memory (SAVED peak): %.2f MiB measured; plain backpropagation would keep %.2f MiB "
@@ -449,11 +449,11 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
         fflush(r->steps_log);
         char png[4096];
         png_path(o->log, png, sizeof png);
-        if (rt_plot_training_csv(o->log, png) != RT_OK)
+        if (cli_plot_training_csv(o->log, png) != RT_OK)
             fprintf(stderr, "revtorch train: cannot draw %s: %s\n", png, rt_error_last());
     }
-    if (o->save && rt_checkpoint_save(o->save, o->optimizer, r->run_options, r->m, r->opt, epoch + 1) != RT_OK)
-        return rt_cli_fail("cannot save the checkpoint");
+    if (o->save && cli_train_state_save(o->save, o->optimizer, r->run_options, r->m, r->opt, epoch + 1) != RT_OK)
+        return cli_fail("cannot save the training state");
     return 0;
 }
 
@@ -467,11 +467,11 @@ static void train_teardown(train_run *r) {
     rt_dataset_destroy(r->test);
 }
 
-int rt_cmd_train(int argc, char **argv) {
+int cli_cmd_train(int argc, char **argv) {
     train_run r = {0};
     int rc = train_parse(argc, argv, &r.o);
     if (rc >= 0) return rc;
-    if (!rt_cli_threads_ok(r.o.threads)) return 2;
+    if (!cli_threads_ok(r.o.threads)) return 2;
     rt_set_num_threads((int)r.o.threads);
     rc = train_setup(&r);
     for (int64_t epoch = r.start_epoch; rc < 0 && epoch < r.last_epoch; epoch++) {

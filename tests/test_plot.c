@@ -84,7 +84,7 @@ typedef struct rgb {
     int r, g, b;
 } rgb;
 
-/* The palette of plot.h (Tableau 10): colour k of rt_plot_series.colour is pal_[k - 1]. */
+/* The palette of plot.h (Tableau 10): colour k of cli_plot_series.colour is pal_[k - 1]. */
 static const rgb pal_[RT_PLOT_MAX_SERIES] = {
     {0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27, 0x28},
     {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f},
@@ -276,16 +276,16 @@ static void test_lines(void) {
     }
     b[50] = NAN; /* skipped: the line breaks there */
     b[51] = INFINITY;
-    rt_plot_series s[3] = {
+    cli_plot_series s[3] = {
         {.name = "3 sin(x)", .x = x, .y = a, .n = NPTS},
         {.name = "2 cos(x) + 1", .x = x, .y = b, .n = NPTS},
         {.name = "decay", .x = x, .y = c, .n = NPTS, .markers = true, .width = 1.0},
     };
-    rt_plot p = {.title = "rt_plot_lines test", .x_label = "x (radians)", .y_label = "value", .series = s,
+    cli_plot p = {.title = "cli_plot_lines test", .x_label = "x (radians)", .y_label = "value", .series = s,
                  .n_series = 3};
     char png[600];
     path_in(png, sizeof png, "lines.png");
-    CHECK_OK(rt_plot_lines(png, &p));
+    CHECK_OK(cli_plot_lines(png, &p));
     CHECK(png_is(png, RT_PLOT_WIDTH, RT_PLOT_HEIGHT));
     CHECK(!tmp_exists(png));
     if (!keep_) unlink(png);
@@ -304,11 +304,11 @@ static void test_lines_drawn(void) {
         up[i] = x[i];
         down[i] = 10.0 - x[i];
     }
-    rt_plot_series s[2] = {{.x = x, .y = up, .n = N}, {.x = x, .y = down, .n = N, .colour = 4}};
-    rt_plot p = {.title = "two lines", .x_label = "x axis", .y_label = "y axis", .series = s, .n_series = 2};
+    cli_plot_series s[2] = {{.x = x, .y = up, .n = N}, {.x = x, .y = down, .n = N, .colour = 4}};
+    cli_plot p = {.title = "two lines", .x_label = "x axis", .y_label = "y axis", .series = s, .n_series = 2};
     char png[600];
     path_in(png, sizeof png, "lines_drawn.png");
-    CHECK_OK(rt_plot_lines(png, &p));
+    CHECK_OK(cli_plot_lines(png, &p));
     const png_img *im = png_open(png);
     CHECK(im != NULL);
     CHECK_EQ_INT(im->w, RT_PLOT_WIDTH);
@@ -372,7 +372,7 @@ static void test_lines_drawn(void) {
     /* no title or labels: the bands they used are blank */
     p.title = p.x_label = p.y_label = NULL;
     path_in(png, sizeof png, "lines_bare.png");
-    CHECK_OK(rt_plot_lines(png, &p));
+    CHECK_OK(cli_plot_lines(png, &p));
     im = png_open(png);
     CHECK(im != NULL);
     box g;
@@ -391,11 +391,11 @@ static void test_lines_legend(void) {
     enum { N = 60 };
     static double x[N], y[N];
     for (int i = 0; i < N; i++) x[i] = i, y[i] = 9.6 * i / (N - 1); /* reaches the top right corner */
-    rt_plot_series s = {.name = "rising", .x = x, .y = y, .n = N, .colour = 1};
-    rt_plot p = {.title = "legend", .series = &s, .n_series = 1};
+    cli_plot_series s = {.name = "rising", .x = x, .y = y, .n = N, .colour = 1};
+    cli_plot p = {.title = "legend", .series = &s, .n_series = 1};
     char png[600];
     path_in(png, sizeof png, "lines_legend.png");
-    CHECK_OK(rt_plot_lines(png, &p));
+    CHECK_OK(cli_plot_lines(png, &p));
     const png_img *im = png_open(png);
     CHECK(im != NULL);
     box f, lg;
@@ -425,11 +425,11 @@ static void test_lines_nan_gap(void) {
     for (int i = 0; i < N; i++) x[i] = i, y[i] = 0.05 * i;
     for (int i = 90; i <= 110; i++) y[i] = i % 2 ? NAN : INFINITY;
     y[100] = 5.0; /* lone finite point */
-    rt_plot_series s = {.x = x, .y = y, .n = N};
-    rt_plot p = {.series = &s, .n_series = 1};
+    cli_plot_series s = {.x = x, .y = y, .n = N};
+    cli_plot p = {.series = &s, .n_series = 1};
     char png[600];
     path_in(png, sizeof png, "lines_gap.png");
-    CHECK_OK(rt_plot_lines(png, &p));
+    CHECK_OK(cli_plot_lines(png, &p));
     const png_img *im = png_open(png);
     CHECK(im != NULL);
     box f;
@@ -456,35 +456,35 @@ static void test_lines_nan_gap(void) {
 
 static void test_lines_errors(void) {
     double x[2] = {0, 1}, y[2] = {1, 2}, bad[2] = {NAN, INFINITY};
-    rt_plot_series s = {.name = "s", .x = x, .y = y, .n = 2};
-    rt_plot p = {.title = "t", .series = &s, .n_series = 1};
+    cli_plot_series s = {.name = "s", .x = x, .y = y, .n = 2};
+    cli_plot p = {.title = "t", .series = &s, .n_series = 1};
     char png[600];
     path_in(png, sizeof png, "err.png");
 
     /* an existing chart is untouched by a failing call */
-    CHECK_OK(rt_plot_lines(png, &p));
+    CHECK_OK(cli_plot_lines(png, &p));
     struct stat before;
     CHECK(stat(png, &before) == 0);
 
-    rt_plot_series empty = {.name = "e", .x = x, .y = y, .n = 0};
-    rt_plot pe = {.series = &empty, .n_series = 1};
-    CHECK_EQ_INT(rt_plot_lines(png, &pe), RT_ERR_INVALID_ARG);
+    cli_plot_series empty = {.name = "e", .x = x, .y = y, .n = 0};
+    cli_plot pe = {.series = &empty, .n_series = 1};
+    CHECK_EQ_INT(cli_plot_lines(png, &pe), RT_ERR_INVALID_ARG);
     CHECK(strstr(rt_error_last(), "empty") != NULL);
-    rt_plot_series nan_only = {.name = "n", .x = x, .y = bad, .n = 2};
-    rt_plot pn = {.series = &nan_only, .n_series = 1};
-    CHECK_EQ_INT(rt_plot_lines(png, &pn), RT_ERR_INVALID_ARG);
-    rt_plot pz = {.series = &s, .n_series = 0};
-    CHECK_EQ_INT(rt_plot_lines(png, &pz), RT_ERR_INVALID_ARG);
-    rt_plot_series many[RT_PLOT_MAX_SERIES + 1];
+    cli_plot_series nan_only = {.name = "n", .x = x, .y = bad, .n = 2};
+    cli_plot pn = {.series = &nan_only, .n_series = 1};
+    CHECK_EQ_INT(cli_plot_lines(png, &pn), RT_ERR_INVALID_ARG);
+    cli_plot pz = {.series = &s, .n_series = 0};
+    CHECK_EQ_INT(cli_plot_lines(png, &pz), RT_ERR_INVALID_ARG);
+    cli_plot_series many[RT_PLOT_MAX_SERIES + 1];
     for (int i = 0; i <= RT_PLOT_MAX_SERIES; i++) many[i] = s;
-    rt_plot pm = {.series = many, .n_series = RT_PLOT_MAX_SERIES + 1};
-    CHECK_EQ_INT(rt_plot_lines(png, &pm), RT_ERR_INVALID_ARG);
-    rt_plot_series badcol = s;
+    cli_plot pm = {.series = many, .n_series = RT_PLOT_MAX_SERIES + 1};
+    CHECK_EQ_INT(cli_plot_lines(png, &pm), RT_ERR_INVALID_ARG);
+    cli_plot_series badcol = s;
     badcol.colour = RT_PLOT_MAX_SERIES + 1;
-    rt_plot pc = {.series = &badcol, .n_series = 1};
-    CHECK_EQ_INT(rt_plot_lines(png, &pc), RT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(rt_plot_lines(NULL, &p), RT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(rt_plot_lines(png, NULL), RT_ERR_INVALID_ARG);
+    cli_plot pc = {.series = &badcol, .n_series = 1};
+    CHECK_EQ_INT(cli_plot_lines(png, &pc), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(cli_plot_lines(NULL, &p), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(cli_plot_lines(png, NULL), RT_ERR_INVALID_ARG);
     struct stat after;
     CHECK(stat(png, &after) == 0);
     CHECK_EQ_INT(after.st_size, before.st_size);
@@ -492,7 +492,7 @@ static void test_lines_errors(void) {
 
     /* unwritable directory: RT_ERR_IO naming the path, no .tmp */
     const char *nodir = "/nonexistent_rt_plot_dir/x.png";
-    CHECK_EQ_INT(rt_plot_lines(nodir, &p), RT_ERR_IO);
+    CHECK_EQ_INT(cli_plot_lines(nodir, &p), RT_ERR_IO);
     CHECK(strstr(rt_error_last(), "/nonexistent_rt_plot_dir/x.png") != NULL);
     CHECK(!tmp_exists(nodir));
     /* the .tmp can be written but the rename fails (target is a non-empty directory): the .tmp is removed */
@@ -501,7 +501,7 @@ static void test_lines_errors(void) {
     mkdir(sub, 0755);
     snprintf(inner, sizeof inner, "%s/keep", sub);
     CHECK(write_text(inner, "x"));
-    CHECK_EQ_INT(rt_plot_lines(sub, &p), RT_ERR_IO);
+    CHECK_EQ_INT(cli_plot_lines(sub, &p), RT_ERR_IO);
     CHECK(strstr(rt_error_last(), sub) != NULL);
     CHECK(!tmp_exists(sub));
     unlink(inner);
@@ -591,14 +591,14 @@ static void test_timeline(void) {
     synth_steps(&b, 3, 8, 3 * MiB);
     char png[600];
     path_in(png, sizeof png, "timeline.png");
-    CHECK_OK(rt_plot_memory_timeline(png, b.ev, b.n, base, "synthetic training steps"));
+    CHECK_OK(cli_plot_memory_timeline(png, b.ev, b.n, base, "synthetic training steps"));
     CHECK(png_is(png, RT_PLOT_WIDTH, RT_PLOT_HEIGHT));
     CHECK(!tmp_exists(png));
     if (!keep_) unlink(png);
 
     /* NULL baseline: PARAM never drops, so it starts at 0 and the chart is still drawn */
     path_in(png, sizeof png, "timeline_nobase.png");
-    CHECK_OK(rt_plot_memory_timeline(png, b.ev, b.n, NULL, NULL));
+    CHECK_OK(cli_plot_memory_timeline(png, b.ev, b.n, NULL, NULL));
     CHECK(png_is(png, RT_PLOT_WIDTH, RT_PLOT_HEIGHT));
     if (!keep_) unlink(png);
 
@@ -608,7 +608,7 @@ static void test_timeline(void) {
     synth_steps(&big, 400, 12, 2 * MiB);
     CHECK(big.n > 20000);
     path_in(png, sizeof png, "timeline_long.png");
-    CHECK_OK(rt_plot_memory_timeline(png, big.ev, big.n, base, "long trace (400 steps)"));
+    CHECK_OK(cli_plot_memory_timeline(png, big.ev, big.n, base, "long trace (400 steps)"));
     CHECK(png_is(png, RT_PLOT_WIDTH, RT_PLOT_HEIGHT));
     {
         /* per column: PARAM (6 MiB, constant) is the bottom layer in every
@@ -645,18 +645,18 @@ static void test_timeline(void) {
 
     /* errors */
     path_in(png, sizeof png, "timeline_err.png");
-    CHECK_EQ_INT(rt_plot_memory_timeline(png, b.ev, 0, base, NULL), RT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(rt_plot_memory_timeline(png, NULL, 3, base, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(cli_plot_memory_timeline(png, b.ev, 0, base, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(cli_plot_memory_timeline(png, NULL, 3, base, NULL), RT_ERR_INVALID_ARG);
     const int64_t small[RT_MEM_NCAT] = {0};
     rt_mem_event freeing[2] = {{0.001, 4096, RT_MEM_TEMP, "a", 4096}, {0.002, -8192, RT_MEM_TEMP, "b", -4096}};
-    CHECK_EQ_INT(rt_plot_memory_timeline(png, freeing, 2, small, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(cli_plot_memory_timeline(png, freeing, 2, small, NULL), RT_ERR_INVALID_ARG);
     CHECK(strstr(rt_error_last(), "TEMP") != NULL && strstr(rt_error_last(), "baseline") != NULL);
-    CHECK_OK(rt_plot_memory_timeline(png, freeing, 2, NULL, NULL)); /* inferred baseline: 4096 */
+    CHECK_OK(cli_plot_memory_timeline(png, freeing, 2, NULL, NULL)); /* inferred baseline: 4096 */
     rt_mem_event badcat = {0.001, 1, (rt_mem_category)RT_MEM_NCAT, "x", 1};
-    CHECK_EQ_INT(rt_plot_memory_timeline(png, &badcat, 1, NULL, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(cli_plot_memory_timeline(png, &badcat, 1, NULL, NULL), RT_ERR_INVALID_ARG);
     rt_mem_event badtime = {NAN, 1, RT_MEM_TEMP, "x", 1};
-    CHECK_EQ_INT(rt_plot_memory_timeline(png, &badtime, 1, NULL, NULL), RT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(rt_plot_memory_timeline("/nonexistent_rt_plot_dir/t.png", b.ev, b.n, base, NULL), RT_ERR_IO);
+    CHECK_EQ_INT(cli_plot_memory_timeline(png, &badtime, 1, NULL, NULL), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(cli_plot_memory_timeline("/nonexistent_rt_plot_dir/t.png", b.ev, b.n, base, NULL), RT_ERR_IO);
     CHECK(!tmp_exists("/nonexistent_rt_plot_dir/t.png"));
     if (!keep_) unlink(png);
     free(b.ev);
@@ -676,7 +676,7 @@ static void test_timeline_drawn(void) {
                           {0.100, -6 * MiB, RT_MEM_TEMP, "conv", 14 * MiB}};
     char png[600];
     path_in(png, sizeof png, "timeline_drawn.png");
-    CHECK_OK(rt_plot_memory_timeline(png, ev, 3, base, "known trace"));
+    CHECK_OK(cli_plot_memory_timeline(png, ev, 3, base, "known trace"));
     const png_img *im = png_open(png);
     CHECK(im != NULL);
     box f;
@@ -750,7 +750,7 @@ static void test_timeline_tracker(void) {
     CHECK(n >= 17);
     char png[600];
     path_in(png, sizeof png, "timeline_tracker.png");
-    rt_status st = rt_plot_memory_timeline(png, ev, n, base, "rt_mem trace");
+    rt_status st = cli_plot_memory_timeline(png, ev, n, base, "rt_mem trace");
     rt_mem_trace_enable(0);
     CHECK_OK(st);
     CHECK(png_is(png, RT_PLOT_WIDTH, RT_PLOT_HEIGHT));
@@ -802,7 +802,7 @@ static void test_training(void) {
     path_in(steps, sizeof steps, "run.steps.csv");
     path_in(png, sizeof png, "training.png");
     write_training_csv(csv, steps, 6, 235);
-    CHECK_OK(rt_plot_training_csv(csv, png));
+    CHECK_OK(cli_plot_training_csv(csv, png));
     CHECK(png_is(png, RT_PLOT_TRAINING_WIDTH, RT_PLOT_TRAINING_HEIGHT));
     CHECK(!tmp_exists(png));
     {
@@ -863,7 +863,7 @@ static void test_training(void) {
     path_in(png, sizeof png, "training_short.png");
     CHECK(write_text(csv, "epoch,train_loss,train_acc,test_loss,test_acc,images_per_s\n"
                           "1,0.61,0.78,nan,0.80,900\n"));
-    CHECK_OK(rt_plot_training_csv(csv, png));
+    CHECK_OK(cli_plot_training_csv(csv, png));
     CHECK(png_is(png, RT_PLOT_TRAINING_WIDTH, RT_PLOT_TRAINING_HEIGHT));
     {
         /* the train loss is a dot; the NaN test loss leaves orange only in the legend */
@@ -888,7 +888,7 @@ static void test_training(void) {
     path_in(png, sizeof png, "training_partial.png");
     write_training_csv(csv, steps, 1, 300);
     CHECK(write_text(csv, "epoch,train_loss,train_acc,test_loss,test_acc\n"));
-    CHECK_OK(rt_plot_training_csv(csv, png));
+    CHECK_OK(cli_plot_training_csv(csv, png));
     CHECK(png_is(png, RT_PLOT_TRAINING_WIDTH, RT_PLOT_TRAINING_HEIGHT));
     {
         /* steps only: grey step losses on the left, the accuracy panel says
@@ -917,26 +917,26 @@ static void test_training(void) {
     path_in(bad, sizeof bad, "bad.csv");
     path_in(png, sizeof png, "bad.png");
     CHECK(write_text(bad, "epoch,train_loss,train_acc,test_loss,test_acc\n1,0.5,0.9,0.6\n"));
-    CHECK_EQ_INT(rt_plot_training_csv(bad, png), RT_ERR_FORMAT);
+    CHECK_EQ_INT(cli_plot_training_csv(bad, png), RT_ERR_FORMAT);
     CHECK(strstr(rt_error_last(), ":2:") != NULL);
     CHECK(write_text(bad, "epoch,train_loss,train_acc,test_loss,test_acc\n1,0.5,0.9,0.6,abc\n"));
-    CHECK_EQ_INT(rt_plot_training_csv(bad, png), RT_ERR_FORMAT);
+    CHECK_EQ_INT(cli_plot_training_csv(bad, png), RT_ERR_FORMAT);
     CHECK(write_text(bad, "epoch,loss\n1,0.5\n"));
-    CHECK_EQ_INT(rt_plot_training_csv(bad, png), RT_ERR_FORMAT);
+    CHECK_EQ_INT(cli_plot_training_csv(bad, png), RT_ERR_FORMAT);
     CHECK(strstr(rt_error_last(), "train_loss") != NULL);
     CHECK(write_text(bad, "epoch,train_loss,train_acc,test_loss,test_acc\n"));
-    CHECK_EQ_INT(rt_plot_training_csv(bad, png), RT_ERR_FORMAT); /* no rows, no steps */
+    CHECK_EQ_INT(cli_plot_training_csv(bad, png), RT_ERR_FORMAT); /* no rows, no steps */
     CHECK(write_text(bad, ""));
-    CHECK_EQ_INT(rt_plot_training_csv(bad, png), RT_ERR_FORMAT);
+    CHECK_EQ_INT(cli_plot_training_csv(bad, png), RT_ERR_FORMAT);
     CHECK(!exists(png) && !tmp_exists(png));
     unlink(bad);
     path_in(bad, sizeof bad, "missing.csv");
-    CHECK_EQ_INT(rt_plot_training_csv(bad, png), RT_ERR_IO);
+    CHECK_EQ_INT(cli_plot_training_csv(bad, png), RT_ERR_IO);
     CHECK(strstr(rt_error_last(), "missing.csv") != NULL);
-    CHECK_EQ_INT(rt_plot_training_csv(NULL, png), RT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(cli_plot_training_csv(NULL, png), RT_ERR_INVALID_ARG);
     /* unwritable PNG */
     path_in(csv, sizeof csv, "short.csv");
-    CHECK_EQ_INT(rt_plot_training_csv(csv, "/nonexistent_rt_plot_dir/t.png"), RT_ERR_IO);
+    CHECK_EQ_INT(cli_plot_training_csv(csv, "/nonexistent_rt_plot_dir/t.png"), RT_ERR_IO);
     CHECK(!tmp_exists("/nonexistent_rt_plot_dir/t.png"));
     unlink(csv);
 }

@@ -1,10 +1,11 @@
-/* Checkpoints of `revtorch train`: PATH holds the model's state dict
+/* The training state that `revtorch train --save` writes and `--resume` reads
+ * (not gradient checkpointing, memory/): PATH holds the model's state dict
  * (safetensors, PyTorch names; loads into PyTorch unchanged) and PATH with
  * ".optim" before ".safetensors" holds the optimizer state, with metadata
  * model, epoch (completed epochs), optimizer_steps and optimizer. Both are
  * written to a temporary file and renamed, optimizer first. */
-#ifndef RT_CLI_CHECKPOINT_H
-#define RT_CLI_CHECKPOINT_H
+#ifndef CLI_TRAIN_STATE_H
+#define CLI_TRAIN_STATE_H
 
 #include <stdint.h>
 
@@ -16,7 +17,7 @@
  * must repeat, as "name=value" words separated by spaces (name: the CLI
  * option without "--", "-" written "_"), stored as metadata
  * "run_options". Errors: RT_ERR_IO, RT_ERR_OOM. */
-rt_status rt_checkpoint_save(const char *path, const char *optimizer, const char *run_options, rt_model *m,
+rt_status cli_train_state_save(const char *path, const char *optimizer, const char *run_options, rt_model *m,
                              rt_optimizer *opt, int64_t epoch);
 /* Loads a checkpoint saved for the same model, optimizer and run options
  * into m and opt and returns the completed epochs. Errors: RT_ERR_FORMAT
@@ -24,7 +25,7 @@ rt_status rt_checkpoint_save(const char *path, const char *optimizer, const char
  * epochs), RT_ERR_INVALID_ARG listing every run option whose value differs
  * (checkpoints without "run_options" skip that check), RT_ERR_IO. Nothing is
  * loaded when a check fails. */
-rt_status rt_checkpoint_load(const char *path, const char *optimizer, const char *run_options, rt_model *m,
+rt_status cli_train_state_load(const char *path, const char *optimizer, const char *run_options, rt_model *m,
                              rt_optimizer *opt, int64_t *epoch);
 
 #endif

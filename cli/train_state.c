@@ -1,7 +1,7 @@
 /* Checkpoints of `revtorch train`: weights in one safetensors file (PyTorch
  * names, loadable with load_state_dict) and the optimizer state plus the
  * training position in a second one beside it. */
-#include "checkpoint.h"
+#include "train_state.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -72,7 +72,7 @@ static rt_status optim_state_check_finite(void *ud, const char *name, rt_tensor 
     return RT_OK;
 }
 
-rt_status rt_checkpoint_save(const char *path, const char *optimizer, const char *run_options, rt_model *m,
+rt_status cli_train_state_save(const char *path, const char *optimizer, const char *run_options, rt_model *m,
                              rt_optimizer *opt, int64_t epoch) {
     char opath[4096], ep[32], steps[32];
     optim_path(path, opath, sizeof opath);
@@ -137,7 +137,7 @@ static rt_status check_run_options(const char *path, const char *saved, const ch
                         path, diff);
 }
 
-rt_status rt_checkpoint_load(const char *path, const char *optimizer, const char *run_options, rt_model *m,
+rt_status cli_train_state_load(const char *path, const char *optimizer, const char *run_options, rt_model *m,
                              rt_optimizer *opt, int64_t *epoch) {
     char opath[4096], buf[64];
     optim_path(path, opath, sizeof opath);

@@ -12,13 +12,18 @@
 /* ---- the interface ------------------------------------------------------------- */
 
 int64_t rt_sample_numel(const rt_sample_shape *s) {
+    if (!s || s->ndim < 1 || s->ndim > RT_DATA_MAX_SAMPLE_DIMS) return 0;
     int64_t n = 1;
-    for (int d = 0; d < s->ndim; d++) n *= s->dims[d];
+    for (int d = 0; d < s->ndim; d++) {
+        if (s->dims[d] < 1 || s->dims[d] > RT_DATA_MAX_SAMPLE_NUMEL / n) return 0;
+        n *= s->dims[d];
+    }
     return n;
 }
 
 size_t rt_sample_nbytes(const rt_sample_shape *s) {
-    return (size_t)rt_sample_numel(s) * rt_dtype_size(s->dtype);
+    const int64_t n = rt_sample_numel(s);
+    return n > 0 ? (size_t)n * rt_dtype_size(s->dtype) : 0;
 }
 
 static const char *rt_dataset_name(const rt_dataset *ds) {
@@ -99,9 +104,16 @@ rt_status rt_dataset_create(const rt_dataset_ops *ops, void *impl, int64_t n,
     return RT_OK;
 }
 
-int64_t rt_dataset_size(const rt_dataset *ds) { return ds->n; }
+int64_t rt_dataset_size(const rt_dataset *ds) { return ds ? ds->n : 0; }
 
-rt_sample_shape rt_dataset_sample_shape(const rt_dataset *ds) { return ds->shape; }
+rt_sample_shape rt_dataset_sample_shape(const rt_dataset *ds) {
+    if (!ds) {
+        rt_sample_shape none;
+        memset(&none, 0, sizeof none); /* ndim 0: rt_sample_numel gives 0 */
+        return none;
+    }
+    return ds->shape;
+}
 
 rt_status rt_dataset_read(const rt_dataset *ds, int64_t i, void *input, int32_t *label) {
     if (!ds || !input || !label)
@@ -214,24 +226,24 @@ static rt_status rt_memory_alloc(int64_t n, const rt_sample_shape *shape, rt_mem
     return RT_OK;
 }
 
-rt_status rt_dataset_from_memory(int64_t n, const rt_sample_shape *shape, int num_classes,
-                                 const void *inputs, const int32_t *labels, rt_dataset **out) {
-    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_dataset_from_memory: out is NULL");
+/* rt_dataset_from_memory and rt_dataset_from_arrays: `who` names the caller
+ * and `inputs_name` its inputs argument in messages. */
+static rt_status rt_memory_create(const char *who, const char *inputs_name, int64_t n,
+                                  const rt_sample_shape *shape, int num_classes, const void *inputs,
+                                  const int32_t *labels, rt_dataset **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "%s: out is NULL", who);
     *out = NULL;
-    if (n < 0)
-        return rt_error_set(RT_ERR_INVALID_ARG, "rt_dataset_from_memory: n is negative (%lld)",
-                            (long long)n);
-    RT_TRY(rt_sample_shape_check("rt_dataset_from_memory", shape));
+    if (n < 0) return rt_error_set(RT_ERR_INVALID_ARG, "%s: n is negative (%lld)", who, (long long)n);
+    RT_TRY(rt_sample_shape_check(who, shape));
     if (num_classes < 1)
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "rt_dataset_from_memory: num_classes must be >= 1, got %d", num_classes);
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: num_classes must be >= 1, got %d", who,
+                            num_classes);
     if (n > 0 && (!inputs || !labels))
-        return rt_error_set(RT_ERR_INVALID_ARG, "rt_dataset_from_memory: %s is NULL with n = %lld",
-                            inputs ? "labels" : "inputs", (long long)n);
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: %s is NULL with n = %lld", who,
+                            inputs ? "labels" : inputs_name, (long long)n);
     int64_t bad = rt_first_bad_label(labels, n, num_classes);
     if (bad >= 0)
-        return rt_error_set(RT_ERR_FORMAT,
-                            "rt_dataset_from_memory: label %d at index %lld is outside [0, %d)",
+        return rt_error_set(RT_ERR_FORMAT, "%s: label %d at index %lld is outside [0, %d)", who,
                             (int)labels[bad], (long long)bad, num_classes);
     rt_memory_impl *m;
     RT_TRY(rt_memory_alloc(n, shape, &m));
@@ -244,16 +256,26 @@ rt_status rt_dataset_from_memory(int64_t n, const rt_sample_shape *shape, int nu
     return st;
 }
 
+rt_status rt_dataset_from_memory(int64_t n, const rt_sample_shape *shape, int num_classes,
+                                 const void *inputs, const int32_t *labels, rt_dataset **out) {
+    return rt_memory_create("rt_dataset_from_memory", "inputs", n, shape, num_classes, inputs,
+                            labels, out);
+}
+
 rt_status rt_dataset_from_arrays(int64_t n, int channels, int height, int width, int num_classes,
                                  const uint8_t *images, const int32_t *labels, rt_dataset **out) {
     if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_dataset_from_arrays: out is NULL");
     *out = NULL;
+    if (channels < 1 || channels > RT_DATA_MAX_CHANNELS)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_dataset_from_arrays: channels must be 1..%d, got %d",
+                            RT_DATA_MAX_CHANNELS, channels);
     if (height < 1 || width < 1)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "rt_dataset_from_arrays: height and width must be >= 1, got %dx%d",
                             height, width);
     const rt_sample_shape shape = {3, {channels, height, width, 0}, RT_U8};
-    return rt_dataset_from_memory(n, &shape, num_classes, images, labels, out);
+    return rt_memory_create("rt_dataset_from_arrays", "images", n, &shape, num_classes, images,
+                            labels, out);
 }
 
 rt_status rt_dataset_subset(const rt_dataset *ds, int64_t first, int64_t count, rt_dataset **out) {
@@ -262,9 +284,9 @@ rt_status rt_dataset_subset(const rt_dataset *ds, int64_t first, int64_t count, 
     if (!ds) return rt_error_set(RT_ERR_INVALID_ARG, "rt_dataset_subset: ds is NULL");
     if (first < 0 || count < 0 || first > ds->n || count > ds->n - first)
         return rt_error_set(RT_ERR_INVALID_ARG,
-                            "rt_dataset_subset: samples [%lld, %lld) are not inside the dataset's "
-                            "%lld samples",
-                            (long long)first, (long long)first + count, (long long)ds->n);
+                            "rt_dataset_subset: %lld samples from sample %lld are not inside the "
+                            "dataset's %lld samples",
+                            (long long)count, (long long)first, (long long)ds->n);
     rt_memory_impl *m;
     RT_TRY(rt_memory_alloc(count, &ds->shape, &m));
     const size_t isz = rt_sample_nbytes(&ds->shape);

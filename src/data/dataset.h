@@ -54,9 +54,12 @@ typedef struct rt_sample_shape {
     rt_dtype dtype;                          /* RT_U8 or RT_F32 */
 } rt_sample_shape;
 
-/* Elements of one input: the product of dims[0..ndim-1]. */
+/* Elements of one input: the product of dims[0..ndim-1]. 0 for a NULL s and
+ * for a shape no dataset accepts: ndim outside 1..RT_DATA_MAX_SAMPLE_DIMS, a
+ * dim < 1, or more than 2^40 elements (nothing past dims[ndim-1] is read). */
 int64_t rt_sample_numel(const rt_sample_shape *s);
-/* Bytes of one input: rt_sample_numel * the dtype's size. */
+/* Bytes of one input: rt_sample_numel * the dtype's size; 0 when
+ * rt_sample_numel is 0 (NULL s included) or the dtype is unknown. */
 size_t rt_sample_nbytes(const rt_sample_shape *s);
 
 /* An implementation's contiguous in-memory arrays, for loaders that copy
@@ -120,10 +123,11 @@ struct rt_dataset {
 rt_status rt_dataset_create(const rt_dataset_ops *ops, void *impl, int64_t n,
                             const rt_sample_shape *shape, int num_classes, rt_dataset **out);
 
-/* Number of samples (ds->n). ds must not be NULL. */
+/* Number of samples (ds->n); 0 for a NULL ds. */
 int64_t rt_dataset_size(const rt_dataset *ds);
 
-/* The shape and dtype of every input (ds->shape). ds must not be NULL. */
+/* The shape and dtype of every input (ds->shape). For a NULL ds an all-zero
+ * shape (ndim 0, so rt_sample_numel and rt_sample_nbytes give 0). */
 rt_sample_shape rt_dataset_sample_shape(const rt_dataset *ds);
 
 /* Writes sample i into caller memory: its input to `input`
@@ -166,8 +170,10 @@ rt_status rt_dataset_from_memory(int64_t n, const rt_sample_shape *shape, int nu
 
 /* rt_dataset_from_memory for u8 images of shape (channels, height, width):
  * `images` holds n * C*H*W bytes, channel-major, rows top to bottom, pixels
- * left to right. Errors: as rt_dataset_from_memory (channels outside
- * 1..RT_DATA_MAX_CHANNELS, height or width < 1, num_classes < 1: INVALID_ARG). */
+ * left to right. Errors: as rt_dataset_from_memory, with `images` for
+ * `inputs` (out NULL; images or labels NULL while n > 0; n < 0; channels
+ * outside 1..RT_DATA_MAX_CHANNELS; height or width < 1; num_classes < 1:
+ * RT_ERR_INVALID_ARG; a label outside [0, num_classes): RT_ERR_FORMAT). */
 rt_status rt_dataset_from_arrays(int64_t n, int channels, int height, int width, int num_classes,
                                  const uint8_t *images, const int32_t *labels, rt_dataset **out);
 

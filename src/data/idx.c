@@ -380,6 +380,10 @@ rt_status rt_idx_check_pair(const rt_idx *images, const rt_idx *labels, int num_
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "rt_idx_check_pair: num_classes is %d, must be at least 1",
                             num_classes);
+    if (labels->count > 0 && !labels->data)
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "rt_idx_check_pair: labels->data is NULL but labels->count is %lld",
+                            (long long)labels->count);
     const char *ip = images->path ? images->path : "(images)";
     const char *lp = labels->path ? labels->path : "(labels)";
     if (labels->ndim != 1)

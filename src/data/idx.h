@@ -117,7 +117,8 @@ void rt_idx_destroy(rt_idx *idx);
  *   - every label is in [0, num_classes)              else RT_ERR_FORMAT naming
  *     the first bad index and its value
  * images may have any type and ndim >= 1 (dims[0] is the sample count).
- * RT_ERR_INVALID_ARG when images or labels is NULL or num_classes < 1.
+ * RT_ERR_INVALID_ARG when images or labels is NULL, num_classes < 1, or
+ * labels->data is NULL while labels->count > 0.
  * Reads only; no allocation. */
 rt_status rt_idx_check_pair(const rt_idx *images, const rt_idx *labels, int num_classes);
 

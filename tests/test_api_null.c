@@ -1459,9 +1459,203 @@ static rt_dataset *small_dataset(void) {
     return ds;
 }
 
-CHECK_FN(rt_dataset_image_size) { VAL(rt_dataset_image_size(NULL) == 0); }
-CHECK_FN(rt_dataset_image) { VAL(rt_dataset_image(NULL, 0) == NULL); }
-CHECK_FN(rt_dataset_label) { VAL(rt_dataset_label(NULL, 0) == -1); }
+/* The (1, 2, 2) u8 sample shape of small_dataset. */
+static rt_sample_shape small_shape(void) { return (rt_sample_shape){3, {1, 2, 2, 0}, RT_U8}; }
+
+/* A dataset implementation without state: zero inputs, label i % 2. */
+static rt_status zero_read(const rt_dataset *ds, int64_t i, void *input, int32_t *label) {
+    memset(input, 0, rt_sample_nbytes(&ds->shape));
+    *label = (int32_t)(i % 2);
+    return RT_OK;
+}
+/* One whose read answers a label outside [0, num_classes). */
+static rt_status bad_label_read(const rt_dataset *ds, int64_t i, void *input, int32_t *label) {
+    (void)i;
+    memset(input, 0, rt_sample_nbytes(&ds->shape));
+    *label = 7;
+    return RT_OK;
+}
+/* Arrays that claim to exist but point nowhere. */
+static bool null_arrays(const rt_dataset *ds, rt_dataset_arrays *out) {
+    (void)ds;
+    out->inputs = NULL;
+    out->labels = NULL;
+    return true;
+}
+static const rt_dataset_ops zero_ops = {.name = "api_null", .read = zero_read};
+static const rt_dataset_ops no_read_ops = {.name = "api_null"};
+static const rt_dataset_ops bad_label_ops = {.name = "api_null", .read = bad_label_read};
+static const rt_dataset_ops null_arrays_ops = {.name = "api_null", .read = zero_read, .arrays = null_arrays};
+
+/* A dataset of n samples of small_shape through `ops` (no state; destroy it). */
+static rt_dataset *ops_dataset(const rt_dataset_ops *ops, int64_t n) {
+    const rt_sample_shape sh = small_shape();
+    rt_dataset *ds = NULL;
+    if (rt_dataset_create(ops, NULL, n, &sh, 2, &ds) != RT_OK) abort();
+    return ds;
+}
+
+CHECK_FN(rt_sample_numel) {
+    rt_sample_shape s = small_shape();
+    VAL(rt_sample_numel(NULL) == 0);
+    VAL(rt_sample_numel(&s) == 4);
+    s.ndim = 0;
+    VAL(rt_sample_numel(&s) == 0);
+    s.ndim = -1;
+    VAL(rt_sample_numel(&s) == 0);
+    s.ndim = 99; /* would read past dims */
+    VAL(rt_sample_numel(&s) == 0);
+    s = (rt_sample_shape){3, {1, 0, 2, 0}, RT_U8};
+    VAL(rt_sample_numel(&s) == 0);
+    s = (rt_sample_shape){3, {1, -2, 2, 0}, RT_U8};
+    VAL(rt_sample_numel(&s) == 0);
+    s = (rt_sample_shape){4, {8, INT64_C(1) << 20, INT64_C(1) << 20, 2}, RT_U8}; /* 2^44 elements */
+    VAL(rt_sample_numel(&s) == 0);
+    s = (rt_sample_shape){2, {INT64_MAX, INT64_MAX, 0, 0}, RT_U8};
+    VAL(rt_sample_numel(&s) == 0);
+}
+
+CHECK_FN(rt_sample_nbytes) {
+    rt_sample_shape s = {3, {1, 2, 2, 0}, RT_F32};
+    VAL(rt_sample_nbytes(NULL) == 0);
+    VAL(rt_sample_nbytes(&s) == 16);
+    s.dtype = (rt_dtype)99;
+    VAL(rt_sample_nbytes(&s) == 0);
+    s = (rt_sample_shape){99, {1, 2, 2, 0}, RT_F32};
+    VAL(rt_sample_nbytes(&s) == 0);
+    s = (rt_sample_shape){2, {INT64_MAX, 2, 0, 0}, RT_F32};
+    VAL(rt_sample_nbytes(&s) == 0);
+}
+
+CHECK_FN(rt_dataset_create) {
+    const rt_sample_shape sh = small_shape();
+    rt_sample_shape bad = sh;
+    rt_dataset *ds = (rt_dataset *)&ds;
+    ST(RT_ERR_INVALID_ARG, "out", rt_dataset_create(&zero_ops, NULL, 4, &sh, 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "ops", rt_dataset_create(NULL, NULL, 4, &sh, 2, &ds));
+    VAL(ds == NULL);
+    ST(RT_ERR_INVALID_ARG, "ops->read", rt_dataset_create(&no_read_ops, NULL, 4, &sh, 2, &ds));
+    ST(RT_ERR_INVALID_ARG, "shape", rt_dataset_create(&zero_ops, NULL, 4, NULL, 2, &ds));
+    ST(RT_ERR_INVALID_ARG, "negative", rt_dataset_create(&zero_ops, NULL, -1, &sh, 2, &ds));
+    ST(RT_ERR_INVALID_ARG, "num_classes", rt_dataset_create(&zero_ops, NULL, 4, &sh, 0, &ds));
+    bad.ndim = 0;
+    ST(RT_ERR_INVALID_ARG, "dims", rt_dataset_create(&zero_ops, NULL, 4, &bad, 2, &ds));
+    bad.ndim = RT_DATA_MAX_SAMPLE_DIMS + 1;
+    ST(RT_ERR_INVALID_ARG, "dims", rt_dataset_create(&zero_ops, NULL, 4, &bad, 2, &ds));
+    bad = (rt_sample_shape){3, {1, 0, 2, 0}, RT_U8};
+    ST(RT_ERR_INVALID_ARG, "dim 1", rt_dataset_create(&zero_ops, NULL, 4, &bad, 2, &ds));
+    bad = (rt_sample_shape){3, {RT_DATA_MAX_CHANNELS + 1, 2, 2, 0}, RT_U8};
+    ST(RT_ERR_INVALID_ARG, "channels", rt_dataset_create(&zero_ops, NULL, 4, &bad, 2, &ds));
+    bad = (rt_sample_shape){4, {8, INT64_C(1) << 20, INT64_C(1) << 20, 2}, RT_U8};
+    ST(RT_ERR_INVALID_ARG, "2^40", rt_dataset_create(&zero_ops, NULL, 4, &bad, 2, &ds));
+    bad = (rt_sample_shape){2, {INT64_MAX, INT64_MAX, 0, 0}, RT_U8};
+    ST(RT_ERR_INVALID_ARG, "2^40", rt_dataset_create(&zero_ops, NULL, 4, &bad, 2, &ds));
+    bad = sh;
+    bad.dtype = RT_I32;
+    ST(RT_ERR_DTYPE, "dtype", rt_dataset_create(&zero_ops, NULL, 4, &bad, 2, &ds));
+    bad.dtype = (rt_dtype)99;
+    ST(RT_ERR_DTYPE, "dtype", rt_dataset_create(&zero_ops, NULL, 4, &bad, 2, &ds));
+    ST(RT_ERR_FORMAT, "NULL inputs", rt_dataset_create(&null_arrays_ops, NULL, 4, &sh, 2, &ds));
+    VAL(ds == NULL);
+    /* no state, no destroy op, no samples: fine */
+    ST(RT_OK, NULL, rt_dataset_create(&zero_ops, NULL, 0, &sh, 2, &ds));
+    VAL(ds != NULL && rt_dataset_size(ds) == 0);
+    rt_dataset_destroy(ds);
+}
+
+CHECK_FN(rt_dataset_size) {
+    rt_dataset *ds = small_dataset();
+    VAL(rt_dataset_size(NULL) == 0);
+    VAL(rt_dataset_size(ds) == 4);
+    rt_dataset_destroy(ds);
+}
+
+CHECK_FN(rt_dataset_sample_shape) {
+    const rt_sample_shape none = rt_dataset_sample_shape(NULL);
+    VAL(none.ndim == 0 && none.dims[0] == 0 && rt_sample_numel(&none) == 0 && rt_sample_nbytes(&none) == 0);
+}
+
+CHECK_FN(rt_dataset_read) {
+    rt_dataset *ds = small_dataset(), *bad = ops_dataset(&bad_label_ops, 2);
+    uint8_t input[4];
+    int32_t label = -5;
+    ST(RT_ERR_INVALID_ARG, "ds", rt_dataset_read(NULL, 0, input, &label));
+    ST(RT_ERR_INVALID_ARG, "input", rt_dataset_read(ds, 0, NULL, &label));
+    ST(RT_ERR_INVALID_ARG, "label", rt_dataset_read(ds, 0, input, NULL));
+    VAL(label == -5);
+    ST(RT_ERR_INVALID_ARG, "sample", rt_dataset_read(ds, -1, input, &label));
+    ST(RT_ERR_INVALID_ARG, "sample", rt_dataset_read(ds, 4, input, &label));
+    ST(RT_ERR_INVALID_ARG, "sample", rt_dataset_read(ds, INT64_MAX, input, &label));
+    ST(RT_ERR_INVALID_ARG, "sample", rt_dataset_read(ds, INT64_MIN, input, &label));
+    ST(RT_ERR_FORMAT, "label 7", rt_dataset_read(bad, 0, input, &label));
+    rt_dataset_destroy(ds);
+    rt_dataset_destroy(bad);
+}
+
+CHECK_FN(rt_dataset_get) {
+    rt_dataset *ds = small_dataset(), *bad = ops_dataset(&bad_label_ops, 2);
+    rt_tensor *t = (rt_tensor *)&t;
+    int32_t label;
+    ST(RT_ERR_INVALID_ARG, "ds", rt_dataset_get(NULL, 0, &t, &label));
+    VAL(t == NULL);
+    ST(RT_ERR_INVALID_ARG, "input", rt_dataset_get(ds, 0, NULL, &label));
+    t = (rt_tensor *)&t;
+    ST(RT_ERR_INVALID_ARG, "label", rt_dataset_get(ds, 0, &t, NULL));
+    VAL(t == NULL);
+    ST(RT_ERR_INVALID_ARG, "sample", rt_dataset_get(ds, -1, &t, &label));
+    ST(RT_ERR_INVALID_ARG, "sample", rt_dataset_get(ds, 4, &t, &label));
+    ST(RT_ERR_INVALID_ARG, "sample", rt_dataset_get(ds, INT64_MAX, &t, &label));
+    VAL(t == NULL);
+    /* the tensor made for the sample is released again */
+    ST(RT_ERR_FORMAT, "label 7", rt_dataset_get(bad, 1, &t, &label));
+    VAL(t == NULL);
+    rt_dataset_destroy(ds);
+    rt_dataset_destroy(bad);
+}
+
+CHECK_FN(rt_dataset_arrays_get) {
+    rt_dataset *ds = small_dataset(), *plain = ops_dataset(&zero_ops, 2);
+    rt_dataset_arrays a = {NULL, NULL};
+    VAL(!rt_dataset_arrays_get(NULL, &a));
+    VAL(!rt_dataset_arrays_get(ds, NULL));
+    VAL(!rt_dataset_arrays_get(plain, &a)); /* no arrays op */
+    VAL(rt_dataset_arrays_get(ds, &a) && a.inputs != NULL && a.labels != NULL);
+    rt_dataset_destroy(ds);
+    rt_dataset_destroy(plain);
+}
+
+CHECK_FN(rt_dataset_from_memory) {
+    const rt_sample_shape sh = small_shape();
+    rt_sample_shape bad = sh;
+    uint8_t inputs[8] = {0};
+    int32_t labs[2] = {0, 1}, bad_labs[2] = {0, 7};
+    rt_dataset *ds = (rt_dataset *)&ds;
+    ST(RT_ERR_INVALID_ARG, "out", rt_dataset_from_memory(2, &sh, 2, inputs, labs, NULL));
+    ST(RT_ERR_INVALID_ARG, "shape", rt_dataset_from_memory(2, NULL, 2, inputs, labs, &ds));
+    VAL(ds == NULL);
+    ST(RT_ERR_INVALID_ARG, "inputs", rt_dataset_from_memory(2, &sh, 2, NULL, labs, &ds));
+    ST(RT_ERR_INVALID_ARG, "labels", rt_dataset_from_memory(2, &sh, 2, inputs, NULL, &ds));
+    ST(RT_ERR_INVALID_ARG, "negative", rt_dataset_from_memory(-1, &sh, 2, inputs, labs, &ds));
+    ST(RT_ERR_INVALID_ARG, "negative", rt_dataset_from_memory(INT64_MIN, &sh, 2, inputs, labs, &ds));
+    ST(RT_ERR_INVALID_ARG, "num_classes", rt_dataset_from_memory(2, &sh, 0, inputs, labs, &ds));
+    bad.ndim = RT_DATA_MAX_SAMPLE_DIMS + 1;
+    ST(RT_ERR_INVALID_ARG, "dims", rt_dataset_from_memory(2, &bad, 2, inputs, labs, &ds));
+    bad = (rt_sample_shape){3, {1, 2, -2, 0}, RT_U8};
+    ST(RT_ERR_INVALID_ARG, "dim 2", rt_dataset_from_memory(2, &bad, 2, inputs, labs, &ds));
+    bad = (rt_sample_shape){3, {RT_DATA_MAX_CHANNELS + 1, 2, 2, 0}, RT_U8};
+    ST(RT_ERR_INVALID_ARG, "channels", rt_dataset_from_memory(2, &bad, 2, inputs, labs, &ds));
+    bad = (rt_sample_shape){2, {INT64_MAX, INT64_MAX, 0, 0}, RT_U8};
+    ST(RT_ERR_INVALID_ARG, "2^40", rt_dataset_from_memory(2, &bad, 2, inputs, labs, &ds));
+    bad = sh;
+    bad.dtype = RT_BF16;
+    ST(RT_ERR_DTYPE, "dtype", rt_dataset_from_memory(2, &bad, 2, inputs, labs, &ds));
+    ST(RT_ERR_FORMAT, "label 7", rt_dataset_from_memory(2, &sh, 2, inputs, bad_labs, &ds));
+    VAL(ds == NULL);
+    /* no samples: the arrays may be NULL */
+    ST(RT_OK, NULL, rt_dataset_from_memory(0, &sh, 2, NULL, NULL, &ds));
+    VAL(ds != NULL && rt_dataset_size(ds) == 0);
+    rt_dataset_destroy(ds);
+}
 
 CHECK_FN(rt_dataset_from_arrays) {
     uint8_t images[8] = {0};
@@ -1473,9 +1667,13 @@ CHECK_FN(rt_dataset_from_arrays) {
     ST(RT_ERR_INVALID_ARG, "labels", rt_dataset_from_arrays(2, 1, 2, 2, 2, images, NULL, &ds));
     ST(RT_ERR_INVALID_ARG, "negative", rt_dataset_from_arrays(-1, 1, 2, 2, 2, images, labs, &ds));
     ST(RT_ERR_INVALID_ARG, "channels", rt_dataset_from_arrays(2, 0, 2, 2, 2, images, labs, &ds));
+    ST(RT_ERR_INVALID_ARG, "channels",
+       rt_dataset_from_arrays(2, RT_DATA_MAX_CHANNELS + 1, 2, 2, 2, images, labs, &ds));
     ST(RT_ERR_INVALID_ARG, "height", rt_dataset_from_arrays(2, 1, 0, 2, 2, images, labs, &ds));
+    ST(RT_ERR_INVALID_ARG, "width", rt_dataset_from_arrays(2, 1, 2, -1, 2, images, labs, &ds));
     ST(RT_ERR_INVALID_ARG, "num_classes", rt_dataset_from_arrays(2, 1, 2, 2, 0, images, labs, &ds));
     ST(RT_ERR_FORMAT, "label", rt_dataset_from_arrays(2, 1, 2, 2, 2, images, bad, &ds));
+    VAL(ds == NULL);
 }
 
 CHECK_FN(rt_dataset_subset) {
@@ -1486,6 +1684,9 @@ CHECK_FN(rt_dataset_subset) {
     ST(RT_ERR_INVALID_ARG, "samples", rt_dataset_subset(ds, -1, 1, &sub));
     ST(RT_ERR_INVALID_ARG, "samples", rt_dataset_subset(ds, 2, 3, &sub));
     ST(RT_ERR_INVALID_ARG, "samples", rt_dataset_subset(ds, 0, -1, &sub));
+    ST(RT_ERR_INVALID_ARG, "samples", rt_dataset_subset(ds, 1, INT64_MAX, &sub));
+    ST(RT_ERR_INVALID_ARG, "samples", rt_dataset_subset(ds, INT64_MAX, 1, &sub));
+    VAL(sub == NULL);
     rt_dataset_destroy(ds);
 }
 
@@ -1515,6 +1716,18 @@ CHECK_FN(rt_idx_read) {
     VAL(idx == NULL);
 }
 
+CHECK_FN(rt_idx_read_first) {
+    rt_idx *idx = (rt_idx *)&idx;
+    ST(RT_ERR_INVALID_ARG, "out", rt_idx_read_first("/nonexistent.idx", 1, NULL));
+    ST(RT_ERR_INVALID_ARG, "path", rt_idx_read_first(NULL, 1, &idx));
+    VAL(idx == NULL);
+    idx = (rt_idx *)&idx;
+    ST(RT_ERR_INVALID_ARG, "max_records", rt_idx_read_first("/nonexistent.idx", -1, &idx));
+    VAL(idx == NULL);
+    ST(RT_ERR_INVALID_ARG, "max_records", rt_idx_read_first("/nonexistent.idx", INT64_MIN, &idx));
+    ST(RT_ERR_INVALID_ARG, "max_records", rt_idx_read_first(NULL, -1, NULL));
+}
+
 CHECK_FN(rt_idx_destroy) { TOL(rt_idx_destroy(NULL)); }
 
 CHECK_FN(rt_idx_check_pair) {
@@ -1526,6 +1739,8 @@ CHECK_FN(rt_idx_check_pair) {
     ST(RT_ERR_INVALID_ARG, "labels", rt_idx_check_pair(&images, NULL, 2));
     ST(RT_ERR_INVALID_ARG, "num_classes", rt_idx_check_pair(&images, &labs, 0));
     ST(RT_ERR_FORMAT, "label", rt_idx_check_pair(&images, &labs, 1));
+    labs.data = NULL; /* count 2 over no data */
+    ST(RT_ERR_INVALID_ARG, "labels->data", rt_idx_check_pair(&images, &labs, 2));
 }
 
 /* ------------------------------------------------------------ data/loader.h */
@@ -1619,6 +1834,18 @@ CHECK_FN(rt_mnist_load) {
     ST(RT_ERR_INVALID_ARG, "out", rt_mnist_load(rt_mnist_default_dir(), true, NULL));
     ST(RT_ERR_INVALID_ARG, "dir", rt_mnist_load(NULL, true, &ds));
     VAL(ds == NULL);
+}
+
+CHECK_FN(rt_mnist_load_first) {
+    rt_dataset *ds = (rt_dataset *)&ds;
+    ST(RT_ERR_INVALID_ARG, "out", rt_mnist_load_first(rt_mnist_default_dir(), true, 1, NULL));
+    ST(RT_ERR_INVALID_ARG, "dir", rt_mnist_load_first(NULL, true, 1, &ds));
+    VAL(ds == NULL);
+    ds = (rt_dataset *)&ds;
+    ST(RT_ERR_INVALID_ARG, "max_samples", rt_mnist_load_first(rt_mnist_default_dir(), false, -1, &ds));
+    VAL(ds == NULL);
+    ST(RT_ERR_INVALID_ARG, "max_samples", rt_mnist_load_first(rt_mnist_default_dir(), true, INT64_MIN, &ds));
+    ST(RT_ERR_INVALID_ARG, "max_samples", rt_mnist_load_first(NULL, true, -1, NULL));
 }
 
 /* ------------------------------------------------------------ io/safetensors.h */
@@ -2373,16 +2600,18 @@ static const api_entry optim_train_entries[] = {
 
 static const api_entry data_io_entries[] = {
     /* data/dataset.h */
-    E(rt_dataset_image_size), E(rt_dataset_image), E(rt_dataset_label), E(rt_dataset_from_arrays),
-    E(rt_dataset_subset), E(rt_dataset_channel_stats), E(rt_dataset_destroy),
+    E(rt_sample_numel), E(rt_sample_nbytes), E(rt_dataset_create), E(rt_dataset_size), E(rt_dataset_sample_shape),
+    E(rt_dataset_read), E(rt_dataset_get), E(rt_dataset_arrays_get), E(rt_dataset_destroy),
+    E(rt_dataset_from_memory), E(rt_dataset_from_arrays), E(rt_dataset_subset), E(rt_dataset_channel_stats),
     /* data/idx.h */
-    E(rt_idx_type_size), E(rt_idx_type_str), E(rt_idx_read), E(rt_idx_destroy), E(rt_idx_check_pair),
+    E(rt_idx_type_size), E(rt_idx_type_str), E(rt_idx_read), E(rt_idx_read_first), E(rt_idx_destroy),
+    E(rt_idx_check_pair),
     /* data/loader.h */
     E(rt_loader_options_default), E(rt_loader_create), E(rt_loader_destroy), E(rt_loader_batches_per_epoch),
     E(rt_loader_epoch), E(rt_loader_batch_index), E(rt_loader_next), E(rt_loader_reset), E(rt_loader_seek),
     E(rt_loader_order), E(rt_loader_augment_params),
     /* data/mnist.h */
-    E(rt_mnist_default_dir), E(rt_mnist_load),
+    E(rt_mnist_default_dir), E(rt_mnist_load), E(rt_mnist_load_first),
     /* io/safetensors.h */
     E(rt_st_open), E(rt_st_count), E(rt_st_entry_at), E(rt_st_find), E(rt_st_metadata), E(rt_st_close),
     E(rt_st_dtype_size), E(rt_st_writer_create), E(rt_st_writer_add), E(rt_st_writer_set_metadata),

@@ -69,7 +69,7 @@ int cli_cmd_bench(int argc, char **argv) {
     cli_strategy_apply(&strategy, m);
     int np = rt_state_dict_num_params(m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
-    rt_state_dict_params(m->sd, params);
+    rt_state_dict_params(m->sd, params, np);
     rt_sgd_opts so = rt_sgd_default_opts(0.01f);
     so.momentum = 0.9f;
     rt_optimizer *opt = rt_sgd_create(params, np, &so);

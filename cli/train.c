@@ -338,7 +338,7 @@ static int train_setup(train_run *r) {
     int np = rt_state_dict_num_params(r->m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
     if (!params) return cli_fail("out of memory");
-    rt_state_dict_params(r->m->sd, params);
+    rt_state_dict_params(r->m->sd, params, np);
     r->opt = rt_optimizer_create(&spec, params, np);
     free(params);
     if (!r->opt) return cli_fail("cannot create the optimizer");

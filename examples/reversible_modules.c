@@ -70,7 +70,7 @@ int main(void) {
 
     rt_tensor *params[64];
     int np = rt_state_dict_num_params(sd);
-    rt_state_dict_params(sd, params);
+    rt_state_dict_params(sd, params, 64);
     rt_optimizer_spec spec = {.kind = RT_OPTIM_SGD, .sgd = rt_sgd_default_opts(0.05)};
     spec.sgd.momentum = 0.9;
     rt_optimizer *opt = rt_optimizer_create(&spec, params, np);

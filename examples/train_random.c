@@ -38,7 +38,7 @@ int main(void) {
 
     rt_tensor *params[16];
     int np = rt_state_dict_num_params(sd);
-    rt_state_dict_params(sd, params);
+    rt_state_dict_params(sd, params, 16);
     rt_sgd_opts so = rt_sgd_default_opts(0.05f);
     so.momentum = 0.9f;
     rt_optimizer *opt = rt_sgd_create(params, np, &so);

@@ -47,7 +47,7 @@ static void check_split(const int64_t *sizes, int k) {
 
     int np = rt_state_dict_num_params(sd);
     rt_tensor *params[8], *full[8];
-    rt_state_dict_params(sd, params);
+    CHECK(rt_state_dict_params(sd, params, 8) == np);
     rt_sgd_opts so = rt_sgd_default_opts(0.0);
     rt_optimizer *opt = rt_sgd_create(params, np, &so);
     CHECK(opt != NULL);

@@ -1176,8 +1176,8 @@ CHECK_FN(rt_state_dict_check_values) { ST(RT_ERR_INVALID_ARG, "state dict", rt_s
 CHECK_FN(rt_state_dict_params) {
     rt_state_dict *sd = rt_state_dict_create();
     rt_tensor *params[1] = {NULL};
-    TOL(rt_state_dict_params(NULL, params));
-    TOL(rt_state_dict_params(sd, NULL));
+    VAL(rt_state_dict_params(NULL, params, 1) == 0);
+    VAL(rt_state_dict_params(sd, NULL, 0) == rt_state_dict_num_params(sd));
     VAL(params[0] == NULL);
     rt_state_dict_destroy(sd);
 }
@@ -1317,7 +1317,7 @@ CHECK_FN(rt_train_step) {
     rt_state_dict *sd = NULL;
     rt_module_state_dict(net, &sd);
     rt_tensor *params[2];
-    rt_state_dict_params(sd, params);
+    rt_state_dict_params(sd, params, 2);
     rt_optimizer *opt = rt_sgd_create(params, rt_state_dict_num_params(sd), &(rt_sgd_opts){.lr = 0.1});
     rt_train_config cfg = {.accum_steps = 1}, zero = {.accum_steps = 0};
     rt_train_result r;

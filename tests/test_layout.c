@@ -32,7 +32,7 @@ static void step(const char *model, bool blocked, bool reversible, float *loss_o
         *loss_out = rt_tensor_f32(loss)[0];
         rt_tensor *params[512];
         *np = rt_state_dict_num_params(m->sd);
-        rt_state_dict_params(m->sd, params);
+        rt_state_dict_params(m->sd, params, 512);
         for (int i = 0; i < *np; i++) grads[i] = rt_tensor_retain(params[i]->grad);
     }
     rt_tensor_release(logits);

@@ -90,7 +90,7 @@ static rt_status run_case_inner(rt_model *m, rt_model **meta, const rt_optimizer
     int np = rt_state_dict_num_params(m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
     if (!params) return RT_ERR_OOM;
-    rt_state_dict_params(m->sd, params);
+    rt_state_dict_params(m->sd, params, np);
     *opt = rt_optimizer_create(spec, params, np);
     free(params); /* the optimizer copies the pointers */
     if (!*opt) return rt_error_last_status();

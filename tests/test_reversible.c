@@ -1532,7 +1532,7 @@ static void auto_linear_case(uint64_t seed, int *k_out, double *worst_drift, dou
     rt_tensor **params = calloc((size_t)np, sizeof *params);
     CHECK(params != NULL);
     tu_defer(free, params);
-    rt_state_dict_params(B->sd, params);
+    rt_state_dict_params(B->sd, params, np);
     rt_sgd_opts so = rt_sgd_default_opts(1e-7);
     rt_optimizer *opt = rt_sgd_create(params, np, &so);
     CHECK(opt != NULL);
@@ -1697,7 +1697,7 @@ TU_TEST(memory_steady) {
         rt_tensor **params = calloc((size_t)np, sizeof *params);
         CHECK(params != NULL);
         tu_defer(free, params);
-        rt_state_dict_params(ch->sd, params);
+        rt_state_dict_params(ch->sd, params, np);
         rt_sgd_opts so = rt_sgd_default_opts(0.01);
         so.momentum = 0.9;
         rt_optimizer *opt = rt_sgd_create(params, np, &so);

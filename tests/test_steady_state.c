@@ -17,7 +17,7 @@ static void steady_state(const char *model, bool reversible) {
     rt_tensor *params[512];
     int np = rt_state_dict_num_params(m->sd);
     CHECK(np <= 512);
-    rt_state_dict_params(m->sd, params);
+    rt_state_dict_params(m->sd, params, 512);
     rt_sgd_opts so = rt_sgd_default_opts(0.05f);
     so.momentum = 0.9f;
     rt_optimizer *opt = rt_sgd_create(params, np, &so);

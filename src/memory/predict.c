@@ -8,7 +8,7 @@ static rt_status rt_predict_run(rt_module *net, rt_state_dict *sd, const rt_opti
     int np = rt_state_dict_num_params(sd);
     rt_tensor **params = malloc((size_t)(np ? np : 1) * sizeof *params);
     if (!params) return rt_error_set(RT_ERR_OOM, "out of memory predicting memory");
-    rt_state_dict_params(sd, params);
+    rt_state_dict_params(sd, params, np);
     rt_status st = RT_OK;
     for (int i = 0; i < np && st == RT_OK; i++)
         if (!rt_tensor_is_meta(params[i]))

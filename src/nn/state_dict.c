@@ -100,9 +100,13 @@ int64_t rt_state_dict_num_param_elements(const rt_state_dict *sd) {
     return n;
 }
 
-void rt_state_dict_params(const rt_state_dict *sd, rt_tensor **params) {
-    if (!sd || !params) return;
+int rt_state_dict_params(const rt_state_dict *sd, rt_tensor **params, int capacity) {
+    if (!sd) return 0;
     int k = 0;
     for (int i = 0; i < sd->n; i++)
-        if (sd->entries[i].kind == RT_ENTRY_PARAM) params[k++] = sd->entries[i].tensor;
+        if (sd->entries[i].kind == RT_ENTRY_PARAM) {
+            if (params && k < capacity) params[k] = sd->entries[i].tensor;
+            k++;
+        }
+    return k;
 }

@@ -57,9 +57,11 @@ int64_t rt_state_dict_num_param_elements(const rt_state_dict *sd);
  * NaN weight from the loss, so check after loading weights one did not
  * train. Meta tensors pass. RT_ERR_INVALID_ARG when sd is NULL. */
 rt_status rt_state_dict_check_values(const rt_state_dict *sd);
-/* Fills params[0..num_params-1] (borrowed pointers) in registration order;
- * the array must hold rt_state_dict_num_params entries. No-op when sd or
- * params is NULL. */
-void rt_state_dict_params(const rt_state_dict *sd, rt_tensor **params);
+/* Writes the first min(number of parameters, capacity) trainable
+ * parameters (borrowed pointers), in registration order, into params, and
+ * returns the number of parameters (as snprintf returns the full length):
+ * a result above capacity means the array was too small. 0 for a NULL sd;
+ * params may be NULL with capacity 0 to count. */
+int rt_state_dict_params(const rt_state_dict *sd, rt_tensor **params, int capacity);
 
 #endif

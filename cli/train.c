@@ -196,17 +196,25 @@ static void png_path(const char *csv, char *buf, size_t n) {
     snprintf(buf, n, "%.*s.png", (int)len, csv);
 }
 
-/* Writes the trace recorded since `start` as CSV and as a stacked timeline PNG. */
-static void write_memory_trace(const char *path, const rt_memstats *start) {
+/* Writes the trace recorded since `start` as CSV and as a stacked timeline
+ * PNG titled `title`, and prints the peak the picture marks. */
+static void write_memory_trace(const char *path, const rt_memstats *start, const char *title) {
     char png[4096];
     png_path(path, png, sizeof png);
     size_t n;
     const rt_mem_event *ev = rt_mem_trace_events(&n);
-    if (rt_mem_trace_write_csv(path) != RT_OK ||
-        cli_plot_memory_timeline(png, ev, n, start->live, "memory of one training step") != RT_OK)
+    if (rt_mem_trace_write_csv(path) != RT_OK || cli_plot_memory_timeline(png, ev, n, start->live, title) != RT_OK) {
         fprintf(stderr, "revtorch train: cannot write the memory trace: %s\n", rt_error_last());
-    else
-        printf("memory timeline of step 2: %s and %s (%zu events)\n", path, png, n);
+        return;
+    }
+    /* the picture's peak: the live total when tracing began plus the highest running sum */
+    int64_t total = start->live_total, peak = total;
+    for (size_t i = 0; i < n; i++)
+        if ((total += ev[i].delta_bytes) > peak) peak = total;
+    double p = (double)peak / 1048576.0;
+    printf("memory timeline of step 2: %s and %s (%zu events), peak %.*f MiB as marked (DATA there: the decoded "
+           "data sets and the batch, %.1f MiB when tracing began)\n", path, png, n,
+           p >= 100.0 ? 0 : p >= 10.0 ? 1 : 2, p, (double)start->live[RT_MEM_DATA] / 1048576.0);
 }
 
 /* The shortest decimal form of v that reads back as v ("0.1", not
@@ -517,7 +525,11 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         rt_train_result res;
         rt_status st = rt_train_step(r->m->net, r->opt, &r->cfg, x, y, &res);
         if (tracing) {
-            write_memory_trace(o->trace, &trace_start);
+            char title[256];
+            snprintf(title, sizeof title, "memory of one training step — %s, memory %s, batch %lld", o->model,
+                     r->strategy.reversible && rt_model_name_has_reversible(o->model) ? "reversible" : "standard",
+                     (long long)o->batch_size);
+            write_memory_trace(o->trace, &trace_start, title);
             rt_mem_trace_enable(0);
         }
         int64_t n = x->shape[0];

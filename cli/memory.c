@@ -124,10 +124,10 @@ static int print_by_module(const char *model, int64_t channels, int64_t classes,
         printf("%-32s %-22s %12.2f %15.2f\n", name, l.rows[r].type, l.rows[r].saved / 1048576.0,
                l.rows[r].transient / 1048576.0);
     }
-    printf("saved: activations booked SAVED in the module's forward and still held when backward begins (the\n"
-           "root's equals the step's SAVED peak when backward starts at the SAVED peak); transient peak: the most\n"
-           "TEMP bytes above those live when the module began, over its forward and its backward. The step's\n"
-           "peak per category: SAVED %.2f, TEMP %.2f, total %.2f.\n", (double)p.peak[RT_MEM_SAVED] / 1048576.0,
+    printf("saved: activations booked SAVED in the module's forward and still held when backward begins (for\n"
+           "the root: all of them); transient peak: the most TEMP bytes above those live when the module began,\n"
+           "over its forward and its backward (reversible blocks rebuild and keep activations there).\n");
+    printf("step peak per category: SAVED %.2f, TEMP %.2f, total %.2f\n", (double)p.peak[RT_MEM_SAVED] / 1048576.0,
            (double)p.peak[RT_MEM_TEMP] / 1048576.0, (double)p.peak_total / 1048576.0);
     free(l.rows);
     return 0;

@@ -1,5 +1,6 @@
 /* `revtorch memory`: predicts the memory of one training step on meta
  * tensors (nothing is computed), for a model, batch and strategy. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -20,10 +21,116 @@ static void memory_usage(FILE *f) {
                "  --momentum X       SGD momentum (default 0.9; 0: plain SGD, no state)\n"
                "  --accum-steps K    micro-batches per step, as revtorch train (default 1)\n"
                "  --classes K        outputs of the model (default 10, Fashion-MNIST)\n"
-               "  --threads N        (default: all cores; oneDNN's scratchpads depend on it)\n");
+               "  --threads N        (default: all cores; oneDNN's scratchpads depend on it)\n"
+               "  --by-module        per module of the tree (one memory mode: --memory, else reversible where\n"
+               "                     the model has it): the activations it keeps for backward (SAVED at the end\n"
+               "                     of forward) and its transient peak (the most TEMP bytes above what was live\n"
+               "                     when it began, in its forward or its backward), from the meta run's trace\n");
     cli_conv_algo_help(f, 21);
     fprintf(f,
                "Models without reversible parts show the standard row only.\n");
+}
+
+/* One module of the tree and what the trace says of it. */
+typedef struct by_module_row {
+    const char *path; /* as the trace names it: the dotted path, the root's type for the root */
+    const char *type;
+    int depth;
+    double saved, transient; /* bytes */
+} by_module_row;
+
+typedef struct by_module_list {
+    by_module_row *rows;
+    int n, cap;
+    const char *root_type;
+} by_module_list;
+
+static rt_status by_module_collect(rt_module *m, const char *path, void *user) {
+    by_module_list *l = user;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        by_module_row *r = realloc(l->rows, (size_t)cap * sizeof *r);
+        if (!r) return rt_error_set(RT_ERR_OOM, "out of memory listing modules");
+        l->rows = r;
+        l->cap = cap;
+    }
+    int depth = path[0] ? 1 : 0;
+    for (const char *c = path; *c; c++) depth += *c == '.';
+    const char *p = path[0] ? rt_mem_intern(path) : rt_mem_intern(m->cls->type);
+    if (!p) return rt_error_set(RT_ERR_OOM, "out of memory listing modules");
+    l->rows[l->n++] = (by_module_row){.path = p, .type = m->cls->type, .depth = depth};
+    return RT_OK;
+}
+
+/* True when an event recorded in module `ev_module` ran inside `row` (the
+ * module itself or a descendant; the root holds every module but "-",
+ * outside the model, and "backward", nodes made outside any module). */
+static bool by_module_inside(const by_module_row *row, bool root, const char *ev_module) {
+    if (root) return strcmp(ev_module, "-") && strcmp(ev_module, "backward");
+    size_t n = strlen(row->path);
+    return !strncmp(ev_module, row->path, n) && (ev_module[n] == '\0' || ev_module[n] == '.');
+}
+
+/* The per-module table of `revtorch memory --by-module`: a meta run with the
+ * trace on, its events summed per module path in tree order. */
+static int print_by_module(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
+                           const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size) {
+    rt_model *m = NULL;
+    if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) return cli_fail("model");
+    cli_strategy_apply(strategy, m);
+    by_module_list l = {0};
+    rt_status st = rt_module_visit(m->net, by_module_collect, &l);
+    rt_model_destroy(m);
+    rt_memstats p;
+    if (st == RT_OK) {
+        rt_mem_trace_enable(1);
+        st = cli_predict_memory(model, channels, classes, strategy, spec, cfg, batch, size, size, &p);
+    }
+    size_t n = 0;
+    const rt_mem_event *ev = rt_mem_trace_events(&n);
+    size_t bwd = n; /* the first event of backward */
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].op && !strncmp(ev[i].op, "backward:", 9)) {
+            bwd = i;
+            break;
+        }
+    for (int r = 0; st == RT_OK && r < l.n; r++) {
+        by_module_row *row = &l.rows[r];
+        int64_t temp = 0, base = 0, saved = 0, best = 0;
+        bool in = false;
+        for (size_t i = 0; i < n; i++) {
+            bool now = by_module_inside(row, r == 0, ev[i].module);
+            if (now && !in) base = temp; /* a run of this module's events begins */
+            in = now;
+            if (ev[i].category == RT_MEM_TEMP) temp += ev[i].delta_bytes;
+            if (!now) continue;
+            if (temp - base > best) best = temp - base;
+            if (i < bwd && ev[i].category == RT_MEM_SAVED) saved += ev[i].delta_bytes;
+        }
+        row->saved = (double)saved;
+        row->transient = (double)best;
+    }
+    rt_mem_trace_enable(0);
+    if (st != RT_OK) {
+        free(l.rows);
+        return cli_fail("prediction");
+    }
+    printf("per module, one training step of %s (memory %s, batch %lld, meta run; MiB):\n", model,
+           strategy->reversible && rt_model_name_has_reversible(model) ? "reversible" : "standard", (long long)batch);
+    printf("%-32s %-22s %12s %15s\n", "module", "type", "saved", "transient peak");
+    for (int r = 0; r < l.n; r++) {
+        char name[160];
+        snprintf(name, sizeof name, "%*s%s", 2 * l.rows[r].depth, "", l.rows[r].path);
+        printf("%-32s %-22s %12.2f %15.2f\n", name, l.rows[r].type, l.rows[r].saved / 1048576.0,
+               l.rows[r].transient / 1048576.0);
+    }
+    printf("saved: activations booked SAVED in the module's forward and still held when backward begins (for\n"
+           "the root: all of them); transient peak: the most TEMP bytes above those live when the module began,\n"
+           "over its forward and its backward (reversible blocks rebuild and keep activations there).\n");
+    printf("step peak per category: SAVED %.2f, TEMP %.2f, total %.2f\n", (double)p.peak[RT_MEM_SAVED] / 1048576.0,
+           (double)p.peak[RT_MEM_TEMP] / 1048576.0, (double)p.peak_total / 1048576.0);
+    free(l.rows);
+    return 0;
 }
 
 static void print_row(const char *model, const char *mode, int64_t params, const rt_memstats *p) {
@@ -37,6 +144,7 @@ int cli_cmd_memory(int argc, char **argv) {
     const char *optimizer = "sgd";
     int64_t batch = 128, size = 28, channels = 1, threads = 0, accum = 1, classes = 10;
     float momentum = 0.9f;
+    bool by_module = false;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -54,6 +162,7 @@ int cli_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--accum-steps")) ok = cli_int(argc, argv, &i, &accum);
         else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
+        else if (!strcmp(argv[i], "--by-module")) by_module = true;
         else {
             fprintf(stderr, "revtorch memory: unknown option '%s' (see revtorch memory --help)\n", argv[i]);
             return 2;
@@ -75,6 +184,11 @@ int cli_cmd_memory(int argc, char **argv) {
     }
     if (!cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
+    if (by_module) {
+        cli_strategy s = strategy;
+        if (!memory) s.reversible = rt_model_name_has_reversible(model);
+        return print_by_module(model, channels, classes, &s, &spec, &cfg, batch, size);
+    }
     rt_model *m = NULL;
     if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) return cli_fail("model");
     int64_t params = rt_state_dict_num_param_elements(m->sd);

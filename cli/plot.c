@@ -149,7 +149,11 @@ static void draw_frame(cairo_t *cr, rt_rect r, const char *title, const char *xl
     if (title && *title) {
         set_font(cr, RT_TITLE_PX, true);
         cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        draw_text(cr, left + f->area.w / 2.0, r.y + 16.0, title, 0.5, 0.0);
+        /* centred over the plot area, shifted to stay inside the picture when long */
+        double tw = text_width(cr, title), cx = left + f->area.w / 2.0;
+        if (cx + tw / 2.0 > r.x + r.w - 8.0) cx = r.x + r.w - 8.0 - tw / 2.0;
+        if (cx - tw / 2.0 < r.x + 8.0) cx = r.x + 8.0 + tw / 2.0;
+        draw_text(cr, cx, r.y + 16.0, title, 0.5, 0.0);
     }
     /* plot background, grid */
     cairo_set_source_rgb(cr, 1, 1, 1);
@@ -763,6 +767,20 @@ rt_status cli_plot_memory_timeline(const char *png_path, const rt_mem_event *ev,
         }
         cairo_stroke(cr);
     }
+    /* where backward begins: the first event booked to a "backward:<op>" */
+    for (size_t i = 0; i < n; i++)
+        if (ev[i].op && !strncmp(ev[i].op, "backward:", 9)) {
+            double bx = round(map_x(&f, by_index ? (double)i : ev[i].time_s * 1000.0)) + 0.5;
+            cairo_set_source_rgb(cr, 0.15, 0.15, 0.55);
+            cairo_set_line_width(cr, 1.5);
+            cairo_move_to(cr, bx, f.area.y);
+            cairo_line_to(cr, bx, f.area.y + f.area.h);
+            cairo_stroke(cr);
+            set_font(cr, RT_LABEL_PX, false);
+            draw_text(cr, bx - 6.0, f.area.y + 6.0, "forward", 1.0, 0.0);
+            draw_text(cr, bx + 6.0, f.area.y + 6.0, "backward", 0.0, 0.0);
+            break;
+        }
     /* peak marker */
     double py = map_y(&f, mib(peak)), px = map_x(&f, peak_x);
     const double dash[2] = {5.0, 4.0};

@@ -72,7 +72,10 @@ rt_status cli_plot_lines(const char *png_path, const cli_plot *p);
  * enabled, x) from an event trace (rt_mem_trace_events). Stacked bottom to
  * top: PARAM, GRAD, OPTIM, DATA, SAVED, TEMP; the legend lists the
  * categories top to bottom in the same order as the stack. The highest total
- * is marked with a dashed line, a dot and the label "peak X MiB".
+ * is marked with a dashed line, a dot and the label "peak X MiB" (X: the
+ * highest baseline total + running sum of delta_bytes, to 0.1 MiB). A
+ * vertical line labelled "forward | backward" marks the first event whose
+ * op begins with "backward:" (the autograd engine's, see core/mem.h), if any.
  *
  * A trace starts when tracing was enabled, so bytes already live then appear
  * in no event: `baseline` gives the live bytes per category at that moment

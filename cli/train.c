@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "train_state.h"
 #include "cli.h"
@@ -194,17 +196,25 @@ static void png_path(const char *csv, char *buf, size_t n) {
     snprintf(buf, n, "%.*s.png", (int)len, csv);
 }
 
-/* Writes the trace recorded since `start` as CSV and as a stacked timeline PNG. */
-static void write_memory_trace(const char *path, const rt_memstats *start) {
+/* Writes the trace recorded since `start` as CSV and as a stacked timeline
+ * PNG titled `title`, and prints the peak the picture marks. */
+static void write_memory_trace(const char *path, const rt_memstats *start, const char *title) {
     char png[4096];
     png_path(path, png, sizeof png);
     size_t n;
     const rt_mem_event *ev = rt_mem_trace_events(&n);
-    if (rt_mem_trace_write_csv(path) != RT_OK ||
-        cli_plot_memory_timeline(png, ev, n, start->live, "memory of one training step") != RT_OK)
+    if (rt_mem_trace_write_csv(path) != RT_OK || cli_plot_memory_timeline(png, ev, n, start->live, title) != RT_OK) {
         fprintf(stderr, "revtorch train: cannot write the memory trace: %s\n", rt_error_last());
-    else
-        printf("memory timeline of step 2: %s and %s (%zu events)\n", path, png, n);
+        return;
+    }
+    /* the picture's peak: the live total when tracing began plus the highest running sum */
+    int64_t total = start->live_total, peak = total;
+    for (size_t i = 0; i < n; i++)
+        if ((total += ev[i].delta_bytes) > peak) peak = total;
+    double p = (double)peak / 1048576.0;
+    printf("memory timeline of step 2: %s and %s (%zu events), peak %.*f MiB as marked (DATA there: the decoded "
+           "data sets and the batch, %.1f MiB when tracing began)\n", path, png, n,
+           p >= 100.0 ? 0 : p >= 10.0 ? 1 : 2, p, (double)start->live[RT_MEM_DATA] / 1048576.0);
 }
 
 /* The shortest decimal form of v that reads back as v ("0.1", not
@@ -296,6 +306,121 @@ static rt_status train_predict(train_run *r, const rt_optimizer_spec *spec) {
                                  d->width, &r->plain);
 }
 
+/* The first number in file `path` (e.g. /sys/fs/cgroup/memory.max), or -1
+ * when it cannot be read or says "max". */
+static int64_t read_number_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long long v = -1;
+    if (fscanf(f, "%lld", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+/* The bytes this process may still take: the least of the system's
+ * MemAvailable, the address space left under RLIMIT_AS (the limit less the
+ * current VmSize) and the cgroup's memory.max less memory.current. -1 when
+ * none is known. *what names the tightest. */
+static int64_t memory_available(const char **what) {
+    int64_t best = -1;
+    *what = "unknown";
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        long long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) {
+                best = (int64_t)kb * 1024;
+                *what = "MemAvailable in /proc/meminfo";
+            }
+        fclose(f);
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        long long pages = 0;
+        FILE *sf = fopen("/proc/self/statm", "r");
+        if (sf) {
+            if (fscanf(sf, "%lld", &pages) != 1) pages = 0;
+            fclose(sf);
+        }
+        int64_t left = (int64_t)rl.rlim_cur - (int64_t)pages * (int64_t)sysconf(_SC_PAGESIZE);
+        if (left < 0) left = 0;
+        if (best < 0 || left < best) best = left, *what = "the address-space limit (ulimit -v, RLIMIT_AS)";
+    }
+    int64_t max = read_number_file("/sys/fs/cgroup/memory.max"), cur = read_number_file("/sys/fs/cgroup/memory.current");
+    if (max > 0 && cur >= 0) {
+        int64_t left = max > cur ? max - cur : 0;
+        if (best < 0 || left < best) best = left, *what = "the cgroup's memory.max";
+    }
+    return best;
+}
+
+/* Refuses a run whose predicted step does not fit in the memory available,
+ * naming the options that would fit (each checked by a meta run). Returns
+ * -1 to go on, else the exit code. */
+static int train_check_memory(train_run *r, const rt_optimizer_spec *spec) {
+    const train_opts *o = &r->o;
+    const char *what;
+    int64_t avail = memory_available(&what);
+    int64_t need = r->pred.peak_total;
+    if (avail < 0 || need <= avail) return -1;
+    const double mib = 1048576.0;
+    const rt_dataset *d = r->train;
+    rt_memstats held;
+    rt_memstats_get(&held);
+    int64_t batch = o->batch_size < d->n ? o->batch_size : d->n;
+    fprintf(stderr,
+            "revtorch train: one training step of %s at batch %lld is predicted to need %.1f MiB (meta run: "
+            "parameters, gradients, optimizer state, the batch and the activations), but only %.1f MiB are "
+            "available (%s); the data sets already loaded hold %.1f MiB more. Training would be killed.\n",
+            o->model, (long long)batch, (double)need / mib, (double)avail / mib, what,
+            (double)held.live[RT_MEM_DATA] / mib);
+    int found = 0;
+    rt_memstats p;
+    /* suggestions leave a tenth of the memory to what lies outside tracking
+     * (libraries, thread stacks, the allocator's cache) */
+    int64_t room = avail - avail / 10;
+    /* gradient accumulation: the same step in K micro-batches */
+    for (int64_t k = 2 * o->accum_steps; k <= batch && k <= 4096; k *= 2) {
+        rt_train_config c = r->cfg;
+        c.accum_steps = k;
+        if (cli_predict_memory(o->model, d->channels, d->num_classes, &r->strategy, spec, &c, batch, d->height,
+                               d->width, &p) != RT_OK)
+            break;
+        if (p.peak_total <= room) {
+            fprintf(stderr, "  fits: --accum-steps %lld (same batch and gradient, %.1f MiB)\n", (long long)k,
+                    (double)p.peak_total / mib);
+            found++;
+            break;
+        }
+    }
+    /* a smaller batch */
+    for (int64_t b = batch / 2; b >= 2 * o->accum_steps && b >= 1; b /= 2) {
+        if (cli_predict_memory(o->model, d->channels, d->num_classes, &r->strategy, spec, &r->cfg, b, d->height,
+                               d->width, &p) != RT_OK)
+            break;
+        if (p.peak_total <= room) {
+            fprintf(stderr, "  fits: --batch-size %lld (%.1f MiB)\n", (long long)b, (double)p.peak_total / mib);
+            found++;
+            break;
+        }
+    }
+    /* the reversible memory mode, for models that have one */
+    if (rt_model_name_has_reversible(o->model) && !r->strategy.reversible) {
+        cli_strategy rev = {.reversible = true, .grouping = RT_GROUPING_FULL};
+        if (cli_predict_memory(o->model, d->channels, d->num_classes, &rev, spec, &r->cfg, batch, d->height,
+                               d->width, &p) == RT_OK && p.peak_total <= room) {
+            fprintf(stderr, "  fits: --memory reversible (%.1f MiB)\n", (double)p.peak_total / mib);
+            found++;
+        }
+    }
+    if (!found)
+        fprintf(stderr, "  no smaller batch, --accum-steps or memory mode fits; free memory or use a smaller model\n");
+    fprintf(stderr, "  (revtorch memory --model %s --batch-size %lld shows the prediction per category)\n", o->model,
+            (long long)batch);
+    return 1;
+}
+
 static void train_print_header(const train_run *r) {
     const train_opts *o = &r->o;
     const rt_model *m = r->m;
@@ -335,6 +460,8 @@ static int train_setup(train_run *r) {
     rt_optimizer_spec spec;
     cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
     if (train_predict(r, &spec) != RT_OK) return cli_fail("cannot predict the memory of a step");
+    int fits = train_check_memory(r, &spec);
+    if (fits >= 0) return fits;
     int np = rt_state_dict_num_params(r->m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
     if (!params) return cli_fail("out of memory");
@@ -398,7 +525,11 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         rt_train_result res;
         rt_status st = rt_train_step(r->m->net, r->opt, &r->cfg, x, y, &res);
         if (tracing) {
-            write_memory_trace(o->trace, &trace_start);
+            char title[256];
+            snprintf(title, sizeof title, "memory of one training step — %s, memory %s, batch %lld", o->model,
+                     r->strategy.reversible && rt_model_name_has_reversible(o->model) ? "reversible" : "standard",
+                     (long long)o->batch_size);
+            write_memory_trace(o->trace, &trace_start, title);
             rt_mem_trace_enable(0);
         }
         int64_t n = x->shape[0];
@@ -431,6 +562,13 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
            (long long)epoch + 1, e->loss_sum / seen, 100.0 * (double)e->correct / seen, test_loss, 100.0 * test_acc,
            seen / e->secs, e->secs);
     cli_print_peaks(stdout, "  ", &e->peaks);
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss: KiB on Linux */
+        printf("  process peak RSS %.1f MiB vs tracked peak %.2f MiB; outside tracking: the program and its "
+               "libraries (oneDNN and its JIT-compiled kernels, OpenBLAS), thread stacks, malloc's overhead, and "
+               "the freed blocks the allocator caches for the next step (%.1f MiB now)\n",
+               (double)ru.ru_maxrss / 1024.0, (double)e->peaks.peak_total / 1048576.0,
+               (double)e->peaks.cached_bytes / 1048576.0);
     const double mib = 1048576.0, saved = (double)e->peaks.peak[RT_MEM_SAVED];
     if (rt_model_name_has_reversible(r->m->name))
         printf("  activation memory (SAVED peak): %.2f MiB measured; plain backpropagation would keep %.2f MiB "

@@ -316,6 +316,19 @@ CHECK_FN(rt_mem_set_op) {
     VAL(rt_mem_set_op(prev) == NULL);
 }
 
+CHECK_FN(rt_mem_set_module) {
+    const char *prev = rt_mem_set_module(NULL); /* NULL: outside every module */
+    VAL(rt_mem_module() == NULL);
+    VAL(rt_mem_set_module(prev) == NULL);
+}
+CHECK_FN(rt_mem_module) { TOL((void)rt_mem_module()); }
+CHECK_FN(rt_mem_intern) { VAL(rt_mem_intern(NULL) == NULL); }
+CHECK_FN(rt_mem_trace_enabled) { TOL((void)rt_mem_trace_enabled()); }
+CHECK_FN(rt_csv_write_field) {
+    TOL(rt_csv_write_field(NULL, "x"));
+    TOL(rt_csv_write_field(NULL, NULL));
+}
+
 CHECK_FN(rt_mem_move) {
     int64_t before = live_total();
     TOL(rt_mem_move(64, (rt_mem_category)99, RT_MEM_TEMP));
@@ -2520,7 +2533,8 @@ static const api_entry core_entries[] = {
     E(rt_mem_category_str), E(rt_memstats_get), E(rt_memstats_reset_peaks), E(rt_mem_set_limit),
     E(rt_mem_get_limit), E(rt_mem_set_op), E(rt_mem_move), E(rt_mem_release_cache), E(rt_mem_set_cache_limit),
     E(rt_mem_alloc), E(rt_mem_free), E(rt_mem_account), E(rt_mem_unaccount), E(rt_mem_trace_enable),
-    E(rt_mem_trace_events), E(rt_mem_trace_write_csv), E(rt_memstats_print),
+    E(rt_mem_trace_events), E(rt_mem_trace_write_csv), E(rt_memstats_print), E(rt_mem_set_module),
+    E(rt_mem_module), E(rt_mem_intern), E(rt_mem_trace_enabled), E(rt_csv_write_field),
     /* core/rng.h */
     E(rt_philox4x32_10), E(rt_philox_uniform), E(rt_philox_blocks), E(rt_generator_uniform),
     E(rt_generator_normal), E(rt_default_generator), E(rt_manual_seed),

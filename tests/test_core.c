@@ -943,17 +943,17 @@ static void test_mem_trace(void) {
     char line[512];
     int lines = 0, found_a = 0, found_free = 0;
     CHECK(fgets(line, sizeof line, f) != NULL);
-    CHECK(strcmp(line, "time_s,delta_bytes,category,op,live_total\n") == 0);
+    CHECK(strcmp(line, "time_s,delta_bytes,category,op,module,live_total\n") == 0);
     while (fgets(line, sizeof line, f)) {
         lines++;
         char tail[128];
-        snprintf(tail, sizeof tail, ",128,PARAM,trace_op_a,%lld\n", (long long)(base_total + 128));
+        snprintf(tail, sizeof tail, ",128,PARAM,trace_op_a,-,%lld\n", (long long)(base_total + 128));
         if (strstr(line, tail)) found_a = 1;
-        snprintf(tail, sizeof tail, ",-128,PARAM,trace_op_b,%lld\n", (long long)(base_total + 64));
+        snprintf(tail, sizeof tail, ",-128,PARAM,trace_op_b,-,%lld\n", (long long)(base_total + 64));
         if (strstr(line, tail)) found_free = 1;
         int commas = 0;
         for (char *c = line; *c; c++) commas += *c == ',';
-        CHECK_EQ_INT(commas, 4);
+        CHECK_EQ_INT(commas, 5);
     }
     fclose(f);
     CHECK_EQ_INT(lines, 6);
@@ -977,6 +977,57 @@ static void test_mem_trace(void) {
     rt_mem_free(a, 8, RT_MEM_TEMP);
     rt_mem_trace_events(&n);
     CHECK_EQ_INT(n, 0);
+}
+
+/* The trace CSV is RFC 4180: an op or module holding commas, quotes or a
+ * line break is quoted with quotes doubled (oneDNN's op descriptions hold
+ * commas; the file had rows of 5, 7 and 10 fields), the module slot is
+ * recorded, and interned strings are shared. */
+static void test_mem_trace_csv_quoting(void) {
+    const char *a = rt_mem_intern("layer2.1.conv1"), *b = rt_mem_intern("layer2.1.conv1");
+    CHECK(a != NULL && a == b && strcmp(a, "layer2.1.conv1") == 0);
+    CHECK(rt_mem_intern(NULL) == NULL);
+    rt_mem_trace_enable(1);
+    const char *prev_op = rt_mem_set_op("conv (n=1, c=2) \"fast\"");
+    const char *prev_mod = rt_mem_set_module(a);
+    CHECK(rt_mem_module() == a);
+    void *p = NULL;
+    CHECK_OK(rt_mem_alloc(16, RT_MEM_TEMP, &p));
+    rt_mem_set_op("line\nbreak");
+    rt_mem_set_module(NULL);
+    rt_mem_free(p, 16, RT_MEM_TEMP);
+    rt_mem_set_op(prev_op);
+    rt_mem_set_module(prev_mod);
+    size_t n;
+    const rt_mem_event *ev = rt_mem_trace_events(&n);
+    CHECK_EQ_INT(n, 2);
+    CHECK(ev[0].module == a && strcmp(ev[1].module, "-") == 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/trace_quoted.csv", tmp_dir());
+    CHECK_OK(rt_mem_trace_write_csv(path));
+    rt_mem_trace_enable(0);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    char buf[1024];
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    buf[len] = '\0';
+    fclose(f);
+    CHECK(strstr(buf, ",TEMP,\"conv (n=1, c=2) \"\"fast\"\"\",layer2.1.conv1,") != NULL);
+    CHECK(strstr(buf, ",TEMP,\"line\nbreak\",-,") != NULL);
+    /* the field writer alone: plain text unquoted, NULL and NULL file harmless */
+    snprintf(path, sizeof path, "%s/fields.csv", tmp_dir());
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    rt_csv_write_field(f, "plain");
+    rt_csv_write_field(f, NULL);
+    rt_csv_write_field(f, "a\"b");
+    rt_csv_write_field(NULL, "x");
+    fclose(f);
+    f = fopen(path, "r");
+    len = fread(buf, 1, sizeof buf - 1, f);
+    buf[len] = '\0';
+    fclose(f);
+    CHECK(strcmp(buf, "plain\"a\"\"b\"") == 0);
 }
 
 /* Op allocations appear in the trace: forward output booked TEMP then moved
@@ -1010,10 +1061,12 @@ static void test_mem_trace_ops(void) {
     int relu_grad = 0, grad_acc = 0;
     for (size_t i = n_fwd; i < n; i++) {
         relu_grad += ev[i].category == RT_MEM_TEMP && ev[i].delta_bytes == 128 &&
-                     strcmp(ev[i].op, "relu") == 0;
+                     strcmp(ev[i].op, "backward:relu") == 0;
         grad_acc += ev[i].category == RT_MEM_GRAD && ev[i].delta_bytes == 128;
     }
-    CHECK_EQ_INT(relu_grad, 1); /* relu's input gradient, under the node's name */
+    /* under "backward:" and the node's name: relu's input gradient, and its
+     * saved output going back from SAVED to TEMP when the node is done */
+    CHECK_EQ_INT(relu_grad, 2);
     CHECK_EQ_INT(grad_acc, 1);  /* x.grad */
     rt_tensor_release(y);
     ev = rt_mem_trace_events(&n);
@@ -1183,6 +1236,7 @@ RT_TEST_MAIN({"status_strings", test_status_strings}, {"error_messages", test_er
              {"storage_mark_saved", test_storage_mark_saved},
              {"mem_categories_peaks", test_mem_categories_peaks}, {"mem_limit", test_mem_limit},
              {"mem_limit_conv_steps", test_mem_limit_conv_steps}, {"mem_trace", test_mem_trace},
-             {"mem_trace_ops", test_mem_trace_ops}, {"philox_kat", test_philox_kat},
+             {"mem_trace_ops", test_mem_trace_ops}, {"mem_trace_csv_quoting", test_mem_trace_csv_quoting},
+             {"philox_kat", test_philox_kat},
              {"philox_uniform_pure", test_philox_uniform_pure},
              {"philox_uniform_stats", test_philox_uniform_stats}, {"generator", test_generator})

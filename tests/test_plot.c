@@ -526,7 +526,7 @@ static void push(ev_buf *b, int64_t delta, rt_mem_category c, const char *op) {
     }
     b->live += delta;
     b->t += 0.0001; /* 0.1 ms per event */
-    b->ev[b->n++] = (rt_mem_event){b->t, delta, c, op, b->live};
+    b->ev[b->n++] = (rt_mem_event){b->t, delta, c, op, "m", b->live};
 }
 
 /* A synthetic training run: data and activations grow through the forward,
@@ -648,13 +648,13 @@ static void test_timeline(void) {
     CHECK_EQ_INT(cli_plot_memory_timeline(png, b.ev, 0, base, NULL), RT_ERR_INVALID_ARG);
     CHECK_EQ_INT(cli_plot_memory_timeline(png, NULL, 3, base, NULL), RT_ERR_INVALID_ARG);
     const int64_t small[RT_MEM_NCAT] = {0};
-    rt_mem_event freeing[2] = {{0.001, 4096, RT_MEM_TEMP, "a", 4096}, {0.002, -8192, RT_MEM_TEMP, "b", -4096}};
+    rt_mem_event freeing[2] = {{0.001, 4096, RT_MEM_TEMP, "a", "m", 4096}, {0.002, -8192, RT_MEM_TEMP, "b", "m", -4096}};
     CHECK_EQ_INT(cli_plot_memory_timeline(png, freeing, 2, small, NULL), RT_ERR_INVALID_ARG);
     CHECK(strstr(rt_error_last(), "TEMP") != NULL && strstr(rt_error_last(), "baseline") != NULL);
     CHECK_OK(cli_plot_memory_timeline(png, freeing, 2, NULL, NULL)); /* inferred baseline: 4096 */
-    rt_mem_event badcat = {0.001, 1, (rt_mem_category)RT_MEM_NCAT, "x", 1};
+    rt_mem_event badcat = {0.001, 1, (rt_mem_category)RT_MEM_NCAT, "x", "m", 1};
     CHECK_EQ_INT(cli_plot_memory_timeline(png, &badcat, 1, NULL, NULL), RT_ERR_INVALID_ARG);
-    rt_mem_event badtime = {NAN, 1, RT_MEM_TEMP, "x", 1};
+    rt_mem_event badtime = {NAN, 1, RT_MEM_TEMP, "x", "m", 1};
     CHECK_EQ_INT(cli_plot_memory_timeline(png, &badtime, 1, NULL, NULL), RT_ERR_INVALID_ARG);
     CHECK_EQ_INT(cli_plot_memory_timeline("/nonexistent_rt_plot_dir/t.png", b.ev, b.n, base, NULL), RT_ERR_IO);
     CHECK(!tmp_exists("/nonexistent_rt_plot_dir/t.png"));
@@ -671,9 +671,9 @@ static void test_timeline(void) {
 static void test_timeline_drawn(void) {
     const int64_t MiB = 1 << 20;
     const int64_t base[RT_MEM_NCAT] = {[RT_MEM_PARAM] = 8 * MiB, [RT_MEM_GRAD] = 4 * MiB};
-    rt_mem_event ev[3] = {{0.010, 2 * MiB, RT_MEM_DATA, "batch", 14 * MiB},
-                          {0.050, 6 * MiB, RT_MEM_TEMP, "conv", 20 * MiB},
-                          {0.100, -6 * MiB, RT_MEM_TEMP, "conv", 14 * MiB}};
+    rt_mem_event ev[3] = {{0.010, 2 * MiB, RT_MEM_DATA, "batch", "-", 14 * MiB},
+                          {0.050, 6 * MiB, RT_MEM_TEMP, "conv", "conv1", 20 * MiB},
+                          {0.100, -6 * MiB, RT_MEM_TEMP, "backward:conv", "conv1", 14 * MiB}};
     char png[600];
     path_in(png, sizeof png, "timeline_drawn.png");
     CHECK_OK(cli_plot_memory_timeline(png, ev, 3, base, "known trace"));

@@ -102,11 +102,11 @@ static rt_status rt_run_node(rt_node *n, bool retain_graph, rt_node_list *ready)
 
     bool any = false;
     for (int o = 0; o < n->n_outputs; o++) any = any || n->grad_buf[o];
-    if (any) {
-        const char *prev_op = rt_mem_set_op(n->name);
-        st = n->backward(n, n->grad_buf, grad_in);
-        rt_mem_set_op(prev_op);
-    }
+    /* the node's backward, its gradient buffers and its freed saved tensors
+     * are booked to "backward:<op>" in the module that created the node */
+    const char *prev_op = rt_mem_set_op(n->backward_op ? n->backward_op : n->name);
+    const char *prev_module = rt_mem_set_module(n->module ? n->module : "backward");
+    if (any) st = n->backward(n, n->grad_buf, grad_in);
     for (int o = 0; o < n->n_outputs; o++) {
         rt_tensor_release(n->grad_buf[o]);
         n->grad_buf[o] = NULL;
@@ -124,6 +124,8 @@ static rt_status rt_run_node(rt_node *n, bool retain_graph, rt_node_list *ready)
         if (e->node && --e->node->deps == 0 && st == RT_OK) st = rt_list_push(ready, e->node);
     }
     if (grad_in != stack_grads) free(grad_in);
+    rt_mem_set_op(prev_op);
+    rt_mem_set_module(prev_module);
     return st;
 }
 

@@ -1,6 +1,7 @@
 #include "autograd/node.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +103,10 @@ rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *input
     n->meta.refcount = 1;
     n->meta.destroy = rt_node_destroy;
     n->name = name;
+    n->module = rt_mem_module();
+    char bop[96];
+    snprintf(bop, sizeof bop, "backward:%s", name);
+    n->backward_op = rt_mem_intern(bop);
     n->n_inputs = n_inputs;
     n->n_outputs = n_outputs;
     n->backward = backward;

@@ -49,6 +49,14 @@ typedef struct rt_saved_slot rt_saved_slot;
 struct rt_node {
     rt_autograd_meta meta; /* first member: refcount and destroy (core/tensor.h) */
     const char *name;      /* op name, a string literal, e.g. "conv2d" */
+    /* The module path running when the node was created (rt_mem_module(),
+     * interned, NULL outside modules): the engine names it in the memory
+     * trace while it runs this node's backward. */
+    const char *module;
+    /* "backward:<name>", interned: the op of the trace events of this
+     * node's backward and of the gradient buffers it fills (NULL when out of
+     * memory; the engine then uses the name). */
+    const char *backward_op;
     int n_inputs;
     rt_edge *edges;        /* n_inputs */
     int n_outputs;

@@ -27,6 +27,7 @@ typedef struct rt_tracker {
     rt_memstats stats;
     int64_t limit;
     const char *op;
+    const char *module;
     int tracing;
     double trace_t0;
     rt_mem_event *events;
@@ -154,6 +155,47 @@ const char *rt_mem_set_op(const char *op_name) {
     return prev;
 }
 
+const char *rt_mem_set_module(const char *module_path) {
+    const char *prev = rt_tls_tracker.module;
+    rt_tls_tracker.module = module_path;
+    return prev;
+}
+
+const char *rt_mem_module(void) { return rt_tls_tracker.module; }
+
+/* The intern table: a process-wide hash of strings that are never freed
+ * (module paths and backward op names: a few hundred per model). */
+#define RT_INTERN_BINS 1024
+typedef struct rt_interned {
+    struct rt_interned *next;
+    char s[];
+} rt_interned;
+static pthread_mutex_t rt_intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static rt_interned *rt_intern_bins[RT_INTERN_BINS];
+
+const char *rt_mem_intern(const char *s) {
+    if (!s) return NULL;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    rt_interned **bin = &rt_intern_bins[h % RT_INTERN_BINS];
+    const char *found = NULL;
+    pthread_mutex_lock(&rt_intern_lock);
+    for (rt_interned *e = *bin; e && !found; e = e->next)
+        if (!strcmp(e->s, s)) found = e->s;
+    if (!found) {
+        size_t len = strlen(s);
+        rt_interned *e = malloc(sizeof *e + len + 1);
+        if (e) {
+            memcpy(e->s, s, len + 1);
+            e->next = *bin;
+            *bin = e;
+            found = e->s;
+        }
+    }
+    pthread_mutex_unlock(&rt_intern_lock);
+    return found;
+}
+
 static void rt_trace_push(int64_t delta, rt_mem_category cat) {
     rt_tracker *t = &rt_tls_tracker;
     if (!t->tracing) return;
@@ -165,7 +207,8 @@ static void rt_trace_push(int64_t delta, rt_mem_category cat) {
         t->cap_events = cap;
     }
     t->events[t->n_events++] = (rt_mem_event){rt_now_s() - t->trace_t0, delta, cat,
-                                              t->op ? t->op : "", t->stats.live_total};
+                                              t->op ? t->op : "", t->module ? t->module : "-",
+                                              t->stats.live_total};
 }
 
 static void rt_book(int64_t delta, rt_mem_category cat) {
@@ -183,10 +226,10 @@ static rt_status rt_check_limit(size_t nbytes, rt_mem_category cat) {
     rt_tracker *t = &rt_tls_tracker;
     if (t->limit > 0 && t->stats.live_total + (int64_t)nbytes > t->limit)
         return rt_error_set(RT_ERR_OOM,
-                            "out of memory: allocating %zu bytes (%s) in op '%s' would bring live "
-                            "bytes to %lld, over the limit of %lld bytes; lower the batch size, "
+                            "out of memory: allocating %zu bytes (%s) in op '%s' of module '%s' would "
+                            "bring live bytes to %lld, over the limit of %lld bytes; lower the batch size, "
                             "use a memory-saving strategy or raise the limit",
-                            nbytes, rt_mem_category_str(cat), t->op ? t->op : "?",
+                            nbytes, rt_mem_category_str(cat), t->op ? t->op : "?", t->module ? t->module : "-",
                             (long long)(t->stats.live_total + (int64_t)nbytes),
                             (long long)t->limit);
     return RT_OK;
@@ -207,9 +250,10 @@ rt_status rt_mem_alloc(size_t nbytes, rt_mem_category cat, void **out) {
             p = aligned_alloc(64, cls);
         }
         if (!p)
-            return rt_error_set(RT_ERR_OOM, "out of memory: malloc of %zu bytes (%s) in op '%s' failed",
-                                nbytes, rt_mem_category_str(cat),
-                                rt_tls_tracker.op ? rt_tls_tracker.op : "?");
+            return rt_error_set(RT_ERR_OOM, "out of memory: malloc of %zu bytes (%s) in op '%s' of module '%s' "
+                                "failed", nbytes, rt_mem_category_str(cat),
+                                rt_tls_tracker.op ? rt_tls_tracker.op : "?",
+                                rt_tls_tracker.module ? rt_tls_tracker.module : "-");
         rt_tls_tracker.stats.n_sys_alloc++;
     }
     rt_book((int64_t)nbytes, cat);
@@ -258,6 +302,8 @@ void rt_mem_trace_enable(int on) {
     t->tracing = on;
 }
 
+int rt_mem_trace_enabled(void) { return rt_tls_tracker.tracing ? 1 : 0; }
+
 const rt_mem_event *rt_mem_trace_events(size_t *count) {
     if (count) *count = rt_tls_tracker.n_events;
     return rt_tls_tracker.events;
@@ -269,17 +315,36 @@ rt_status rt_mem_trace_write_csv(const char *path) {
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return rt_error_set(RT_ERR_IO, "cannot write memory trace '%s'", tmp);
-    fprintf(f, "time_s,delta_bytes,category,op,live_total\n");
+    fprintf(f, "time_s,delta_bytes,category,op,module,live_total\n");
     size_t n;
     const rt_mem_event *ev = rt_mem_trace_events(&n);
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "%.6f,%lld,%s,%s,%lld\n", ev[i].time_s, (long long)ev[i].delta_bytes,
-                rt_mem_category_str(ev[i].category), ev[i].op, (long long)ev[i].live_total);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%.6f,%lld,%s,", ev[i].time_s, (long long)ev[i].delta_bytes, rt_mem_category_str(ev[i].category));
+        rt_csv_write_field(f, ev[i].op);
+        fputc(',', f);
+        rt_csv_write_field(f, ev[i].module);
+        fprintf(f, ",%lld\n", (long long)ev[i].live_total);
+    }
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         remove(tmp);
         return rt_error_set(RT_ERR_IO, "cannot write memory trace '%s'", path);
     }
     return RT_OK;
+}
+
+void rt_csv_write_field(void *file, const char *s) {
+    FILE *f = file;
+    if (!f || !s) return;
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
 }
 
 void rt_memstats_print(void *file) {

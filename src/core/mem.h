@@ -63,6 +63,27 @@ int64_t rt_mem_get_limit(void);
  * previous name (NULL when none) so callers can restore it. */
 const char *rt_mem_set_op(const char *op_name);
 
+/* The module path running on this thread ("layer2.1.conv1"; the root
+ * module's type name, e.g. "ResNet", for the root itself), recorded in
+ * trace events and OOM messages. core/ knows nothing of modules: nn/module.c
+ * sets this slot in rt_module_forward (saving and restoring the previous
+ * value, so the slot always names the innermost module running — the top of
+ * a stack kept on the C call stack), and the autograd engine sets the path
+ * a node recorded at creation while it runs the node's backward. The string
+ * must outlive every trace event and error message: pass a literal or an
+ * rt_mem_intern'ed string. NULL: no module (events say "-"). Returns the
+ * previous value. Thread-local, like the rest of the tracker. */
+const char *rt_mem_set_module(const char *module_path);
+/* The current module path (NULL when no module runs). */
+const char *rt_mem_module(void);
+
+/* A copy of s that lives until the process exits, the same pointer for
+ * equal strings (interning: module paths and "backward:<op>" names are few
+ * and recur every step). Process-wide and thread-safe (one mutex); the only
+ * process-global state of core/ besides the cache's exit key. NULL for a
+ * NULL s or when memory runs out. */
+const char *rt_mem_intern(const char *s);
+
 /* Moves `nbytes` of live accounting from category `from` to `to` (used when a
  * TEMP activation becomes SAVED for backward, and back). Updates peaks.
  * No-op when either category is unknown (not one of rt_mem_category). */
@@ -100,17 +121,28 @@ typedef struct rt_mem_event {
     int64_t delta_bytes;  /* + allocate, - free */
     rt_mem_category category;
     const char *op;       /* op name at the time ("" when unknown) */
+    const char *module;   /* module path at the time ("-" when outside every module) */
     int64_t live_total;   /* total live bytes after the event */
 } rt_mem_event;
 
 /* Starts (clearing any previous events) or stops recording. */
 void rt_mem_trace_enable(int on);
+/* 1 while recording, else 0. */
+int rt_mem_trace_enabled(void);
 /* Borrowed view of the recorded events; valid until the next trace call.
  * *count receives their number (count may be NULL). */
 const rt_mem_event *rt_mem_trace_events(size_t *count);
-/* Writes the trace as CSV (time_s,delta_bytes,category,op,live_total).
- * Errors: RT_ERR_INVALID_ARG (path NULL), RT_ERR_IO. */
+/* Writes the trace as RFC 4180 CSV: header
+ * time_s,delta_bytes,category,op,module,live_total, CRLF-free ("\n") lines,
+ * and a field that holds a comma, a double quote or a line break written
+ * in double quotes with each quote doubled (oneDNN's op descriptions hold
+ * commas). Errors: RT_ERR_INVALID_ARG (path NULL), RT_ERR_IO. */
 rt_status rt_mem_trace_write_csv(const char *path);
+
+/* Writes s to f (a FILE*) as one RFC 4180 field: as is, or in double
+ * quotes with quotes doubled when it holds ',', '"', '\r' or '\n'. NULL
+ * writes an empty field. No-op when f is NULL. */
+void rt_csv_write_field(void *f, const char *s);
 
 /* Human-readable table of live/peak per category to `f` (a FILE*). No-op
  * when file is NULL. */

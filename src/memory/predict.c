@@ -22,6 +22,7 @@ static rt_status rt_predict_run(rt_module *net, rt_state_dict *sd, const rt_opti
     if (st == RT_OK) st = rt_train_step(net, opt, &c, x, y, &r);
     if (st == RT_OK) {
         rt_memstats_reset_peaks();
+        if (rt_mem_trace_enabled()) rt_mem_trace_enable(1); /* keep the steady-state step's events only */
         st = rt_train_step(net, opt, &c, x, y, &r);
     }
     rt_memstats_get(peaks);

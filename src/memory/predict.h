@@ -21,7 +21,10 @@
  * before the call (other models, data sets) are subtracted, so *peaks
  * counts the step's own model, optimizer state, batch and activations.
  * The tracker's peaks are reset on return and the default generator is
- * restored. Errors: RT_ERR_INVALID_ARG for NULLs (a shape may be NULL only
+ * restored. When the caller has the memory trace on (rt_mem_trace_enable),
+ * the trace is restarted before the second step, so it holds that step's
+ * events alone, each with its op and module path (`revtorch memory
+ * --by-module` sums them per module). Errors: RT_ERR_INVALID_ARG for NULLs (a shape may be NULL only
  * with ndim 0) or a parameter that is not on the meta device (a prediction
  * must not compute); the shape errors of rt_tensor_create for x_ndim,
  * x_shape, y_ndim, y_shape (RT_ERR_SHAPE) and y_dtype (RT_ERR_DTYPE); those

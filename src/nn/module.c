@@ -49,16 +49,25 @@ rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     if (!m->cls || !m->cls->forward)
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_forward: the module has no class or no forward "
                             "function (allocate modules with rt_module_alloc)");
-    RT_TRY(m->cls->forward(m, x, y));
-    if (m->hook) {
-        rt_status st = m->hook(m, x, *y, m->hook_user);
+    /* The module stack of this thread: the tracker's module slot names the
+     * innermost module running, the previous one is kept here on the C call
+     * stack and restored on the way out (see core/mem.h). Allocations that
+     * no op names take the module's type as their op. */
+    char path[256];
+    const char *interned = rt_mem_intern(rt_module_path(m, path, sizeof path));
+    const char *prev_module = rt_mem_set_module(interned ? interned : rt_mem_module());
+    const char *prev_op = rt_mem_set_op(m->cls->type);
+    rt_status st = m->cls->forward(m, x, y);
+    if (st == RT_OK && m->hook) {
+        st = m->hook(m, x, *y, m->hook_user);
         if (st != RT_OK) {
             rt_tensor_release(*y);
             *y = NULL;
-            return st;
         }
     }
-    return RT_OK;
+    rt_mem_set_op(prev_op);
+    rt_mem_set_module(prev_module);
+    return st;
 }
 
 static bool rt_module_name_taken(const rt_module *m, const char *name) {

@@ -86,6 +86,11 @@ rt_module *rt_module_alloc(size_t size, const rt_module_class *cls);
 void rt_module_destroy(rt_module *m);
 
 /* y = m(x): the class's forward, then the forward hook if one is set.
+ * Thread-local state: while it runs, m's path (rt_module_path, interned) is
+ * the memory tracker's module slot and m's type its default op name
+ * (core/mem.h, rt_mem_set_module), both restored on return, so every
+ * allocation and trace event says which module it ran in; nested calls
+ * form a per-thread stack of running modules.
  * RT_ERR_INVALID_ARG for NULL arguments (*y is NULL on every error when y
  * is not NULL) or a module without a class. */
 rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y);

@@ -348,7 +348,9 @@ rt_status rt_optimizer_step(rt_optimizer *opt) {
 
 void rt_optimizer_zero_grad(rt_optimizer *opt) {
     if (!opt) return;
+    const char *prev_op = rt_mem_set_op("zero_grad"); /* the .grad tensors freed show under this op */
     for (int i = 0; i < opt->n; i++) rt_tensor_zero_grad(opt->params[i]);
+    rt_mem_set_op(prev_op);
 }
 
 void rt_optimizer_set_lr(rt_optimizer *opt, float lr) {

@@ -49,6 +49,8 @@ static rt_status rt_micro_step(rt_module *net, const rt_train_config *cfg, rt_te
                                float scale, rt_train_result *out) {
     rt_tensor *logits = NULL, *loss = NULL, *scaled = NULL;
     rt_status st = rt_module_forward(net, x, &logits);
+    /* the loss runs outside the model: its bytes are booked to op "loss" */
+    const char *prev_op = rt_mem_set_op(cfg->loss ? "loss" : "cross_entropy");
     if (st == RT_OK)
         st = cfg->loss ? cfg->loss(logits, y, cfg->loss_user, &loss)
                        : rt_cross_entropy(logits, y, cfg->label_smoothing, &loss);
@@ -63,8 +65,10 @@ static rt_status rt_micro_step(rt_module *net, const rt_train_config *cfg, rt_te
     }
     rt_tensor_release(logits);
     rt_tensor_release(loss);
+    rt_mem_set_op("backward");
     if (st == RT_OK) st = rt_backward(scaled, NULL, false);
     rt_tensor_release(scaled);
+    rt_mem_set_op(prev_op);
     return st;
 }
 
@@ -88,12 +92,16 @@ rt_status rt_train_step(rt_module *net, rt_optimizer *opt, const rt_train_config
     rt_optimizer_zero_grad(opt);
     for (int64_t i = 0; i < k; i++) {
         int64_t n = b / k + (i < b % k ? 1 : 0);
+        const char *prev_op = rt_mem_set_op("micro_batch");
         rt_tensor *xs = k > 1 ? rt_batch_slice(x, first, n) : rt_tensor_retain(x);
         rt_tensor *ys = k > 1 ? rt_batch_slice(y, first, n) : rt_tensor_retain(y);
+        rt_mem_set_op(prev_op);
         rt_status st = (xs && ys) ? rt_micro_step(net, cfg, xs, ys, rt_accum_loss_scale(n, b), scale, out)
                                   : RT_ERR_OOM;
+        prev_op = rt_mem_set_op("micro_batch");
         rt_tensor_release(xs);
         rt_tensor_release(ys);
+        rt_mem_set_op(prev_op);
         if (st != RT_OK) return st;
         first += n;
     }

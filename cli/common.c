@@ -231,7 +231,7 @@ bool cli_threads_ok(int64_t threads) {
 
 rt_status cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out) {
     if (subset < 0)
-        return rt_error_set(RT_ERR_INVALID_ARG, "a subset size must be >= 1 (0 or omitted: the whole set), got %lld",
+        return rt_error_set(RT_ERR_INVALID_ARG, "a subset size must be >= 0 (0: the whole set), got %lld",
                             (long long)subset);
     /* a subset is cut before decoding: only its samples are read */
     rt_dataset *ds;

@@ -7,21 +7,23 @@
 #include "memory/reversible.h"
 
 static void check_usage(FILE *f) {
-    fprintf(f, "usage: revtorch check --model NAME [--weights FILE] [options]\n"
+    fprintf(f, "usage: revtorch check (--model NAME | --weights FILE) [options]\n"
                "Measures how exactly the reversible blocks of a RevNet rebuild their inputs, on the first\n"
                "batch of the Fashion-MNIST test set, in eval mode. Prints the worst block's error\n"
                "max|inverse(forward(x)) - x| / max|x| (and forward(inverse(x))), naming the block, and the\n"
                "worst stage's drift when its input is rebuilt through the whole chain of blocks.\n\n"
-               "  --model NAME       revnet38, revnet110, revnet164 or revnet_small (default: the one in FILE)\n"
+               "  --model NAME       a RevNet: %s\n"
+               "                     (default: the one recorded in --weights; give one of the two)\n"
                "  --weights FILE     trained weights (default: the untrained initialisation)\n"
                "  --data DIR         Fashion-MNIST directory\n"
-               "  --batch-size N     (default 64)\n"
-               "  --threads N        (default: all cores)\n");
+               "  --batch-size N     images in the batch, >= 1 (default 64)\n"
+               "  --threads N        (default: all cores)\n", cli_reversible_models());
     cli_conv_algo_help(f, 21);
+    fprintf(f, "Exit status: 0 done, 1 runtime failure (files, data), 2 usage error (nothing was run).\n");
 }
 
 int cli_cmd_check(int argc, char **argv) {
-    cli_model_args a = {.batch = 64};
+    cli_model_args a = {.cmd = "check", .batch = 64};
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -34,11 +36,22 @@ int cli_cmd_check(int argc, char **argv) {
         if (!ok) return 2;
     }
     if (!a.model && !a.weights) {
-        fprintf(stderr, "revtorch check: pass --model or --weights\n");
+        fprintf(stderr, "revtorch check: pass --model NAME (one of %s) or --weights FILE\n",
+                cli_reversible_models());
         return 2;
     }
+    bool model_given = a.model != NULL;
     int code = cli_model_args_finish(&a);
     if (code) return code;
+    if (!rt_model_name_has_reversible(a.model)) {
+        if (model_given)
+            fprintf(stderr, "revtorch check: --model %s has no reversible blocks to check; pass one of %s\n", a.model,
+                    cli_reversible_models());
+        else
+            fprintf(stderr, "revtorch check: --weights %s holds a %s, which has no reversible blocks to check; "
+                            "pass the weights of one of %s\n", a.weights, a.model, cli_reversible_models());
+        return model_given ? 2 : 1;
+    }
     const char *model = a.model, *weights = a.weights;
     int64_t batch = a.batch;
     rt_dataset *test = NULL;

@@ -1,5 +1,7 @@
 /* The revtorch command's subcommands. Each returns the process exit code:
- * 0 success, 1 failure (message on stderr), 2 usage error. */
+ * 0 success, 1 runtime failure (message on stderr), 2 usage error: the
+ * command line alone is wrong, found before any file is read (message
+ * naming the option, its value, the allowed range and the fix). */
 #ifndef CLI_CLI_H
 #define CLI_CLI_H
 

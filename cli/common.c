@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "data/mnist.h"
 #include "kernels/conv.h"
 #include "kernels/threads.h"
+#include "io/safetensors.h"
 #include "io/weights.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
@@ -30,14 +32,54 @@ static const char *cli_value(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
-bool cli_int(int argc, char **argv, int *i, int64_t *out) {
+/* "an integer >= 1" or "an integer from 1 to 64". */
+static const char *int_range(int64_t lo, int64_t hi, char *buf, size_t n) {
+    if (lo == INT64_MIN && hi == INT64_MAX) snprintf(buf, n, "an integer");
+    else if (hi == INT64_MAX) snprintf(buf, n, "an integer >= %lld", (long long)lo);
+    else snprintf(buf, n, "an integer from %lld to %lld", (long long)lo, (long long)hi);
+    return buf;
+}
+
+bool cli_int_in(int argc, char **argv, int *i, int64_t lo, int64_t hi, const char *note, int64_t *out) {
     const char *opt = argv[*i], *v = cli_value(argc, argv, i);
     if (!v) return false;
-    char *end;
+    char *end, range[96];
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (errno || *end || end == v) {
-        fprintf(stderr, "revtorch: option %s expects an integer, got '%s'\n", opt, v);
+    if (*end || end == v) {
+        fprintf(stderr, "revtorch: option %s expects %s%s%s, got '%s'\n", opt, int_range(lo, hi, range, sizeof range),
+                note ? " " : "", note ? note : "", v);
+        return false;
+    }
+    if (errno == ERANGE || x < lo || x > hi) {
+        fprintf(stderr, "revtorch: option %s must be %s%s%s, got %s%s\n", opt, int_range(lo, hi, range, sizeof range),
+                note ? " " : "", note ? note : "", v, errno == ERANGE ? " (too large for any integer)" : "");
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool cli_int(int argc, char **argv, int *i, int64_t *out) {
+    return cli_int_in(argc, argv, i, INT64_MIN, INT64_MAX, NULL, out);
+}
+
+bool cli_float_in(int argc, char **argv, int *i, float lo, float hi, bool hi_open, const char *note, float *out) {
+    const char *opt = argv[*i], *v = cli_value(argc, argv, i);
+    if (!v) return false;
+    char *end, range[96];
+    errno = 0;
+    float x = strtof(v, &end);
+    if (*end || end == v) {
+        fprintf(stderr, "revtorch: option %s expects a number, got '%s'\n", opt, v);
+        return false;
+    }
+    if (isinf(hi)) snprintf(range, sizeof range, "finite and >= %g", (double)lo);
+    else snprintf(range, sizeof range, "in [%g, %g%c", (double)lo, (double)hi, hi_open ? ')' : ']');
+    /* ERANGE with a finite result is an underflow to (nearly) 0: accepted */
+    if (!(x >= lo && (hi_open ? x < hi : x <= hi)) || isinf(x)) {
+        fprintf(stderr, "revtorch: option %s must be %s%s%s, got %s\n", opt, range, note ? " " : "",
+                note ? note : "", v);
         return false;
     }
     *out = x;
@@ -48,9 +90,8 @@ bool cli_float(int argc, char **argv, int *i, float *out) {
     const char *opt = argv[*i], *v = cli_value(argc, argv, i);
     if (!v) return false;
     char *end;
-    errno = 0;
     float x = strtof(v, &end);
-    if (errno || *end || end == v) {
+    if (*end || end == v) {
         fprintf(stderr, "revtorch: option %s expects a number, got '%s'\n", opt, v);
         return false;
     }
@@ -87,21 +128,94 @@ bool cli_model_arg(int argc, char **argv, int *i, cli_model_args *a, bool *ok) {
     if (!strcmp(o, "--weights")) *ok = cli_str(argc, argv, i, &a->weights);
     else if (!strcmp(o, "--model")) *ok = cli_str(argc, argv, i, &a->model);
     else if (!strcmp(o, "--data")) *ok = cli_str(argc, argv, i, &a->data);
-    else if (!strcmp(o, "--batch-size")) *ok = cli_int(argc, argv, i, &a->batch);
+    else if (!strcmp(o, "--batch-size")) *ok = cli_int_in(argc, argv, i, 1, INT64_MAX, NULL, &a->batch);
     else if (!strcmp(o, "--threads")) *ok = cli_int(argc, argv, i, &a->threads);
     else if (!strcmp(o, "--conv-algo")) *ok = cli_conv_algo(argc, argv, i);
     else return false;
     return true;
 }
 
-int cli_model_args_finish(cli_model_args *a) {
-    if (!a->model && a->weights) {
-        if (rt_weights_read_metadata(a->weights, "model", a->recorded, sizeof a->recorded) != RT_OK)
-            return cli_fail("cannot tell which model the weight file holds (pass --model if it lacks the "
-                               "\"model\" metadata)");
+const char *cli_reversible_models(void) {
+    static char names[256];
+    if (!names[0]) {
+        int n;
+        const rt_zoo_entry *z = rt_zoo_entries(&n);
+        size_t used = 0;
+        for (int k = 0; z && k < n; k++)
+            if (z[k].has_reversible && used < sizeof names)
+                used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", z[k].name);
+    }
+    return names;
+}
+
+bool cli_strategy_fits_model(const char *cmd, const char *model, bool memory_reversible, bool grouping_given) {
+    if (rt_model_name_has_reversible(model) || (!memory_reversible && !grouping_given)) return true;
+    fprintf(stderr, "revtorch %s: %s applies to reversible blocks, and %s has none; drop it or pick a model "
+                    "that has them: %s\n", cmd, grouping_given ? "--grouping" : "--memory reversible", model,
+            cli_reversible_models());
+    return false;
+}
+
+bool cli_model_known(const char *cmd, const char *model) {
+    if (rt_zoo_find(model)) return true;
+    fprintf(stderr, "revtorch %s: --model %s is not a model revtorch knows; choose one of %s\n", cmd, model,
+            rt_model_names());
+    return false;
+}
+
+/* When `path` names an optimizer-state file (`revtorch train --save W`
+ * writes W's optimizer state, "step_count" and per-parameter buffers, to
+ * W with .optim before .safetensors), the weights file beside it. */
+static void weights_beside(const char *path, char *buf, size_t n) {
+    const char *suffix = ".optim.safetensors";
+    size_t len = strlen(path), sl = strlen(suffix);
+    if (len <= sl || strcmp(path + len - sl, suffix)) {
+        snprintf(buf, n, "saved beside it by --save");
+        return;
+    }
+    snprintf(buf, n, "%.*s.safetensors", (int)(len - sl), path);
+    if (access(buf, F_OK) != 0) { /* --save FILE without the extension */
+        snprintf(buf, n, "%.*s", (int)(len - sl), path);
+        if (access(buf, F_OK) != 0) snprintf(buf, n, "%.*s.safetensors", (int)(len - sl), path);
+    }
+}
+
+/* Opens --weights and checks it holds weights; takes the model name from
+ * it when --model was not given. Returns 0 or 1 (message printed). */
+static int inspect_weights(cli_model_args *a) {
+    rt_st_file *f;
+    if (rt_st_open(a->weights, &f) != RT_OK) {
+        fprintf(stderr, "revtorch: cannot read --weights %s: %s\n", a->weights, rt_error_last());
+        return 1;
+    }
+    int rc = 0;
+    const char *model = rt_st_metadata(f, "model");
+    if (rt_st_find(f, "step_count")) {
+        char w[4096];
+        weights_beside(a->weights, w, sizeof w);
+        fprintf(stderr, "revtorch: --weights %s is the optimizer state of a saved run, not weights; pass the "
+                        "weights file %s instead\n", a->weights, w);
+        rc = 1;
+    } else if (!a->model && !model) {
+        fprintf(stderr, "revtorch: --weights %s does not record which model it holds (no \"model\" metadata: "
+                        "not saved by revtorch train); pass --model NAME, one of %s\n", a->weights,
+                rt_model_names());
+        rc = 1;
+    } else if (!a->model) {
+        snprintf(a->recorded, sizeof a->recorded, "%s", model);
         a->model = a->recorded;
     }
+    rt_st_close(f);
+    return rc;
+}
+
+int cli_model_args_finish(cli_model_args *a) {
     if (!cli_threads_ok(a->threads)) return 2;
+    if (a->model && !cli_model_known(a->cmd, a->model)) return 2;
+    if (a->weights) {
+        int rc = inspect_weights(a);
+        if (rc) return rc;
+    }
     rt_set_num_threads((int)a->threads);
     return 0;
 }
@@ -117,7 +231,7 @@ bool cli_threads_ok(int64_t threads) {
 
 rt_status cli_open_dataset(const char *dir, bool train, int64_t subset, rt_dataset **out) {
     if (subset < 0)
-        return rt_error_set(RT_ERR_INVALID_ARG, "a subset size must be >= 1 (0 or omitted: the whole set), got %lld",
+        return rt_error_set(RT_ERR_INVALID_ARG, "a subset size must be >= 0 (0: the whole set), got %lld",
                             (long long)subset);
     /* a subset is cut before decoding: only its samples are read */
     rt_dataset *ds;

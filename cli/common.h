@@ -21,6 +21,24 @@ int cli_fail(const char *what);
  * Returns false (message printed) when missing or malformed. */
 bool cli_int(int argc, char **argv, int *i, int64_t *out);
 bool cli_float(int argc, char **argv, int *i, float *out);
+/* The same, also refusing values outside [lo, hi] (floats: [lo, hi), when
+ * hi_open; hi = INFINITY: finite and >= lo), with a message naming the
+ * option, the value, the range and `note` (NULL or what the range means,
+ * "(0: all)"); integers too large for int64 get the same message. */
+bool cli_int_in(int argc, char **argv, int *i, int64_t lo, int64_t hi, const char *note, int64_t *out);
+bool cli_float_in(int argc, char **argv, int *i, float lo, float hi, bool hi_open, const char *note, float *out);
+
+/* The zoo's models with reversible blocks, "revnet38, revnet110, ...". */
+const char *cli_reversible_models(void);
+
+/* False, with a usage message naming the models that have reversible
+ * blocks, when `model` has none but --memory reversible (memory_reversible)
+ * or --grouping (grouping_given) was asked for: those options would change
+ * nothing. `cmd` names the command in the message ("train"). */
+bool cli_strategy_fits_model(const char *cmd, const char *model, bool memory_reversible, bool grouping_given);
+
+/* False, with a usage message listing the zoo, when `model` is not in it. */
+bool cli_model_known(const char *cmd, const char *model);
 bool cli_str(int argc, char **argv, int *i, const char **out);
 
 /* Parses --conv-algo auto|direct|winograd (argv[*i + 1]; advances *i) and
@@ -35,6 +53,7 @@ void cli_conv_algo_help(FILE *f, int col);
 /* Options shared by the commands that load a model, maybe from saved
  * weights (eval, check). */
 typedef struct cli_model_args {
+    const char *cmd; /* "eval", "check": for messages */
     const char *weights, *model, *data;
     int64_t batch, threads;
     char recorded[64]; /* the model name read from the weight file */
@@ -45,9 +64,13 @@ typedef struct cli_model_args {
  * the value was valid (message printed otherwise) and returns true. */
 bool cli_model_arg(int argc, char **argv, int *i, cli_model_args *a, bool *ok);
 
-/* After parsing: takes the model name from the weight file's "model"
- * metadata when --model was not given, checks --threads and sets the thread
- * count. Returns 0, or an exit code with the message printed. */
+/* After parsing: checks --threads and --model (usage errors, exit code 2)
+ * before reading anything, then opens --weights: a missing or unreadable
+ * file, an optimizer-state file of `revtorch train --save` given in place
+ * of the weights, or no --model with a file lacking the "model" metadata is
+ * a runtime error (1) naming the file and the fix. Takes the model name
+ * from the file when --model was not given and sets the thread count.
+ * Returns 0, or the exit code with the message printed. */
 int cli_model_args_finish(cli_model_args *a);
 
 /* Checks a --threads value: 0 means all cores, 1..4×cores are allowed.

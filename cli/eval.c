@@ -8,18 +8,19 @@
 static void eval_usage(FILE *f) {
     fprintf(f, "usage: revtorch eval --weights FILE [options]\n"
                "Evaluates weights saved by `revtorch train --save` on the Fashion-MNIST test set.\n\n"
-               "  --weights FILE     safetensors weights (required)\n"
+               "  --weights FILE     safetensors weights (required; the file --save named, not its .optim one)\n"
                "  --model NAME       architecture (default: the one recorded in FILE)\n"
                "  --data DIR         Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
-               "  --batch-size N     (default 256)\n"
+               "  --batch-size N     evaluation batch, >= 1 (default 256)\n"
                "  --threads N        (default: all cores)\n");
     cli_conv_algo_help(f, 21);
     fprintf(f,
-               "  --test-subset N    only the first N test images (0: all)\n");
+               "  --test-subset N    only the first N test images (0: all)\n"
+               "Exit status: 0 done, 1 runtime failure (files, data), 2 usage error (nothing was run).\n");
 }
 
 int cli_cmd_eval(int argc, char **argv) {
-    cli_model_args a = {.batch = 256};
+    cli_model_args a = {.cmd = "eval", .batch = 256};
     int64_t subset = 0;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
@@ -27,7 +28,7 @@ int cli_cmd_eval(int argc, char **argv) {
             eval_usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--test-subset")) {
-            ok = cli_int(argc, argv, &i, &subset);
+            ok = cli_int_in(argc, argv, &i, 0, INT64_MAX, "(0: all)", &subset);
         } else if (!cli_model_arg(argc, argv, &i, &a, &ok)) {
             fprintf(stderr, "revtorch eval: unknown option '%s' (see revtorch eval --help)\n", argv[i]);
             return 2;

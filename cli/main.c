@@ -14,7 +14,9 @@ static void usage(FILE *f) {
                "  bench   time training steps on random data (see bench/)\n"
                "  memory  predict a training step's memory per category without running it\n"
                "  check   measure how exactly a RevNet's reversible blocks rebuild their inputs\n\n"
-               "`revtorch <command> --help` lists a command's options.\n");
+               "`revtorch <command> --help` lists a command's options.\n\n"
+               "exit status: 0 success, 1 runtime failure (files, data, training), 2 usage error\n"
+               "(a bad option or value, found before any work).\n");
 }
 
 static int run(int argc, char **argv) {

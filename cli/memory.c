@@ -158,7 +158,9 @@ int cli_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--channels")) ok = cli_int(argc, argv, &i, &channels);
         else if (!strcmp(argv[i], "--threads")) ok = cli_int(argc, argv, &i, &threads);
         else if (!strcmp(argv[i], "--optimizer")) ok = cli_str(argc, argv, &i, &optimizer);
-        else if (!strcmp(argv[i], "--momentum")) ok = cli_float(argc, argv, &i, &momentum);
+        else if (!strcmp(argv[i], "--momentum"))
+            ok = cli_float_in(argc, argv, &i, 0, 1, true, "(SGD momentum; at 1 or more the steps grow without bound)",
+                              &momentum);
         else if (!strcmp(argv[i], "--accum-steps")) ok = cli_int(argc, argv, &i, &accum);
         else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
@@ -171,6 +173,11 @@ int cli_cmd_memory(int argc, char **argv) {
     }
     cli_strategy strategy;
     if (!cli_memory_mode(memory ? memory : "reversible", grouping, &strategy)) return 2;
+    bool grouping_given = false;
+    for (int i = 1; i < argc; i++) grouping_given |= !strcmp(argv[i], "--grouping");
+    if (!cli_model_known("memory", model) ||
+        !cli_strategy_fits_model("memory", model, memory && strategy.reversible, grouping_given))
+        return 2;
     rt_optimizer_spec spec;
     if (!cli_optimizer_spec(optimizer, 0.1f, momentum, 5e-4f, &spec)) return 2;
     if (accum < 1 || accum > batch || classes < 1 || classes > 1000000) {

@@ -20,6 +20,8 @@ typedef struct train_opts {
     const char *model, *data, *save, *resume, *log, *optimizer, *schedule, *memory, *grouping, *trace;
     int64_t epochs, batch_size, accum_steps, threads, seed, train_subset, test_subset, warmup_steps;
     int64_t stop_after; /* --stop-after-epoch; 0: run to --epochs */
+    int64_t batch_asked; /* --batch-size when larger than the training set (then batch_size is the set's size) */
+    int64_t warmup_asked; /* --warmup-steps when not shorter than the run (then scaled to 10% of it) */
     float lr, weight_decay, momentum, clip, label_smoothing;
     bool augment;
 } train_opts;
@@ -63,7 +65,8 @@ static void train_usage(FILE *f) {
             "  --memory-trace F.csv  record every allocation of the second training step (time, bytes,\n"
             "                        category, op) to F.csv and draw the timeline to F.png\n"
             "  --train-subset N      use only the first N training images (quick runs, tests; 0: all)\n"
-            "  --test-subset N       use only the first N test images (0: all)\n");
+            "  --test-subset N       use only the first N test images (0: all)\n"
+            "Exit status: 0 done, 1 runtime failure (files, data, training), 2 usage error (nothing was run).\n");
 }
 
 /* True when option `name` appears on the command line. */
@@ -110,21 +113,28 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--schedule")) ok = cli_str(argc, argv, &i, &o->schedule);
         else if (!strcmp(a, "--memory")) ok = cli_str(argc, argv, &i, &o->memory);
         else if (!strcmp(a, "--grouping")) ok = cli_str(argc, argv, &i, &o->grouping);
-        else if (!strcmp(a, "--epochs")) ok = cli_int(argc, argv, &i, &o->epochs);
-        else if (!strcmp(a, "--batch-size")) ok = cli_int(argc, argv, &i, &o->batch_size);
-        else if (!strcmp(a, "--accum-steps")) ok = cli_int(argc, argv, &i, &o->accum_steps);
+        else if (!strcmp(a, "--epochs")) ok = cli_int_in(argc, argv, &i, 1, INT32_MAX, NULL, &o->epochs);
+        else if (!strcmp(a, "--batch-size")) ok = cli_int_in(argc, argv, &i, 1, INT32_MAX, NULL, &o->batch_size);
+        else if (!strcmp(a, "--accum-steps")) ok = cli_int_in(argc, argv, &i, 1, INT32_MAX, NULL, &o->accum_steps);
         else if (!strcmp(a, "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(a, "--threads")) ok = cli_int(argc, argv, &i, &o->threads);
         else if (!strcmp(a, "--seed")) ok = cli_int(argc, argv, &i, &o->seed);
-        else if (!strcmp(a, "--warmup-steps")) ok = cli_int(argc, argv, &i, &o->warmup_steps);
-        else if (!strcmp(a, "--train-subset")) ok = cli_int(argc, argv, &i, &o->train_subset);
+        else if (!strcmp(a, "--warmup-steps"))
+            ok = cli_int_in(argc, argv, &i, 0, INT32_MAX, "(0: no warm-up)", &o->warmup_steps);
+        else if (!strcmp(a, "--train-subset"))
+            ok = cli_int_in(argc, argv, &i, 0, INT64_MAX, "(0: all)", &o->train_subset);
         else if (!strcmp(a, "--stop-after-epoch")) ok = cli_int(argc, argv, &i, &o->stop_after);
-        else if (!strcmp(a, "--test-subset")) ok = cli_int(argc, argv, &i, &o->test_subset);
-        else if (!strcmp(a, "--lr")) ok = cli_float(argc, argv, &i, &o->lr);
-        else if (!strcmp(a, "--weight-decay")) ok = cli_float(argc, argv, &i, &o->weight_decay);
-        else if (!strcmp(a, "--momentum")) ok = cli_float(argc, argv, &i, &o->momentum);
-        else if (!strcmp(a, "--clip")) ok = cli_float(argc, argv, &i, &o->clip);
-        else if (!strcmp(a, "--label-smoothing")) ok = cli_float(argc, argv, &i, &o->label_smoothing);
+        else if (!strcmp(a, "--test-subset"))
+            ok = cli_int_in(argc, argv, &i, 0, INT64_MAX, "(0: all)", &o->test_subset);
+        else if (!strcmp(a, "--lr")) ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->lr);
+        else if (!strcmp(a, "--weight-decay"))
+            ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->weight_decay);
+        else if (!strcmp(a, "--momentum"))
+            ok = cli_float_in(argc, argv, &i, 0, 1, true,
+                              "(SGD momentum, usually 0.9; at 1 or more the steps grow without bound)", &o->momentum);
+        else if (!strcmp(a, "--clip")) ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, "(0: off)", &o->clip);
+        else if (!strcmp(a, "--label-smoothing"))
+            ok = cli_float_in(argc, argv, &i, 0, 1, false, NULL, &o->label_smoothing);
         else if (!strcmp(a, "--no-augment")) o->augment = false;
         else {
             fprintf(stderr, "revtorch train: unknown option '%s' (see revtorch train --help)\n", a);
@@ -137,26 +147,27 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         fprintf(stderr, "revtorch train: --optimizer must be sgd or adamw, got '%s'\n", o->optimizer);
         return 2;
     }
+    if (adamw && strstr_arg(argc, argv, "--momentum")) {
+        fprintf(stderr, "revtorch train: --momentum is SGD's; AdamW keeps running averages with betas (0.9, "
+                        "0.999), PyTorch's defaults. Drop --momentum or use --optimizer sgd\n");
+        return 2;
+    }
+    if (strcmp(o->schedule, "cosine") && strcmp(o->schedule, "step") && strcmp(o->schedule, "constant")) {
+        fprintf(stderr, "revtorch train: --schedule must be cosine, step or constant, got '%s'\n", o->schedule);
+        return 2;
+    }
+    if (!cli_model_known("train", o->model)) return 2;
     cli_strategy strategy;
     if (!cli_memory_mode(o->memory, o->grouping, &strategy)) return 2;
-    bool lr_given = !isnan(o->lr) || strstr_arg(argc, argv, "--lr");
-    bool wd_given = !isnan(o->weight_decay) || strstr_arg(argc, argv, "--weight-decay");
-    if (!lr_given) o->lr = adamw ? 1e-3f : 0.1f;
-    if (!wd_given) o->weight_decay = adamw ? 0.05f : 5e-4f;
-    if (!(o->lr >= 0 && isfinite(o->lr)) || !(o->weight_decay >= 0 && isfinite(o->weight_decay)) ||
-        !(o->clip >= 0 && isfinite(o->clip)) || !(o->momentum >= 0 && isfinite(o->momentum)) ||
-        !(o->label_smoothing >= 0 && o->label_smoothing <= 1) || o->warmup_steps < 0) {
-        fprintf(stderr, "revtorch train: --lr, --weight-decay, --momentum and --clip must be finite and >= 0 "
-                        "(--clip 0: off), --label-smoothing in [0, 1], --warmup-steps >= 0\n");
+    if (!cli_strategy_fits_model("train", o->model, strategy.reversible && strstr_arg(argc, argv, "--memory"),
+                                 strstr_arg(argc, argv, "--grouping")))
         return 2;
-    }
-    if (o->train_subset < 0 || o->test_subset < 0) {
-        fprintf(stderr, "revtorch train: --train-subset and --test-subset must be >= 1\n");
-        return 2;
-    }
-    if (o->epochs < 1 || o->batch_size < 1 || o->accum_steps < 1 || o->accum_steps > o->batch_size) {
-        fprintf(stderr, "revtorch train: need --epochs >= 1, --batch-size >= 1 and 1 <= --accum-steps <= "
-                        "--batch-size\n");
+    if (isnan(o->lr)) o->lr = adamw ? 1e-3f : 0.1f;
+    if (isnan(o->weight_decay)) o->weight_decay = adamw ? 0.05f : 5e-4f;
+    if (o->accum_steps > o->batch_size) {
+        fprintf(stderr, "revtorch train: --accum-steps %lld is more than --batch-size %lld (each micro-batch needs "
+                        "a sample); use 1 to %lld\n", (long long)o->accum_steps, (long long)o->batch_size,
+                (long long)o->batch_size);
         return 2;
     }
     if (o->stop_after < 0 || o->stop_after > o->epochs || (o->stop_after == 0 && strstr_arg(argc, argv, "--stop-after-epoch"))) {
@@ -232,20 +243,24 @@ static const char *float_str(float v, char *buf, size_t n) {
  * decides the data order, the batches and the learning rate at each step,
  * written "name=value" with the CLI option's name ("--no-augment yes").
  * --epochs counts too unless the schedule is constant (cosine and step
- * anneal over all epochs). --threads, --log, --save, --test-subset,
- * --conv-algo and --memory/--grouping may change (the same arithmetic,
- * rounded differently), and so may --stop-after-epoch. */
+ * anneal over all epochs). --log, --save, --test-subset, --conv-algo and
+ * --memory/--grouping may change (the same arithmetic, rounded
+ * differently), and so may --stop-after-epoch. "threads" (the count used,
+ * also for --threads 0) is informational: a resume with another count is
+ * warned that it does not continue bit-identically. The batch size is the
+ * one asked for (the same run whether or not it exceeds the set); the
+ * warm-up is the one used (scaled when not shorter than the run). */
 static void train_run_options(const train_opts *o, char *buf, size_t n) {
     char lr[32], mom[32], wd[32], clip[32], ls[32], epochs[48] = "";
     if (strcmp(o->schedule, "constant")) snprintf(epochs, sizeof epochs, " epochs=%lld", (long long)o->epochs);
     snprintf(buf, n,
              "batch_size=%lld accum_steps=%lld seed=%lld lr=%s momentum=%s weight_decay=%s schedule=%s "
-             "warmup_steps=%lld clip=%s label_smoothing=%s no_augment=%s train_subset=%lld%s",
-             (long long)o->batch_size, (long long)o->accum_steps, (long long)o->seed,
-             float_str(o->lr, lr, sizeof lr), float_str(o->momentum, mom, sizeof mom),
+             "warmup_steps=%lld clip=%s label_smoothing=%s no_augment=%s train_subset=%lld%s threads=%d",
+             (long long)(o->batch_asked ? o->batch_asked : o->batch_size), (long long)o->accum_steps,
+             (long long)o->seed, float_str(o->lr, lr, sizeof lr), float_str(o->momentum, mom, sizeof mom),
              float_str(o->weight_decay, wd, sizeof wd), o->schedule, (long long)o->warmup_steps,
              float_str(o->clip, clip, sizeof clip), float_str(o->label_smoothing, ls, sizeof ls),
-             o->augment ? "no" : "yes", (long long)o->train_subset, epochs);
+             o->augment ? "no" : "yes", (long long)o->train_subset, epochs, rt_get_num_threads());
 }
 
 /* Everything one `revtorch train` run holds, from set-up to the last epoch. */
@@ -424,11 +439,15 @@ static int train_check_memory(train_run *r, const rt_optimizer_spec *spec) {
 static void train_print_header(const train_run *r) {
     const train_opts *o = &r->o;
     const rt_model *m = r->m;
-    printf("revtorch train: %s (%lld parameters) on %lld Fashion-MNIST images, batch %lld (%lld micro-batch%s), "
+    char asked[96] = "";
+    if (o->batch_asked)
+        snprintf(asked, sizeof asked, ": the whole set, --batch-size %lld is more", (long long)o->batch_asked);
+    printf("revtorch train: %s (%lld parameters) on %lld Fashion-MNIST images, batch %lld (%lld micro-batch%s%s), "
            "%s lr %g, %lld epoch%s, %d thread%s\n",
            m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)r->train->n,
-           (long long)o->batch_size, (long long)o->accum_steps, o->accum_steps == 1 ? "" : "es", o->optimizer, o->lr,
-           (long long)o->epochs, o->epochs == 1 ? "" : "s", rt_get_num_threads(), rt_get_num_threads() == 1 ? "" : "s");
+           (long long)o->batch_size, (long long)o->accum_steps, o->accum_steps == 1 ? "" : "es", asked, o->optimizer,
+           o->lr, (long long)o->epochs, o->epochs == 1 ? "" : "s", rt_get_num_threads(),
+           rt_get_num_threads() == 1 ? "" : "s");
     const double mib = 1048576.0;
     if (rt_model_name_has_reversible(m->name))
         printf("predicted per step (meta run): activations kept for backward %.2f MiB with --memory %s, %.2f MiB "
@@ -449,6 +468,16 @@ static int train_setup(train_run *r) {
         return cli_fail("cannot load the training set");
     if (cli_open_dataset(o->data, false, o->test_subset, &r->test) != RT_OK)
         return cli_fail("cannot load the test set");
+    if (o->batch_size > r->train->n) { /* one batch of the whole set, as the header says */
+        if (o->accum_steps > r->train->n) {
+            fprintf(stderr, "revtorch train: --accum-steps %lld is more than the %lld training images (each "
+                            "micro-batch needs a sample); use 1 to %lld\n", (long long)o->accum_steps,
+                    (long long)r->train->n, (long long)r->train->n);
+            return 1;
+        }
+        r->o.batch_asked = o->batch_size;
+        r->o.batch_size = r->train->n;
+    }
     if ((o->save && check_writable(o->save, "--save") != RT_OK) ||
         (o->trace && check_writable(o->trace, "--memory-trace") != RT_OK))
         return cli_fail("bad output path");
@@ -476,6 +505,16 @@ static int train_setup(train_run *r) {
     lo.drop_last = rest > 0 && rest < 2 * o->accum_steps;
     if (rt_loader_create(r->train, &lo, &r->loader) != RT_OK) return cli_fail("cannot create the data loader");
     r->per_epoch = rt_loader_batches_per_epoch(r->loader);
+    if (o->warmup_steps > 0 && o->warmup_steps >= r->per_epoch * o->epochs) {
+        /* the learning rate would never reach --lr */
+        r->o.warmup_asked = o->warmup_steps;
+        r->o.warmup_steps = r->per_epoch * o->epochs / 10;
+        fprintf(stderr, "revtorch train: warning: --warmup-steps %lld is not shorter than the run's %lld steps, so "
+                        "the learning rate would never reach --lr %g; warming up over %lld step%s (10%% of the run) "
+                        "instead (pass a smaller --warmup-steps to choose)\n", (long long)o->warmup_asked,
+                (long long)(r->per_epoch * o->epochs), o->lr, (long long)o->warmup_steps,
+                o->warmup_steps == 1 ? "" : "s");
+    }
     if (make_schedule(o->schedule, o->lr, r->per_epoch * o->epochs, o->warmup_steps, &r->sched) != RT_OK)
         return cli_fail("bad --schedule");
     train_run_options(o, r->run_options, sizeof r->run_options);

@@ -119,7 +119,12 @@ static rt_status check_run_options(const char *path, const char *saved, const ch
         snprintf(name, sizeof name, "%.*s", (int)(eq - p), p);
         snprintf(was, sizeof was, "%.*s", (int)(end ? end - eq - 1 : (long)strlen(eq + 1)), eq + 1);
         if (!run_option(now, name, is, sizeof is)) snprintf(is, sizeof is, "(not set)");
-        if (strcmp(was, is) && used + 1 < sizeof diff) {
+        if (!strcmp(name, "threads")) { /* informational: warn, continue */
+            if (strcmp(was, is))
+                fprintf(stderr, "revtorch: warning: checkpoint '%s' was trained with --threads %s (this run: %s): "
+                                "this run continues it but not bit-identically (sums are split differently "
+                                "across threads); pass --threads %s to continue it exactly\n", path, was, is, was);
+        } else if (strcmp(was, is) && used + 1 < sizeof diff) {
             for (char *c = name; *c; c++)
                 if (*c == '_') *c = '-';
             int w = snprintf(diff + used, sizeof diff - used, "%s--%s %s (this run: %s)", used ? ", " : "", name,

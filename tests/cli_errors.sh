@@ -10,27 +10,54 @@ check() { # name, expected exit code, grep pattern for stderr+stdout, command...
     if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
     else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | head -5; fi
 }
+lacks() { # name, grep pattern that must not appear, command...
+    local name="$1" pat="$2"; shift 2
+    local out
+    out="$("$@" 2>&1)"
+    if grep -q -- "$pat" <<< "$out"; then fail=$((fail+1)); echo "FAIL $name: printed '$pat': $out" | head -5;
+    else pass=$((pass+1)); fi
+}
 check help 0 "usage: revtorch" "$bin" --help
 check train-help 0 "accum-steps" "$bin" train --help
 check eval-help 0 "--weights" "$bin" eval --help
 check bench-help 0 "median" "$bin" bench --help
 check memory-help 0 "meta tensors" "$bin" memory --help
 check check-help 0 "inverse" "$bin" check --help
-check check-resnet 1 "no reversible blocks" "$bin" check --model resnet20
+check check-resnet 2 "resnet20 has no reversible blocks to check; pass one of revnet38" "$bin" check --model resnet20
+check check-help-either 0 "(--model NAME | --weights FILE)" "$bin" check --help
+check help-exit-status 0 "2 usage error" "$bin" --help
 check bad-memory 2 "standard or reversible" "$bin" train --memory tiny
 check bad-grouping 2 "grouping" "$bin" train --grouping zero
 check unknown-cmd 2 "unknown command" "$bin" fly
 check unknown-opt 2 "unknown option" "$bin" train --fast
 check bad-int 2 "expects an integer" "$bin" train --epochs many
 check missing-data 1 "--data" "$bin" train --data /nonexistent/dir
-check bad-model 1 "resnet20" "$bin" train --model resnet7 --train-subset 64
+check bad-model 2 "--model resnet7 is not a model revtorch knows; choose one of .*resnet20" "$bin" train --model resnet7 --train-subset 64
+check eval-bad-model 2 "--model resnet7 is not a model" "$bin" eval --weights /nonexistent.safetensors --model resnet7
+check bad-schedule 2 "--schedule must be cosine, step or constant, got 'foo'" "$bin" train --schedule foo --train-subset 64 --test-subset 64 --epochs 1
 check eval-no-weights 2 "--weights FILE is required" "$bin" eval
-check eval-missing-file 1 "cannot" "$bin" eval --weights /nonexistent.safetensors
+check eval-missing-file 1 "cannot read --weights /nonexistent.safetensors: .*No such file" "$bin" eval --weights /nonexistent.safetensors
+lacks eval-missing-file-no-model-hint "pass --model" "$bin" eval --weights /nonexistent.safetensors
+check check-missing-file 1 "cannot read --weights /nonexistent.safetensors" "$bin" check --weights /nonexistent.safetensors
+check eval-batch-zero 2 "option --batch-size must be an integer >= 1, got 0" "$bin" eval --weights /nonexistent.safetensors --batch-size 0
+check check-batch-zero 2 "option --batch-size must be an integer >= 1, got 0" "$bin" check --model revnet_small --batch-size 0
+check eval-subset-negative 2 "option --test-subset must be an integer >= 0 (0: all), got -1" "$bin" eval --weights x --test-subset -1
 check bad-accum 2 "accum-steps" "$bin" train --accum-steps 0
+check accum-over-batch 2 "--accum-steps 200 is more than --batch-size 128 (each micro-batch needs a sample); use 1 to 128" "$bin" train --accum-steps 200
+check huge-int 2 "option --epochs must be an integer from 1 to 2147483647, got 99999999999999999999" "$bin" train --epochs 99999999999999999999
+check range-names-option 2 "option --label-smoothing must be in \[0, 1\], got 2" "$bin" train --label-smoothing 2
+lacks range-names-one-option "--weight-decay" "$bin" train --label-smoothing 2
+check momentum-five 2 "option --momentum must be in \[0, 1) .*got 5" "$bin" train --momentum 5 --model resnet20 --train-subset 64 --test-subset 64 --epochs 1
+check memory-momentum-one 2 "option --momentum must be in \[0, 1)" "$bin" memory --momentum 1
+check momentum-adamw 2 "--momentum is SGD's; AdamW keeps running averages with betas (0.9, 0.999)" "$bin" train --optimizer adamw --momentum 0.5 --model resnet20 --train-subset 64 --test-subset 64 --epochs 1
+check grouping-no-reversible 2 "--grouping applies to reversible blocks, and resnet20 has none; .*revnet38" "$bin" train --model resnet20 --grouping 2 --train-subset 64 --test-subset 64 --epochs 1
+check memory-no-reversible 2 "--memory reversible applies to reversible blocks, and resnet20 has none" "$bin" train --model resnet20 --memory reversible --train-subset 64 --test-subset 64 --epochs 1
+check memory-cmd-grouping 2 "--grouping applies to reversible blocks, and resnet20 has none" "$bin" memory --model resnet20 --grouping 2
+check standard-resnet-ok 0 "resnet20" "$bin" memory --model resnet20 --memory standard
 check huge-threads 2 "threads must be" "$bin" train --threads 100000
 check negative-lr 2 "must be finite" "$bin" train --lr -1
 check nan-clip 2 "must be finite" "$bin" train --clip nan
-check negative-subset 2 "subset" "$bin" train --train-subset -5
+check negative-subset 2 "option --train-subset must be an integer >= 0 (0: all), got -5" "$bin" train --train-subset -5
 check save-to-dir 1 "is a directory" "$bin" train --save /tmp --train-subset 64 --test-subset 64
 check save-unwritable 1 "cannot write --save" "$bin" train --save /nonexistent/dir/w.safetensors --train-subset 64 --test-subset 64
 check bench-warmup 2 "warmup" "$bin" bench --warmup -1
@@ -49,6 +76,22 @@ check eval-nan-weights 1 "holds NaN or Inf" "$bin" eval --weights "$tmp/w.safete
 hdr=$(od -An -t u8 -N8 "$tmp/r.safetensors" | tr -d ' ')
 printf '\x00\x00\x80\x7f' | dd of="$tmp/r.safetensors" bs=1 seek=$((8 + hdr)) conv=notrunc status=none
 check check-inf-weights 1 "holds NaN or Inf" "$bin" check --weights "$tmp/r.safetensors"
+
+# An optimizer-state file given as weights is named as such, with the file to pass.
+check eval-optim-file 1 "is the optimizer state of a saved run, not weights; pass the weights file $tmp/w.safetensors instead" "$bin" eval --weights "$tmp/w.optim.safetensors" --test-subset 64
+# A safetensors file without the "model" metadata: --model is the fix.
+printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' > "$tmp/bare.safetensors"
+check eval-no-model-metadata 1 "does not record which model it holds.*pass --model NAME" "$bin" eval --weights "$tmp/bare.safetensors"
+
+# A warm-up not shorter than the run is scaled to 10% of it, with a warning;
+# a batch larger than the training set is the whole set, and the header says so.
+check warmup-scaled 0 "warning: --warmup-steps 100 is not shorter than the run's 10 steps.*warming up over 1 step (10% of the run)" "$bin" train --model resnet20 --epochs 1 --train-subset 100 --test-subset 64 --batch-size 10
+check batch-over-set 0 "on 64 Fashion-MNIST images, batch 64 (1 micro-batch: the whole set, --batch-size 128 is more)" "$bin" train --model resnet20 --epochs 1 --train-subset 64 --test-subset 64 --warmup-steps 0
+lacks warmup-short-no-warning "warmup-steps" "$bin" train --model resnet20 --epochs 1 --train-subset 64 --test-subset 64 --batch-size 32 --warmup-steps 1
+
+# A resume with another thread count continues, warned that it is not bit-identical.
+"$bin" train --model resnet20 --epochs 2 --stop-after-epoch 1 --train-subset 64 --test-subset 64 --warmup-steps 0 --threads 1 --save "$tmp/t.safetensors" > /dev/null 2>&1
+check resume-threads 0 "trained with --threads 1 (this run: 2): this run continues it but not bit-identically.*pass --threads 1" "$bin" train --model resnet20 --epochs 2 --train-subset 64 --test-subset 64 --warmup-steps 0 --threads 2 --resume "$tmp/t.safetensors"
 rm -rf "$tmp"
 
 echo "$pass passed, $fail failed"

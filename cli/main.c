@@ -1,6 +1,8 @@
 /* `revtorch`: train and evaluate networks in little memory. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "core/mem.h"
@@ -38,7 +40,24 @@ static int run(int argc, char **argv) {
     return 2;
 }
 
+/* Between parallel regions libgomp's idle threads spin (GOMP_SPINCOUNT,
+ * 300000 polls by default) before they sleep. When other processes compete
+ * for the cores, a spinning thread holds a core that the thread it waits for
+ * needs: training steps became many times slower than with --threads 1
+ * (bench/threads_under_load.sh). With OMP_WAIT_POLICY=passive they sleep at
+ * once, which costs little on an idle machine. libgomp reads the variable
+ * when it is loaded, before main, so setenv alone is too late for this
+ * process: unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, set the
+ * passive policy and execute this program again, once (the variable is set
+ * then). If the exec fails, run on with libgomp's default. */
+static void cli_prefer_passive_wait(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
+    cli_prefer_passive_wait(argv);
     int rc = run(argc, argv);
     rt_kernels_release_cache();
     rt_mem_release_cache();

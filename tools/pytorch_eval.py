@@ -7,8 +7,9 @@
         [--revtorch PATH] [--tolerance PP] [--loss-tolerance REL]
 
 Builds the ResNet named by --model (default: the "model" entry of the file's
-metadata, else resnet20) in plain torch.nn with torchvision's module names,
-loads WEIGHTS with load_state_dict(strict=True), reads the Fashion-MNIST test
+metadata; a file without it needs --model) in plain torch.nn with
+torchvision's module names, loads WEIGHTS with load_state_dict(strict=True),
+reads the Fashion-MNIST test
 set (IDX .gz files) with gzip + numpy, normalises it exactly as revtorch does,
 ((x / 255) - 0.2860) / 0.3530, and evaluates in eval mode (running BN
 statistics, no gradients).  Prints
@@ -21,6 +22,13 @@ mean cross-entropy over the test images).  With --revtorch PATH it also runs
 differences, and exits 1 if the accuracies differ by more than --tolerance
 percentage points (default 0.05) or the losses by more than --loss-tolerance
 (relative, default 1e-3).
+
+It accepts what PyTorch's load_state_dict accepts: a state dict without
+`num_batches_tracked` (filled with 0) and F64/F16/BF16 tensors (converted to
+float32).  Problems get one line on stderr and a non-zero exit: 2 for the
+command line (also a file without model metadata and no --model), 1 for a
+file that is not valid safetensors or does not fit the model, weights that
+hold NaN or Inf, missing test data, or a mismatch with revtorch.
 
 Needs Debian's python (/usr/bin/python3, which has torch); there is no
 torchvision here, so the models below mirror torchvision.models.resnet's
@@ -234,15 +242,106 @@ def load_test_set(data_dir, subset=None):
 # Evaluation
 # --------------------------------------------------------------------------
 
+class EvalError(Exception):
+    """A problem reported in one line on stderr; `code` is the exit status
+    (1: the file or the data cannot be used, 2: the command line is wrong)."""
+
+    def __init__(self, message, code=1):
+        super().__init__(message)
+        self.code = code
+
+
+def known_models():
+    names = list(MODELS)
+    try:
+        from pytorch_revnet import REVNETS
+        names += list(REVNETS)
+    except ImportError:
+        pass
+    return names
+
+
+def _first(names, n=3):
+    names = sorted(names)
+    more = f", ... ({len(names)} in all)" if len(names) > n else ""
+    return ", ".join(f"'{k}'" for k in names[:n]) + more
+
+
+def conform_state_dict(path, name, tensors, expected):
+    """The file's tensors as the state dict load_state_dict(strict=True) gets,
+    accepting what PyTorch's own loading accepts: a missing
+    `*.num_batches_tracked` (BatchNorm fills 0 for a state dict without version
+    metadata) and any dtype copy_() converts (F64/F16/BF16 weights become the
+    model's float32, an I32 counter its int64).  Names and shapes must match;
+    otherwise raises EvalError with one line that counts and samples the
+    differences instead of PyTorch's list of every key."""
+    # np.array, not np.ascontiguousarray: that one turns a 0-d counter into shape [1]
+    state = {k: torch.from_numpy(np.array(v, order="C")) for k, v in tensors.items()}
+    for key, ref in expected.items():
+        if key.endswith(".num_batches_tracked") and key not in state:
+            state[key] = torch.zeros((), dtype=ref.dtype)
+        elif key in state and ref.dim() == 0 and tuple(state[key].shape) == (1,):
+            state[key] = state[key].reshape(())  # PyTorch 0.3's 1-d scalars, which load_state_dict takes too
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    reshaped = [k for k in expected if k in state and tuple(state[k].shape) != tuple(expected[k].shape)]
+    if missing or unexpected or reshaped:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} tensors missing ({_first(missing)})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected ({_first(unexpected)})")
+        if reshaped:
+            k = reshaped[0]
+            parts.append(f"{len(reshaped)} with another shape ('{k}' is {list(state[k].shape)}, "
+                         f"{name} has {list(expected[k].shape)})")
+        raise EvalError(f"{path} does not fit {name}: {'; '.join(parts)}; "
+                        f"was it saved from another model? (--model NAME chooses the architecture)")
+    for key, ref in expected.items():
+        if state[key].dtype != ref.dtype:
+            state[key] = state[key].to(ref.dtype)
+    return state
+
+
+def check_finite(path, state):
+    """EvalError naming the tensors that hold NaN or Inf values."""
+    bad = []
+    for key, t in state.items():
+        if t.is_floating_point():
+            n = int((~torch.isfinite(t)).sum())
+            if n:
+                bad.append((key, n, t.numel()))
+    if bad:
+        key, n, numel = bad[0]
+        raise EvalError(f"{path}: {len(bad)} of {len(state)} tensors hold NaN or Inf values "
+                        f"(first '{key}': {n} of {numel} values); the weights are unusable "
+                        f"(did the training diverge?)")
+
+
 def load_weights(path, model_name=None):
-    tensors, meta = safetensors_io.load(path)
-    name = model_name or meta.get("model") or "resnet20"
-    if "conv1.weight" not in tensors or "fc.weight" not in tensors:
-        raise ValueError(f"{path}: no conv1.weight / fc.weight: not a ResNet state dict")
+    """(model, name, metadata) for the weights in `path`, or EvalError."""
+    try:
+        tensors, meta = safetensors_io.load(path)
+    except safetensors_io.SafetensorsError as e:
+        raise EvalError(f"not a usable safetensors file: {e}") from None
+    except OSError as e:
+        raise EvalError(f"{path}: {e.strerror or e}") from None
+    name = model_name or meta.get("model")
+    if not name:
+        raise EvalError(f"{path} has no 'model' entry in its metadata (not written by revtorch?): "
+                        f"pass --model NAME (one of {', '.join(known_models())})", code=2)
+    if name not in known_models():
+        where = "--model" if model_name else f"{path}'s metadata"
+        raise EvalError(f"unknown model '{name}' (from {where}); known: {', '.join(known_models())}",
+                        code=2 if model_name else 1)
+    for key, ndim in (("conv1.weight", 4), ("fc.weight", 2)):
+        if key not in tensors or tensors[key].ndim != ndim:
+            raise EvalError(f"{path}: no {ndim}-d '{key}': not a state dict of a ResNet or RevNet")
     in_ch = tensors["conv1.weight"].shape[1]
     num_classes = tensors["fc.weight"].shape[0]
     model = build_model(name, in_channels=in_ch, num_classes=num_classes)
-    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}
+    state = conform_state_dict(path, name, tensors, model.state_dict())
+    check_finite(path, state)
     model.load_state_dict(state, strict=True)
     return model, name, meta
 
@@ -279,7 +378,8 @@ def run_revtorch(binary, weights, args):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Evaluate revtorch weights with PyTorch on the Fashion-MNIST test set.")
     ap.add_argument("weights", help="safetensors file written by `revtorch train --save`")
-    ap.add_argument("--model", help="architecture (default: the file's metadata 'model', else resnet20)")
+    ap.add_argument("--model", help="architecture (default: the file's metadata 'model'; "
+                                    "needed for a file without it)")
     ap.add_argument("--data", default=DEFAULT_DATA, help=f"Fashion-MNIST directory (default {DEFAULT_DATA})")
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
@@ -289,15 +389,29 @@ def main(argv=None):
     ap.add_argument("--loss-tolerance", type=float, default=1e-3,
                     help="max relative loss difference (default 1e-3)")
     args = ap.parse_args(argv)
+    for opt in ("batch_size", "threads", "test_subset"):
+        v = getattr(args, opt)
+        if v < 0 or (opt == "batch_size" and v == 0):
+            ap.error(f"--{opt.replace('_', '-')} must be {'positive' if opt == 'batch_size' else '>= 0'}, got {v}")
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, name, meta = load_weights(args.weights, args.model)
-    x, y = load_test_set(args.data, args.test_subset or None)
+    try:
+        model, name, meta = load_weights(args.weights, args.model)
+        try:
+            x, y = load_test_set(args.data, args.test_subset or None)
+        except (OSError, ValueError) as e:
+            raise EvalError(f"cannot read the test set: {e}") from None
+    except EvalError as e:
+        print(f"pytorch_eval: {e}", file=sys.stderr)
+        return e.code
     loss, acc = evaluate(model, x, y, args.batch_size)
     extra = f" (epoch {meta['epoch']})" if "epoch" in meta else ""
     print(f"{name} on {x.shape[0]} test images{extra}")
     print(f"pytorch accuracy: {100.0 * acc:.2f}% loss: {loss:.4f}")
+    if not np.isfinite(loss):
+        print(f"pytorch_eval: the loss is {loss} although every weight is finite (overflow?)", file=sys.stderr)
+        return 1
 
     if args.revtorch:
         r = run_revtorch(args.revtorch, args.weights, args)

@@ -6,7 +6,16 @@
  * loops (omp_set_num_threads: the calling thread's OpenMP setting, so call
  * it from the thread that runs training) and for OpenBLAS
  * (openblas_set_num_threads, process-wide). n <= 0 means all cores
- * (omp_get_num_procs), like torch.set_num_threads with the default. */
+ * (omp_get_num_procs), like torch.set_num_threads with the default.
+ *
+ * How idle threads wait is not set here: libgomp reads OMP_WAIT_POLICY and
+ * GOMP_SPINCOUNT once, when it is loaded, before main. Its default (spin
+ * 300000 polls, then sleep) made training steps many times slower on a
+ * machine where other processes compete for the cores; with
+ * OMP_WAIT_POLICY=passive they stayed close to --threads 1
+ * (bench/threads_under_load.sh). The revtorch CLI sets passive unless the user
+ * set either variable (cli/main.c); a program that links the library and runs
+ * on shared machines should start with OMP_WAIT_POLICY=passive too. */
 void rt_set_num_threads(int n);
 
 /* The count the next parallel kernel on this thread will use

@@ -55,7 +55,35 @@ static void rt_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
     if (used < n) snprintf(buf + used, n - used, "]");
 }
 
-/* Checks that file entry `e` can fill a tensor of (dtype, ndim, shape). */
+/* Float dtypes a float32 tensor is loaded from, converting, as PyTorch's
+ * load_state_dict copies any floating tensor into a parameter (copy_). */
+static bool rt_loadable_float(const char *dtype) {
+    return !strcmp(dtype, "F32") || !strcmp(dtype, "F64") || !strcmp(dtype, "F16") || !strcmp(dtype, "BF16");
+}
+
+/* Copies file entry e (F32, F64, F16 or BF16; shape checked) into f32 data. */
+static void rt_copy_to_f32(const rt_st_entry *e, float *dst, int64_t n) {
+    const unsigned char *src = e->data;
+    if (!strcmp(e->dtype, "F32")) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else if (!strcmp(e->dtype, "F64")) {
+        for (int64_t i = 0; i < n; i++) {
+            double v;
+            memcpy(&v, src + 8 * i, sizeof v);
+            dst[i] = (float)v;
+        }
+    } else {
+        const bool f16 = !strcmp(e->dtype, "F16");
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, sizeof h);
+            dst[i] = f16 ? rt_f16_to_f32(h) : rt_bf16_to_f32(h);
+        }
+    }
+}
+
+/* Checks that file entry `e` can fill a tensor of (dtype, ndim, shape);
+ * an f32 tensor also takes F64, F16 and BF16 entries (converted on copy). */
 static rt_status rt_check_entry(const char *path, const char *name, const rt_st_entry *e, const char *dtype,
                                 int ndim, const int64_t *shape) {
     char want[96], got[96];
@@ -64,7 +92,8 @@ static rt_status rt_check_entry(const char *path, const char *name, const rt_st_
         return rt_error_set(RT_ERR_FORMAT, "weight file '%s' has no tensor '%s' (the model expects %s %s); "
                             "was it saved from a different model?", path, name, dtype, want);
     rt_shape_str(e->ndim, e->shape, got, sizeof got);
-    bool same = e->ndim == ndim && strcmp(e->dtype, dtype) == 0;
+    bool same = e->ndim == ndim &&
+                (strcmp(e->dtype, dtype) == 0 || (!strcmp(dtype, "F32") && rt_loadable_float(e->dtype)));
     for (int i = 0; same && i < ndim; i++) same = e->shape[i] == shape[i];
     if (!same)
         return rt_error_set(RT_ERR_FORMAT, "weight file '%s': tensor '%s' is %s %s but the model expects %s %s",
@@ -80,8 +109,13 @@ static rt_status rt_load_pass(rt_state_dict *sd, const rt_named_tensor *extra, i
         rt_state_entry *e = &sd->entries[i];
         const rt_st_entry *fe = rt_st_find(f, e->name);
         if (e->kind == RT_ENTRY_COUNTER) {
-            if (!copy) RT_TRY(rt_check_entry(path, e->name, fe, "I64", 0, NULL));
-            else memcpy(e->counter, fe->data, sizeof(int64_t));
+            /* As BatchNorm's load_state_dict: a state dict without
+             * num_batches_tracked (saved before PyTorch 0.4.1, or edited)
+             * loads with the counter at 0. */
+            if (!fe) expected--;
+            if (!copy && fe) RT_TRY(rt_check_entry(path, e->name, fe, "I64", 0, NULL));
+            else if (copy) *e->counter = 0;
+            if (copy && fe) memcpy(e->counter, fe->data, sizeof(int64_t));
             continue;
         }
         rt_tensor *t = e->tensor;
@@ -89,6 +123,8 @@ static rt_status rt_load_pass(rt_state_dict *sd, const rt_named_tensor *extra, i
             RT_TRY(rt_check_entry(path, e->name, fe, rt_dtype_safetensors_name(t->dtype), t->ndim, t->shape));
             if (rt_tensor_is_meta(t))
                 return rt_error_set(RT_ERR_UNSUPPORTED, "cannot load '%s' into a meta tensor", e->name);
+        } else if (t->dtype == RT_F32) {
+            rt_copy_to_f32(fe, rt_tensor_f32(t), rt_tensor_numel(t));
         } else {
             memcpy(rt_tensor_data(t), fe->data, fe->nbytes);
         }

@@ -27,7 +27,10 @@ rt_status rt_weights_save(const rt_state_dict *sd, const rt_named_tensor *extra,
                           const char *const *meta, int n_meta, const char *path);
 
 /* Loads `path` into sd (strict, like load_state_dict(strict=True)): every
- * entry of sd must be present with the same shape and dtype, and the file
+ * entry of sd must be present with the same shape and dtype — except what
+ * PyTorch's loading also accepts: f32 tensors load from F64, F16 and BF16
+ * entries (converted), and a missing num_batches_tracked counter loads as 0
+ * (BatchNorm's rule for state dicts saved without it) — and the file
  * may hold no other tensor than those named in `extra`, which are loaded too
  * (their tensors must already exist with the right shapes). Errors name the
  * first offending tensor: RT_ERR_FORMAT "missing", "unexpected", shape or

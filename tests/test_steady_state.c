@@ -9,6 +9,7 @@
 #include "ops/ops.h"
 #include "optim/optim.h"
 #include "rt_test.h"
+#include "train/step.h"
 
 static void steady_state(const char *model, bool reversible) {
     rt_model *m = NULL;
@@ -29,15 +30,10 @@ static void steady_state(const char *model, bool reversible) {
     rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
     for (int i = 0; i < n; i++) ((int32_t *)rt_tensor_data(y))[i] = i % 10;
     rt_memstats at2 = {0}, at10 = {0};
+    const rt_train_config cfg = {.accum_steps = 1};
     for (int step = 1; step <= 10; step++) {
-        rt_tensor *logits = NULL, *loss = NULL;
-        rt_optimizer_zero_grad(opt);
-        CHECK_OK(rt_model_forward(m, x, &logits));
-        CHECK_OK(rt_cross_entropy(logits, y, 0.0f, &loss));
-        CHECK_OK(rt_backward(loss, NULL, false));
-        CHECK_OK(rt_optimizer_step(opt));
-        rt_tensor_release(logits);
-        rt_tensor_release(loss);
+        rt_train_result r;
+        CHECK_OK(rt_train_step(m->net, opt, &cfg, x, y, &r)); /* the library step, as train runs it */
         if (step == 2) rt_memstats_get(&at2);
     }
     rt_memstats_get(&at10);

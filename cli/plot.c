@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ style */
@@ -853,6 +854,13 @@ static void chomp(char *s) {
 static rt_status csv_read(const char *path, rt_csv *out, bool *missing) {
     memset(out, 0, sizeof *out);
     if (missing) *missing = false;
+    /* a FIFO or a device would block or never end: read regular files only, of bounded size */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return rt_error_set(RT_ERR_IO, "cannot read '%s': not a regular file", path);
+    if (stat(path, &sb) == 0 && sb.st_size > RT_PLOT_CSV_MAX_BYTES)
+        return rt_error_set(RT_ERR_IO, "cannot read '%s': %lld bytes, more than the %d MiB a training log can hold",
+                            path, (long long)sb.st_size, RT_PLOT_CSV_MAX_BYTES >> 20);
     FILE *f = fopen(path, "r");
     if (!f) {
         if (missing) *missing = errno == ENOENT;
@@ -934,16 +942,42 @@ static rt_status csv_col(const rt_csv *c, const char *path, const char *name, si
                         name);
 }
 
-/* Copies column col into a new array (x scale factor `scale`). */
-static double *csv_column(const rt_csv *c, size_t col, double scale) {
-    double *a = malloc((c->nrow ? c->nrow : 1) * sizeof *a);
-    if (!a) return NULL;
-    for (size_t r = 0; r < c->nrow; r++) a[r] = c->v[r * c->ncol + col] * scale;
-    return a;
+void cli_training_curves_free(cli_training_curves *c) {
+    free(c->epochs);
+    free(c->steps);
+    memset(c, 0, sizeof *c);
 }
 
-rt_status cli_plot_training_csv(const char *csv_path, const char *png_path) {
-    if (!csv_path || !png_path) return rt_error_set(RT_ERR_INVALID_ARG, "cli_plot_training_csv: NULL path");
+rt_status cli_training_curves_add_epoch(cli_training_curves *c, const cli_epoch_row *row) {
+    if (c->n_epochs == c->cap_epochs) {
+        size_t cap = c->cap_epochs ? 2 * c->cap_epochs : 16;
+        cli_epoch_row *e = realloc(c->epochs, cap * sizeof *e);
+        if (!e) return rt_error_set(RT_ERR_OOM, "out of memory keeping the training curves");
+        c->epochs = e;
+        c->cap_epochs = cap;
+    }
+    c->epochs[c->n_epochs++] = *row;
+    return RT_OK;
+}
+
+rt_status cli_training_curves_add_step(cli_training_curves *c, int64_t epoch, double loss) {
+    if (epoch < 0 || epoch >= 10000000)
+        return rt_error_set(RT_ERR_INVALID_ARG, "training curves: step of epoch %lld; expected 0 <= epoch < 1e7",
+                            (long long)epoch);
+    if (c->n_steps == c->cap_steps) {
+        size_t cap = c->cap_steps ? 2 * c->cap_steps : 256;
+        cli_step_row *s = realloc(c->steps, cap * sizeof *s);
+        if (!s) return rt_error_set(RT_ERR_OOM, "out of memory keeping the training curves");
+        c->steps = s;
+        c->cap_steps = cap;
+    }
+    c->steps[c->n_steps++] = (cli_step_row){.epoch = epoch, .loss = loss};
+    return RT_OK;
+}
+
+rt_status cli_training_curves_read(const char *csv_path, const char *steps_path, cli_training_curves *c) {
+    memset(c, 0, sizeof *c);
+    if (!csv_path) return rt_error_set(RT_ERR_INVALID_ARG, "cli_training_curves_read: NULL path");
     rt_csv ep, st_csv;
     memset(&st_csv, 0, sizeof st_csv);
     RT_TRY(csv_read(csv_path, &ep, NULL));
@@ -953,73 +987,79 @@ rt_status cli_plot_training_csv(const char *csv_path, const char *png_path) {
         (st = csv_col(&ep, csv_path, "train_loss", &c_trl)) != RT_OK ||
         (st = csv_col(&ep, csv_path, "train_acc", &c_tra)) != RT_OK ||
         (st = csv_col(&ep, csv_path, "test_loss", &c_tel)) != RT_OK ||
-        (st = csv_col(&ep, csv_path, "test_acc", &c_tea)) != RT_OK) {
-        csv_free(&ep);
-        return st;
-    }
-
-    /* the steps file: same name with ".csv" replaced by ".steps.csv" (as train writes it) */
-    size_t len = strlen(csv_path);
-    size_t stem = len > 4 && !strcmp(csv_path + len - 4, ".csv") ? len - 4 : len;
-    char *steps_path = malloc(stem + 11);
-    double *ex = NULL, *trl = NULL, *tra = NULL, *tel = NULL, *tea = NULL, *sx = NULL, *sy = NULL, *sm = NULL;
-    int64_t *count = NULL, *seen = NULL;
-    size_t nsteps = 0;
-    rt_canvas cv = {0};
-    if (!steps_path) {
-        st = rt_error_set(RT_ERR_OOM, "out of memory plotting '%s'", csv_path);
+        (st = csv_col(&ep, csv_path, "test_acc", &c_tea)) != RT_OK)
         goto out;
+    for (size_t r = 0; r < ep.nrow && st == RT_OK; r++) {
+        const double *v = ep.v + r * ep.ncol;
+        st = cli_training_curves_add_epoch(c, &(cli_epoch_row){.epoch = v[c_ep], .train_loss = v[c_trl],
+                                                               .train_acc = v[c_tra], .test_loss = v[c_tel],
+                                                               .test_acc = v[c_tea]});
     }
-    memcpy(steps_path, csv_path, stem);
-    memcpy(steps_path + stem, ".steps.csv", 11);
+    if (st != RT_OK || !steps_path) goto out;
     bool missing = false;
     st = csv_read(steps_path, &st_csv, &missing);
     if (st != RT_OK) {
-        if (!missing) goto out;
-        st = RT_OK;
-        rt_error_clear();
+        if (missing) {
+            st = RT_OK;
+            rt_error_clear();
+        }
+        goto out;
     }
-    if (st_csv.names) {
-        size_t s_ep = 0, s_loss = 0;
-        if ((st = csv_col(&st_csv, steps_path, "epoch", &s_ep)) != RT_OK ||
-            (st = csv_col(&st_csv, steps_path, "loss", &s_loss)) != RT_OK)
-            goto out;
-        nsteps = st_csv.nrow;
+    size_t s_ep = 0, s_loss = 0;
+    if ((st = csv_col(&st_csv, steps_path, "epoch", &s_ep)) != RT_OK ||
+        (st = csv_col(&st_csv, steps_path, "loss", &s_loss)) != RT_OK)
+        goto out;
+    for (size_t r = 0; r < st_csv.nrow && st == RT_OK; r++) {
+        double e = st_csv.v[r * st_csv.ncol + s_ep];
+        if (!(e >= 0 && e < 1e7 && e == floor(e)))
+            st = rt_error_set(RT_ERR_FORMAT, "%s: row %zu has epoch %g; expected a whole number >= 0", steps_path,
+                              r + 1, e);
+        else
+            st = cli_training_curves_add_step(c, (int64_t)e, st_csv.v[r * st_csv.ncol + s_loss]);
+    }
+out:
+    csv_free(&ep);
+    csv_free(&st_csv);
+    if (st != RT_OK) cli_training_curves_free(c);
+    return st;
+}
+
+rt_status cli_plot_training(const char *png_path, const cli_training_curves *c, const char *name) {
+    if (!png_path || !c) return rt_error_set(RT_ERR_INVALID_ARG, "cli_plot_training: NULL argument");
+    size_t nsteps = c->n_steps, nep = c->n_epochs;
+    if (nep == 0 && nsteps == 0)
+        return rt_error_set(RT_ERR_FORMAT, "'%s' has no rows yet (no epoch and no step recorded)",
+                            name ? name : png_path);
+    rt_status st = RT_OK;
+    double *ex = NULL, *trl = NULL, *tra = NULL, *tel = NULL, *tea = NULL, *sx = NULL, *sy = NULL, *sm = NULL;
+    double *pre = NULL;
+    int64_t *count = NULL, *seen = NULL;
+    rt_canvas cv = {0};
+    if (nsteps) {
         /* place each step at its fraction of its epoch: epoch e (0-based) spans (e, e+1] */
         int64_t max_ep = 0;
-        for (size_t r = 0; r < nsteps; r++) {
-            double e = st_csv.v[r * st_csv.ncol + s_ep];
-            if (!(e >= 0 && e < 1e7 && e == floor(e))) {
-                st = rt_error_set(RT_ERR_FORMAT, "%s: row %zu has epoch %g; expected a whole number >= 0",
-                                  steps_path, r + 1, e);
-                goto out;
-            }
-            if ((int64_t)e > max_ep) max_ep = (int64_t)e;
-        }
+        for (size_t r = 0; r < nsteps; r++)
+            if (c->steps[r].epoch > max_ep) max_ep = c->steps[r].epoch;
         count = calloc((size_t)max_ep + 1, sizeof *count);
         seen = calloc((size_t)max_ep + 1, sizeof *seen);
-        sx = malloc((nsteps ? nsteps : 1) * sizeof *sx);
-        sy = malloc((nsteps ? nsteps : 1) * sizeof *sy);
-        sm = malloc((nsteps ? nsteps : 1) * sizeof *sm);
-        if (!count || !seen || !sx || !sy || !sm) {
-            st = rt_error_set(RT_ERR_OOM, "out of memory plotting '%s'", csv_path);
+        sx = malloc(nsteps * sizeof *sx);
+        sy = malloc(nsteps * sizeof *sy);
+        sm = malloc(nsteps * sizeof *sm);
+        pre = malloc((nsteps + 1) * 2 * sizeof *pre);
+        if (!count || !seen || !sx || !sy || !sm || !pre) {
+            st = rt_error_set(RT_ERR_OOM, "out of memory plotting '%s'", png_path);
             goto out;
         }
-        for (size_t r = 0; r < nsteps; r++) count[(int64_t)st_csv.v[r * st_csv.ncol + s_ep]]++;
+        for (size_t r = 0; r < nsteps; r++) count[c->steps[r].epoch]++;
         for (size_t r = 0; r < nsteps; r++) {
-            int64_t e = (int64_t)st_csv.v[r * st_csv.ncol + s_ep];
+            int64_t e = c->steps[r].epoch;
             sx[r] = (double)e + (double)(++seen[e]) / (double)count[e];
-            sy[r] = st_csv.v[r * st_csv.ncol + s_loss];
+            sy[r] = c->steps[r].loss;
         }
         /* centred moving average over the finite losses, window ~ 1/50 of the run
          * (prefix sums of value and count; NaN/Inf steps are left out) */
         size_t half = nsteps / 100;
         if (half < 1) half = 1;
-        double *pre = malloc((nsteps + 1) * 2 * sizeof *pre);
-        if (!pre) {
-            st = rt_error_set(RT_ERR_OOM, "out of memory plotting '%s'", csv_path);
-            goto out;
-        }
         double *pk = pre + nsteps + 1;
         pre[0] = pk[0] = 0.0;
         for (size_t r = 0; r < nsteps; r++) {
@@ -1032,20 +1072,23 @@ rt_status cli_plot_training_csv(const char *csv_path, const char *png_path) {
             double k = pk[b] - pk[a];
             sm[r] = k > 0 ? (pre[b] - pre[a]) / k : NAN;
         }
-        free(pre);
     }
-    if (ep.nrow == 0 && nsteps == 0) {
-        st = rt_error_set(RT_ERR_FORMAT, "'%s' has no rows yet (and no steps file '%s')", csv_path, steps_path);
-        goto out;
-    }
-    ex = csv_column(&ep, c_ep, 1.0);
-    trl = csv_column(&ep, c_trl, 1.0);
-    tel = csv_column(&ep, c_tel, 1.0);
-    tra = csv_column(&ep, c_tra, 100.0);
-    tea = csv_column(&ep, c_tea, 100.0);
+    size_t ne = nep ? nep : 1;
+    ex = malloc(ne * sizeof *ex);
+    trl = malloc(ne * sizeof *trl);
+    tel = malloc(ne * sizeof *tel);
+    tra = malloc(ne * sizeof *tra);
+    tea = malloc(ne * sizeof *tea);
     if (!ex || !trl || !tel || !tra || !tea) {
-        st = rt_error_set(RT_ERR_OOM, "out of memory plotting '%s'", csv_path);
+        st = rt_error_set(RT_ERR_OOM, "out of memory plotting '%s'", png_path);
         goto out;
+    }
+    for (size_t r = 0; r < nep; r++) {
+        ex[r] = c->epochs[r].epoch;
+        trl[r] = c->epochs[r].train_loss;
+        tel[r] = c->epochs[r].test_loss;
+        tra[r] = 100.0 * c->epochs[r].train_acc;
+        tea[r] = 100.0 * c->epochs[r].test_acc;
     }
 
     cli_plot_series loss[4];
@@ -1056,25 +1099,25 @@ rt_status cli_plot_training_csv(const char *csv_path, const char *png_path) {
         loss[nl++] = (cli_plot_series){.name = "step loss (moving avg)", .x = sx, .y = sm, .n = nsteps,
                                       .colour = 8, .width = 1.6, .alpha = 0.9};
     }
-    if (ep.nrow) {
-        loss[nl++] = (cli_plot_series){.name = "train loss (epoch)", .x = ex, .y = trl, .n = ep.nrow,
+    if (nep) {
+        loss[nl++] = (cli_plot_series){.name = "train loss (epoch)", .x = ex, .y = trl, .n = nep,
                                       .colour = 1, .width = 2.2, .markers = true};
-        loss[nl++] = (cli_plot_series){.name = "test loss", .x = ex, .y = tel, .n = ep.nrow, .colour = 2,
+        loss[nl++] = (cli_plot_series){.name = "test loss", .x = ex, .y = tel, .n = nep, .colour = 2,
                                       .width = 2.2, .markers = true};
     }
     cli_plot_series acc[2] = {
-        {.name = "train accuracy", .x = ex, .y = tra, .n = ep.nrow, .colour = 1, .width = 2.2, .markers = true},
-        {.name = "test accuracy", .x = ex, .y = tea, .n = ep.nrow, .colour = 2, .width = 2.2, .markers = true},
+        {.name = "train accuracy", .x = ex, .y = tra, .n = nep, .colour = 1, .width = 2.2, .markers = true},
+        {.name = "test accuracy", .x = ex, .y = tea, .n = nep, .colour = 2, .width = 2.2, .markers = true},
     };
-    const char *base = strrchr(csv_path, '/');
-    base = base ? base + 1 : csv_path;
+    const char *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name ? name : "";
     char t_loss[300], t_acc[300];
     snprintf(t_loss, sizeof t_loss, "loss  (%s)", base);
     snprintf(t_acc, sizeof t_acc, "accuracy  (%s)", base);
     cli_plot pl = {.title = t_loss, .x_label = "epoch", .y_label = "cross-entropy loss", .series = loss,
                   .n_series = nl, .x_from_zero = true, .y_from_zero = true, .x_integer = true};
     cli_plot pa = {.title = t_acc, .x_label = "epoch", .y_label = "accuracy (%)", .series = acc,
-                  .n_series = ep.nrow ? 2 : 0, .x_from_zero = true, .x_integer = true};
+                  .n_series = nep ? 2 : 0, .x_from_zero = true, .x_integer = true};
     if ((st = canvas_open(RT_PLOT_TRAINING_WIDTH, RT_PLOT_TRAINING_HEIGHT, &cv)) != RT_OK) goto out;
     const double half_w = RT_PLOT_TRAINING_WIDTH / 2.0;
     draw_lines_panel(cv.cr, (rt_rect){0, 0, half_w, RT_PLOT_TRAINING_HEIGHT}, &pl, "no finite loss");
@@ -1083,9 +1126,6 @@ rt_status cli_plot_training_csv(const char *csv_path, const char *png_path) {
     st = canvas_save_close(&cv, png_path);
 
 out:
-    csv_free(&ep);
-    csv_free(&st_csv);
-    free(steps_path);
     free(ex);
     free(trl);
     free(tra);
@@ -1094,7 +1134,27 @@ out:
     free(sx);
     free(sy);
     free(sm);
+    free(pre);
     free(count);
     free(seen);
+    return st;
+}
+
+rt_status cli_plot_training_csv(const char *csv_path, const char *png_path) {
+    if (!csv_path || !png_path) return rt_error_set(RT_ERR_INVALID_ARG, "cli_plot_training_csv: NULL path");
+    /* the steps file: same name with ".csv" replaced by ".steps.csv" (as train writes it) */
+    size_t len = strlen(csv_path);
+    size_t stem = len > 4 && !strcmp(csv_path + len - 4, ".csv") ? len - 4 : len;
+    char *steps_path = malloc(stem + 11);
+    if (!steps_path) return rt_error_set(RT_ERR_OOM, "out of memory plotting '%s'", csv_path);
+    memcpy(steps_path, csv_path, stem);
+    memcpy(steps_path + stem, ".steps.csv", 11);
+    cli_training_curves c;
+    rt_status st = cli_training_curves_read(csv_path, steps_path, &c);
+    if (st == RT_OK && c.n_epochs == 0 && c.n_steps == 0)
+        st = rt_error_set(RT_ERR_FORMAT, "'%s' has no rows yet (and no steps file '%s')", csv_path, steps_path);
+    if (st == RT_OK) st = cli_plot_training(png_path, &c, csv_path);
+    cli_training_curves_free(&c);
+    free(steps_path);
     return st;
 }

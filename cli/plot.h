@@ -114,4 +114,46 @@ rt_status cli_plot_memory_timeline(const char *png_path, const rt_mem_event *ev,
  * names file and line), or neither file holds any row. */
 rt_status cli_plot_training_csv(const char *csv_path, const char *png_path);
 
+/* The largest CSV file the readers above accept (a log of a long run is a
+ * few MiB); larger files, and files that are not regular (FIFOs, devices),
+ * are refused with RT_ERR_IO instead of being read for ever. */
+#define RT_PLOT_CSV_MAX_BYTES (64 << 20)
+
+/* The rows of a training run's curves, kept in memory by `revtorch train`
+ * so it draws the picture after every epoch without re-reading its log. */
+typedef struct cli_epoch_row {
+    double epoch; /* 1-based, the epoch just finished */
+    double train_loss, train_acc, test_loss, test_acc; /* accuracies as fractions in [0,1] */
+} cli_epoch_row;
+
+typedef struct cli_step_row {
+    int64_t epoch; /* 0-based, as in FILE.steps.csv */
+    double loss;
+} cli_step_row;
+
+typedef struct cli_training_curves {
+    cli_epoch_row *epochs;
+    size_t n_epochs, cap_epochs;
+    cli_step_row *steps;
+    size_t n_steps, cap_steps;
+} cli_training_curves; /* zero-initialised: empty */
+
+/* Appends a row. Errors: RT_ERR_OOM; RT_ERR_INVALID_ARG for a step's epoch
+ * outside [0, 1e7). */
+rt_status cli_training_curves_add_epoch(cli_training_curves *c, const cli_epoch_row *row);
+rt_status cli_training_curves_add_step(cli_training_curves *c, int64_t epoch, double loss);
+void cli_training_curves_free(cli_training_curves *c);
+
+/* Reads the rows of a per-epoch log and, when steps_path is not NULL and
+ * the file exists, of its per-step log into *c (initialised here; freed on
+ * error). Errors as cli_plot_training_csv, except that a log without rows
+ * is not one. */
+rt_status cli_training_curves_read(const char *csv_path, const char *steps_path, cli_training_curves *c);
+
+/* Draws the picture cli_plot_training_csv draws from rows in memory; `name`
+ * (the log's path; its last component is shown in the titles) may be NULL.
+ * Errors: RT_ERR_INVALID_ARG for NULL png_path or c, RT_ERR_FORMAT when c
+ * holds no row, RT_ERR_IO when the PNG cannot be written. */
+rt_status cli_plot_training(const char *png_path, const cli_training_curves *c, const char *name);
+
 #endif

@@ -2,6 +2,7 @@
  * gradient accumulation, a cosine/step schedule, saved training state and resume. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include "common.h"
 #include "kernels/threads.h"
 #include "optim/optim.h"
+#include "outputs.h"
 #include "plot.h"
 #include "progress.h"
 
@@ -55,15 +57,21 @@ static void train_usage(FILE *f) {
     fprintf(f,
             "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
-            "                        optimizer state goes to FILE with .optim before .safetensors\n"
+            "                        optimizer state goes to FILE with .optim before .safetensors; a symlink\n"
+            "                        is followed; without --save (or --resume) the weights are not kept\n"
             "  --resume FILE         continue a run saved with --save (same options; a changed --batch-size,\n"
-            "                        --seed, --lr, schedule, ... is refused)\n"
+            "                        --seed, --lr, schedule, ... is refused) and keep saving to FILE unless\n"
+            "                        --save names other files\n"
             "  --stop-after-epoch N  stop after epoch N of --epochs, as a time-limited job would; the\n"
             "                        schedule still spans --epochs, and --resume continues the run\n"
             "  --log FILE.csv        per-epoch results; per-step losses go to FILE.steps.csv and the\n"
             "                        curves to FILE.png (a new run replaces them, --resume appends)\n"
             "  --memory-trace F.csv  record every allocation of the second training step (time, bytes,\n"
             "                        category, op) to F.csv and draw the timeline to F.png\n"
+            "Outputs must be absent or regular files (symlinks are followed), all different, derived\n"
+            "names included, and not in use by another run (FILE.lock is held while training).\n"
+            "Ctrl-C stops after the current step, keeps the last saved epoch and prints the command\n"
+            "that resumes (exit code 130).\n"
             "  --train-subset N      use only the first N training images (quick runs, tests; 0: all)\n"
             "  --test-subset N       use only the first N test images (0: all)\n"
             "Exit status: 0 done, 1 runtime failure (files, data, training), 2 usage error (nothing was run).\n");
@@ -74,22 +82,6 @@ static bool strstr_arg(int argc, char **argv, const char *name) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], name)) return true;
     return false;
-}
-
-/* RT_ERR_IO unless a file can be created beside `path` (checked before
- * training so a bad --save or --memory-trace fails at once, not after an epoch). */
-static rt_status check_writable(const char *path, const char *option) {
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return rt_error_set(RT_ERR_IO, "%s %s is a directory; give a file name", option, path);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.check", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return rt_error_set(RT_ERR_IO, "cannot write %s %s: %s", option, path, strerror(errno));
-    fclose(f);
-    remove(tmp);
-    return RT_OK;
 }
 
 static int train_parse(int argc, char **argv, train_opts *o) {
@@ -200,34 +192,6 @@ static rt_status make_schedule(const char *name, float lr, int64_t total_steps, 
     return rt_lr_schedule_check(s);
 }
 
-/* "dir/run.csv" + ".png" → "dir/run.png" (the extension replaced when it is .csv). */
-static void png_path(const char *csv, char *buf, size_t n) {
-    size_t len = strlen(csv);
-    if (len > 4 && !strcmp(csv + len - 4, ".csv")) len -= 4;
-    snprintf(buf, n, "%.*s.png", (int)len, csv);
-}
-
-/* Writes the trace recorded since `start` as CSV and as a stacked timeline
- * PNG titled `title`, and prints the peak the picture marks. */
-static void write_memory_trace(const char *path, const rt_memstats *start, const char *title) {
-    char png[4096];
-    png_path(path, png, sizeof png);
-    size_t n;
-    const rt_mem_event *ev = rt_mem_trace_events(&n);
-    if (rt_mem_trace_write_csv(path) != RT_OK || cli_plot_memory_timeline(png, ev, n, start->live, title) != RT_OK) {
-        fprintf(stderr, "revtorch train: cannot write the memory trace: %s\n", rt_error_last());
-        return;
-    }
-    /* the picture's peak: the live total when tracing began plus the highest running sum */
-    int64_t total = start->live_total, peak = total;
-    for (size_t i = 0; i < n; i++)
-        if ((total += ev[i].delta_bytes) > peak) peak = total;
-    double p = (double)peak / 1048576.0;
-    printf("memory timeline of step 2: %s and %s (%zu events), peak %.*f MiB as marked (DATA there: the decoded "
-           "data sets and the batch, %.1f MiB when tracing began)\n", path, png, n,
-           p >= 100.0 ? 0 : p >= 10.0 ? 1 : 2, p, (double)start->live[RT_MEM_DATA] / 1048576.0);
-}
-
 /* The shortest decimal form of v that reads back as v ("0.1", not
  * "0.100000001"), so that saved runs compare exact values and print the
  * ones the user typed. */
@@ -277,6 +241,20 @@ typedef struct train_run {
     char run_options[512];
     int64_t per_epoch, start_epoch, last_epoch;
     rt_memstats pred, plain; /* predicted step peaks: this strategy, plain backpropagation */
+    int argc;
+    char **argv;
+    /* outputs, resolved (symlinks followed) and locked before any work; "" when not written */
+    cli_outputs outs;
+    const char *keep; /* where the training state goes, as the user named it: --save, else --resume */
+    char save_path[CLI_PATH_MAX], optim_path[CLI_PATH_MAX], log_path[CLI_PATH_MAX], steps_path[CLI_PATH_MAX],
+        png_path[CLI_PATH_MAX], trace_path[CLI_PATH_MAX], trace_png[CLI_PATH_MAX];
+    cli_training_curves curves; /* every epoch's and step's results, drawn after each epoch */
+    struct train_step_row { int64_t step; double lr, loss; } *epoch_steps; /* this epoch's, for FILE.steps.csv */
+    int64_t n_epoch_steps;
+    int64_t saved_epoch;    /* epochs held by the saved state (0: nothing saved yet) */
+    int64_t stopped_step;   /* steps done in the epoch Ctrl-C interrupted */
+    bool lost;              /* an output could not be written: exit 1 at the end */
+    bool log_lost;          /* the --log files failed: not written any more */
 } train_run;
 
 /* What one epoch of training measured. */
@@ -286,24 +264,145 @@ typedef struct train_epoch_stats {
     rt_memstats peaks;
 } train_epoch_stats;
 
-/* Opens the per-epoch log and the per-step log beside it (appending on resume). */
+/* Set when SIGINT arrives; checked between training steps (cli/ only: the
+ * library keeps no global mutable state). */
+static volatile sig_atomic_t train_interrupted;
+
+static void train_on_sigint(int sig) {
+    (void)sig;
+    train_interrupted = 1;
+}
+
+/* Adds an output (and when `of` is set, a name derived from it) and copies
+ * its resolved path into `dst`. */
+static bool add_output(train_run *r, const char *option, const char *path, const char *of, bool input,
+                       char *dst) {
+    const cli_output *o = cli_outputs_add(&r->outs, option, path, of, input);
+    if (!o) return false;
+    if (dst) snprintf(dst, CLI_PATH_MAX, "%s", o->path);
+    return true;
+}
+
+/* Checks every file the run writes before any work: names, types, symlinks,
+ * collisions (derived names included) and the locks. Returns -1 to go on,
+ * else the exit code (message printed). */
+static int train_outputs(train_run *r) {
+    const train_opts *o = &r->o;
+    cli_outputs_init(&r->outs, "revtorch train");
+    const char *csv_opts[2][2] = {{"--log", o->log}, {"--memory-trace", o->trace}};
+    for (int i = 0; i < 2; i++)
+        if (csv_opts[i][1] && cli_path_ends_with(csv_opts[i][1], ".png")) {
+            fprintf(stderr, "revtorch train: %s %s: give the CSV file's name (e.g. %.*s.csv); the picture is "
+                            "drawn beside it with .png\n", csv_opts[i][0], csv_opts[i][1],
+                    (int)strlen(csv_opts[i][1]) - 4, csv_opts[i][1]);
+            return 2;
+        }
+    char derived[CLI_PATH_MAX];
+    r->keep = o->save ? o->save : o->resume;
+    if (o->resume) {
+        /* without --save the resumed files are written again; else only read */
+        bool keep_here = !o->save;
+        cli_train_state_optim_path(o->resume, derived, sizeof derived);
+        if (!add_output(r, "--resume", o->resume, NULL, !keep_here, keep_here ? r->save_path : NULL) ||
+            !add_output(r, "--resume", derived, o->resume, !keep_here, keep_here ? r->optim_path : NULL))
+            return 1;
+    }
+    if (o->save) {
+        cli_train_state_optim_path(o->save, derived, sizeof derived);
+        if (!add_output(r, "--save", o->save, NULL, false, r->save_path) ||
+            !add_output(r, "--save", derived, o->save, false, r->optim_path))
+            return 1;
+    }
+    if (o->log) {
+        char png[CLI_PATH_MAX];
+        cli_derived_path(o->log, ".csv", ".steps.csv", derived, sizeof derived);
+        cli_derived_path(o->log, ".csv", ".png", png, sizeof png);
+        if (!add_output(r, "--log", o->log, NULL, false, r->log_path) ||
+            !add_output(r, "--log", derived, o->log, false, r->steps_path) ||
+            !add_output(r, "--log", png, o->log, false, r->png_path))
+            return 1;
+    }
+    if (o->trace) {
+        cli_derived_path(o->trace, ".csv", ".png", derived, sizeof derived);
+        if (!add_output(r, "--memory-trace", o->trace, NULL, false, r->trace_path) ||
+            !add_output(r, "--memory-trace", derived, o->trace, false, r->trace_png))
+            return 1;
+    }
+    int rc = cli_outputs_check_distinct(&r->outs);
+    if (rc) return rc;
+    if (cli_outputs_lock(&r->outs)) return 1;
+    return -1;
+}
+
+/* Records that the --log files failed (once) and stops writing them. */
+static void train_log_lost(train_run *r, const char *what, int err) {
+    if (r->log_lost) return;
+    fprintf(stderr, "revtorch train: cannot write --log %s (%s): %s; the log is lost from here on, training goes "
+                    "on and the run will exit 1; free space or choose another --log\n",
+            r->o.log, what, strerror(err ? err : EIO));
+    r->log_lost = r->lost = true;
+    if (r->log) fclose(r->log);
+    if (r->steps_log) fclose(r->steps_log);
+    r->log = r->steps_log = NULL;
+}
+
+/* Flushes a log and checks it held every write; false (errno set) when not. */
+static bool flush_ok(FILE *f) {
+    errno = 0;
+    if (fflush(f) != 0 || ferror(f)) {
+        if (!errno) errno = EIO;
+        return false;
+    }
+    return true;
+}
+
+/* Opens the per-epoch log and the per-step log beside it (appending on
+ * resume, after reading the rows already there once for the curves). */
 static int train_open_logs(train_run *r) {
     const char *path = r->o.log;
-    char steps_path[4096];
-    size_t len = strlen(path);
-    snprintf(steps_path, sizeof steps_path, "%.*s.steps.csv",
-             (int)(len > 4 && !strcmp(path + len - 4, ".csv") ? len - 4 : len), path);
-    r->log = fopen(path, r->start_epoch ? "a" : "w");
-    r->steps_log = fopen(steps_path, r->start_epoch ? "a" : "w");
-    if (!r->log || !r->steps_log) {
+    if (r->start_epoch) {
+        cli_training_curves old;
+        if (cli_training_curves_read(r->log_path, r->steps_path, &old) == RT_OK) {
+            /* only what the resumed state holds: not the epochs of a longer run saved elsewhere */
+            for (size_t i = 0; i < old.n_epochs; i++)
+                if (old.epochs[i].epoch <= (double)r->start_epoch)
+                    cli_training_curves_add_epoch(&r->curves, &old.epochs[i]);
+            for (size_t i = 0; i < old.n_steps; i++)
+                if (old.steps[i].epoch < r->start_epoch)
+                    cli_training_curves_add_step(&r->curves, old.steps[i].epoch, old.steps[i].loss);
+            cli_training_curves_free(&old);
+        } else if (access(r->log_path, F_OK) == 0) {
+            fprintf(stderr, "revtorch train: warning: the curves in %s show this run's epochs only: %s\n",
+                    r->png_path, rt_error_last());
+        }
+        rt_error_clear();
+    }
+    const char *mode = r->start_epoch ? "a" : "w";
+    r->log = fopen(r->log_path, mode);
+    if (!r->log) {
         fprintf(stderr, "revtorch train: cannot write --log %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    r->steps_log = fopen(r->steps_path, mode);
+    if (!r->steps_log) {
+        fprintf(stderr, "revtorch train: cannot write --log %s (its steps file %s): %s\n", path, r->steps_path,
+                strerror(errno));
         return 1;
     }
     fseek(r->log, 0, SEEK_END);
     if (ftell(r->log) == 0) { /* a new file, also when resuming into another log */
         fprintf(r->log, "epoch,train_loss,train_acc,test_loss,test_acc,images_per_s,epoch_s,peak_param_mib,"
                         "peak_grad_mib,peak_optim_mib,peak_saved_mib,peak_temp_mib,peak_data_mib,peak_total_mib\n");
-        fprintf(r->steps_log, "epoch,step,lr,loss\n");
+    }
+    fseek(r->steps_log, 0, SEEK_END);
+    if (ftell(r->steps_log) == 0) fprintf(r->steps_log, "epoch,step,lr,loss\n");
+    if (!flush_ok(r->log) || !flush_ok(r->steps_log)) {
+        fprintf(stderr, "revtorch train: cannot write --log %s: %s; nothing was trained: free space or choose "
+                        "another --log\n", path, strerror(errno));
+        fclose(r->log);
+        fclose(r->steps_log);
+        r->log = r->steps_log = NULL;
+        return 1;
     }
     return 0;
 }
@@ -460,10 +559,41 @@ static void train_print_header(const train_run *r) {
                (double)r->pred.peak[RT_MEM_SAVED] / mib, (double)r->pred.peak_total / mib);
 }
 
+/* Writes the trace of step `step` (0-based) recorded since `start` as CSV
+ * and as a stacked timeline PNG; a failure makes the run exit 1. */
+static void write_memory_trace(train_run *r, int64_t step, const rt_memstats *start) {
+    const train_opts *o = &r->o;
+    char title[256];
+    snprintf(title, sizeof title, "memory of one training step — %s, memory %s, batch %lld", o->model,
+             r->strategy.reversible && rt_model_name_has_reversible(o->model) ? "reversible" : "standard",
+             (long long)o->batch_size);
+    size_t n;
+    const rt_mem_event *ev = rt_mem_trace_events(&n);
+    if (rt_mem_trace_write_csv(r->trace_path) != RT_OK ||
+        cli_plot_memory_timeline(r->trace_png, ev, n, start->live, title) != RT_OK) {
+        fprintf(stderr, "revtorch train: cannot write --memory-trace %s: %s; the run will exit 1\n", r->o.trace,
+                rt_error_last());
+        r->lost = true;
+    } else {
+        char png[CLI_PATH_MAX];
+        cli_derived_path(r->o.trace, ".csv", ".png", png, sizeof png);
+        /* the picture's peak: the live total when tracing began plus the highest running sum */
+        int64_t total = start->live_total, peak = total;
+        for (size_t i = 0; i < n; i++)
+            if ((total += ev[i].delta_bytes) > peak) peak = total;
+        double p = (double)peak / 1048576.0;
+        printf("memory timeline of step %lld: %s and %s (%zu events), peak %.*f MiB as marked (DATA there: the "
+               "decoded data sets and the batch, %.1f MiB when tracing began)\n", (long long)step + 1, r->o.trace,
+               png, n, p >= 100.0 ? 0 : p >= 10.0 ? 1 : 2, p, (double)start->live[RT_MEM_DATA] / 1048576.0);
+    }
+}
+
 /* Data, model, optimizer, loader, schedule, resume and logs. Returns -1 to
  * go on training, else the exit code (0: nothing left to train). */
 static int train_setup(train_run *r) {
     const train_opts *o = &r->o;
+    int rc = train_outputs(r);
+    if (rc >= 0) return rc;
     if (cli_open_dataset(o->data, true, o->train_subset, &r->train) != RT_OK)
         return cli_fail("cannot load the training set");
     if (cli_open_dataset(o->data, false, o->test_subset, &r->test) != RT_OK)
@@ -478,9 +608,6 @@ static int train_setup(train_run *r) {
         r->o.batch_asked = o->batch_size;
         r->o.batch_size = r->train->n;
     }
-    if ((o->save && check_writable(o->save, "--save") != RT_OK) ||
-        (o->trace && check_writable(o->trace, "--memory-trace") != RT_OK))
-        return cli_fail("bad output path");
     if (rt_model_create(o->model, r->train->channels, r->train->num_classes, RT_DEVICE_CPU, (uint64_t)o->seed, &r->m))
         return cli_fail("cannot create the model");
     cli_memory_mode(o->memory, o->grouping, &r->strategy);
@@ -520,6 +647,7 @@ static int train_setup(train_run *r) {
     train_run_options(o, r->run_options, sizeof r->run_options);
     if (o->resume && cli_train_state_load(o->resume, o->optimizer, r->run_options, r->m, r->opt, &r->start_epoch) != RT_OK)
         return cli_fail("cannot resume");
+    r->saved_epoch = r->start_epoch;
     r->last_epoch = o->stop_after ? o->stop_after : o->epochs;
     if (r->start_epoch >= r->last_epoch) {
         printf("revtorch train: %s already holds %lld epoch%s; nothing left to train up to epoch %lld\n",
@@ -527,7 +655,21 @@ static int train_setup(train_run *r) {
         return 0;
     }
     if (o->log && train_open_logs(r)) return 1;
+    r->epoch_steps = malloc((size_t)(r->per_epoch > 0 ? r->per_epoch : 1) * sizeof *r->epoch_steps);
+    if (!r->epoch_steps) return cli_fail("out of memory");
     train_print_header(r);
+    if (o->resume)
+        printf("resuming %s at epoch %lld (%lld epoch%s done)\n", o->resume, (long long)r->start_epoch + 1,
+               (long long)r->start_epoch, r->start_epoch == 1 ? "" : "s");
+    if (r->keep) {
+        char opath[CLI_PATH_MAX];
+        cli_train_state_optim_path(r->keep, opath, sizeof opath);
+        printf("saving after every epoch: weights to %s, optimizer state to %s%s\n", r->keep, opath,
+               o->save ? "" : " (the resumed files)");
+    } else {
+        printf("weights are not kept: pass --save FILE to keep them\n");
+    }
+    fflush(stdout);
     return -1;
 }
 
@@ -543,7 +685,15 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
     cli_progress bar;
     cli_progress_start(&bar, stdout, label, r->per_epoch);
     double t0 = cli_now_s();
+    r->n_epoch_steps = 0;
+    size_t first_step = r->curves.n_steps;
     for (int64_t b = 0;; b++) {
+        if (train_interrupted) { /* Ctrl-C: the unfinished epoch is dropped, its steps too */
+            cli_progress_finish(&bar);
+            r->curves.n_steps = first_step;
+            r->stopped_step = b;
+            return 130;
+        }
         rt_tensor *x = NULL, *y = NULL;
         bool end = false;
         if (rt_loader_next(r->loader, &x, &y, &end) != RT_OK) {
@@ -564,11 +714,7 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         rt_train_result res;
         rt_status st = rt_train_step(r->m->net, r->opt, &r->cfg, x, y, &res);
         if (tracing) {
-            char title[256];
-            snprintf(title, sizeof title, "memory of one training step — %s, memory %s, batch %lld", o->model,
-                     r->strategy.reversible && rt_model_name_has_reversible(o->model) ? "reversible" : "standard",
-                     (long long)o->batch_size);
-            write_memory_trace(o->trace, &trace_start, title);
+            write_memory_trace(r, step, &trace_start);
             rt_mem_trace_enable(0);
         }
         int64_t n = x->shape[0];
@@ -581,8 +727,11 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         e->loss_sum += res.loss * (double)n;
         e->correct += res.correct;
         e->seen += n;
-        if (r->steps_log)
-            fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g\n", (long long)epoch, (long long)step, lr, res.loss);
+        if (b < r->per_epoch) r->epoch_steps[r->n_epoch_steps++] = (struct train_step_row){step, lr, res.loss};
+        if (cli_training_curves_add_step(&r->curves, epoch, res.loss) != RT_OK) {
+            cli_progress_finish(&bar);
+            return cli_fail("cannot keep the training curves");
+        }
         cli_progress_update(&bar, b + 1, res.loss, e->seen);
     }
     cli_progress_finish(&bar);
@@ -622,39 +771,138 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
                 (double)e->correct / seen, test_loss, test_acc, seen / e->secs, e->secs);
         for (int c = 0; c < RT_MEM_NCAT; c++) fprintf(r->log, ",%.3f", (double)e->peaks.peak[c] / mib);
         fprintf(r->log, ",%.3f\n", (double)e->peaks.peak_total / mib);
-        fflush(r->log);
-        fflush(r->steps_log);
-        char png[4096];
-        png_path(o->log, png, sizeof png);
-        if (cli_plot_training_csv(o->log, png) != RT_OK)
-            fprintf(stderr, "revtorch train: cannot draw %s: %s\n", png, rt_error_last());
+        for (int64_t i = 0; i < r->n_epoch_steps; i++)
+            fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g\n", (long long)epoch, (long long)r->epoch_steps[i].step,
+                    r->epoch_steps[i].lr, r->epoch_steps[i].loss);
+        if (!flush_ok(r->log))
+            train_log_lost(r, r->o.log, errno);
+        else if (!flush_ok(r->steps_log))
+            train_log_lost(r, r->steps_path, errno);
     }
-    if (o->save && cli_train_state_save(o->save, o->optimizer, r->run_options, r->m, r->opt, epoch + 1) != RT_OK)
-        return cli_fail("cannot save the training state");
+    if (o->log) {
+        cli_epoch_row row = {.epoch = (double)(epoch + 1), .train_loss = e->loss_sum / seen,
+                             .train_acc = (double)e->correct / seen, .test_loss = test_loss, .test_acc = test_acc};
+        if (cli_training_curves_add_epoch(&r->curves, &row) != RT_OK ||
+            cli_plot_training(r->png_path, &r->curves, o->log) != RT_OK) {
+            fprintf(stderr, "revtorch train: cannot draw the curves of --log %s to %s: %s; the run will exit 1\n",
+                    o->log, r->png_path, rt_error_last());
+            r->lost = true;
+        }
+    }
+    if (r->keep) {
+        if (cli_train_state_save(r->save_path, r->optim_path, o->optimizer, r->run_options, r->m, r->opt,
+                                 epoch + 1) != RT_OK)
+            return cli_fail("cannot save the training state");
+        char opath[CLI_PATH_MAX];
+        cli_train_state_optim_path(r->keep, opath, sizeof opath);
+        printf("saved epoch %lld to %s and %s\n", (long long)epoch + 1, r->keep, opath);
+        fflush(stdout);
+        r->saved_epoch = epoch + 1;
+    }
     return 0;
 }
 
-static void train_teardown(train_run *r) {
-    if (r->log) fclose(r->log);
-    if (r->steps_log) fclose(r->steps_log);
+/* Closes the logs (a failed close loses them: returns false) and frees the run. */
+static bool train_teardown(train_run *r) {
+    bool ok = true;
+    if (r->log && fclose(r->log) != 0) {
+        fprintf(stderr, "revtorch train: cannot write --log %s: %s\n", r->o.log, strerror(errno));
+        ok = false;
+    }
+    if (r->steps_log && fclose(r->steps_log) != 0) {
+        fprintf(stderr, "revtorch train: cannot write --log %s (its steps file %s): %s\n", r->o.log, r->steps_path,
+                strerror(errno));
+        ok = false;
+    }
+    r->log = r->steps_log = NULL;
+    cli_outputs_release(&r->outs);
+    cli_training_curves_free(&r->curves);
+    free(r->epoch_steps);
     rt_loader_destroy(r->loader);
     rt_optimizer_destroy(r->opt);
     rt_model_destroy(r->m);
     rt_dataset_destroy(r->train);
     rt_dataset_destroy(r->test);
+    return ok;
+}
+
+/* Appends `arg` to buf as one shell word (single-quoted unless plain). */
+static void append_word(char *buf, size_t n, const char *arg) {
+    size_t used = strlen(buf);
+    bool plain = *arg != '\0';
+    for (const char *c = arg; *c; c++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+-@%", *c)) plain = false;
+    if (plain) {
+        snprintf(buf + used, n - used, " %s", arg);
+        return;
+    }
+    snprintf(buf + used, n - used, " '");
+    for (const char *c = arg; *c; c++) {
+        used = strlen(buf);
+        if (*c == '\'')
+            snprintf(buf + used, n - used, "'\\''");
+        else
+            snprintf(buf + used, n - used, "%c", *c);
+    }
+    used = strlen(buf);
+    snprintf(buf + used, n - used, "'");
+}
+
+/* After Ctrl-C: where the run stopped, what is kept and the command that continues it. */
+static void train_report_interrupt(const train_run *r, int64_t epoch) {
+    fprintf(stderr, "revtorch train: interrupted at epoch %lld step %lld of %lld; ", (long long)epoch + 1,
+            (long long)r->stopped_step, (long long)r->per_epoch);
+    if (!r->keep) {
+        fprintf(stderr, "nothing is kept (no --save); run again with --save FILE to keep the weights\n");
+        return;
+    }
+    if (!r->saved_epoch) {
+        fprintf(stderr, "no epoch finished, so nothing was saved to %s; run the same command again\n", r->keep);
+        return;
+    }
+    char cmd[8192] = "revtorch train";
+    for (int i = 1; i < r->argc; i++) {
+        if (!strcmp(r->argv[i], "--resume")) {
+            i++;
+            continue;
+        }
+        append_word(cmd, sizeof cmd, r->argv[i]);
+    }
+    strncat(cmd, " --resume", sizeof cmd - strlen(cmd) - 1);
+    append_word(cmd, sizeof cmd, r->keep);
+    fprintf(stderr, "%s holds epoch %lld (the unfinished epoch is dropped); resume with: %s\n", r->keep,
+            (long long)r->saved_epoch, cmd);
 }
 
 int cli_cmd_train(int argc, char **argv) {
-    train_run r = {0};
+    train_run r = {.argc = argc, .argv = argv};
     int rc = train_parse(argc, argv, &r.o);
     if (rc >= 0) return rc;
     if (!cli_threads_ok(r.o.threads)) return 2;
     rt_set_num_threads((int)r.o.threads);
+    /* Ctrl-C finishes the current step; a second one ends the process at once */
+    struct sigaction sa = {0}, old_sa;
+    sa.sa_handler = train_on_sigint;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    train_interrupted = 0;
+    sigaction(SIGINT, &sa, &old_sa);
     rc = train_setup(&r);
     for (int64_t epoch = r.start_epoch; rc < 0 && epoch < r.last_epoch; epoch++) {
         train_epoch_stats e;
-        if (train_epoch(&r, epoch, &e) || train_report(&r, epoch, &e)) rc = 1;
+        int erc = train_epoch(&r, epoch, &e);
+        if (erc == 130) {
+            train_report_interrupt(&r, epoch);
+            rc = 130;
+        } else if (erc || train_report(&r, epoch, &e)) {
+            rc = 1;
+        }
     }
-    train_teardown(&r);
+    if (!train_teardown(&r)) r.lost = true;
+    sigaction(SIGINT, &old_sa, NULL);
+    if (rc < 0 && r.lost) {
+        fprintf(stderr, "revtorch train: training finished, but an output was lost (see above)\n");
+        rc = 1;
+    }
     return rc < 0 ? 0 : rc;
 }

@@ -12,8 +12,7 @@
 #include "io/weights.h"
 #include "kernels/vec.h"
 
-/* "run.safetensors" → "run.optim.safetensors"; other names get ".optim.safetensors" appended. */
-static void optim_path(const char *weights, char *buf, size_t n) {
+void cli_train_state_optim_path(const char *weights, char *buf, size_t n) {
     const char *ext = ".safetensors";
     size_t len = strlen(weights), el = strlen(ext);
     if (len > el && !strcmp(weights + len - el, ext))
@@ -72,10 +71,9 @@ static rt_status optim_state_check_finite(void *ud, const char *name, rt_tensor 
     return RT_OK;
 }
 
-rt_status cli_train_state_save(const char *path, const char *optimizer, const char *run_options, rt_model *m,
-                             rt_optimizer *opt, int64_t epoch) {
-    char opath[4096], ep[32], steps[32];
-    optim_path(path, opath, sizeof opath);
+rt_status cli_train_state_save(const char *path, const char *opath, const char *optimizer, const char *run_options,
+                               rt_model *m, rt_optimizer *opt, int64_t epoch) {
+    char ep[32], steps[32];
     snprintf(ep, sizeof ep, "%lld", (long long)epoch);
     snprintf(steps, sizeof steps, "%lld", (long long)rt_optimizer_step_count(opt));
     const char *meta[] = {"format", "pt", "model", m->name, "epoch", ep, "optimizer_steps", steps,
@@ -145,7 +143,7 @@ static rt_status check_run_options(const char *path, const char *saved, const ch
 rt_status cli_train_state_load(const char *path, const char *optimizer, const char *run_options, rt_model *m,
                              rt_optimizer *opt, int64_t *epoch) {
     char opath[4096], buf[64];
-    optim_path(path, opath, sizeof opath);
+    cli_train_state_optim_path(path, opath, sizeof opath);
     RT_TRY(rt_weights_read_metadata(path, "model", buf, sizeof buf));
     if (strcmp(buf, m->name))
         return rt_error_set(RT_ERR_FORMAT, "checkpoint '%s' holds a %s, not a %s; pass --model %s", path,

@@ -12,13 +12,19 @@
 #include "models/model.h"
 #include "optim/optim.h"
 
-/* Saves m and opt after `epoch` completed epochs; `optimizer` is the
+/* "run.safetensors" → "run.optim.safetensors"; other names get
+ * ".optim.safetensors" appended: where the optimizer state of `weights` goes. */
+void cli_train_state_optim_path(const char *weights, char *buf, size_t n);
+
+/* Saves m and opt after `epoch` completed epochs, the weights to `path`
+ * and the optimizer state to `opath` (normally cli_train_state_optim_path
+ * of the name the user gave, resolved to the file it names); `optimizer` is the
  * optimizer's CLI name ("sgd", "adamw"); `run_options` the options a resume
  * must repeat, as "name=value" words separated by spaces (name: the CLI
  * option without "--", "-" written "_"), stored as metadata
  * "run_options". Errors: RT_ERR_IO, RT_ERR_OOM. */
-rt_status cli_train_state_save(const char *path, const char *optimizer, const char *run_options, rt_model *m,
-                             rt_optimizer *opt, int64_t epoch);
+rt_status cli_train_state_save(const char *path, const char *opath, const char *optimizer, const char *run_options,
+                               rt_model *m, rt_optimizer *opt, int64_t epoch);
 /* Loads a checkpoint saved for the same model, optimizer and run options
  * into m and opt and returns the completed epochs. Errors: RT_ERR_FORMAT
  * naming the mismatch (model, optimizer, a tensor, files from different

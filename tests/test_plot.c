@@ -941,6 +941,54 @@ static void test_training(void) {
     unlink(csv);
 }
 
+/* The picture `revtorch train` draws from the rows it keeps equals the one
+ * drawn from its CSV files; a FIFO or device is refused, not read for ever. */
+static void test_training_memory(void) {
+    char csv[600], steps[600], from_csv[600], from_mem[600], fifo[600];
+    path_in(csv, sizeof csv, "mem.csv");
+    path_in(steps, sizeof steps, "mem.steps.csv");
+    path_in(from_csv, sizeof from_csv, "mem_csv.png");
+    path_in(from_mem, sizeof from_mem, "mem_rows.png");
+    write_training_csv(csv, steps, 3, 50);
+    CHECK_OK(cli_plot_training_csv(csv, from_csv));
+    cli_training_curves c;
+    CHECK_OK(cli_training_curves_read(csv, steps, &c));
+    CHECK_EQ_INT((int)c.n_epochs, 3);
+    CHECK_EQ_INT((int)c.n_steps, 150);
+    cli_training_curves copy = {0};
+    for (size_t i = 0; i < c.n_epochs; i++) CHECK_OK(cli_training_curves_add_epoch(&copy, &c.epochs[i]));
+    for (size_t i = 0; i < c.n_steps; i++) CHECK_OK(cli_training_curves_add_step(&copy, c.steps[i].epoch, c.steps[i].loss));
+    CHECK_OK(cli_plot_training(from_mem, &copy, csv));
+    FILE *a = fopen(from_csv, "rb"), *b = fopen(from_mem, "rb");
+    CHECK(a && b);
+    if (a && b) {
+        int ca, cb;
+        long same = 0, differ = 0;
+        do {
+            ca = fgetc(a);
+            cb = fgetc(b);
+            if (ca == cb) same++; else differ++;
+        } while (ca != EOF && cb != EOF);
+        CHECK(differ == 0 && same > 1000);
+    }
+    if (a) fclose(a);
+    if (b) fclose(b);
+    cli_training_curves empty = {0};
+    CHECK_EQ_INT(cli_plot_training(from_mem, &empty, NULL), RT_ERR_FORMAT);
+    CHECK_EQ_INT(cli_training_curves_add_step(&copy, -1, 1.0), RT_ERR_INVALID_ARG);
+    cli_training_curves_free(&c);
+    cli_training_curves_free(&copy);
+    path_in(fifo, sizeof fifo, "fifo.csv");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK_EQ_INT(cli_plot_training_csv(fifo, from_csv), RT_ERR_IO);
+    CHECK(strstr(rt_error_last(), "not a regular file") != NULL);
+    unlink(fifo);
+    unlink(csv);
+    unlink(steps);
+    unlink(from_csv);
+    unlink(from_mem);
+}
+
 static void test_cleanup(void) {
     if (dir_[0] && !keep_) CHECK(rmdir(dir_) == 0); /* empty: every test removed its files */
 }
@@ -949,4 +997,5 @@ RT_TEST_MAIN({"lines", test_lines}, {"lines_drawn", test_lines_drawn}, {"lines_l
              {"lines_nan_gap", test_lines_nan_gap}, {"lines_errors", test_lines_errors}, {"timeline", test_timeline},
              {"timeline_drawn", test_timeline_drawn},
              {"timeline_tracker", test_timeline_tracker}, {"training", test_training},
+             {"training_memory", test_training_memory},
              {"cleanup", test_cleanup})

@@ -1,0 +1,69 @@
+/* The files a CLI command writes, checked together before any work:
+ * each is absent or a regular file (a symlink counts as its target, which
+ * is then written in its place), its directory is writable, no two of them
+ * (derived names included) are the same file, and no other run holds them.
+ *
+ * Paths are resolved once here; writers are then given the resolved path,
+ * so an atomic save (temporary + rename) replaces the symlink's target and
+ * leaves the link itself in place, as torch.save does. */
+#ifndef CLI_OUTPUTS_H
+#define CLI_OUTPUTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define CLI_OUTPUTS_MAX 12
+#define CLI_PATH_MAX 4096
+
+typedef struct cli_output {
+    const char *option;      /* "--save" */
+    char given[CLI_PATH_MAX]; /* the path as typed, or derived from it ("X.optim.safetensors") */
+    char of[CLI_PATH_MAX];    /* derived: the option's value it was made from; else "" */
+    char path[CLI_PATH_MAX];  /* resolved: symlinks followed, directory made absolute */
+    bool derived, exists, input;
+    dev_t dev;
+    ino_t ino;
+} cli_output;
+
+typedef struct cli_outputs {
+    const char *command; /* "revtorch train", for messages */
+    cli_output out[CLI_OUTPUTS_MAX];
+    int n;
+    int lock_fd[CLI_OUTPUTS_MAX];
+    char lock_path[CLI_OUTPUTS_MAX][CLI_PATH_MAX];
+    int n_locks;
+} cli_outputs;
+
+/* An empty set for messages starting with `command`. */
+void cli_outputs_init(cli_outputs *s, const char *command);
+
+/* Adds `path` after resolving and checking it: the value of `option`, or
+ * when `of` is not NULL a name derived from that value `of`
+ * ("X.optim.safetensors" of --save X). `input` marks a file the command
+ * only reads (--resume with --save), which may be the same file as --save
+ * and need not be writable.
+ * Returns the entry, or NULL with a message printed (exit code 1: the file
+ * system does not allow it). */
+const cli_output *cli_outputs_add(cli_outputs *s, const char *option, const char *path, const char *of, bool input);
+
+/* 0 when no two outputs are the same file; else prints which ones collide
+ * and returns 2 (a usage error). --resume and --save may share files. */
+int cli_outputs_check_distinct(const cli_outputs *s);
+
+/* Locks every non-derived output with flock() on "RESOLVED.lock", held
+ * until cli_outputs_release. Returns 0, or 1 with a message when another
+ * run holds one of them or a lock file cannot be made. */
+int cli_outputs_lock(cli_outputs *s);
+
+/* Removes the lock files and releases the locks (safe to call twice). */
+void cli_outputs_release(cli_outputs *s);
+
+/* "dir/run.csv" → "dir/run<suffix>" (the extension `ext` replaced when the
+ * name ends with it, else suffix appended). */
+void cli_derived_path(const char *path, const char *ext, const char *suffix, char *buf, size_t n);
+
+/* True when path ends with ext. */
+bool cli_path_ends_with(const char *path, const char *ext);
+
+#endif

@@ -297,18 +297,40 @@ static rt_status h_fail(void *u, rt_tensor *const *params, int n) {
     return rt_error_set(RT_ERR_STATE, "all-reduce failed (test)");
 }
 
+/* A Linear(4 → 3) classifier, its state dict, its two parameters and plain
+ * SGD with lr 0.5 over them (free all with classifier_free). */
+typedef struct classifier {
+    rt_module *net;
+    rt_state_dict *sd;
+    rt_tensor *params[2];
+    rt_optimizer *opt;
+} classifier;
+
+static void classifier_make(classifier *c) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 2);
+    *c = (classifier){0};
+    CHECK_OK(rt_linear_create(&ctx, 4, 3, true, &c->net));
+    CHECK_OK(rt_module_state_dict(c->net, &c->sd));
+    CHECK_EQ_INT(rt_state_dict_params(c->sd, c->params, 2), 2);
+    c->opt = rt_sgd_create(c->params, 2, &(rt_sgd_opts){.lr = 0.5});
+    CHECK(c->opt != NULL);
+}
+
+static void classifier_free(classifier *c) {
+    rt_optimizer_destroy(c->opt);
+    rt_state_dict_destroy(c->sd);
+    rt_module_destroy(c->net);
+}
+
 /* One Linear(4 → 3) classifier; the hooks run in order, a skipped step
  * leaves parameters and optimizer untouched, and the loss scale multiplies
  * the gradients the hooks see (a loss scaler's contract). */
 static void test_step_hooks(void) {
-    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 2);
-    rt_module *net = NULL;
-    rt_state_dict *sd = NULL;
-    CHECK_OK(rt_linear_create(&ctx, 4, 3, true, &net));
-    CHECK_OK(rt_module_state_dict(net, &sd));
-    rt_tensor *params[2];
-    CHECK_EQ_INT(rt_state_dict_params(sd, params, 2), 2);
-    rt_optimizer *opt = rt_sgd_create(params, 2, &(rt_sgd_opts){.lr = 0.5});
+    classifier c;
+    classifier_make(&c);
+    rt_module *net = c.net;
+    rt_tensor **params = c.params;
+    rt_optimizer *opt = c.opt;
     int64_t xs[2] = {6, 4}, n = 6;
     rt_tensor *x = input(2, xs, 8), *y = rt_tensor_create(1, &n, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
     for (int i = 0; i < 6; i++) ((int32_t *)rt_tensor_data(y))[i] = i % 3;
@@ -347,9 +369,7 @@ static void test_step_hooks(void) {
     CHECK(rt_tensor_f32(params[0])[0] == w1 && rt_optimizer_step_count(opt) == 1);
     rt_tensor_release(x);
     rt_tensor_release(y);
-    rt_optimizer_destroy(opt);
-    rt_state_dict_destroy(sd);
-    rt_module_destroy(net);
+    classifier_free(&c);
 }
 
 /* A NaN loss is an error before any update. */
@@ -364,14 +384,11 @@ static rt_status nan_loss(rt_tensor *out, rt_tensor *target, void *user, rt_tens
 }
 
 static void test_step_refuses_nan_loss(void) {
-    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 2);
-    rt_module *net = NULL;
-    rt_state_dict *sd = NULL;
-    CHECK_OK(rt_linear_create(&ctx, 4, 3, true, &net));
-    CHECK_OK(rt_module_state_dict(net, &sd));
-    rt_tensor *params[2];
-    rt_state_dict_params(sd, params, 2);
-    rt_optimizer *opt = rt_sgd_create(params, 2, &(rt_sgd_opts){.lr = 0.5});
+    classifier c;
+    classifier_make(&c);
+    rt_module *net = c.net;
+    rt_tensor **params = c.params;
+    rt_optimizer *opt = c.opt;
     int64_t xs[2] = {2, 4}, n = 2;
     rt_tensor *x = input(2, xs, 8), *y = rt_tensor_zeros(1, &n, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
     rt_train_config cfg = {.accum_steps = 1, .loss = nan_loss};
@@ -382,9 +399,7 @@ static void test_step_refuses_nan_loss(void) {
     CHECK(rt_tensor_f32(params[0])[0] == w0 && rt_optimizer_step_count(opt) == 0);
     rt_tensor_release(x);
     rt_tensor_release(y);
-    rt_optimizer_destroy(opt);
-    rt_state_dict_destroy(sd);
-    rt_module_destroy(net);
+    classifier_free(&c);
 }
 
 RT_TEST_MAIN({"state_dict_names_follow_the_tree", test_state_dict_names_follow_the_tree},

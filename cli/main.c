@@ -1,4 +1,5 @@
 /* `revtorch`: train and evaluate networks in little memory. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,10 @@ static void cli_prefer_passive_wait(char **argv) {
 
 int main(int argc, char **argv) {
     cli_prefer_passive_wait(argv);
+    /* Past a file-size limit (ulimit -f) a write would kill the process with
+     * SIGXFSZ and no word; ignored, the write fails with EFBIG and the
+     * command reports which output was lost and exits 1. */
+    signal(SIGXFSZ, SIG_IGN);
     int rc = run(argc, argv);
     rt_kernels_release_cache();
     rt_mem_release_cache();

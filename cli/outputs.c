@@ -189,7 +189,7 @@ int cli_outputs_check_distinct(const cli_outputs *s) {
 int cli_outputs_lock(cli_outputs *s) {
     for (int i = 0; i < s->n; i++) {
         const cli_output *o = &s->out[i];
-        if (o->derived) continue;
+        /* derived files too: another run may name X.steps.csv itself */
         char lp[CLI_PATH_MAX];
         int w = snprintf(lp, sizeof lp, "%s.lock", o->path);
         if (w < 0 || (size_t)w >= sizeof lp) {

@@ -51,7 +51,9 @@ const cli_output *cli_outputs_add(cli_outputs *s, const char *option, const char
  * and returns 2 (a usage error). --resume and --save may share files. */
 int cli_outputs_check_distinct(const cli_outputs *s);
 
-/* Locks every non-derived output with flock() on "RESOLVED.lock", held
+/* Locks every output, derived ones included (another run may name
+ * X.steps.csv or X.optim.safetensors as its own output), with flock() on
+ * "RESOLVED.lock", held
  * until cli_outputs_release. Returns 0, or 1 with a message when another
  * run holds one of them or a lock file cannot be made. */
 int cli_outputs_lock(cli_outputs *s);

@@ -768,20 +768,33 @@ rt_status cli_plot_memory_timeline(const char *png_path, const rt_mem_event *ev,
         }
         cairo_stroke(cr);
     }
-    /* where backward begins: the first event booked to a "backward:<op>" */
-    for (size_t i = 0; i < n; i++)
-        if (ev[i].op && !strncmp(ev[i].op, "backward:", 9)) {
-            double bx = round(map_x(&f, by_index ? (double)i : ev[i].time_s * 1000.0)) + 0.5;
-            cairo_set_source_rgb(cr, 0.15, 0.15, 0.55);
-            cairo_set_line_width(cr, 1.5);
-            cairo_move_to(cr, bx, f.area.y);
-            cairo_line_to(cr, bx, f.area.y + f.area.h);
-            cairo_stroke(cr);
-            set_font(cr, RT_LABEL_PX, false);
-            draw_text(cr, bx - 6.0, f.area.y + 6.0, "forward", 1.0, 0.0);
-            draw_text(cr, bx + 6.0, f.area.y + 6.0, "backward", 0.0, 0.0);
-            break;
+    /* where each backward begins (one per micro-batch): the first event booked
+     * to a "backward:<op>" of the step, and again after each "micro_batch"
+     * event (the slice that starts the next micro-batch's forward). Forwards
+     * re-run inside backward (reversible rebuilds) do not count. */
+    bool in_forward = true, labelled = false;
+    for (size_t i = 0; i < n; i++) {
+        bool backward = ev[i].op && !strncmp(ev[i].op, "backward:", 9);
+        if (!backward) {
+            in_forward |= ev[i].op && !strcmp(ev[i].op, "micro_batch");
+            continue;
         }
+        if (!in_forward) continue;
+        in_forward = false;
+        double bx = round(map_x(&f, by_index ? (double)i : ev[i].time_s * 1000.0)) + 0.5;
+        cairo_set_source_rgb(cr, 0.15, 0.15, 0.55);
+        cairo_set_line_width(cr, 1.5);
+        cairo_move_to(cr, bx, f.area.y);
+        cairo_line_to(cr, bx, f.area.y + f.area.h);
+        cairo_stroke(cr);
+        if (labelled) continue;
+        labelled = true;
+        set_font(cr, RT_LABEL_PX, false);
+        /* a forward too narrow for its label stays unlabelled rather than clipped */
+        if (bx - 6.0 - text_width(cr, "forward") >= f.area.x + 2.0)
+            draw_text(cr, bx - 6.0, f.area.y + 6.0, "forward", 1.0, 0.0);
+        draw_text(cr, bx + 6.0, f.area.y + 6.0, "backward", 0.0, 0.0);
+    }
     /* peak marker */
     double py = map_y(&f, mib(peak)), px = map_x(&f, peak_x);
     const double dash[2] = {5.0, 4.0};

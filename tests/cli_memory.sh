@@ -53,6 +53,12 @@ out="$( (ulimit -v 1500000; "$bin" train --model resnet20 --data "$data" --train
 if [ $rc -eq 1 ] && grep -q "RLIMIT_AS" <<< "$out" && grep -q "fits: --accum-steps" <<< "$out" &&
    grep -q "fits: --batch-size" <<< "$out" && ! grep -q "^epoch 1:" <<< "$out"; then ok
 else bad "ulimit -v refusal (exit $rc): $out"; fi
+# a step whose tracked peak fits the address-space limit but whose process
+# does not (the allocator's cache, OpenBLAS's buffers): refused, not a hang
+out="$( (ulimit -v 600000; timeout 120 "$bin" train --model resnet20 --data "$data" --train-subset 256 \
+        --test-subset 64 --batch-size 64 --epochs 1 --warmup-steps 1 --threads 1) 2>&1)"; rc=$?
+if [ $rc -eq 1 ] && grep -q "RLIMIT_AS" <<< "$out" && grep -q "allocator's cached blocks" <<< "$out"; then ok
+else bad "ulimit -v 600000 refused before training (exit $rc): $out"; fi
 # ... and resnet20 at batch 60000 (70 GB predicted) on a machine with less
 avail_kb="$(awk '/MemAvailable/ {print $2}' /proc/meminfo)"
 if [ "${avail_kb:-0}" -lt 60000000 ]; then

@@ -102,6 +102,11 @@ out="$( (trap '' XFSZ; ulimit -f 1; timeout 60 "$bin" train "${quick[@]}" --epoc
 if [ "$rc" -eq 1 ] && grep -q -- "cannot write --log $t/mid.csv.*File too large" <<< "$out" && grep -q "^epoch 2:" <<< "$out"
 then ok; else bad "log-fills-mid-run: exit $rc: $out"; fi
 
+# a file-size limit without the shell ignoring SIGXFSZ: reported, not a silent kill
+out="$( (ulimit -f 1; timeout 60 "$bin" train "${quick[@]}" --log "$t/fsz.csv") 2>&1)"; rc=$?
+if [ "$rc" -eq 1 ] && grep -q "File too large" <<< "$out"; then ok; else bad "file-size-limit-reported: exit $rc: $out"; fi
+assert file-size-limit-no-leftovers test ! -e "$t/fsz.csv.lock" -a ! -e "$t/fsz.png.tmp"
+
 # --- two runs on the same outputs: the second is refused while the first runs;
 # --- Ctrl-C ends the first after its step, keeping the saved epoch, and says how to resume
 long=(--model resnet20 --epochs 3 --train-subset 1024 --test-subset 64 --batch-size 32 --threads 1)
@@ -110,6 +115,9 @@ pid=$!
 for _ in $(seq 1200); do grep -q "saved epoch 1" "$t/a.out" 2>/dev/null && break; sleep 0.1; done
 check lock-same-save 1 "in use by another" "$bin" train "${quick[@]}" --save "$t/a.safetensors"
 check lock-same-log 1 "in use by another" "$bin" train "${quick[@]}" --log "$t/a.csv"
+# files derived from the first run's outputs are in use too
+check lock-derived-steps 1 "in use by another" "$bin" train "${quick[@]}" --memory-trace "$t/a.steps.csv"
+check lock-derived-optim 1 "in use by another" "$bin" train "${quick[@]}" --log "$t/a.optim.safetensors"
 kill -INT "$pid"
 wait "$pid"; rc=$?
 assert sigint-exit-130 test "$rc" -eq 130

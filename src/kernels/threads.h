@@ -11,11 +11,12 @@
  * How idle threads wait is not set here: libgomp reads OMP_WAIT_POLICY and
  * GOMP_SPINCOUNT once, when it is loaded, before main. Its default (spin
  * 300000 polls, then sleep) made training steps many times slower on a
- * machine where other processes compete for the cores; with
- * OMP_WAIT_POLICY=passive they stayed close to --threads 1
- * (bench/threads_under_load.sh). The revtorch CLI sets passive unless the user
- * set either variable (cli/main.c); a program that links the library and runs
- * on shared machines should start with OMP_WAIT_POLICY=passive too. */
+ * machine where other processes compete for the cores; a short spin
+ * (GOMP_SPINCOUNT=10000) stayed close to --threads 1 there and costs nothing
+ * on an idle machine, where OMP_WAIT_POLICY=passive costs 7-18%
+ * (bench/threads_under_load.sh, cli/main.c). The revtorch CLI sets the short
+ * spin unless the user set either variable; a program that links the library
+ * and runs on shared machines should start with GOMP_SPINCOUNT=10000 too. */
 void rt_set_num_threads(int n);
 
 /* The count the next parallel kernel on this thread will use

@@ -67,6 +67,9 @@ int main(int argc, char **argv) {
      * SIGXFSZ and no word; ignored, the write fails with EFBIG and the
      * command reports which output was lost and exits 1. */
     signal(SIGXFSZ, SIG_IGN);
+    /* The same for a closed pipe (`revtorch train ... | head`): printing
+     * fails quietly and the run still saves and releases its locks. */
+    signal(SIGPIPE, SIG_IGN);
     int rc = run(argc, argv);
     rt_kernels_release_cache();
     rt_mem_release_cache();

@@ -107,6 +107,11 @@ out="$( (ulimit -f 1; timeout 60 "$bin" train "${quick[@]}" --log "$t/fsz.csv") 
 if [ "$rc" -eq 1 ] && grep -q "File too large" <<< "$out"; then ok; else bad "file-size-limit-reported: exit $rc: $out"; fi
 assert file-size-limit-no-leftovers test ! -e "$t/fsz.csv.lock" -a ! -e "$t/fsz.png.tmp"
 
+# output piped into a reader that quits early: the run still finishes its outputs and leaves no locks
+( "$bin" train "${quick[@]}" --log "$t/pipe.csv" | head -1 > /dev/null )
+assert closed-pipe-run-finished test -s "$t/pipe.png"
+assert closed-pipe-no-locks test ! -e "$t/pipe.csv.lock" -a ! -e "$t/pipe.steps.csv.lock"
+
 # --- two runs on the same outputs: the second is refused while the first runs;
 # --- Ctrl-C ends the first after its step, keeping the saved epoch, and says how to resume
 long=(--model resnet20 --epochs 3 --train-subset 1024 --test-subset 64 --batch-size 32 --threads 1)

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 
@@ -314,7 +315,7 @@ rt_status rt_mem_trace_write_csv(const char *path) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (!f) return rt_error_set(RT_ERR_IO, "cannot write memory trace '%s'", tmp);
+    if (!f) return rt_error_set(RT_ERR_IO, "cannot write memory trace '%s': %s", tmp, strerror(errno));
     fprintf(f, "time_s,delta_bytes,category,op,module,live_total\n");
     size_t n;
     const rt_mem_event *ev = rt_mem_trace_events(&n);
@@ -325,9 +326,13 @@ rt_status rt_mem_trace_write_csv(const char *path) {
         rt_csv_write_field(f, ev[i].module);
         fprintf(f, ",%lld\n", (long long)ev[i].live_total);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    /* a write error (a full disk, a file-size limit) sticks to the stream */
+    int failed = ferror(f);
+    if (fclose(f) != 0 || failed || rename(tmp, path) != 0) {
+        int e = errno;
         remove(tmp);
-        return rt_error_set(RT_ERR_IO, "cannot write memory trace '%s'", path);
+        return rt_error_set(RT_ERR_IO, "cannot write memory trace '%s': %s", path,
+                            failed && !e ? "write error" : strerror(e));
     }
     return RT_OK;
 }

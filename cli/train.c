@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "train_state.h"
@@ -267,10 +268,24 @@ typedef struct train_epoch_stats {
 /* Set when SIGINT arrives; checked between training steps (cli/ only: the
  * library keeps no global mutable state). */
 static volatile sig_atomic_t train_interrupted;
+static struct timespec train_interrupted_at;
 
+/* The first SIGINT asks the run to stop after its step. A second one a
+ * second or more later ends the process at once (a user pressing Ctrl-C
+ * again); one sooner is the same request delivered twice (timeout(1) and
+ * shells send it to the process and to its group) and is ignored. Only
+ * async-signal-safe calls. */
 static void train_on_sigint(int sig) {
     (void)sig;
-    train_interrupted = 1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!train_interrupted) {
+        train_interrupted_at = now;
+        train_interrupted = 1;
+    } else if (now.tv_sec - train_interrupted_at.tv_sec >= 2 ||
+               (now.tv_sec - train_interrupted_at.tv_sec == 1 && now.tv_nsec >= train_interrupted_at.tv_nsec)) {
+        _exit(130);
+    }
 }
 
 /* Adds an output (and when `of` is set, a name derived from it) and copies
@@ -893,10 +908,10 @@ int cli_cmd_train(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!cli_threads_ok(r.o.threads)) return 2;
     rt_set_num_threads((int)r.o.threads);
-    /* Ctrl-C finishes the current step; a second one ends the process at once */
+    /* Ctrl-C finishes the current step; another one a second later ends the process at once */
     struct sigaction sa = {0}, old_sa;
     sa.sa_handler = train_on_sigint;
-    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     train_interrupted = 0;
     sigaction(SIGINT, &sa, &old_sa);

@@ -525,8 +525,8 @@ static int train_check_memory(train_run *r, const rt_optimizer_spec *spec) {
                                d->width, &p) != RT_OK)
             break;
         if (process_need(p.peak_total) <= room) {
-            fprintf(stderr, "  fits: --accum-steps %lld (same batch and gradient, %.1f MiB)\n", (long long)k,
-                    (double)p.peak_total / mib);
+            fprintf(stderr, "  fits: --accum-steps %lld (same batch and gradient; needs %.1f MiB)\n", (long long)k,
+                    (double)process_need(p.peak_total) / mib);
             found++;
             break;
         }
@@ -537,7 +537,8 @@ static int train_check_memory(train_run *r, const rt_optimizer_spec *spec) {
                                d->width, &p) != RT_OK)
             break;
         if (process_need(p.peak_total) <= room) {
-            fprintf(stderr, "  fits: --batch-size %lld (%.1f MiB)\n", (long long)b, (double)p.peak_total / mib);
+            fprintf(stderr, "  fits: --batch-size %lld (needs %.1f MiB)\n", (long long)b,
+                    (double)process_need(p.peak_total) / mib);
             found++;
             break;
         }
@@ -547,7 +548,7 @@ static int train_check_memory(train_run *r, const rt_optimizer_spec *spec) {
         cli_strategy rev = {.reversible = true, .grouping = RT_GROUPING_FULL};
         if (cli_predict_memory(o->model, d->channels, d->num_classes, &rev, spec, &r->cfg, batch, d->height,
                                d->width, &p) == RT_OK && process_need(p.peak_total) <= room) {
-            fprintf(stderr, "  fits: --memory reversible (%.1f MiB)\n", (double)p.peak_total / mib);
+            fprintf(stderr, "  fits: --memory reversible (needs %.1f MiB)\n", (double)process_need(p.peak_total) / mib);
             found++;
         }
     }

@@ -25,29 +25,8 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/mnist.h"
+#include "fashion_data.h"
 #include "rt_test.h"
-
-/* The Fashion-MNIST directory: $RT_FASHION_MNIST_DIR when set and not
- * empty, else where Debian's package installs it (rt_mnist_default_dir). */
-static const char *fashion_dir(void) {
-    const char *env = getenv("RT_FASHION_MNIST_DIR");
-    return env && *env ? env : rt_mnist_default_dir();
-}
-
-/* 1 when fashion_dir() holds the four IDX files (each as NAME.gz or NAME). */
-static int fashion_present(void) {
-    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char gz[512], plain[512];
-        struct stat st;
-        snprintf(gz, sizeof gz, "%s/%s.gz", fashion_dir(), names[i]);
-        snprintf(plain, sizeof plain, "%s/%s", fashion_dir(), names[i]);
-        if (!(stat(gz, &st) == 0 && S_ISREG(st.st_mode)) && !(stat(plain, &st) == 0 && S_ISREG(st.st_mode)))
-            return 0;
-    }
-    return 1;
-}
 
 static int64_t data_live(void) {
     rt_memstats m;
@@ -1586,19 +1565,6 @@ int main(int argc, char **argv) {
         {"mnist_missing_dir", test_mnist_missing_dir}};
     /* need the real Fashion-MNIST files */
     static const rt_test_case fashion[] = {{"fashion_mnist_real", test_fashion_mnist_real}};
-    const int nc = (int)(sizeof cases / sizeof cases[0]), nf = (int)(sizeof fashion / sizeof fashion[0]);
-    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
-        for (int i = 0; i < nc; i++) printf("%s\n", cases[i].name);
-        for (int i = 0; i < nf; i++) printf("%s\n", fashion[i].name);
-        return 0;
-    }
-    int all = argc > 1 && strcmp(argv[1], "--fashion") == 0, one = 0;
-    for (int i = 0; i < nf && argc > 1; i++) one |= strcmp(argv[1], fashion[i].name) == 0;
-    if (!all && !one) return rt_test_main(argc, argv, cases, nc);
-    if (!fashion_present()) {
-        printf("skip: the Fashion-MNIST files are not in %s (apt-get install dataset-fashion-mnist, "
-               "or set RT_FASHION_MNIST_DIR)\n", fashion_dir());
-        return 77;
-    }
-    return rt_test_main(all ? 1 : argc, argv, fashion, nf);
+    return rt_test_main_with_fashion(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]), fashion,
+                                     (int)(sizeof fashion / sizeof fashion[0]));
 }

@@ -19,14 +19,8 @@
 
 #include "core/mem.h"
 #include "data/idx.h"
+#include "fashion_data.h"
 #include "rt_test.h"
-
-/* The Fashion-MNIST directory: $RT_FASHION_MNIST_DIR when set and not
- * empty, else where Debian's package installs it. */
-static const char *fashion_dir(void) {
-    const char *env = getenv("RT_FASHION_MNIST_DIR");
-    return env && *env ? env : "/usr/share/datasets/fashion-mnist";
-}
 
 /* ---- temp files ------------------------------------------------------------ */
 
@@ -635,29 +629,6 @@ static void test_read_first(void) {
 
 /* ---- real data ------------------------------------------------------------- */
 
-/* Path of the Fashion-MNIST file `base` (e.g. "train-images-idx3-ubyte") in
- * fashion_dir(): the .gz name when it exists, else the plain one; "" when
- * neither exists. */
-static void fashion_file(const char *base, char *path, size_t cap) {
-    struct stat st;
-    snprintf(path, cap, "%s/%s.gz", fashion_dir(), base);
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return;
-    snprintf(path, cap, "%s/%s", fashion_dir(), base);
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return;
-    path[0] = '\0';
-}
-
-static int fashion_present(void) {
-    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-    char p[512];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        fashion_file(names[i], p, sizeof p);
-        if (!p[0]) return 0;
-    }
-    return 1;
-}
-
 static void check_split(const char *split, int64_t n, int64_t per_class) {
     char ip[512], lp[512], base[64];
     snprintf(base, sizeof base, "%s-images-idx3-ubyte", split);
@@ -709,19 +680,6 @@ int main(int argc, char **argv) {
         {"read_first", test_read_first}};
     /* need the real Fashion-MNIST files */
     static const rt_test_case fashion[] = {{"fashion_mnist", test_fashion_mnist}};
-    const int nc = (int)(sizeof cases / sizeof cases[0]), nf = (int)(sizeof fashion / sizeof fashion[0]);
-    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
-        for (int i = 0; i < nc; i++) printf("%s\n", cases[i].name);
-        for (int i = 0; i < nf; i++) printf("%s\n", fashion[i].name);
-        return 0;
-    }
-    int all = argc > 1 && strcmp(argv[1], "--fashion") == 0, one = 0;
-    for (int i = 0; i < nf && argc > 1; i++) one |= strcmp(argv[1], fashion[i].name) == 0;
-    if (!all && !one) return rt_test_main(argc, argv, cases, nc);
-    if (!fashion_present()) {
-        printf("skip: the Fashion-MNIST files are not in %s (apt-get install dataset-fashion-mnist, "
-               "or set RT_FASHION_MNIST_DIR)\n", fashion_dir());
-        return 77;
-    }
-    return rt_test_main(all ? 1 : argc, argv, fashion, nf);
+    return rt_test_main_with_fashion(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]), fashion,
+                                     (int)(sizeof fashion / sizeof fashion[0]));
 }

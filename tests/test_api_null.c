@@ -43,6 +43,7 @@
 #include "kernels/blas.h"
 #include "kernels/cache.h"
 #include "kernels/conv.h"
+#include "kernels/cpu.h"
 #include "kernels/eltwise.h"
 #include "kernels/layout.h"
 #include "kernels/norm.h"
@@ -831,9 +832,9 @@ CHECK_FN(rt_flatten) {
 #define CALL_TO_LAYOUT(x, out) rt_to_layout(x, RT_LAYOUT_BLOCKED, out)
 CHECK_FN(rt_to_layout) {
     rt_tensor *y = NULL;
-    UNARY_OP_CHECKS(T(2, RT_LAYOUT_BLOCK, 2, 2), CALL_TO_LAYOUT);
+    UNARY_OP_CHECKS(T(2, rt_layout_block(), 2, 2), CALL_TO_LAYOUT);
     ST(RT_ERR_INVALID_ARG, "to_layout", rt_to_layout(T(2, 3, 2, 2), RT_LAYOUT_BLOCKED, &y)); /* C not a multiple */
-    ST(RT_ERR_INVALID_ARG, "layout", rt_to_layout(T(2, RT_LAYOUT_BLOCK, 2, 2), (rt_layout)7, &y));
+    ST(RT_ERR_INVALID_ARG, "layout", rt_to_layout(T(2, rt_layout_block(), 2, 2), (rt_layout)7, &y));
     VAL(y == NULL);
 }
 
@@ -2190,7 +2191,7 @@ CHECK_FN(rt_kernel_relu_backward) {
 }
 
 CHECK_FN(rt_kernel_reorder_layout) {
-    const int64_t shape[4] = {1, RT_LAYOUT_BLOCK, 2, 2};
+    const int64_t shape[4] = {1, rt_layout_block(), 2, 2};
     ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_reorder_layout(4, NULL, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, kb[0], kb[1]));
     ST(RT_ERR_INVALID_ARG, "src", rt_kernel_reorder_layout(4, shape, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, NULL, kb[1]));
     ST(RT_ERR_INVALID_ARG, "dst", rt_kernel_reorder_layout(4, shape, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, kb[0], NULL));
@@ -2404,6 +2405,15 @@ CHECK_FN(rt_set_num_threads) {
 }
 
 CHECK_FN(rt_get_num_threads) { VAL(rt_get_num_threads() >= 1); }
+
+/* The run-time ISA queries take nothing and never fail. */
+CHECK_FN(rt_layout_block) { VAL(rt_layout_block() == 8 || rt_layout_block() == 16); }
+CHECK_FN(rt_cpu_level_get) { VAL(rt_cpu_level_get() >= RT_CPU_BASELINE && rt_cpu_level_get() <= RT_CPU_AVX512); }
+CHECK_FN(rt_cpu_level_name) {
+    VAL(strcmp(rt_cpu_level_name((rt_cpu_level)99), "unknown") == 0);
+    VAL(strcmp(rt_cpu_level_name(RT_CPU_AVX2), "AVX2") == 0);
+}
+CHECK_FN(rt_cpu_dnnl_isa_name) { VAL(rt_cpu_dnnl_isa_name() != NULL); }
 
 /* The elementwise loops: a NULL buffer is a no-op that writes nothing. */
 CHECK_FN(rt_vec_add) {
@@ -2651,7 +2661,8 @@ static const api_entry kernels_entries[] = {
     E(rt_kernel_conv_backward_weights), E(rt_conv_algo_set), E(rt_conv_algo_get), E(rt_conv_algo_name),
     E(rt_conv_algo_parse), E(rt_conv_shape_check),
     /* kernels/eltwise.h, layout.h */
-    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout),
+    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_cpu_level_get),
+    E(rt_cpu_level_name), E(rt_cpu_dnnl_isa_name),
     /* kernels/norm.h */
     E(rt_kernel_batchnorm_forward_train), E(rt_kernel_batchnorm_forward_eval), E(rt_kernel_batchnorm_backward),
     E(rt_kernel_batchnorm_relu_workspace_bytes), E(rt_kernel_batchnorm_relu_forward_train),

@@ -1074,7 +1074,7 @@ static void test_detached_leaf(void) {
  * leaf's shape and layout (also on meta); NULL with a status on errors. */
 static void test_leaf_grad_or_zeros(void) {
     int64_t base_total = live_total_bytes(), base_temp = live(RT_MEM_TEMP);
-    int64_t shape[4] = {1, RT_LAYOUT_BLOCK, 2, 2};
+    int64_t shape[4] = {1, rt_layout_block(), 2, 2};
     rt_tensor *t = rand_tensor(4, shape, RT_MEM_TEMP, 111);
     CHECK(t != NULL);
     t->layout = RT_LAYOUT_BLOCKED;

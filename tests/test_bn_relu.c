@@ -199,10 +199,10 @@ static void check_equal(int ndim, const int64_t *shape, rt_layout layout, uint64
 TU_TEST(equal_plain_4d) { check_equal(4, (int64_t[]){4, 5, 6, 7}, RT_LAYOUT_PLAIN, 11); }
 TU_TEST(equal_plain_5d) { check_equal(5, (int64_t[]){2, 3, 3, 4, 5}, RT_LAYOUT_PLAIN, 12); }
 TU_TEST(equal_blocked_4d) {
-    check_equal(4, (int64_t[]){4, 2 * RT_LAYOUT_BLOCK, 5, 6}, RT_LAYOUT_BLOCKED, 13);
+    check_equal(4, (int64_t[]){4, 2 * rt_layout_block(), 5, 6}, RT_LAYOUT_BLOCKED, 13);
 }
 TU_TEST(equal_blocked_5d) {
-    check_equal(5, (int64_t[]){2, RT_LAYOUT_BLOCK, 3, 4, 5}, RT_LAYOUT_BLOCKED, 14);
+    check_equal(5, (int64_t[]){2, rt_layout_block(), 3, 4, 5}, RT_LAYOUT_BLOCKED, 14);
 }
 TU_TEST(equal_plain_2d) { check_equal(2, (int64_t[]){16, 6}, RT_LAYOUT_PLAIN, 15); }
 
@@ -228,7 +228,7 @@ TU_TEST(recompute_skips_running) {
 }
 
 TU_TEST(eval_matches) {
-    int64_t shape[4] = {3, RT_LAYOUT_BLOCK, 4, 4};
+    int64_t shape[4] = {3, rt_layout_block(), 4, 4};
     rt_tensor *xp = make_input(4, shape, RT_DEVICE_CPU, 31);
     bn_params pf, pu;
     params_init(&pf, shape[1], RT_DEVICE_CPU, 32, 0.3f);
@@ -314,8 +314,8 @@ static void check_saved(int ndim, const int64_t *shape, rt_layout layout) {
 
 TU_TEST(saved_bytes) {
     check_saved(4, (int64_t[]){4, 6, 5, 7}, RT_LAYOUT_PLAIN);
-    check_saved(4, (int64_t[]){4, 2 * RT_LAYOUT_BLOCK, 5, 7}, RT_LAYOUT_BLOCKED);
-    check_saved(5, (int64_t[]){2, RT_LAYOUT_BLOCK, 3, 4, 5}, RT_LAYOUT_BLOCKED);
+    check_saved(4, (int64_t[]){4, 2 * rt_layout_block(), 5, 7}, RT_LAYOUT_BLOCKED);
+    check_saved(5, (int64_t[]){2, rt_layout_block(), 3, 4, 5}, RT_LAYOUT_BLOCKED);
 }
 
 /* One forward+backward of the fused op on `dev`; peaks relative to before. */
@@ -360,8 +360,8 @@ static void check_meta(int ndim, const int64_t *shape, rt_layout layout) {
 
 TU_TEST(meta_matches_real) {
     check_meta(4, (int64_t[]){4, 6, 5, 7}, RT_LAYOUT_PLAIN);
-    check_meta(4, (int64_t[]){4, 2 * RT_LAYOUT_BLOCK, 5, 7}, RT_LAYOUT_BLOCKED);
-    check_meta(5, (int64_t[]){2, RT_LAYOUT_BLOCK, 3, 4, 5}, RT_LAYOUT_BLOCKED);
+    check_meta(4, (int64_t[]){4, 2 * rt_layout_block(), 5, 7}, RT_LAYOUT_BLOCKED);
+    check_meta(5, (int64_t[]){2, rt_layout_block(), 3, 4, 5}, RT_LAYOUT_BLOCKED);
     check_meta(5, (int64_t[]){2, 3, 3, 4, 5}, RT_LAYOUT_PLAIN);
 }
 
@@ -386,16 +386,16 @@ static void prerelu(const rt_tensor *x, const bn_params *p, double *z) {
         double s = 0, ss = 0;
         for (int64_t i = 0; i < rt_tensor_numel(x); i++) {
             int64_t cc = x->layout == RT_LAYOUT_BLOCKED
-                             ? (i / (sp * RT_LAYOUT_BLOCK)) % (c / RT_LAYOUT_BLOCK) * RT_LAYOUT_BLOCK +
-                                   i % RT_LAYOUT_BLOCK
+                             ? (i / (sp * rt_layout_block())) % (c / rt_layout_block()) * rt_layout_block() +
+                                   i % rt_layout_block()
                              : (i / sp) % c;
             if (cc == ch) s += xp[i], ss += (double)xp[i] * xp[i];
         }
         double m = s / (double)(n * sp), v = ss / (double)(n * sp) - m * m;
         for (int64_t i = 0; i < rt_tensor_numel(x); i++) {
             int64_t cc = x->layout == RT_LAYOUT_BLOCKED
-                             ? (i / (sp * RT_LAYOUT_BLOCK)) % (c / RT_LAYOUT_BLOCK) * RT_LAYOUT_BLOCK +
-                                   i % RT_LAYOUT_BLOCK
+                             ? (i / (sp * rt_layout_block())) % (c / rt_layout_block()) * rt_layout_block() +
+                                   i % rt_layout_block()
                              : (i / sp) % c;
             if (cc == ch)
                 z[i] = rt_tensor_f32(p->w)[ch] * (xp[i] - m) / sqrt(v + k_eps) + rt_tensor_f32(p->b)[ch];
@@ -406,7 +406,7 @@ static void prerelu(const rt_tensor *x, const bn_params *p, double *z) {
 static int64_t channel_of(const rt_tensor *x, int64_t i) {
     int64_t n = x->shape[0], c = x->shape[1], sp = rt_tensor_numel(x) / (n * c);
     return x->layout == RT_LAYOUT_BLOCKED
-               ? (i / (sp * RT_LAYOUT_BLOCK)) % (c / RT_LAYOUT_BLOCK) * RT_LAYOUT_BLOCK + i % RT_LAYOUT_BLOCK
+               ? (i / (sp * rt_layout_block())) % (c / rt_layout_block()) * rt_layout_block() + i % rt_layout_block()
                : (i / sp) % c;
 }
 
@@ -506,8 +506,8 @@ TU_TEST(gradcheck_plain) {
     check_gradcheck(5, (int64_t[]){2, 2, 2, 3, 2}, RT_LAYOUT_PLAIN);
 }
 TU_TEST(gradcheck_blocked) {
-    check_gradcheck(4, (int64_t[]){2, RT_LAYOUT_BLOCK, 3, 3}, RT_LAYOUT_BLOCKED);
-    check_gradcheck(5, (int64_t[]){2, RT_LAYOUT_BLOCK, 2, 2, 2}, RT_LAYOUT_BLOCKED);
+    check_gradcheck(4, (int64_t[]){2, rt_layout_block(), 3, 3}, RT_LAYOUT_BLOCKED);
+    check_gradcheck(5, (int64_t[]){2, rt_layout_block(), 2, 2, 2}, RT_LAYOUT_BLOCKED);
 }
 
 TU_TEST(kernel_errors) {

@@ -903,7 +903,7 @@ static rt_tensor *leaf_in(rt_tensor *x, rt_layout layout) {
  * PLAIN one; the output (unless 0-d) and the gradient are BLOCKED. */
 TU_TEST(new_ops_blocked_layout) {
     seed_inputs(131);
-    const int64_t shapes[2][5] = {{2, 2 * RT_LAYOUT_BLOCK, 3, 3}, {1, RT_LAYOUT_BLOCK, 2, 3, 2}};
+    const int64_t shapes[2][5] = {{2, 2 * rt_layout_block(), 3, 3}, {1, rt_layout_block(), 2, 3, 2}};
     for (int s = 0; s < 2; s++) {
         int nd = s ? 5 : 4;
         rt_tensor *xp = randn_positive(nd, shapes[s], 0.25f), *gp = randn(nd, shapes[s], 0.0f, 1.0f);

@@ -512,7 +512,8 @@ static int bn_case(const rt_bn_shape *s, int affine, uint64_t seed) {
  * depends on exact ones (norm.c). */
 static void test_batchnorm_exact_stats(void) {
     tb_free_all();
-    enum { N = 16, C = 2 * RT_LAYOUT_BLOCK, H = 14, W = 14, S = H * W };
+    enum { N = 16, H = 14, W = 14, S = H * W };
+    const int B = rt_layout_block(), C = 2 * B;
     const int64_t n = (int64_t)N * C * S;
     const rt_layout lays[2] = {RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED};
     const double tol[2] = {1e-6, 1e-6};
@@ -530,7 +531,7 @@ static void test_batchnorm_exact_stats(void) {
                 for (int i = 0; i < N; i++)
                     for (int j = 0; j < S; j++) {
                         int64_t idx = lays[l] == RT_LAYOUT_BLOCKED
-                                          ? (((int64_t)i * (C / RT_LAYOUT_BLOCK) + c / RT_LAYOUT_BLOCK) * S + j) * RT_LAYOUT_BLOCK + c % RT_LAYOUT_BLOCK
+                                          ? (((int64_t)i * (C / B) + c / B) * S + j) * B + c % B
                                           : ((int64_t)i * C + c) * S + j;
                         if (pass == 0) mu += x[idx];
                         else q += (x[idx] - mu) * (x[idx] - mu);
@@ -824,7 +825,7 @@ typedef struct temp_use {
 
 /* ---- blocked layouts (nChw{B}c / nCdhw{B}c) --------------------------- */
 
-#define BLK RT_LAYOUT_BLOCK
+#define BLK rt_layout_block()
 
 /* Test-local index of plain element (n, c, s) (s = flat spatial index) in the
  * blocked layout, from the formula in layout.h. */

@@ -4,9 +4,12 @@
  * (relative error ≤ 1e-5; the kernels sum in different orders). Also the
  * differentiable reorder op and the ops that must fall back to plain. */
 #include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "autograd/engine.h"
+#include "kernels/cpu.h"
 #include "memory/reversible.h"
 #include "models/model.h"
 #include "nn/modules.h"
@@ -72,7 +75,7 @@ static void test_revnet_small_blocked_equals_plain(void) { check_model("revnet_s
 /* to_layout round trip is exact; its gradient is the reorder back; split at
  * unaligned channels and reshape fall back to plain with correct values. */
 static void test_to_layout_and_fallbacks(void) {
-    int64_t shape[4] = {2, 2 * RT_LAYOUT_BLOCK, 3, 3};
+    int64_t shape[4] = {2, 2 * rt_layout_block(), 3, 3};
     rt_tensor *x = rt_tensor_create(4, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
     rt_generator g = {5, 0};
     rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
@@ -81,13 +84,13 @@ static void test_to_layout_and_fallbacks(void) {
     CHECK_OK(rt_to_layout(x, RT_LAYOUT_BLOCKED, &b));
     CHECK_EQ_INT(b->layout, RT_LAYOUT_BLOCKED);
     /* element (n=1, c=B+1, h=2, w=0) sits where the blocked formula says */
-    int64_t cb = (RT_LAYOUT_BLOCK + 1) / RT_LAYOUT_BLOCK, ci = (RT_LAYOUT_BLOCK + 1) % RT_LAYOUT_BLOCK;
-    int64_t off = ((1 * 2 + cb) * 9 + 2 * 3 + 0) * RT_LAYOUT_BLOCK + ci;
-    CHECK(rt_tensor_f32(b)[off] == rt_tensor_f32(x)[((1 * 2 * RT_LAYOUT_BLOCK) + RT_LAYOUT_BLOCK + 1) * 9 + 6]);
+    int64_t cb = (rt_layout_block() + 1) / rt_layout_block(), ci = (rt_layout_block() + 1) % rt_layout_block();
+    int64_t off = ((1 * 2 + cb) * 9 + 2 * 3 + 0) * rt_layout_block() + ci;
+    CHECK(rt_tensor_f32(b)[off] == rt_tensor_f32(x)[((1 * 2 * rt_layout_block()) + rt_layout_block() + 1) * 9 + 6]);
     CHECK_OK(rt_to_layout(b, RT_LAYOUT_PLAIN, &back));
     CHECK(memcmp(rt_tensor_data(back), rt_tensor_data(x), rt_tensor_nbytes(x)) == 0);
     /* an unaligned split of a blocked tensor: values equal the plain split */
-    const int64_t sizes[2] = {3, 2 * RT_LAYOUT_BLOCK - 3};
+    const int64_t sizes[2] = {3, 2 * rt_layout_block() - 3};
     CHECK_OK(rt_split_channels(b, 2, sizes, parts));
     CHECK_EQ_INT(parts[0]->layout, RT_LAYOUT_PLAIN);
     CHECK(rt_tensor_f32(parts[1])[0] == rt_tensor_f32(x)[3 * 9]);
@@ -107,13 +110,56 @@ static void test_to_layout_and_fallbacks(void) {
     rt_tensor_release(b);
     rt_tensor_release(x);
     /* channels that do not fill blocks cannot be blocked */
-    int64_t odd[4] = {1, RT_LAYOUT_BLOCK + 1, 2, 2};
+    int64_t odd[4] = {1, rt_layout_block() + 1, 2, 2};
     rt_tensor *o = rt_tensor_create(4, odd, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *ob = NULL;
     CHECK(rt_to_layout(o, RT_LAYOUT_BLOCKED, &ob) == RT_ERR_INVALID_ARG);
     rt_tensor_release(o);
 }
 
-RT_TEST_MAIN({"resnet20_blocked_equals_plain", test_resnet20_blocked_equals_plain},
+/* The inner channel block oneDNN's convolution picks for its destination
+ * when given format `any` (ResNet's 64 -> 64 3x3 at 14x14), or -1. */
+static int onednn_conv_dst_block(void) {
+    dnnl_engine_t eng = NULL;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) return -1;
+    const dnnl_dims_t src = {2, 64, 14, 14}, wei = {64, 64, 3, 3}, dst = {2, 64, 14, 14};
+    const dnnl_dims_t strides = {1, 1}, pad = {1, 1};
+    dnnl_memory_desc_t sd, wd, dd;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t pd = NULL;
+    int block = -1;
+    if (dnnl_memory_desc_init_by_tag(&sd, 4, src, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&wd, 4, wei, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&dd, 4, dst, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+        dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, &sd, &wd, NULL,
+                                           &dd, strides, pad, pad) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL) == dnnl_success) {
+        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        if (md && md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks == 1)
+            block = (int)md->format_desc.blocking.inner_blks[0];
+    }
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_engine_destroy(eng);
+    return block;
+}
+
+/* The blocked layout's block is a run-time value and equals what oneDNN's
+ * convolution picks on this CPU (16 with AVX-512, 8 with AVX2 — also under
+ * DNNL_MAX_CPU_ISA=AVX2 on an AVX-512 machine, which CTest runs as
+ * test_layout_avx2). revtorch's own loops follow the same ISA cap. */
+static void test_block_is_onednns_choice(void) {
+    const int picked = onednn_conv_dst_block();
+    printf("  oneDNN ISA %s: conv picks block %d, rt_layout_block() = %d, own loops %s\n",
+           rt_cpu_dnnl_isa_name(), picked, rt_layout_block(), rt_cpu_level_name(rt_cpu_level_get()));
+    CHECK_EQ_INT(rt_layout_block(), picked);
+    const char *cap = getenv("DNNL_MAX_CPU_ISA");
+    if (cap && strcmp(cap, "AVX2") == 0) {
+        CHECK_EQ_INT(rt_layout_block(), 8);
+        CHECK(rt_cpu_level_get() <= RT_CPU_AVX2);
+    }
+}
+
+RT_TEST_MAIN({"block_is_onednns_choice", test_block_is_onednns_choice},
+             {"resnet20_blocked_equals_plain", test_resnet20_blocked_equals_plain},
              {"revnet38_blocked_equals_plain", test_revnet38_blocked_equals_plain},
              {"revnet_small_blocked_equals_plain", test_revnet_small_blocked_equals_plain},
              {"to_layout_and_fallbacks", test_to_layout_and_fallbacks})

@@ -3,20 +3,17 @@
 #ifndef RT_CORE_LAYOUT_H
 #define RT_CORE_LAYOUT_H
 
-/* Channel block size of RT_LAYOUT_BLOCKED: 16 on AVX-512 builds (the project
- * compiles with -march=native), 8 otherwise (AVX2), matching what oneDNN's
- * convolutions prefer on that machine. */
-#if defined(__AVX512F__)
-#define RT_LAYOUT_BLOCK 16
-#else
-#define RT_LAYOUT_BLOCK 8
-#endif
+/* The channel block size B of RT_LAYOUT_BLOCKED is chosen at run time, as
+ * oneDNN chooses it for this CPU (16 with AVX-512, 8 below): see
+ * rt_layout_block() in kernels/layout.h. It is never larger than this, so
+ * per-block scratch arrays can be sized at compile time. */
+#define RT_LAYOUT_BLOCK_MAX 16
 
 /* Layout of a 4-D/5-D f32 activation buffer (zero is plain, so zero-
  * initialised shape structs mean plain everywhere). */
 typedef enum rt_layout {
     RT_LAYOUT_PLAIN = 0,   /* NCHW / NCDHW, PyTorch contiguous */
-    RT_LAYOUT_BLOCKED = 1, /* nChw{B}c / nCdhw{B}c, B = RT_LAYOUT_BLOCK, C % B == 0 */
+    RT_LAYOUT_BLOCKED = 1, /* nChw{B}c / nCdhw{B}c, B = rt_layout_block(), C % B == 0 */
 } rt_layout;
 
 #endif

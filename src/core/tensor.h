@@ -35,7 +35,7 @@ typedef enum rt_device { RT_DEVICE_CPU = 0, RT_DEVICE_META = 1 } rt_device;
 /* Memory order of a 4-D/5-D activation (rt_layout, core/layout.h and kernels/layout.h):
  * PLAIN is PyTorch's contiguous NCHW / NCDHW; BLOCKED is oneDNN's
  * nChw{B}c / nCdhw{B}c, the convolutions' preferred order, used only for
- * C % RT_LAYOUT_BLOCK == 0 so both have the same byte size. The shape is
+ * C % rt_layout_block() == 0 so both have the same byte size. The shape is
  * always the logical (N, C, H, W); parameters are always PLAIN. */
 
 /* A refcounted byte buffer. `category` is where its bytes are booked; while

@@ -12,7 +12,7 @@
  * Activation layouts (see layout.h): RT_LAYOUT_PLAIN (0, the default) is
  * NCHW / NCDHW; RT_LAYOUT_BLOCKED is nChw{B}c / nCdhw{B}c and needs c_in
  * (for src_layout) or c_out (for dst_layout) to be a multiple of
- * RT_LAYOUT_BLOCK. Source and destination layouts are independent (e.g. a
+ * rt_layout_block(). Source and destination layouts are independent (e.g. a
  * plain 3-channel stem input with a blocked output). The byte size of a
  * buffer does not depend on its layout.
  * The caller owns every buffer; the kernels only read inputs and overwrite
@@ -38,7 +38,7 @@
  *
  * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, non-positive
  * size/stride/dilation, negative padding, unknown layout value, blocked
- * layout with c_in or c_out not a multiple of RT_LAYOUT_BLOCK), RT_ERR_SHAPE
+ * layout with c_in or c_out not a multiple of rt_layout_block()), RT_ERR_SHAPE
  * (groups not dividing c_in or c_out, output size <= 0), RT_ERR_OOM (TEMP
  * allocation refused by the tracked allocator's limit), RT_ERR_BACKEND (oneDNN refused; the message
  * names the primitive and the shape). Outputs are unspecified on error. */

@@ -185,11 +185,11 @@ rt_status rt_dnnl_layout_check(rt_layout layout, int64_t c, const char *what, co
     if (layout != RT_LAYOUT_PLAIN && layout != RT_LAYOUT_BLOCKED)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown layout value %d for %s", desc,
                             (int)layout, what);
-    if (layout == RT_LAYOUT_BLOCKED && c % RT_LAYOUT_BLOCK != 0)
+    if (layout == RT_LAYOUT_BLOCKED && c % rt_layout_block() != 0)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: blocked layout for %s needs the channel count (%lld) to be a "
                             "multiple of %d",
-                            desc, what, (long long)c, RT_LAYOUT_BLOCK);
+                            desc, what, (long long)c, rt_layout_block());
     return RT_OK;
 }
 
@@ -201,8 +201,8 @@ rt_status rt_dnnl_md_layout(dnnl_memory_desc_t *md, int ndims, const int64_t *di
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: the blocked layout needs a 4-D or 5-D tensor (got %d-D)", desc,
                             ndims);
-    dnnl_format_tag_t tag = ndims == 4 ? (RT_LAYOUT_BLOCK == 16 ? dnnl_nChw16c : dnnl_nChw8c)
-                                       : (RT_LAYOUT_BLOCK == 16 ? dnnl_nCdhw16c : dnnl_nCdhw8c);
+    dnnl_format_tag_t tag = ndims == 4 ? (rt_layout_block() == 16 ? dnnl_nChw16c : dnnl_nChw8c)
+                                       : (rt_layout_block() == 16 ? dnnl_nCdhw16c : dnnl_nCdhw8c);
     dnnl_dims_t d;
     for (int i = 0; i < ndims; i++) d[i] = dims[i];
     dnnl_status_t st = dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, tag);

@@ -133,7 +133,7 @@ rt_status rt_dnnl_md_layout(dnnl_memory_desc_t *md, int ndims, const int64_t *di
                             rt_layout layout, const char *desc);
 
 /* Checks a layout field: a known value and, for blocked, `c` a multiple of
- * RT_LAYOUT_BLOCK. `what` names the tensor(s) in the message. Returns
+ * rt_layout_block(). `what` names the tensor(s) in the message. Returns
  * RT_OK or RT_ERR_INVALID_ARG with the message set. */
 rt_status rt_dnnl_layout_check(rt_layout layout, int64_t c, const char *what, const char *desc);
 

@@ -30,10 +30,10 @@ rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout fro
         if (shape[i] < 1)
             return rt_error_set(RT_ERR_INVALID_ARG, "%s: C and spatial sizes must be >= 1",
                                 desc);
-    if ((from == RT_LAYOUT_BLOCKED || to == RT_LAYOUT_BLOCKED) && shape[1] % RT_LAYOUT_BLOCK)
+    if ((from == RT_LAYOUT_BLOCKED || to == RT_LAYOUT_BLOCKED) && shape[1] % rt_layout_block())
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: the blocked layout needs C (%lld) to be a multiple of %d", desc,
-                            (long long)shape[1], RT_LAYOUT_BLOCK);
+                            (long long)shape[1], rt_layout_block());
     int dry = !src && !dst;
     if (!dry && (!src || !dst))
         return rt_error_set(RT_ERR_INVALID_ARG,
@@ -73,4 +73,11 @@ rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout fro
     if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[2] = {(void *)src, dst};
     return rt_dnnl_entry_exec(e, ptrs);
+}
+
+int rt_layout_block(void) {
+    /* The same test kernels/cpu.c makes for AVX-512; a bit-mask test, since
+     * every later ISA value (avx512_core_vnni, _bf16, _amx) contains it. */
+    const unsigned avx512_core = (unsigned)dnnl_cpu_isa_avx512_core;
+    return ((unsigned)dnnl_get_effective_cpu_isa() & avx512_core) == avx512_core ? 16 : 8;
 }

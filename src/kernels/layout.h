@@ -2,7 +2,7 @@
  *
  * RT_LAYOUT_PLAIN is PyTorch's contiguous NCHW / NCDHW. RT_LAYOUT_BLOCKED is
  * oneDNN's channel-blocked nChw{B}c (4-D tensors [N, C, H, W]) or nCdhw{B}c
- * (5-D [N, C, D, H, W]) with B = RT_LAYOUT_BLOCK: element (n, c, h, w) of a
+ * (5-D [N, C, D, H, W]) with B = rt_layout_block(): element (n, c, h, w) of a
  * 4-D tensor lives at float index
  *     ((n*C/B + c/B)*H*W + h*W + w)*B + c%B
  * and for 5-D the spatial offset h*W + w becomes (d*H + h)*W + w with D*H*W
@@ -21,6 +21,16 @@
 #include "core/layout.h"
 #include "core/status.h"
 
+/* The channel block size B of RT_LAYOUT_BLOCKED in this process: the block
+ * oneDNN's convolutions prefer on this CPU, 16 when oneDNN's effective ISA
+ * includes avx512_core, else 8 (AVX2 and below) — the inner block of the
+ * nChw{B}c format a convolution primitive picks for format `any`
+ * (tests/test_layout.c asserts the two agree, natively and under
+ * DNNL_MAX_CPU_ISA=AVX2). Decided at run time, never at compile time, so one
+ * binary is right on every CPU; constant for the life of the process (so call
+ * dnnl_set_max_cpu_isa, if at all, before any revtorch call). Never fails;
+ * at most RT_LAYOUT_BLOCK_MAX. */
+int rt_layout_block(void);
 
 /* Copies a tensor of logical shape `shape` (ndim 4: N,C,H,W or 5: N,C,D,H,W)
  * from layout `from` in src to layout `to` in dst (oneDNN reorder primitive,
@@ -33,7 +43,7 @@
  * call.
  * Errors: RT_ERR_INVALID_ARG (ndim not 4 or 5, shape NULL, N < 0, C or a
  * spatial size < 1, a layout value other than the two above, a blocked side
- * with C % RT_LAYOUT_BLOCK != 0, exactly one of src/dst NULL), RT_ERR_OOM,
+ * with C % rt_layout_block() != 0, exactly one of src/dst NULL), RT_ERR_OOM,
  * RT_ERR_BACKEND. */
 rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout from, rt_layout to,
                                    const float *src, float *dst);

@@ -88,8 +88,23 @@ static rt_status bn_geom_init(const rt_bn_shape *s, bn_geom *g, const char *desc
  * blocks rebuild drifted up to 2e-3 relative instead of 1e-5 on
  * revnet_small, enough to fail the drift check. So oneDNN only normalises,
  * with these (dnnl_use_global_stats); its backward takes them as inputs. */
-/* Adds image i's part of channel group g (one channel plain, RT_LAYOUT_BLOCK
- * channels blocked) to a: sums of x, or of (x - mean)^2 when mean is given. */
+/* The blocked case of bn_partial_sums for a block of B channels; inlined
+ * with B = 8 and B = 16 so the inner loop has a constant trip count. */
+static inline __attribute__((always_inline)) void bn_block_sums(const float *p, int64_t sp, int B,
+                                                                 const double *mk, double *a) {
+    double t[RT_LAYOUT_BLOCK_MAX] = {0};
+    for (int64_t j = 0; j < sp; j++)
+#pragma omp simd
+        for (int k = 0; k < B; k++) {
+            const double v = p[j * B + k];
+            t[k] += mk ? (v - mk[k]) * (v - mk[k]) : v;
+        }
+    for (int k = 0; k < B; k++) a[k] += t[k];
+}
+
+/* Adds image i's part of channel group g (one channel plain, B =
+ * rt_layout_block() channels blocked) to a: sums of x, or of (x - mean)^2
+ * when mean is given. */
 static void bn_partial_sums(const rt_bn_shape *s, const float *x, int64_t i, int64_t g, const double *mean,
                             double *a) {
     const int64_t sp = s->spatial;
@@ -102,24 +117,20 @@ static void bn_partial_sums(const rt_bn_shape *s, const float *x, int64_t i, int
         a[0] += t;
         return;
     }
-    const float *p = x + (i * (s->c / RT_LAYOUT_BLOCK) + g) * sp * RT_LAYOUT_BLOCK;
-    double t[RT_LAYOUT_BLOCK] = {0}, mk[RT_LAYOUT_BLOCK] = {0};
-    if (mean)
-        for (int k = 0; k < RT_LAYOUT_BLOCK; k++) mk[k] = mean[g * RT_LAYOUT_BLOCK + k];
-    for (int64_t j = 0; j < sp; j++)
-#pragma omp simd
-        for (int k = 0; k < RT_LAYOUT_BLOCK; k++) {
-            const double v = p[j * RT_LAYOUT_BLOCK + k];
-            t[k] += mean ? (v - mk[k]) * (v - mk[k]) : v;
-        }
-    for (int k = 0; k < RT_LAYOUT_BLOCK; k++) a[k] += t[k];
+    const int B = rt_layout_block();
+    const float *p = x + (i * (s->c / B) + g) * sp * B;
+    const double *mk = mean ? mean + g * B : NULL;
+    if (B == 16)
+        bn_block_sums(p, sp, 16, mk, a);
+    else
+        bn_block_sums(p, sp, 8, mk, a);
 }
 
 /* acc[c] = per-channel sums over images and space (see bn_partial_sums). */
 static void bn_channel_sums(const rt_bn_shape *s, const float *x, const double *mean, double *acc) {
     const int64_t n = s->n, c = s->c;
     const int blocked = s->layout == RT_LAYOUT_BLOCKED;
-    const int64_t groups = blocked ? c / RT_LAYOUT_BLOCK : c, inner = blocked ? RT_LAYOUT_BLOCK : 1;
+    const int64_t groups = blocked ? c / rt_layout_block() : c, inner = blocked ? rt_layout_block() : 1;
     const int par = n * c * s->spatial > 32768;
     for (int64_t ch = 0; ch < c; ch++) acc[ch] = 0.0;
     if (groups >= 8 || c > 1024) {

@@ -12,7 +12,7 @@
  * default) x, y, dx, dy are plain and viewed as [n, c, spatial, 1] nchw
  * (s->nsp and s->sp are ignored). With RT_LAYOUT_BLOCKED they are
  * nChw{B}c (s->nsp == 2, sp = {H, W}) or nCdhw{B}c (s->nsp == 3, sp =
- * {D, H, W}); then c must be a multiple of RT_LAYOUT_BLOCK and spatial must
+ * {D, H, W}); then c must be a multiple of rt_layout_block() and spatial must
  * equal the product of sp[0..nsp-1]. The [c] vectors are always plain.
  * Blocked data go to the primitives directly; plain data are reordered to
  * and from NHWC around them (oneDNN's NCHW kernel is generic C++, its NHWC
@@ -38,7 +38,7 @@
  *
  * Errors: RT_ERR_INVALID_ARG (NULL required pointer, c < 1, spatial < 1,
  * n < 0, eps negative or not finite, dweight without weight, unknown
- * layout; for blocked: c % RT_LAYOUT_BLOCK != 0, nsp not 2 or 3, an sp < 1
+ * layout; for blocked: c % rt_layout_block() != 0, nsp not 2 or 3, an sp < 1
  * or their product != spatial), RT_ERR_SHAPE
  * (training with only one value per channel, n*spatial <= 1, which PyTorch
  * rejects too), RT_ERR_OOM, RT_ERR_BACKEND (message names the primitive). */

@@ -8,7 +8,7 @@
  *   x, dx [n, c, (in_d,) in_h, in_w]      y, dy [n, c, (out_d,) out_h, out_w]
  * with out from rt_pool_out_size, all four in layout s->layout (see
  * layout.h: RT_LAYOUT_PLAIN = NCHW/NCDHW, the default; RT_LAYOUT_BLOCKED =
- * nChw{B}c/nCdhw{B}c, needs c % RT_LAYOUT_BLOCK == 0). The caller owns every buffer, including the
+ * nChw{B}c/nCdhw{B}c, needs c % rt_layout_block() == 0). The caller owns every buffer, including the
  * max-pool workspace (an opaque record, in whatever format the primitive of
  * that shape and layout chooses, of the argmax positions that the
  * forward writes and the backward reads; size from
@@ -29,7 +29,7 @@
  * of NULL and non-NULL required pointers is RT_ERR_INVALID_ARG.
  *
  * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, k or stride < 1,
- * pad < 0 or pad > k/2, unknown layout, blocked with c % RT_LAYOUT_BLOCK !=
+ * pad < 0 or pad > k/2, unknown layout, blocked with c % rt_layout_block() !=
  * 0), RT_ERR_SHAPE (output size <= 0), RT_ERR_OOM, RT_ERR_BACKEND (message
  * names the primitive and shape). */
 #ifndef RT_KERNELS_POOL_H

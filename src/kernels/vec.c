@@ -1,128 +1,93 @@
+/* kernels/vec.h: argument checks, then the loops of the ISA level this
+ * process runs at (kernels/cpu.h). This file also compiles the baseline
+ * (x86-64-v2) copy of the loops. */
 #include "kernels/vec.h"
 
-#include <math.h>
+#include "kernels/cpu.h"
 
-/* Below this many elements a parallel region costs more than it saves. */
-#define RT_VEC_PAR_MIN 32768
+#define RT_VEC_TABLE_NAME rt_vec_table_baseline
+#include "kernels/vec_loops.h"
+
+static const rt_vec_table *vec_table(void) {
+    switch (rt_cpu_level_get()) {
+    case RT_CPU_AVX512: return &rt_vec_table_avx512;
+    case RT_CPU_AVX2: return &rt_vec_table_avx2;
+    case RT_CPU_BASELINE: break;
+    }
+    return &rt_vec_table_baseline;
+}
 
 void rt_vec_add(int64_t n, const float *a, const float *b, float *out) {
-    if (!a || !b || !out) return;
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    if (a && b && out && n > 0) vec_table()->add(n, a, b, out);
 }
 
 void rt_vec_add_relu(int64_t n, const float *a, const float *b, float *out) {
-    if (!a || !b || !out) return;
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = a[i] + b[i];
-        out[i] = v > 0.0f ? v : 0.0f;
-    }
+    if (a && b && out && n > 0) vec_table()->add_relu(n, a, b, out);
 }
 
 void rt_vec_sub(int64_t n, const float *a, const float *b, float *out) {
-    if (!a || !b || !out) return;
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) out[i] = a[i] - b[i];
+    if (a && b && out && n > 0) vec_table()->sub(n, a, b, out);
 }
 
 void rt_vec_mul(int64_t n, const float *a, const float *b, float *out) {
-    if (!a || !b || !out) return;
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
+    if (a && b && out && n > 0) vec_table()->mul(n, a, b, out);
 }
 
 void rt_vec_axpy(int64_t n, float alpha, const float *x, float *y) {
-    if (!x || !y) return;
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
+    if (x && y && n > 0) vec_table()->axpy(n, alpha, x, y);
 }
 
 void rt_vec_scale(int64_t n, float alpha, const float *x, float *out) {
-    if (!x || !out) return;
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) out[i] = alpha * x[i];
+    if (x && out && n > 0) vec_table()->scale(n, alpha, x, out);
 }
 
 double rt_vec_sum(int64_t n, const float *x) {
-    if (!x) return 0.0;
-    double s = 0.0;
-#pragma omp parallel for reduction(+ : s) if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) s += x[i];
-    return s;
+    return x && n > 0 ? vec_table()->sum(n, x) : 0.0;
 }
 
 double rt_vec_sumsq(int64_t n, const float *x) {
-    if (!x) return 0.0;
-    double s = 0.0;
-#pragma omp parallel for reduction(+ : s) if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    return s;
+    return x && n > 0 ? vec_table()->sumsq(n, x) : 0.0;
 }
 
 int rt_vec_all_finite(int64_t n, const float *x) {
-    if (!x) return n <= 0;
-    int ok = 1;
-#pragma omp parallel for reduction(&& : ok) if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) ok = ok && isfinite(x[i]);
-    return ok;
+    if (n <= 0) return 1;
+    return x ? vec_table()->all_finite(n, x) : 0;
 }
 
 void rt_vec_fill(int64_t n, float value, float *out) {
-    if (!out) return;
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) out[i] = value;
+    if (out && n > 0) vec_table()->fill(n, value, out);
 }
 
 void rt_vec_pow(int64_t n, float p, const float *x, float *out) {
-    if (!x || !out) return;
-    if (p == 2.0f) {
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) out[i] = x[i] * x[i];
-        return;
-    }
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) out[i] = powf(x[i], p);
+    if (!x || !out || n <= 0) return;
+    if (p == 2.0f)
+        vec_table()->square(n, x, out);
+    else
+        vec_table()->pow(n, p, x, out);
 }
 
 void rt_vec_pow_backward(int64_t n, float p, const float *x, const float *dy, float *dx) {
-    if (!x || !dy || !dx) return;
-    if (p == 0.0f) {
-        rt_vec_fill(n, 0.0f, dx);
-        return;
-    }
-    if (p == 2.0f) { /* x^1 is x itself */
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (2.0f * x[i]);
-        return;
-    }
-    const float pm1 = p - 1.0f;
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (p * powf(x[i], pm1));
+    if (!x || !dy || !dx || n <= 0) return;
+    if (p == 0.0f)
+        vec_table()->fill(n, 0.0f, dx);
+    else if (p == 2.0f) /* x^1 is x itself */
+        vec_table()->square_backward(n, x, dy, dx);
+    else
+        vec_table()->pow_backward(n, p, x, dy, dx);
 }
 
 void rt_vec_tanh(int64_t n, const float *x, float *out) {
-    if (!x || !out) return;
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) out[i] = tanhf(x[i]);
+    if (x && out && n > 0) vec_table()->tanh(n, x, out);
 }
 
 void rt_vec_tanh_backward(int64_t n, const float *y, const float *dy, float *dx) {
-    if (!y || !dy || !dx) return;
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+    if (y && dy && dx && n > 0) vec_table()->tanh_backward(n, y, dy, dx);
 }
 
-/* 1/(1 + e^-x) needs no branch: e^-x overflows to +inf for x < -88.7 and the
- * quotient is then exactly 0, as the limit; NaN stays NaN. */
 void rt_vec_sigmoid(int64_t n, const float *x, float *out) {
-    if (!x || !out) return;
-#pragma omp parallel for if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-x[i]));
+    if (x && out && n > 0) vec_table()->sigmoid(n, x, out);
 }
 
 void rt_vec_sigmoid_backward(int64_t n, const float *y, const float *dy, float *dx) {
-    if (!y || !dy || !dx) return;
-#pragma omp parallel for simd if (n > RT_VEC_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i]) * y[i];
+    if (y && dy && dx && n > 0) vec_table()->sigmoid_backward(n, y, dy, dx);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "autograd/engine.h"
+#include "kernels/layout.h"
 #include "memory/reversible_impl.h"
 #include "nn/modules.h"
 #include "ops/ops.h"
@@ -431,7 +432,7 @@ static rt_status rt_seq_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     if (s->grouping == RT_GROUPING_EVERY && s->k < 1)
         return rt_error_set(RT_ERR_INVALID_ARG, "reversible sequence: grouping every k needs k >= 1 (got %d)", s->k);
     if (x->ndim >= 2 && x->layout == RT_LAYOUT_BLOCKED &&
-        ((x->shape[1] / 2) % RT_LAYOUT_BLOCK || (x->shape[1] - x->shape[1] / 2) % RT_LAYOUT_BLOCK)) {
+        ((x->shape[1] / 2) % rt_layout_block() || (x->shape[1] - x->shape[1] / 2) % rt_layout_block())) {
         /* The halves are not block-aligned, so every block works in the PLAIN
          * order; convert once here so inputs and rebuilt inputs share one order. */
         rt_tensor *plain = NULL;

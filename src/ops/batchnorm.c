@@ -16,8 +16,8 @@ typedef struct rt_bn_ctx {
 /* Channel of flat element `idx` in either memory order (core/layout.h). */
 static inline int64_t rt_bn_channel(const rt_bn_shape *s, int64_t idx) {
     if (s->layout == RT_LAYOUT_BLOCKED)
-        return (idx / (s->spatial * RT_LAYOUT_BLOCK)) % (s->c / RT_LAYOUT_BLOCK) * RT_LAYOUT_BLOCK +
-               idx % RT_LAYOUT_BLOCK;
+        return (idx / (s->spatial * rt_layout_block())) % (s->c / rt_layout_block()) * rt_layout_block() +
+               idx % rt_layout_block();
     return (idx / s->spatial) % s->c;
 }
 

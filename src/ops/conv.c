@@ -89,7 +89,7 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     /* The output stays in the blocked order when the input is in it and the
      * output channels fill whole blocks: no reorder around the primitive. */
     s.src_layout = x->layout;
-    s.dst_layout = x->layout == RT_LAYOUT_BLOCKED && s.c_out % RT_LAYOUT_BLOCK == 0 ? RT_LAYOUT_BLOCKED
+    s.dst_layout = x->layout == RT_LAYOUT_BLOCKED && s.c_out % rt_layout_block() == 0 ? RT_LAYOUT_BLOCKED
                                                                                    : RT_LAYOUT_PLAIN;
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;

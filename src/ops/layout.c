@@ -28,7 +28,7 @@ static rt_status rt_to_layout_backward(rt_node *self, rt_tensor *const *grad_out
 }
 
 static bool rt_blockable(const rt_tensor *x) {
-    return (x->ndim == 4 || x->ndim == 5) && x->shape[1] % RT_LAYOUT_BLOCK == 0;
+    return (x->ndim == 4 || x->ndim == 5) && x->shape[1] % rt_layout_block() == 0;
 }
 
 rt_status rt_to_layout(rt_tensor *x, rt_layout layout, rt_tensor **out) {
@@ -42,7 +42,7 @@ rt_status rt_to_layout(rt_tensor *x, rt_layout layout, rt_tensor **out) {
     if (layout == RT_LAYOUT_BLOCKED && !rt_blockable(x)) {
         char a[64];
         return rt_error_set(RT_ERR_INVALID_ARG, "to_layout: the blocked layout needs (N, C, [D,] H, W) with C a "
-                            "multiple of %d, got %s", RT_LAYOUT_BLOCK, rt_tensor_shape_str(x, a, sizeof a));
+                            "multiple of %d, got %s", rt_layout_block(), rt_tensor_shape_str(x, a, sizeof a));
     }
     rt_tensor *y;
     RT_TRY(rt_reorder(x, layout, &y));

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "core/tensor.h"
+#include "kernels/layout.h" /* rt_layout_block(): the channel block of RT_LAYOUT_BLOCKED */
 
 /* Convolution options; zero fields take PyTorch's defaults (stride 1,
  * padding 0, dilation 1, groups 1). Index 0 is the outermost spatial dim
@@ -155,10 +156,10 @@ rt_status rt_flatten(rt_tensor *x, rt_tensor **out);
 /* x in memory order `layout` (core/tensor.h, rt_layout): a new reference to
  * x itself when it already is, else a reordered copy (oneDNN reorder),
  * differentiable (backward reorders the gradient back). BLOCKED needs a 4-D
- * or 5-D x with C % RT_LAYOUT_BLOCK == 0 (else RT_ERR_INVALID_ARG). Like
+ * or 5-D x with C % rt_layout_block() == 0 (else RT_ERR_INVALID_ARG). Like
  * torch.Tensor.to(memory_format=...). Saves nothing. */
 rt_status rt_to_layout(rt_tensor *x, rt_layout layout, rt_tensor **out);
-/* BLOCKED when x is 4-D/5-D with C % RT_LAYOUT_BLOCK == 0, else x as it is:
+/* BLOCKED when x is 4-D/5-D with C % rt_layout_block() == 0, else x as it is:
  * what models call after the stem so activations stay in the convolutions'
  * preferred order. */
 rt_status rt_to_preferred_layout(rt_tensor *x, rt_tensor **out);

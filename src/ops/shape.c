@@ -59,7 +59,7 @@ static rt_status rt_cat_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
  * channel ranges are contiguous per sample in the BLOCKED order too. */
 static bool rt_blocks_aligned(int n, const int64_t *sizes) {
     for (int i = 0; i < n; i++)
-        if (sizes[i] % RT_LAYOUT_BLOCK) return false;
+        if (sizes[i] % rt_layout_block()) return false;
     return true;
 }
 
@@ -73,7 +73,7 @@ rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out) {
         if (!xs[i]) return rt_error_set(RT_ERR_INVALID_ARG, "cat: input %d is NULL", i);
         mixed = mixed || xs[i]->layout != xs[0]->layout;
         blocked = blocked || xs[i]->layout == RT_LAYOUT_BLOCKED;
-        aligned = aligned && xs[i]->ndim >= 2 && xs[i]->shape[1] % RT_LAYOUT_BLOCK == 0;
+        aligned = aligned && xs[i]->ndim >= 2 && xs[i]->shape[1] % rt_layout_block() == 0;
     }
     if (blocked && (mixed || !aligned)) { /* the copy below needs one order with aligned pieces */
         rt_layout to = aligned ? RT_LAYOUT_BLOCKED : RT_LAYOUT_PLAIN;

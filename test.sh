@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build the Release flavour
-# and run every test (natively and with the CPU ISA capped at AVX2), then build with AddressSanitizer + UndefinedBehavior-
-# Sanitizer and run every test except the long end-to-end training runs.
+# and run every test (natively, then with the CPU ISA capped at AVX2), then
+# build with AddressSanitizer + UndefinedBehaviorSanitizer and run every test
+# except the long end-to-end training runs.
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh

@@ -93,6 +93,11 @@ static rt_status nf_zlib_error(const nf_reader *r) {
                             r->path, strerror(errno));
     if (zerr == Z_MEM_ERROR)
         return rt_error_set(RT_ERR_OOM, "out of memory while decompressing NIfTI file %s", r->path);
+    if (zerr == Z_BUF_ERROR)
+        return rt_error_set(RT_ERR_FORMAT,
+                            "NIfTI file %s is truncated: the gzip stream ends early (zlib: %s); "
+                            "the download or copy was incomplete: fetch the file again",
+                            r->path, msg ? msg : "unexpected end of file");
     return rt_error_set(RT_ERR_FORMAT,
                         "NIfTI file %s: corrupt gzip data (zlib: %s); fetch the file again or "
                         "check it with 'gzip -t'",

@@ -24,5 +24,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)sink;
         rt_st_close(st);
     }
+    rt_fuzz_check_no_tracked_leak("rt_st_open");
     return 0;
 }

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <nifti2_io.h>
 #include <stdio.h>
@@ -319,7 +320,7 @@ static rt_status nf_read_header(nf_reader *r, rt_nifti_info *info, nifti_image *
         for (int d = 0; d < 8; d++) dim[d] = hs.dim[d];
         datatype = hs.datatype;
         bitpix = hs.bitpix;
-        vox_offset = hs.vox_offset < 0 || hs.vox_offset > INT32_MAX ? -1.0 : (double)hs.vox_offset;
+        vox_offset = (double)hs.vox_offset;
         RT_TRY(nf_check_common(path, hdr_size, dim, datatype, bitpix, vox_offset, info));
         info->scl_slope = hs.scl_slope;
         info->scl_inter = hs.scl_inter;
@@ -717,9 +718,11 @@ rt_status rt_nifti_write(const char *path, const rt_tensor *t, const double affi
     if (affine)
         for (int a = 0; a < 3; a++)
             for (int b = 0; b < 4; b++)
-                if (!isfinite(affine[a][b]))
-                    return rt_error_set(RT_ERR_NONFINITE, "rt_nifti_write(%s): affine[%d][%d] is not finite",
-                                        path, a, b);
+                if (!(fabs(affine[a][b]) <= FLT_MAX)) /* the sform is float32 */
+                    return rt_error_set(RT_ERR_NONFINITE,
+                                        "rt_nifti_write(%s): affine[%d][%d] = %g is not a finite float32 "
+                                        "(NIfTI stores the sform as float32)",
+                                        path, a, b, affine[a][b]);
     size_t cap = strlen(path) + 32;
     char *tmp = malloc(cap);
     if (!tmp) return rt_error_set(RT_ERR_OOM, "rt_nifti_write: out of memory");

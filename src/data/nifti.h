@@ -159,7 +159,7 @@ rt_status rt_nifti_read_labels(const char *path, rt_nifti_info *info, rt_tensor 
  * PATH; on any failure the temporary file is removed and PATH is untouched.
  * Errors: RT_ERR_INVALID_ARG (path or t NULL, meta tensor), RT_ERR_SHAPE
  * (ndim not 3 or 4, a dimension < 1), RT_ERR_DTYPE (another dtype),
- * RT_ERR_NONFINITE (a non-finite affine entry), RT_ERR_IO (create, write,
+ * RT_ERR_NONFINITE (an affine entry that is not a finite float32), RT_ERR_IO (create, write,
  * fsync or rename failed: strerror in the message), RT_ERR_OOM. */
 rt_status rt_nifti_write(const char *path, const rt_tensor *t, const double affine[4][4]);
 

@@ -465,6 +465,20 @@ static void test_nifti2(void) {
         CHECK(info.affine[0][0] == -1 && info.affine[0][3] == 90 && info.affine_source == RT_NIFTI_AFFINE_SFORM);
         rt_tensor_release(t);
     }
+    /* dim[0] = 2^40 + 1 is 1 once narrowed to int: it must be refused as
+     * 64-bit (the fuzzer's first find; libnifti loops up to dim[0]) */
+    nifti_2_header h;
+    memset(&h, 0, sizeof h);
+    h.sizeof_hdr = 540;
+    memcpy(h.magic, "n+2\0\r\n\032\n", 8);
+    h.datatype = DT_UINT8;
+    h.bitpix = 8;
+    h.dim[0] = ((int64_t)1 << 40) + 1;
+    h.dim[1] = 1;
+    h.vox_offset = 544;
+    unsigned char buf[545] = {0};
+    memcpy(buf, &h, sizeof h);
+    CHECK(read_fails(put("n2dim0.nii", buf, sizeof buf, 0), RT_ERR_FORMAT) && msg_has("dim[0]"));
 }
 
 /* ---- writing --------------------------------------------------------------- */

@@ -16,7 +16,8 @@ static void usage(FILE *f) {
                "  eval    evaluate saved weights on the Fashion-MNIST test set\n"
                "  bench   time training steps on random data (see bench/)\n"
                "  memory  predict a training step's memory per category without running it\n"
-               "  check   measure how exactly a RevNet's reversible blocks rebuild their inputs\n\n"
+               "  check   measure how exactly a RevNet's reversible blocks rebuild their inputs\n"
+               "  inspect show what a NIfTI, IDX or safetensors file holds, as revtorch reads it\n\n"
                "`revtorch <command> --help` lists a command's options.\n\n"
                "exit status: 0 success, 1 runtime failure (files, data, training), 2 usage error\n"
                "(a bad option or value, found before any work).\n");
@@ -36,6 +37,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(argv[1], "bench")) return cli_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "memory")) return cli_cmd_memory(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check")) return cli_cmd_check(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "inspect")) return cli_cmd_inspect(argc - 1, argv + 1);
     fprintf(stderr, "revtorch: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

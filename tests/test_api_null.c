@@ -38,6 +38,7 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "data/mnist.h"
+#include "data/nifti.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
 #include "kernels/blas.h"
@@ -1757,6 +1758,42 @@ CHECK_FN(rt_idx_check_pair) {
     ST(RT_ERR_INVALID_ARG, "labels->data", rt_idx_check_pair(&images, &labs, 2));
 }
 
+/* ------------------------------------------------------------ data/nifti.h */
+
+CHECK_FN(rt_nifti_datatype_str) { VAL(strcmp(rt_nifti_datatype_str(-1), "unknown") == 0); }
+CHECK_FN(rt_nifti_affine_source_str) { VAL(strcmp(rt_nifti_affine_source_str((rt_nifti_affine_source)9), "?") == 0); }
+
+CHECK_FN(rt_nifti_read_info) {
+    rt_nifti_info info;
+    ST(RT_ERR_INVALID_ARG, "path", rt_nifti_read_info(NULL, &info));
+    ST(RT_ERR_INVALID_ARG, "info", rt_nifti_read_info("/nonexistent.nii", NULL));
+}
+
+CHECK_FN(rt_nifti_read) {
+    rt_tensor *t = (rt_tensor *)&t;
+    ST(RT_ERR_INVALID_ARG, "out", rt_nifti_read("/nonexistent.nii", NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "path", rt_nifti_read(NULL, NULL, &t));
+    VAL(t == NULL);
+}
+
+CHECK_FN(rt_nifti_read_labels) {
+    rt_tensor *t = (rt_tensor *)&t;
+    ST(RT_ERR_INVALID_ARG, "out", rt_nifti_read_labels("/nonexistent.nii", NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "path", rt_nifti_read_labels(NULL, NULL, &t));
+    VAL(t == NULL);
+}
+
+CHECK_FN(rt_nifti_write) {
+    const int64_t shape[3] = {1, 1, 1};
+    rt_tensor *t = rt_tensor_zeros(3, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *meta = rt_tensor_create(3, shape, RT_F32, RT_DEVICE_META, RT_MEM_DATA);
+    ST(RT_ERR_INVALID_ARG, "path", rt_nifti_write(NULL, t, NULL));
+    ST(RT_ERR_INVALID_ARG, "tensor", rt_nifti_write("/nonexistent/x.nii", NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "meta", rt_nifti_write("/nonexistent/x.nii", meta, NULL));
+    rt_tensor_release(meta);
+    rt_tensor_release(t);
+}
+
 /* ------------------------------------------------------------ data/loader.h */
 
 CHECK_FN(rt_loader_options_default) { VAL(rt_loader_options_default().batch_size == 64); }
@@ -2630,6 +2667,9 @@ static const api_entry data_io_entries[] = {
     /* data/idx.h */
     E(rt_idx_type_size), E(rt_idx_type_str), E(rt_idx_read), E(rt_idx_read_first), E(rt_idx_destroy),
     E(rt_idx_check_pair),
+    /* data/nifti.h */
+    E(rt_nifti_datatype_str), E(rt_nifti_affine_source_str), E(rt_nifti_read_info), E(rt_nifti_read),
+    E(rt_nifti_read_labels), E(rt_nifti_write),
     /* data/loader.h */
     E(rt_loader_options_default), E(rt_loader_create), E(rt_loader_destroy), E(rt_loader_batches_per_epoch),
     E(rt_loader_epoch), E(rt_loader_batch_index), E(rt_loader_next), E(rt_loader_reset), E(rt_loader_seek),

@@ -50,6 +50,7 @@
 #include "kernels/reference.h"
 #include "kernels/threads.h"
 #include "kernels/vec.h"
+#include "memory/checkpoint.h"
 #include "memory/predict.h"
 #include "memory/reversible.h"
 #include "models/model.h"
@@ -1428,6 +1429,47 @@ CHECK_FN(rt_module_set_grouping) {
     rt_module_destroy(seq);
 }
 CHECK_FN(rt_module_count_reversible) { VAL(rt_module_count_reversible(NULL) == 0); }
+/* memory/checkpoint.h, nn/module.h's interceptor */
+CHECK_FN(rt_module_set_interceptor) { TOL(rt_module_set_interceptor((rt_module_interceptor){0})); }
+CHECK_FN(rt_checkpoint_policy_default) { VAL(rt_checkpoint_policy_default(NULL, NULL) == RT_CKPT_PREFER_RECOMPUTE); }
+CHECK_FN(rt_stage_kind_str) { VAL(!strcmp(rt_stage_kind_str((rt_stage_kind)99), "?")); }
+CHECK_FN(rt_checkpoint_create) {
+    rt_module *m = NULL, *out = NULL;
+    ST(RT_ERR_INVALID_ARG, "module", rt_checkpoint_create(NULL, &out));
+    rt_relu_create(&m);
+    ST(RT_ERR_INVALID_ARG, "out", rt_checkpoint_create(m, NULL)); /* m is destroyed */
+}
+CHECK_FN(rt_checkpoint_of) { VAL(rt_checkpoint_of(NULL) == NULL); }
+CHECK_FN(rt_checkpoint_sequential) {
+    rt_module *m = NULL, *out = NULL;
+    ST(RT_ERR_INVALID_ARG, "module", rt_checkpoint_sequential(NULL, 2, &out));
+    rt_relu_create(&m);
+    ST(RT_ERR_INVALID_ARG, "segments", rt_checkpoint_sequential(m, 0, &out));
+}
+CHECK_FN(rt_checkpoint_set_segments) {
+    rt_module *m = NULL, *ck = NULL;
+    ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_set_segments(NULL, 2));
+    rt_relu_create(&m);
+    rt_checkpoint_create(m, &ck);
+    ST(RT_ERR_INVALID_ARG, "segments", rt_checkpoint_set_segments(ck, 0));
+    rt_module_destroy(ck);
+}
+CHECK_FN(rt_checkpoint_set_selective) { ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_set_selective(NULL, NULL, NULL)); }
+CHECK_FN(rt_checkpoint_set_plain) { ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_set_plain(NULL)); }
+CHECK_FN(rt_checkpoint_set_plan) {
+    rt_module *m = NULL, *ck = NULL;
+    rt_stage_kind k = RT_STAGE_STORE;
+    int seg = 0;
+    ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_set_plan(NULL, &k, &seg, 1));
+    rt_relu_create(&m);
+    rt_checkpoint_create(m, &ck);
+    ST(RT_ERR_INVALID_ARG, "kind", rt_checkpoint_set_plan(ck, NULL, &seg, 1));
+    ST(RT_ERR_INVALID_ARG, "segment", rt_checkpoint_set_plan(ck, &k, NULL, 1));
+    ST(RT_ERR_INVALID_ARG, "stages", rt_checkpoint_set_plan(ck, &k, &seg, 2));
+    k = RT_STAGE_REBUILD;
+    ST(RT_ERR_INVALID_ARG, "rebuilt", rt_checkpoint_set_plan(ck, &k, &seg, 1));
+    rt_module_destroy(ck);
+}
 CHECK_FN(rt_reversible_reconstruction) {
     rt_module *seq = NULL;
     rt_rev_sequence_create(&seq);
@@ -2610,6 +2652,10 @@ static const api_entry optim_train_entries[] = {
     E(rt_rev_block_create), E(rt_rev_block_of), E(rt_rev_block_inverse), E(rt_rev_block_check),
     E(rt_rev_block_logdet), E(rt_rev_sequence_create), E(rt_rev_sequence_of), E(rt_module_set_reversible),
     E(rt_module_set_grouping), E(rt_module_count_reversible), E(rt_reversible_reconstruction),
+    /* memory/checkpoint.h, nn/module.h's interceptor */
+    E(rt_module_set_interceptor), E(rt_checkpoint_policy_default), E(rt_stage_kind_str), E(rt_checkpoint_create),
+    E(rt_checkpoint_of), E(rt_checkpoint_sequential), E(rt_checkpoint_set_segments), E(rt_checkpoint_set_selective),
+    E(rt_checkpoint_set_plain), E(rt_checkpoint_set_plan),
 };
 
 static const api_entry data_io_entries[] = {

@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "autograd/recompute.h"
 #include "memory/reversible.h"
+#include "nn/modules.h"
 
 /* Nesting depth of regions being run or recomputed on this thread: a
  * Checkpoint met inside one runs plainly, as part of the outer region.
@@ -358,10 +359,17 @@ static void rt_region_end(rt_checkpoint *ck, rt_tensor *y) {
     ck->frame = NULL;
 }
 
+static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x);
+
+/* The wrapper's interceptor: regions and kept calls, then the interceptor
+ * that was installed before (a profiler's, or an outer wrapper's). */
 static rt_status rt_ck_before(void *user, rt_module *m, rt_tensor *x, rt_tensor **y, bool *handled) {
-    (void)y;
-    (void)handled;
     rt_checkpoint *ck = user;
+    RT_TRY(rt_ck_regions(ck, m, x));
+    return ck->outer.before ? ck->outer.before(ck->outer.user, m, x, y, handled) : RT_OK;
+}
+
+static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x) {
     if (!ck->frame) {
         int i = rt_stage_index(ck, m);
         if (i < 0 || !rt_region_kind(ck->kind[i])) return RT_OK;
@@ -380,10 +388,10 @@ static rt_status rt_ck_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
 }
 
 static rt_status rt_ck_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *y, rt_status st) {
-    (void)x;
     rt_checkpoint *ck = user;
+    rt_status so = ck->outer.after ? ck->outer.after(ck->outer.user, m, x, y, st) : RT_OK;
     rt_ckpt_frame *f = ck->frame;
-    if (!f) return RT_OK;
+    if (!f) return so;
     if (f->cur_call >= 0 && f->calls[f->cur_call].m == m) {
         rt_ckpt_call *c = &f->calls[f->cur_call];
         f->cur_call = -1;
@@ -396,21 +404,65 @@ static rt_status rt_ck_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *
         }
     }
     if (m == ck->stages[f->last]) rt_region_end(ck, st == RT_OK ? y : NULL);
-    return RT_OK;
+    return so;
+}
+
+static bool rt_ckpt_any_region(const rt_checkpoint *ck, int first, int last) {
+    for (int i = first; i <= last; i++)
+        if (rt_region_kind(ck->kind[i])) return true;
+    return false;
+}
+
+/* Runs `child` (the whole module) or, when child is NULL, stages
+ * first..last, with the wrapper's interceptor installed. */
+static rt_status rt_ckpt_run(rt_checkpoint *ck, rt_module *child, int first, int last, rt_tensor *x, rt_tensor **y) {
+    ck->cursor = first;
+    ck->outer = rt_module_set_interceptor((rt_module_interceptor){rt_ck_before, rt_ck_after, ck});
+    rt_status st = RT_OK;
+    if (child) {
+        st = rt_module_forward(child, x, y);
+    } else {
+        rt_tensor *h = rt_tensor_retain(x);
+        for (int i = first; i <= last && st == RT_OK; i++) {
+            rt_tensor *next = NULL;
+            st = rt_module_forward(ck->stages[i], h, &next);
+            rt_tensor_release(h);
+            h = next;
+        }
+        if (st == RT_OK) *y = h;
+        else rt_tensor_release(h);
+    }
+    rt_module_set_interceptor(ck->outer);
+    ck->outer = (rt_module_interceptor){0};
+    rt_region_end(ck, NULL); /* a forward that failed inside a region */
+    return st;
 }
 
 static rt_status rt_ckpt_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     rt_checkpoint *ck = (rt_checkpoint *)m;
     rt_module *child = m->children[0].module;
-    bool any = false;
-    for (int i = 0; i < ck->n_stages; i++) any = any || rt_region_kind(ck->kind[i]);
-    if (!any || !rt_grad_is_enabled() || rt_ckpt_depth > 0 || ck->frame) return rt_module_forward(child, x, y);
-    ck->cursor = 0;
-    rt_module_interceptor prev = rt_module_set_interceptor((rt_module_interceptor){rt_ck_before, rt_ck_after, ck});
-    rt_status st = rt_module_forward(child, x, y);
-    rt_module_set_interceptor(prev);
-    rt_region_end(ck, NULL); /* a forward that failed inside a region */
-    return st;
+    if (!rt_ckpt_any_region(ck, 0, ck->n_stages - 1) || !rt_grad_is_enabled() || rt_ckpt_depth > 0 || ck->frame)
+        return rt_module_forward(child, x, y);
+    return rt_ckpt_run(ck, child, 0, ck->n_stages - 1, x, y);
+}
+
+rt_status rt_checkpoint_run_stages(rt_module *m, int first, int last, rt_tensor *x, rt_tensor **y) {
+    rt_checkpoint *ck = rt_checkpoint_of(m);
+    if (y) *y = NULL;
+    if (!ck || !x || !y)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_run_stages: %s", !ck ? "the module is not a Checkpoint"
+                            : !x ? "x is NULL" : "y is NULL");
+    if (first < 0 || last >= ck->n_stages || first > last)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_run_stages: stages %d..%d outside 0..%d", first, last,
+                            ck->n_stages - 1);
+    if (ck->frame) return rt_error_set(RT_ERR_STATE, "rt_checkpoint_run_stages: the wrapper is running");
+    if (!rt_ckpt_any_region(ck, first, last) || !rt_grad_is_enabled() || rt_ckpt_depth > 0) {
+        rt_tensor *h = rt_tensor_retain(x);
+        for (int i = first; i <= last; i++) RT_SEQ(h, next, rt_module_forward(ck->stages[i], h, &next));
+        *y = h;
+        return RT_OK;
+    }
+    return rt_ckpt_run(ck, NULL, first, last, x, y);
 }
 
 static void rt_ckpt_destroy(rt_module *m) {

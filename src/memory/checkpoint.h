@@ -101,6 +101,7 @@ typedef struct rt_checkpoint {
     /* forward state, valid during the wrapper's forward only */
     struct rt_ckpt_frame *frame;
     int cursor;
+    rt_module_interceptor outer; /* the interceptor installed before, called after this one's work */
 } rt_checkpoint;
 
 /* Checkpoint(m): wraps m (owned from this call on, destroyed on failure
@@ -135,5 +136,12 @@ rt_status rt_checkpoint_set_plain(rt_module *ckpt);
  * RT_ERR_INVALID_ARG for NULLs, n != n_stages, an unknown kind or REBUILD
  * on a stage that is not reversible (the message names the stage). */
 rt_status rt_checkpoint_set_plan(rt_module *ckpt, const rt_stage_kind *kind, const int *segment, int n);
+
+/* Runs stages first..last of the wrapper in order on x (borrowed) under
+ * its current plan, exactly as its forward runs them (regions begin and
+ * end inside the range only): y = stage_last(…stage_first(x)). For
+ * profiling a stage alone (memory/budget.h). RT_ERR_INVALID_ARG for NULLs,
+ * a module that is not a Checkpoint or a range outside [0, n_stages). */
+rt_status rt_checkpoint_run_stages(rt_module *ckpt, int first, int last, rt_tensor *x, rt_tensor **y);
 
 #endif

@@ -308,12 +308,20 @@ rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const 
     if (st == RT_OK && mc->budget > 0) {
         st = rt_plan_budget(&c, prof, n, o, mc->budget, base, out);
     } else if (st == RT_OK && mc->mode != RT_MEMORY_MODE_NONE) {
-        int64_t mp = 0;
-        st = rt_plan_min_peak(prof, n, o, &mp);
-        int64_t target = (int64_t)(rt_memory_mode_fraction(mc->mode) * (double)plain.peak);
-        if (st == RT_OK) st = rt_plan_chain(prof, n, target > mp ? target : mp, o, &out->plan);
-        if (st == RT_OK) st = rt_apply_predict(&c, &out->plan, &out->predicted);
-        out->iterations = 1;
+        /* the mode's share of the plain step's activations (its peak less
+         * parameters, gradients, optimizer state and batch), as a budget
+         * for the whole step; the least-memory plan when that is below it */
+        const rt_memstats *pl = &out->predicted_plain;
+        int64_t fixed = pl->peak[RT_MEM_PARAM] + pl->peak[RT_MEM_GRAD] + pl->peak[RT_MEM_OPTIM] + pl->peak[RT_MEM_DATA];
+        int64_t budget = fixed + (int64_t)(rt_memory_mode_fraction(mc->mode) * (double)(pl->peak_total - fixed));
+        st = rt_plan_budget(&c, prof, n, o, budget, base, out);
+        if (st == RT_ERR_OOM) {
+            int64_t mp = 0;
+            st = rt_plan_min_peak(prof, n, o, &mp);
+            if (st == RT_OK) st = rt_plan_chain(prof, n, mp, o, &out->plan);
+            if (st == RT_OK) st = rt_apply_predict(&c, &out->plan, &out->predicted);
+            out->iterations = 1;
+        }
     } else if (st == RT_OK) {
         if (mc->segments > 0) st = rt_checkpoint_set_segments(w, mc->segments);
         else if (mc->selective) st = rt_checkpoint_set_selective(w, ck->policy, ck->policy_user);

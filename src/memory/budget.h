@@ -22,15 +22,17 @@
  *              few times per element); fwd_sel counts the leaves the
  *              policy recomputes, fwd_rev = fwd (a rebuild re-runs F and G).
  *
- * Modes (rt_memory_mode), presets over the planner. A = the modelled
- * activation peak of the plain plan (bytes above the base of parameters,
- * gradients, optimizer state and batch). The planner gets the activation
- * budget
- *   conservative  0.60 · A   (keep 40% less activation memory)
- *   balanced      0.35 · A   (65% less)
- *   aggressive    0.15 · A   (85% less)
- * or the smallest feasible one if that is larger, and returns the plan
- * with the least recompute (FLOP estimate) under it. Savings are those of
+ * Modes (rt_memory_mode), presets over the planner. With P the plain
+ * step's predicted peak and F its parameters + gradients + optimizer state
+ * + batch (the per-category peaks of PARAM, GRAD, OPTIM and DATA), the
+ * activations are A = P - F and a mode is the budget F + f·A for the whole
+ * step, met on the meta prediction as --memory-budget is:
+ *   conservative  f = 0.60   (keep 40% less activation memory)
+ *   balanced      f = 0.35   (65% less)
+ *   aggressive    f = 0.15   (85% less)
+ * with the least recompute (FLOP estimate) under it; when no plan reaches
+ * it, the least-memory plan (the saving it reaches is then smaller: the
+ * largest stage's own working set bounds it). Savings are those of
  * RevTorch's quoted modes (40% / 65% / 85%); the slowdowns it quotes (5% /
  * 12% / 25%) are not promised by construction but measured (`revtorch
  * memory --measure`, README). */

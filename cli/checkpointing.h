@@ -53,10 +53,11 @@ void cli_ckpt_describe(const rt_plan *p, char *buf, size_t n);
  * three modes, the budget's plan when --memory-budget is given) for zoo
  * model `model` at batch (batch, channels, size, size): predicted peaks per
  * category, activation and step saving, modelled recompute; with measure,
- * real steps add the measured peak and the step-time overhead. Returns the
- * exit code. */
+ * real steps add the measured peak and the step-time overhead; timeline
+ * (NULL: none) names the CSV of the planned step's allocation timeline
+ * (with .png and .combined.png next to it). Returns the exit code. */
 int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
                      const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
-                     const cli_ckpt_args *args, bool measure);
+                     const cli_ckpt_args *args, bool measure, const char *timeline);
 
 #endif

@@ -32,7 +32,9 @@ static void memory_usage(FILE *f) {
                "budget's plan), planned on meta; --measure runs real steps of each and adds the measured peak and\n"
                "the step-time overhead:\n"
                "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
-               "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n");
+               "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
+               "  --memory-timeline F.csv  one step of the budget's plan (else balanced) as CSV and F.png, and\n"
+               "                     F.combined.png: plain, 4 segments and that plan side by side\n");
     fprintf(f,
                "Models without reversible parts show the standard row only.\n");
 }
@@ -152,6 +154,7 @@ int cli_cmd_memory(int argc, char **argv) {
     float momentum = 0.9f;
     bool by_module = false, measure = false;
     cli_ckpt_args ck = {0};
+    const char *timeline = NULL;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -173,6 +176,7 @@ int cli_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--by-module")) by_module = true;
         else if (!strcmp(argv[i], "--measure")) measure = true;
+        else if (!strcmp(argv[i], "--memory-timeline")) ok = cli_str(argc, argv, &i, &timeline);
         else if (cli_ckpt_option(argc, argv, &i, &ck, &ok)) (void)0;
         else {
             fprintf(stderr, "revtorch memory: unknown option '%s' (see revtorch memory --help)\n", argv[i]);
@@ -230,5 +234,5 @@ int cli_cmd_memory(int argc, char **argv) {
     }
     cli_strategy plans_strategy = strategy;
     plans_strategy.reversible = false; /* the planner decides which reversible stages rebuild */
-    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &cfg, batch, size, &ck, measure);
+    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &cfg, batch, size, &ck, measure, timeline);
 }

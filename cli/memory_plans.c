@@ -6,6 +6,7 @@
 #include "checkpointing.h"
 #include "cli.h"
 #include "kernels/threads.h"
+#include "plot.h"
 #include "progress.h"
 
 typedef struct plan_row {
@@ -108,9 +109,134 @@ out:
     return rc;
 }
 
+/* One meta step of `model` under plan p with the memory trace on: a copy of
+ * its events (*ev, *n; free() it). */
+static rt_status trace_plan(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
+                            const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
+                            const rt_plan *p, rt_mem_event **ev, size_t *n) {
+    rt_model *m = NULL;
+    *ev = NULL;
+    *n = 0;
+    RT_TRY(rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m));
+    cli_strategy_apply(strategy, m);
+    rt_status st = cli_ckpt_apply(m, p);
+    const int64_t xs[4] = {batch, channels, size, size}, ys[1] = {batch};
+    rt_memstats peaks;
+    rt_mem_trace_enable(1);
+    if (st == RT_OK) st = rt_memory_predict(m->net, spec, cfg, 4, xs, 1, ys, RT_I32, &peaks);
+    size_t k = 0;
+    const rt_mem_event *e = rt_mem_trace_events(&k);
+    if (st == RT_OK && k > 0) {
+        *ev = malloc(k * sizeof **ev);
+        if (!*ev) st = rt_error_set(RT_ERR_OOM, "out of memory copying the trace");
+        else memcpy(*ev, e, k * sizeof **ev), *n = k;
+    }
+    rt_mem_trace_enable(0);
+    rt_model_destroy(m);
+    return st;
+}
+
+/* --memory-timeline FILE.csv: the planned row's step as CSV (FILE.csv) and
+ * picture (FILE.png), and FILE.combined.png: the live total over one step
+ * (as a fraction of its events) for plain, 4 segments and the plan. */
+static int write_timelines(const char *csv, const char *model, int64_t channels, int64_t classes,
+                           const cli_strategy *strategy, const rt_optimizer_spec *spec, const rt_train_config *cfg,
+                           int64_t batch, int64_t size, plan_row *rows, const int *pick, int npick) {
+    char png[4200], combined[4200];
+    size_t len = strlen(csv);
+    size_t stem = len > 4 && !strcmp(csv + len - 4, ".csv") ? len - 4 : len;
+    snprintf(png, sizeof png, "%.*s.png", (int)stem, csv);
+    snprintf(combined, sizeof combined, "%.*s.combined.png", (int)stem, csv);
+    cli_plot_series series[3];
+    double *xs[3] = {0}, *ys[3] = {0};
+    int rc = 1;
+    for (int k = 0; k < npick; k++) {
+        plan_row *r = &rows[pick[k]];
+        rt_mem_event *ev = NULL;
+        size_t n = 0;
+        if (trace_plan(model, channels, classes, strategy, spec, cfg, batch, size, &r->p.plan, &ev, &n) != RT_OK ||
+            n == 0) {
+            free(ev);
+            cli_fail("memory timeline");
+            goto out;
+        }
+        xs[k] = malloc(n * sizeof(double));
+        ys[k] = malloc(n * sizeof(double));
+        if (!xs[k] || !ys[k]) {
+            free(ev);
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            xs[k][i] = 100.0 * (double)i / (double)(n > 1 ? n - 1 : 1);
+            ys[k][i] = (double)ev[i].live_total / 1048576.0;
+        }
+        series[k] = (cli_plot_series){.name = r->name, .x = xs[k], .y = ys[k], .n = n};
+        if (k == npick - 1) { /* the plan's own step: CSV and stacked picture */
+            char title[160];
+            snprintf(title, sizeof title, "%s batch %lld, %s: one training step (meta run)", model, (long long)batch,
+                     r->name);
+            FILE *f = fopen(csv, "w");
+            bool ok = f != NULL;
+            if (f) {
+                fprintf(f, "time_s,delta_bytes,category,op,module,live_total\n");
+                for (size_t i = 0; i < n; i++) {
+                    fprintf(f, "%.9f,%lld,%s,", ev[i].time_s, (long long)ev[i].delta_bytes,
+                            rt_mem_category_str(ev[i].category));
+                    rt_csv_write_field(f, ev[i].op);
+                    fputc(',', f);
+                    rt_csv_write_field(f, ev[i].module);
+                    fprintf(f, ",%lld\n", (long long)ev[i].live_total);
+                }
+                ok = fclose(f) == 0;
+            }
+            /* a meta run's clock says nothing: draw against the event index;
+             * bytes live before the trace: each category's lowest running sum,
+             * and the parameters (never freed, so invisible in the events) */
+            int64_t base[RT_MEM_NCAT] = {0}, run[RT_MEM_NCAT] = {0};
+            for (size_t i = 0; i < n; i++) {
+                ev[i].time_s = 0.0;
+                run[ev[i].category] += ev[i].delta_bytes;
+                if (-run[ev[i].category] > base[ev[i].category]) base[ev[i].category] = -run[ev[i].category];
+            }
+            rt_model *pm = NULL;
+            if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &pm) == RT_OK) {
+                int64_t pb = 0;
+                for (int i = 0; i < pm->sd->n; i++)
+                    if (pm->sd->entries[i].tensor) pb += (int64_t)rt_tensor_nbytes(pm->sd->entries[i].tensor);
+                if (pb > base[RT_MEM_PARAM]) base[RT_MEM_PARAM] = pb;
+                rt_model_destroy(pm);
+            }
+            if (!ok || cli_plot_memory_timeline(png, ev, n, base, title) != RT_OK) {
+                fprintf(stderr, "revtorch memory: cannot write %s or %s\n", csv, png);
+                free(ev);
+                goto out;
+            }
+        }
+        free(ev);
+    }
+    char title[160];
+    snprintf(title, sizeof title, "%s batch %lld: live tracked bytes over one training step", model,
+             (long long)batch);
+    cli_plot plot = {.title = title, .x_label = "% of the step's allocation events", .y_label = "live MiB",
+                     .series = series, .n_series = (size_t)npick, .y_from_zero = true};
+    if (cli_plot_lines(combined, &plot) != RT_OK) {
+        fprintf(stderr, "revtorch memory: cannot write %s\n", combined);
+        goto out;
+    }
+    printf("memory timeline: %s and %s (%s), %s (%d strategies side by side)\n", csv, png, rows[pick[npick - 1]].name,
+           combined, npick);
+    rc = 0;
+out:
+    for (int k = 0; k < 3; k++) {
+        free(xs[k]);
+        free(ys[k]);
+    }
+    return rc;
+}
+
 int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
                      const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
-                     const cli_ckpt_args *args, bool measure) {
+                     const cli_ckpt_args *args, bool measure, const char *timeline) {
     plan_row rows[12];
     int n = 0;
     memset(rows, 0, sizeof rows);
@@ -143,7 +269,12 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
             return 1;
         }
     int rc = 0;
-    if (measure) {
+    if (timeline) {
+        /* plain, 4 segments, and the budget's plan (else balanced) */
+        int pick[3] = {0, 3, args->budget ? n - 1 : 6};
+        rc = write_timelines(timeline, model, channels, classes, strategy, spec, cfg, batch, size, rows, pick, 3);
+    }
+    if (measure && !rc) {
         print_cpu();
         rc = measure_rows(model, channels, classes, strategy, spec, cfg, batch, size, rows, n, 3);
     }

@@ -8,8 +8,11 @@ Model: tools/pytorch_eval.py's ResNet (torchvision's module structure), float32,
 eager. Step: zero_grad; loss = cross_entropy(model(x), y); backward; SGD step
 (momentum 0.9), the step `revtorch memory --measure` times. Strategies: plain and
 torch.utils.checkpoint.checkpoint_sequential(model's top-level children,
-segments, use_reentrant=False) for 2, 4, 8 segments, as the PyTorch recipe the
-issue quotes does.
+segments) for 2, 4, 8 segments, as the PyTorch recipe the issue quotes does
+(1.13's checkpoint_sequential is the reentrant variant: when its input needs
+no gradient, the checkpointed segments' parameters get none — PyTorch's
+documented limitation — so the batch is marked requires_grad for those runs,
+as users of the recipe do; that adds the input's gradient, a small cost).
 
 Time: one process runs the strategies alternately, step by step, for --rounds
 rounds after a warm-up round, and reports each one's median and its ratio to
@@ -65,12 +68,22 @@ def setup(args):
     return torch, model, opt, x, y
 
 
+def chain(torch, model):
+    """The model's top-level children in forward order, with the flatten
+    its forward does before fc as a module."""
+    m = model
+    mods = [m.conv1, m.bn1, m.relu, m.maxpool]
+    mods += [getattr(m, f"layer{i + 1}") for i in range(m.num_stages)]
+    return mods + [m.avgpool, torch.nn.Flatten(1), m.fc]
+
+
 def step(torch, model, opt, x, y, segments):
     import torch.nn.functional as F
     from torch.utils.checkpoint import checkpoint_sequential
     opt.zero_grad()
     if segments:
-        out = checkpoint_sequential(list(model.children()), segments, x, use_reentrant=False)
+        # PyTorch 1.13's checkpoint_sequential is the reentrant variant (no use_reentrant argument)
+        out = checkpoint_sequential(chain(torch, model), segments, x.detach().requires_grad_(True))
     else:
         out = model(x)
     loss = F.cross_entropy(out, y)

@@ -184,6 +184,8 @@ int cli_cmd_memory(int argc, char **argv) {
         }
         if (!ok) return 2;
     }
+    rt_memory_config ck_config;
+    if (cli_ckpt_given(&ck) && !cli_ckpt_config("memory", &ck, &ck_config)) return 2;
     cli_strategy strategy;
     if (!cli_memory_mode(memory ? memory : "reversible", grouping, &strategy)) return 2;
     bool grouping_given = false;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpointing.h"
 #include "cli.h"
 #include "common.h"
 #include "kernels/threads.h"
@@ -27,6 +28,13 @@ static void memory_usage(FILE *f) {
                "                     of forward) and its transient peak (the most TEMP bytes above what was live\n"
                "                     when it began, in its forward or its backward), from the meta run's trace\n");
     cli_conv_algo_help(f, 21);
+    fprintf(f, "Checkpointing rows (after the table above: plain, selective, 2/4/8 segments, each mode, the\n"
+               "budget's plan), planned on meta; --measure runs real steps of each and adds the measured peak and\n"
+               "the step-time overhead:\n"
+               "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
+               "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
+               "  --memory-timeline F.csv  one step of the budget's plan (else balanced) as CSV and F.png, and\n"
+               "                     F.combined.png: plain, 4 segments and that plan side by side\n");
     fprintf(f,
                "Models without reversible parts show the standard row only.\n");
 }
@@ -144,7 +152,9 @@ int cli_cmd_memory(int argc, char **argv) {
     const char *optimizer = "sgd";
     int64_t batch = 128, size = 28, channels = 1, threads = 0, accum = 1, classes = 10;
     float momentum = 0.9f;
-    bool by_module = false;
+    bool by_module = false, measure = false;
+    cli_ckpt_args ck = {0};
+    const char *timeline = NULL;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -165,12 +175,17 @@ int cli_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--by-module")) by_module = true;
+        else if (!strcmp(argv[i], "--measure")) measure = true;
+        else if (!strcmp(argv[i], "--memory-timeline")) ok = cli_str(argc, argv, &i, &timeline);
+        else if (cli_ckpt_option(argc, argv, &i, &ck, &ok)) (void)0;
         else {
             fprintf(stderr, "revtorch memory: unknown option '%s' (see revtorch memory --help)\n", argv[i]);
             return 2;
         }
         if (!ok) return 2;
     }
+    rt_memory_config ck_config;
+    if (cli_ckpt_given(&ck) && !cli_ckpt_config("memory", &ck, &ck_config)) return 2;
     cli_strategy strategy;
     if (!cli_memory_mode(memory ? memory : "reversible", grouping, &strategy)) return 2;
     bool grouping_given = false;
@@ -219,5 +234,7 @@ int cli_cmd_memory(int argc, char **argv) {
             return cli_fail("prediction");
         print_row(model, r ? "reversible" : "standard", params, &p);
     }
-    return 0;
+    cli_strategy plans_strategy = strategy;
+    plans_strategy.reversible = false; /* the planner decides which reversible stages rebuild */
+    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &cfg, batch, size, &ck, measure, timeline);
 }

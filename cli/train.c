@@ -18,6 +18,7 @@
 #include "outputs.h"
 #include "plot.h"
 #include "progress.h"
+#include "checkpointing.h"
 
 typedef struct train_opts {
     const char *model, *data, *save, *resume, *log, *optimizer, *schedule, *memory, *grouping, *trace;
@@ -27,6 +28,7 @@ typedef struct train_opts {
     int64_t warmup_asked; /* --warmup-steps when not shorter than the run (then scaled to 10% of it) */
     float lr, weight_decay, momentum, clip, label_smoothing;
     bool augment;
+    cli_ckpt_args ckpt; /* --memory-mode, --memory-budget, --checkpoint-segments, --recompute */
 } train_opts;
 
 static void train_usage(FILE *f) {
@@ -76,6 +78,8 @@ static void train_usage(FILE *f) {
             "  --train-subset N      use only the first N training images (quick runs, tests; 0: all)\n"
             "  --test-subset N       use only the first N test images (0: all)\n"
             "Exit status: 0 done, 1 runtime failure (files, data, training), 2 usage error (nothing was run).\n");
+    fprintf(f, "Checkpointing (any model; see revtorch memory for the rows of each):\n");
+    cli_ckpt_help(f);
 }
 
 /* True when option `name` appears on the command line. */
@@ -129,12 +133,15 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--label-smoothing"))
             ok = cli_float_in(argc, argv, &i, 0, 1, false, NULL, &o->label_smoothing);
         else if (!strcmp(a, "--no-augment")) o->augment = false;
+        else if (cli_ckpt_option(argc, argv, &i, &o->ckpt, &ok)) (void)0;
         else {
             fprintf(stderr, "revtorch train: unknown option '%s' (see revtorch train --help)\n", a);
             return 2;
         }
         if (!ok) return 2;
     }
+    rt_memory_config mc;
+    if (cli_ckpt_given(&o->ckpt) && !cli_ckpt_config("train", &o->ckpt, &mc)) return 2;
     bool adamw = !strcmp(o->optimizer, "adamw");
     if (!adamw && strcmp(o->optimizer, "sgd")) {
         fprintf(stderr, "revtorch train: --optimizer must be sgd or adamw, got '%s'\n", o->optimizer);
@@ -256,6 +263,8 @@ typedef struct train_run {
     int64_t stopped_step;   /* steps done in the epoch Ctrl-C interrupted */
     bool lost;              /* an output could not be written: exit 1 at the end */
     bool log_lost;          /* the --log files failed: not written any more */
+    rt_memory_plan mplan;   /* the checkpointing plan (mplan.plan.n == 0: none) */
+    int64_t live_before;    /* bytes live before training that the step does not own (data sets) */
 } train_run;
 
 /* What one epoch of training measured. */
@@ -614,6 +623,38 @@ static void write_memory_trace(train_run *r, int64_t step, const rt_memstats *st
 
 /* Data, model, optimizer, loader, schedule, resume and logs. Returns -1 to
  * go on training, else the exit code (0: nothing left to train). */
+/* --memory-mode / --memory-budget / --checkpoint-segments / --recompute:
+ * plans on a meta copy (an impossible budget is refused here, before any
+ * work), wraps the model in a Checkpoint with the plan, and enforces a
+ * budget as the tracker's hard limit on the step's bytes. Returns -1 to go
+ * on, else the exit code. */
+static int train_plan_memory(train_run *r, const rt_optimizer_spec *spec) {
+    const train_opts *o = &r->o;
+    const rt_dataset *d = r->train;
+    rt_memory_config mc;
+    cli_ckpt_config("train", &o->ckpt, &mc);
+    int64_t batch = o->batch_size < d->n ? o->batch_size : d->n;
+    if (cli_ckpt_plan(o->model, d->channels, d->num_classes, &r->strategy, spec, &r->cfg, batch, d->height, d->width,
+                      &mc, &r->mplan) != RT_OK) {
+        fprintf(stderr, "revtorch train: %s\n", rt_error_last());
+        return 1;
+    }
+    if (cli_ckpt_apply(r->m, &r->mplan.plan) != RT_OK) return cli_fail("cannot apply the memory plan");
+    char desc[160];
+    cli_ckpt_describe(&r->mplan.plan, desc, sizeof desc);
+    const double mib = 1048576.0;
+    printf("memory plan (%s): %s; predicted step peak %.1f MiB (plain %.1f MiB), recompute %.1f%% of a step\n",
+           o->ckpt.mode ? o->ckpt.mode : o->ckpt.budget ? o->ckpt.budget : o->ckpt.segments ? "segments" : "selective",
+           desc, (double)r->mplan.predicted.peak_total / mib, (double)r->mplan.predicted_plain.peak_total / mib,
+           100.0 * r->mplan.recompute_fraction);
+    r->pred = r->mplan.predicted;
+    rt_memstats now;
+    rt_memstats_get(&now);
+    r->live_before = now.live_total - now.live[RT_MEM_PARAM];
+    if (mc.budget > 0) rt_mem_set_limit(r->live_before + mc.budget);
+    return -1;
+}
+
 static int train_setup(train_run *r) {
     const train_opts *o = &r->o;
     int rc = train_outputs(r);
@@ -640,6 +681,10 @@ static int train_setup(train_run *r) {
     rt_optimizer_spec spec;
     cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
     if (train_predict(r, &spec) != RT_OK) return cli_fail("cannot predict the memory of a step");
+    if (cli_ckpt_given(&o->ckpt)) {
+        int rc = train_plan_memory(r, &spec);
+        if (rc >= 0) return rc;
+    }
     int fits = train_check_memory(r, &spec);
     if (fits >= 0) return fits;
     int np = rt_state_dict_num_params(r->m->sd);
@@ -779,6 +824,10 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
            (long long)epoch + 1, e->loss_sum / seen, 100.0 * (double)e->correct / seen, test_loss, 100.0 * test_acc,
            seen / e->secs, e->secs);
     cli_print_peaks(stdout, "  ", &e->peaks);
+    if (r->mplan.plan.n > 0)
+        printf("  memory plan: step peak %.2f MiB measured (tracked peak less the %.2f MiB of data sets), %.2f MiB "
+               "predicted\n", (double)(e->peaks.peak_total - r->live_before) / 1048576.0,
+               (double)r->live_before / 1048576.0, (double)r->mplan.predicted.peak_total / 1048576.0);
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss: KiB on Linux */
         printf("  process peak RSS %.1f MiB vs tracked peak %.2f MiB; outside tracking: the program and its "
@@ -846,6 +895,7 @@ static bool train_teardown(train_run *r) {
     r->log = r->steps_log = NULL;
     cli_outputs_release(&r->outs);
     cli_training_curves_free(&r->curves);
+    rt_memory_plan_free(&r->mplan);
     free(r->epoch_steps);
     rt_loader_destroy(r->loader);
     rt_optimizer_destroy(r->opt);

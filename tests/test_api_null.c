@@ -52,6 +52,9 @@
 #include "kernels/reference.h"
 #include "kernels/threads.h"
 #include "kernels/vec.h"
+#include "memory/budget.h"
+#include "memory/checkpoint.h"
+#include "memory/planner.h"
 #include "memory/predict.h"
 #include "memory/reversible.h"
 #include "models/model.h"
@@ -1430,6 +1433,104 @@ CHECK_FN(rt_module_set_grouping) {
     rt_module_destroy(seq);
 }
 CHECK_FN(rt_module_count_reversible) { VAL(rt_module_count_reversible(NULL) == 0); }
+CHECK_FN(rt_checkpoint_run_stages) {
+    rt_module *m = NULL, *ck = NULL;
+    rt_tensor *t = T(2, 4), *out = NULL;
+    ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_run_stages(NULL, 0, 0, t, &out));
+    rt_relu_create(&m);
+    rt_checkpoint_create(m, &ck);
+    ST(RT_ERR_INVALID_ARG, "x", rt_checkpoint_run_stages(ck, 0, 0, NULL, &out));
+    ST(RT_ERR_INVALID_ARG, "y", rt_checkpoint_run_stages(ck, 0, 0, t, NULL));
+    ST(RT_ERR_INVALID_ARG, "outside", rt_checkpoint_run_stages(ck, 0, 3, t, &out));
+    rt_module_destroy(ck);
+}
+/* memory/planner.h, memory/budget.h */
+CHECK_FN(rt_plan_options_all) { VAL(rt_plan_options_all().allow_checkpoint); }
+CHECK_FN(rt_plan_evaluate) {
+    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0};
+    rt_stage_kind k = RT_STAGE_STORE;
+    int seg = 0;
+    int64_t peak;
+    double rc;
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_plan_evaluate(NULL, 1, &k, &seg, &peak, &rc));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_plan_evaluate(&p, 1, NULL, &seg, &peak, &rc));
+    ST(RT_ERR_INVALID_ARG, "n must", rt_plan_evaluate(&p, 0, &k, &seg, &peak, &rc));
+}
+CHECK_FN(rt_plan_chain) {
+    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0};
+    rt_plan plan;
+    ST(RT_ERR_INVALID_ARG, "profile", rt_plan_chain(NULL, 1, 10, rt_plan_options_all(), &plan));
+    ST(RT_ERR_INVALID_ARG, "output", rt_plan_chain(&p, 1, 10, rt_plan_options_all(), NULL));
+    ST(RT_ERR_INVALID_ARG, "n >= 1", rt_plan_chain(&p, 0, 10, rt_plan_options_all(), &plan));
+}
+CHECK_FN(rt_plan_min_peak) {
+    int64_t mp;
+    ST(RT_ERR_INVALID_ARG, "profile", rt_plan_min_peak(NULL, 1, rt_plan_options_all(), &mp));
+}
+CHECK_FN(rt_plan_free) { TOL(rt_plan_free(NULL)); }
+CHECK_FN(rt_checkpoint_profile) {
+    int64_t shape[2] = {2, 4};
+    rt_stage_profile p;
+    ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_profile(NULL, 2, shape, &p));
+}
+CHECK_FN(rt_memory_mode_str) { VAL(rt_memory_mode_str((rt_memory_mode)42) == NULL); }
+CHECK_FN(rt_memory_mode_parse) {
+    rt_memory_mode m;
+    ST(RT_ERR_INVALID_ARG, "s", rt_memory_mode_parse(NULL, &m));
+    ST(RT_ERR_INVALID_ARG, "out", rt_memory_mode_parse("balanced", NULL));
+    ST(RT_ERR_INVALID_ARG, "conservative", rt_memory_mode_parse("fast", &m));
+}
+CHECK_FN(rt_memory_mode_fraction) { VAL(rt_memory_mode_fraction((rt_memory_mode)42) == 1.0); }
+CHECK_FN(rt_memory_plan_make) {
+    rt_memory_config mc = {0};
+    rt_memory_plan out;
+    rt_optimizer_spec spec = {0};
+    rt_train_config cfg = {0};
+    int64_t x[2] = {2, 4}, y[1] = {2};
+    ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_memory_plan_make(NULL, &spec, &cfg, 2, x, 1, y, RT_I32, &mc, &out));
+}
+CHECK_FN(rt_memory_plan_free) { TOL(rt_memory_plan_free(NULL)); }
+/* memory/checkpoint.h, nn/module.h's interceptor */
+CHECK_FN(rt_module_set_interceptor) { TOL(rt_module_set_interceptor((rt_module_interceptor){0})); }
+CHECK_FN(rt_checkpoint_policy_default) { VAL(rt_checkpoint_policy_default(NULL, NULL) == RT_CKPT_PREFER_RECOMPUTE); }
+CHECK_FN(rt_stage_kind_str) { VAL(!strcmp(rt_stage_kind_str((rt_stage_kind)99), "?")); }
+CHECK_FN(rt_checkpoint_create) {
+    rt_module *m = NULL, *out = NULL;
+    ST(RT_ERR_INVALID_ARG, "module", rt_checkpoint_create(NULL, &out));
+    rt_relu_create(&m);
+    ST(RT_ERR_INVALID_ARG, "out", rt_checkpoint_create(m, NULL)); /* m is destroyed */
+}
+CHECK_FN(rt_checkpoint_of) { VAL(rt_checkpoint_of(NULL) == NULL); }
+CHECK_FN(rt_checkpoint_sequential) {
+    rt_module *m = NULL, *out = NULL;
+    ST(RT_ERR_INVALID_ARG, "module", rt_checkpoint_sequential(NULL, 2, &out));
+    rt_relu_create(&m);
+    ST(RT_ERR_INVALID_ARG, "segments", rt_checkpoint_sequential(m, 0, &out));
+}
+CHECK_FN(rt_checkpoint_set_segments) {
+    rt_module *m = NULL, *ck = NULL;
+    ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_set_segments(NULL, 2));
+    rt_relu_create(&m);
+    rt_checkpoint_create(m, &ck);
+    ST(RT_ERR_INVALID_ARG, "segments", rt_checkpoint_set_segments(ck, 0));
+    rt_module_destroy(ck);
+}
+CHECK_FN(rt_checkpoint_set_selective) { ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_set_selective(NULL, NULL, NULL)); }
+CHECK_FN(rt_checkpoint_set_plain) { ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_set_plain(NULL)); }
+CHECK_FN(rt_checkpoint_set_plan) {
+    rt_module *m = NULL, *ck = NULL;
+    rt_stage_kind k = RT_STAGE_STORE;
+    int seg = 0;
+    ST(RT_ERR_INVALID_ARG, "Checkpoint", rt_checkpoint_set_plan(NULL, &k, &seg, 1));
+    rt_relu_create(&m);
+    rt_checkpoint_create(m, &ck);
+    ST(RT_ERR_INVALID_ARG, "kind", rt_checkpoint_set_plan(ck, NULL, &seg, 1));
+    ST(RT_ERR_INVALID_ARG, "segment", rt_checkpoint_set_plan(ck, &k, NULL, 1));
+    ST(RT_ERR_INVALID_ARG, "stages", rt_checkpoint_set_plan(ck, &k, &seg, 2));
+    k = RT_STAGE_REBUILD;
+    ST(RT_ERR_INVALID_ARG, "rebuilt", rt_checkpoint_set_plan(ck, &k, &seg, 1));
+    rt_module_destroy(ck);
+}
 CHECK_FN(rt_reversible_reconstruction) {
     rt_module *seq = NULL;
     rt_rev_sequence_create(&seq);
@@ -2657,6 +2758,14 @@ static const api_entry optim_train_entries[] = {
     E(rt_rev_block_create), E(rt_rev_block_of), E(rt_rev_block_inverse), E(rt_rev_block_check),
     E(rt_rev_block_logdet), E(rt_rev_sequence_create), E(rt_rev_sequence_of), E(rt_module_set_reversible),
     E(rt_module_set_grouping), E(rt_module_count_reversible), E(rt_reversible_reconstruction),
+    /* memory/checkpoint.h, nn/module.h's interceptor */
+    E(rt_module_set_interceptor), E(rt_checkpoint_policy_default), E(rt_stage_kind_str), E(rt_checkpoint_create),
+    E(rt_checkpoint_of), E(rt_checkpoint_sequential), E(rt_checkpoint_set_segments), E(rt_checkpoint_set_selective),
+    E(rt_checkpoint_set_plain), E(rt_checkpoint_set_plan), E(rt_checkpoint_run_stages),
+    /* memory/planner.h, memory/budget.h */
+    E(rt_plan_options_all), E(rt_plan_evaluate), E(rt_plan_chain), E(rt_plan_min_peak), E(rt_plan_free),
+    E(rt_checkpoint_profile), E(rt_memory_mode_str), E(rt_memory_mode_parse), E(rt_memory_mode_fraction),
+    E(rt_memory_plan_make), E(rt_memory_plan_free),
 };
 
 static const api_entry data_io_entries[] = {

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Storage creation counter of this thread (rt_storage.serial). */
+static _Thread_local uint64_t rt_tls_storage_serial;
+
 static rt_storage *rt_storage_create(size_t nbytes, rt_device device, rt_mem_category cat) {
     rt_storage *s = calloc(1, sizeof *s);
     if (!s) {
@@ -17,6 +20,7 @@ static rt_storage *rt_storage_create(size_t nbytes, rt_device device, rt_mem_cat
         return NULL;
     }
     s->refcount = 1;
+    s->serial = ++rt_tls_storage_serial;
     s->nbytes = nbytes;
     s->device = device;
     s->category = cat;

@@ -48,6 +48,11 @@ typedef struct rt_storage {
     rt_device device;
     rt_mem_category category;
     int saved_count;
+    /* Creation number on the creating thread (thread-local counter, from
+     * 1): with the pointer it names one storage for its whole life, so a
+     * strategy can recognise a storage it saw earlier without keeping it
+     * alive (an address alone may be reused after a free). */
+    uint64_t serial;
 } rt_storage;
 
 /* The autograd slot. core/ knows nothing of autograd (no include of

@@ -41,6 +41,15 @@ void rt_module_destroy(rt_module *m) {
     free(m);
 }
 
+/* This thread's forward interceptor (nn/module.h; none by default). */
+static _Thread_local rt_module_interceptor rt_tls_interceptor;
+
+rt_module_interceptor rt_module_set_interceptor(rt_module_interceptor ic) {
+    rt_module_interceptor prev = rt_tls_interceptor;
+    rt_tls_interceptor = ic;
+    return prev;
+}
+
 rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     if (!y) return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_forward: the output pointer is NULL");
     *y = NULL;
@@ -57,13 +66,22 @@ rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     const char *interned = rt_mem_intern(rt_module_path(m, path, sizeof path));
     const char *prev_module = rt_mem_set_module(interned ? interned : rt_mem_module());
     const char *prev_op = rt_mem_set_op(m->cls->type);
-    rt_status st = m->cls->forward(m, x, y);
-    if (st == RT_OK && m->hook) {
-        st = m->hook(m, x, *y, m->hook_user);
+    rt_module_interceptor ic = rt_tls_interceptor;
+    bool handled = false;
+    rt_status st = ic.before ? ic.before(ic.user, m, x, y, &handled) : RT_OK;
+    if (st == RT_OK && !handled) st = m->cls->forward(m, x, y);
+    if (st == RT_OK && !handled && m->hook) st = m->hook(m, x, *y, m->hook_user);
+    if (!handled && ic.after) {
         if (st != RT_OK) {
             rt_tensor_release(*y);
             *y = NULL;
         }
+        rt_status s2 = ic.after(ic.user, m, x, *y, st);
+        if (st == RT_OK) st = s2;
+    }
+    if (st != RT_OK) {
+        rt_tensor_release(*y);
+        *y = NULL;
     }
     rt_mem_set_op(prev_op);
     rt_mem_set_module(prev_module);

@@ -165,4 +165,25 @@ char *rt_module_path(const rt_module *m, char *buf, size_t n);
 /* Installs (fn) or removes (NULL) m's forward hook. No-op for a NULL m. */
 void rt_module_set_forward_hook(rt_module *m, rt_forward_hook fn, void *user);
 
+/* Forward interceptor: memory strategies that act per module call
+ * (checkpoint regions that begin and end at given modules, selective
+ * recompute that keeps or replays a leaf module's output; memory/
+ * checkpoint.h) install one for the duration of a forward or a recompute.
+ * before(user, m, x, y, &handled) runs before m's class forward: it may set
+ * *y (a new reference) and *handled = true, and m's forward and hook are
+ * then skipped (after is not called). after(user, m, x, y, st) runs after
+ * the forward and its hook, also on failure (st the status so far, y NULL
+ * then); an error it returns fails the call. Both may be NULL. The torch
+ * counterpart is a TorchDispatchMode / module pre- and post-hooks around
+ * every call. Thread-local by design (one per thread, like grad mode). */
+typedef struct rt_module_interceptor {
+    rt_status (*before)(void *user, rt_module *m, rt_tensor *x, rt_tensor **y, bool *handled);
+    rt_status (*after)(void *user, rt_module *m, rt_tensor *x, rt_tensor *y, rt_status st);
+    void *user;
+} rt_module_interceptor;
+
+/* Installs `ic` on this thread (all-NULL: none) and returns the previous
+ * one, which the caller restores when done. */
+rt_module_interceptor rt_module_set_interceptor(rt_module_interceptor ic);
+
 #endif

@@ -1,0 +1,118 @@
+/* Checkpointing options of the CLI (cli/checkpointing.h). */
+#include "checkpointing.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_ckpt_help(FILE *f) {
+    fprintf(f, "  --memory-mode M       conservative | balanced | aggressive: checkpoint, selectively recompute or\n"
+               "                        rebuild (RevNets) so the activations take 60%% / 35%% / 15%% of plain\n"
+               "                        backpropagation's (or the least possible), with the least recompute\n"
+               "  --memory-budget SIZE  the whole step's tracked peak (parameters, gradients, optimizer state,\n"
+               "                        batch, activations), e.g. 1.5GiB, 600MiB; planned with the least\n"
+               "                        recompute, checked on a meta run, enforced as a hard limit; an\n"
+               "                        impossible budget is refused with the smallest feasible one\n"
+               "  --checkpoint-segments K  checkpoint_sequential: K segments that keep only their inputs\n"
+               "  --recompute selective keep convolution/linear outputs, recompute batch norm and activations\n"
+               "                        (with --memory-mode/--memory-budget: the planner may use it per stage)\n");
+}
+
+bool cli_ckpt_given(const cli_ckpt_args *a) { return a->mode || a->budget || a->recompute || a->segments > 0; }
+
+bool cli_ckpt_option(int argc, char **argv, int *i, cli_ckpt_args *a, bool *ok) {
+    const char *o = argv[*i];
+    if (!strcmp(o, "--memory-mode")) *ok = cli_str(argc, argv, i, &a->mode);
+    else if (!strcmp(o, "--memory-budget")) *ok = cli_str(argc, argv, i, &a->budget);
+    else if (!strcmp(o, "--recompute")) *ok = cli_str(argc, argv, i, &a->recompute);
+    else if (!strcmp(o, "--checkpoint-segments"))
+        *ok = cli_int_in(argc, argv, i, 1, 100000, NULL, &a->segments);
+    else return false;
+    return true;
+}
+
+bool cli_parse_size(const char *s, int64_t *bytes) {
+    if (!s || !*s) return false;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !isfinite(v)) return false;
+    static const struct { const char *unit; double f; } units[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+        {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+    };
+    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+        if (!strcmp(end, units[k].unit)) {
+            double b = v * units[k].f;
+            if (!(b >= 1.0) || b > 4.6e18) return false;
+            *bytes = (int64_t)b;
+            return true;
+        }
+    return false;
+}
+
+bool cli_ckpt_config(const char *cmd, const cli_ckpt_args *a, rt_memory_config *mc) {
+    memset(mc, 0, sizeof *mc);
+    if (a->mode && (rt_memory_mode_parse(a->mode, &mc->mode) != RT_OK || mc->mode == RT_MEMORY_MODE_NONE)) {
+        fprintf(stderr, "revtorch %s: --memory-mode must be conservative, balanced or aggressive, got '%s'\n", cmd,
+                a->mode);
+        return false;
+    }
+    if (a->budget && !cli_parse_size(a->budget, &mc->budget)) {
+        fprintf(stderr, "revtorch %s: --memory-budget takes a size such as 1.5GiB, 600MiB or 2GB, got '%s'\n", cmd,
+                a->budget);
+        return false;
+    }
+    if (a->recompute && strcmp(a->recompute, "selective")) {
+        fprintf(stderr, "revtorch %s: --recompute takes 'selective' (keep convolution outputs, recompute the "
+                        "rest), got '%s'\n", cmd, a->recompute);
+        return false;
+    }
+    mc->selective = a->recompute != NULL;
+    mc->segments = (int)a->segments;
+    if ((a->mode != NULL) + (a->budget != NULL) + (a->segments > 0) > 1) {
+        fprintf(stderr, "revtorch %s: give one of --memory-mode, --memory-budget and --checkpoint-segments (each "
+                        "decides what is recomputed)\n", cmd);
+        return false;
+    }
+    if (a->segments > 0 && a->recompute) {
+        fprintf(stderr, "revtorch %s: --checkpoint-segments and --recompute selective are two manual strategies; "
+                        "give one (or let --memory-mode / --memory-budget combine them)\n", cmd);
+        return false;
+    }
+    return true;
+}
+
+rt_status cli_ckpt_apply(rt_model *m, const rt_plan *p) {
+    rt_module *w = NULL;
+    RT_TRY(rt_checkpoint_create(m->net, &w));
+    m->net = w;
+    return rt_checkpoint_set_plan(w, p->kind, p->segment, p->n);
+}
+
+rt_status cli_ckpt_plan(const char *model, int64_t in_channels, int64_t num_classes, const cli_strategy *strategy,
+                        const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t n, int64_t h, int64_t w,
+                        const rt_memory_config *mc, rt_memory_plan *out) {
+    rt_model *m = NULL;
+    RT_TRY(rt_model_create(model, in_channels, num_classes, RT_DEVICE_META, 0, &m));
+    cli_strategy_apply(strategy, m);
+    rt_module *wrap = NULL;
+    rt_status st = rt_checkpoint_create(m->net, &wrap);
+    m->net = wrap;
+    const int64_t xs[4] = {n, in_channels, h, w}, ys[1] = {n};
+    if (st == RT_OK) st = rt_memory_plan_make(wrap, spec, cfg, 4, xs, 1, ys, RT_I32, mc, out);
+    rt_model_destroy(m);
+    return st;
+}
+
+void cli_ckpt_describe(const rt_plan *p, char *buf, size_t n) {
+    int count[4] = {0}, segs = 0;
+    for (int i = 0; i < p->n; i++) {
+        count[p->kind[i]]++;
+        if (p->kind[i] == RT_STAGE_CHECKPOINT && (i == 0 || p->kind[i - 1] != RT_STAGE_CHECKPOINT ||
+                                                  p->segment[i - 1] != p->segment[i]))
+            segs++;
+    }
+    snprintf(buf, n, "%d stages: %d stored, %d checkpointed in %d segment%s, %d selective, %d rebuilt", p->n,
+             count[RT_STAGE_STORE], count[RT_STAGE_CHECKPOINT], segs, segs == 1 ? "" : "s", count[RT_STAGE_SELECTIVE],
+             count[RT_STAGE_REBUILD]);
+}

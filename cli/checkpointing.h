@@ -1,0 +1,63 @@
+/* The checkpointing options shared by `revtorch train` and `revtorch
+ * memory`: --memory-mode, --memory-budget, --checkpoint-segments,
+ * --recompute selective (memory/budget.h does the planning). */
+#ifndef CLI_CHECKPOINTING_H
+#define CLI_CHECKPOINTING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common.h"
+#include "memory/budget.h"
+
+typedef struct cli_ckpt_args {
+    const char *mode, *budget, *recompute; /* as given, NULL when absent */
+    int64_t segments;                      /* 0: absent */
+} cli_ckpt_args;
+
+/* Help lines for the four options, indented as the commands' help. */
+void cli_ckpt_help(FILE *f);
+
+/* When argv[*i] is one of the four options: parses its value into *a
+ * (advancing *i), sets *ok (false: message printed) and returns true. */
+bool cli_ckpt_option(int argc, char **argv, int *i, cli_ckpt_args *a, bool *ok);
+
+/* True when any of the four was given. */
+bool cli_ckpt_given(const cli_ckpt_args *a);
+
+/* Parses a size: a number with an optional unit B, KiB, MiB, GiB, TiB
+ * (powers of 1024) or kB, MB, GB, TB (powers of 1000), "1.5GiB", "600MiB".
+ * False for anything else, a value below 1 byte or above 2^62. */
+bool cli_parse_size(const char *s, int64_t *bytes);
+
+/* Checks the combination and fills *mc (message naming `cmd` and returns
+ * false on a bad value or combination). */
+bool cli_ckpt_config(const char *cmd, const cli_ckpt_args *a, rt_memory_config *mc);
+
+/* Plans zoo model `model` (as created with in_channels, num_classes,
+ * strategy applied) for *mc on a meta copy at batch (n, c, h, w) with the
+ * optimizer and step config the run uses. *out as rt_memory_plan_make. */
+rt_status cli_ckpt_plan(const char *model, int64_t in_channels, int64_t num_classes, const cli_strategy *strategy,
+                        const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t n, int64_t h, int64_t w,
+                        const rt_memory_config *mc, rt_memory_plan *out);
+
+/* Wraps m->net in a Checkpoint with plan p (m->net becomes the wrapper). */
+rt_status cli_ckpt_apply(rt_model *m, const rt_plan *p);
+
+/* A short description of a plan: "12 store, 4 checkpoint in 2 segments,
+ * 3 selective, 1 rebuild". */
+void cli_ckpt_describe(const rt_plan *p, char *buf, size_t n);
+
+/* `revtorch memory`'s strategy rows (plain, selective, 2/4/8 segments, the
+ * three modes, the budget's plan when --memory-budget is given) for zoo
+ * model `model` at batch (batch, channels, size, size): predicted peaks per
+ * category, activation and step saving, modelled recompute; with measure,
+ * real steps add the measured peak and the step-time overhead; timeline
+ * (NULL: none) names the CSV of the planned step's allocation timeline
+ * (with .png and .combined.png next to it). Returns the exit code. */
+int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
+                     const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
+                     const cli_ckpt_args *args, bool measure, const char *timeline);
+
+#endif

@@ -1,0 +1,316 @@
+/* `revtorch memory`'s checkpointing rows: one per strategy, predicted on
+ * meta and, with --measure, measured on real steps (cli/checkpointing.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpointing.h"
+#include "cli.h"
+#include "kernels/threads.h"
+#include "plot.h"
+#include "progress.h"
+
+typedef struct plan_row {
+    char name[32];
+    rt_memory_config mc;
+    rt_memory_plan p;
+    double times[16];
+    int n_times;
+    int64_t measured;
+} plan_row;
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The CPU's model name and the vector ISA flags that matter to oneDNN. */
+static void print_cpu(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[4096], name[256] = "unknown";
+    bool avx2 = false, avx512 = false, amx = false;
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10) && !strcmp(name, "unknown")) {
+            char *c = strchr(line, ':');
+            if (c) snprintf(name, sizeof name, "%s", c + 2);
+            name[strcspn(name, "\n")] = 0;
+        }
+        if (!strncmp(line, "flags", 5)) {
+            avx2 = strstr(line, " avx2") != NULL;
+            avx512 = strstr(line, " avx512f") != NULL;
+            amx = strstr(line, " amx_tile") != NULL;
+        }
+    }
+    if (f) fclose(f);
+    printf("cpu: %s; avx2 %s, avx512f %s, amx %s; %d threads\n", name, avx2 ? "yes" : "no", avx512 ? "yes" : "no",
+           amx ? "yes" : "no", rt_get_num_threads());
+}
+
+/* Real steps of every row's plan on one model (the plans switch between
+ * steps), rows alternating within each round so that load from other
+ * processes falls on all of them alike: measured tracked peak of the step
+ * and the median step time over `rounds` rounds after one warm-up round. */
+static int measure_rows(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
+                        const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
+                        plan_row *rows, int nrows, int rounds) {
+    rt_model *m = NULL;
+    if (rt_model_create(model, channels, classes, RT_DEVICE_CPU, 0, &m) != RT_OK) return cli_fail("model");
+    cli_strategy_apply(strategy, m);
+    int rc = 1;
+    int np = rt_state_dict_num_params(m->sd);
+    rt_tensor **params = malloc((size_t)np * sizeof *params);
+    rt_optimizer *opt = NULL;
+    int64_t xs[4] = {batch, channels, size, size};
+    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *y = rt_tensor_create(1, &batch, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
+    if (params && x && y) {
+        rt_state_dict_params(m->sd, params, np);
+        opt = rt_optimizer_create(spec, params, np);
+    }
+    if (!opt || cli_ckpt_apply(m, &rows[0].p.plan) != RT_OK) {
+        cli_fail("setup");
+        goto out;
+    }
+    rt_generator g = {1, 0};
+    rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
+    for (int64_t i = 0; i < batch; i++) ((int32_t *)rt_tensor_data(y))[i] = (int32_t)(i % classes);
+    for (int r = 0; r <= rounds; r++)
+        for (int k = 0; k < nrows; k++) {
+            const rt_plan *p = &rows[k].p.plan;
+            if (rt_checkpoint_set_plan(m->net, p->kind, p->segment, p->n) != RT_OK) {
+                cli_fail("plan");
+                goto out;
+            }
+            rt_memstats_reset_peaks();
+            double t0 = cli_now_s();
+            rt_train_result res;
+            if (rt_train_step(m->net, opt, cfg, x, y, &res) != RT_OK) {
+                cli_fail("step");
+                goto out;
+            }
+            double t = cli_now_s() - t0;
+            rt_memstats s;
+            rt_memstats_get(&s);
+            if (r == 0) continue;
+            rows[k].times[rows[k].n_times++] = t;
+            rows[k].measured = s.peak_total;
+        }
+    rc = 0;
+out:
+    rt_tensor_release(x);
+    rt_tensor_release(y);
+    rt_optimizer_destroy(opt);
+    free(params);
+    rt_model_destroy(m);
+    return rc;
+}
+
+/* One meta step of `model` under plan p with the memory trace on: a copy of
+ * its events (*ev, *n; free() it). */
+static rt_status trace_plan(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
+                            const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
+                            const rt_plan *p, rt_mem_event **ev, size_t *n) {
+    rt_model *m = NULL;
+    *ev = NULL;
+    *n = 0;
+    RT_TRY(rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m));
+    cli_strategy_apply(strategy, m);
+    rt_status st = cli_ckpt_apply(m, p);
+    const int64_t xs[4] = {batch, channels, size, size}, ys[1] = {batch};
+    rt_memstats peaks;
+    rt_mem_trace_enable(1);
+    if (st == RT_OK) st = rt_memory_predict(m->net, spec, cfg, 4, xs, 1, ys, RT_I32, &peaks);
+    size_t k = 0;
+    const rt_mem_event *e = rt_mem_trace_events(&k);
+    if (st == RT_OK && k > 0) {
+        *ev = malloc(k * sizeof **ev);
+        if (!*ev) st = rt_error_set(RT_ERR_OOM, "out of memory copying the trace");
+        else memcpy(*ev, e, k * sizeof **ev), *n = k;
+    }
+    rt_mem_trace_enable(0);
+    rt_model_destroy(m);
+    return st;
+}
+
+/* --memory-timeline FILE.csv: the planned row's step as CSV (FILE.csv) and
+ * picture (FILE.png), and FILE.combined.png: the live total over one step
+ * (as a fraction of its events) for plain, 4 segments and the plan. */
+static int write_timelines(const char *csv, const char *model, int64_t channels, int64_t classes,
+                           const cli_strategy *strategy, const rt_optimizer_spec *spec, const rt_train_config *cfg,
+                           int64_t batch, int64_t size, plan_row *rows, const int *pick, int npick) {
+    char png[4200], combined[4200];
+    size_t len = strlen(csv);
+    size_t stem = len > 4 && !strcmp(csv + len - 4, ".csv") ? len - 4 : len;
+    snprintf(png, sizeof png, "%.*s.png", (int)stem, csv);
+    snprintf(combined, sizeof combined, "%.*s.combined.png", (int)stem, csv);
+    cli_plot_series series[3];
+    double *xs[3] = {0}, *ys[3] = {0};
+    int rc = 1;
+    for (int k = 0; k < npick; k++) {
+        plan_row *r = &rows[pick[k]];
+        rt_mem_event *ev = NULL;
+        size_t n = 0;
+        if (trace_plan(model, channels, classes, strategy, spec, cfg, batch, size, &r->p.plan, &ev, &n) != RT_OK ||
+            n == 0) {
+            free(ev);
+            cli_fail("memory timeline");
+            goto out;
+        }
+        xs[k] = malloc(n * sizeof(double));
+        ys[k] = malloc(n * sizeof(double));
+        if (!xs[k] || !ys[k]) {
+            free(ev);
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            xs[k][i] = 100.0 * (double)i / (double)(n > 1 ? n - 1 : 1);
+            ys[k][i] = (double)ev[i].live_total / 1048576.0;
+        }
+        series[k] = (cli_plot_series){.name = r->name, .x = xs[k], .y = ys[k], .n = n};
+        if (k == npick - 1) { /* the plan's own step: CSV and stacked picture */
+            char title[160];
+            snprintf(title, sizeof title, "%s batch %lld, %s: one training step (meta run)", model, (long long)batch,
+                     r->name);
+            FILE *f = fopen(csv, "w");
+            bool ok = f != NULL;
+            if (f) {
+                fprintf(f, "time_s,delta_bytes,category,op,module,live_total\n");
+                for (size_t i = 0; i < n; i++) {
+                    fprintf(f, "%.9f,%lld,%s,", ev[i].time_s, (long long)ev[i].delta_bytes,
+                            rt_mem_category_str(ev[i].category));
+                    rt_csv_write_field(f, ev[i].op);
+                    fputc(',', f);
+                    rt_csv_write_field(f, ev[i].module);
+                    fprintf(f, ",%lld\n", (long long)ev[i].live_total);
+                }
+                ok = fclose(f) == 0;
+            }
+            /* a meta run's clock says nothing: draw against the event index;
+             * bytes live before the trace: each category's lowest running sum,
+             * and the parameters (never freed, so invisible in the events) */
+            int64_t base[RT_MEM_NCAT] = {0}, run[RT_MEM_NCAT] = {0};
+            for (size_t i = 0; i < n; i++) {
+                ev[i].time_s = 0.0;
+                run[ev[i].category] += ev[i].delta_bytes;
+                if (-run[ev[i].category] > base[ev[i].category]) base[ev[i].category] = -run[ev[i].category];
+            }
+            rt_model *pm = NULL;
+            if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &pm) == RT_OK) {
+                int64_t pb = 0;
+                for (int i = 0; i < pm->sd->n; i++)
+                    if (pm->sd->entries[i].tensor) pb += (int64_t)rt_tensor_nbytes(pm->sd->entries[i].tensor);
+                if (pb > base[RT_MEM_PARAM]) base[RT_MEM_PARAM] = pb;
+                rt_model_destroy(pm);
+            }
+            if (!ok || cli_plot_memory_timeline(png, ev, n, base, title) != RT_OK) {
+                fprintf(stderr, "revtorch memory: cannot write %s or %s\n", csv, png);
+                free(ev);
+                goto out;
+            }
+        }
+        free(ev);
+    }
+    char title[160];
+    snprintf(title, sizeof title, "%s batch %lld: live tracked bytes over one training step", model,
+             (long long)batch);
+    cli_plot plot = {.title = title, .x_label = "% of the step's allocation events", .y_label = "live MiB",
+                     .series = series, .n_series = (size_t)npick, .y_from_zero = true};
+    if (cli_plot_lines(combined, &plot) != RT_OK) {
+        fprintf(stderr, "revtorch memory: cannot write %s\n", combined);
+        goto out;
+    }
+    printf("memory timeline: %s and %s (%s), %s (%d strategies side by side)\n", csv, png, rows[pick[npick - 1]].name,
+           combined, npick);
+    rc = 0;
+out:
+    for (int k = 0; k < 3; k++) {
+        free(xs[k]);
+        free(ys[k]);
+    }
+    return rc;
+}
+
+int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
+                     const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
+                     const cli_ckpt_args *args, bool measure, const char *timeline) {
+    plan_row rows[12];
+    int n = 0;
+    memset(rows, 0, sizeof rows);
+    snprintf(rows[n++].name, sizeof rows[0].name, "plain");
+    snprintf(rows[n].name, sizeof rows[0].name, "selective");
+    rows[n++].mc.selective = true;
+    for (int k = 2; k <= 8; k *= 2) {
+        snprintf(rows[n].name, sizeof rows[0].name, "%d segments", k);
+        rows[n++].mc.segments = k;
+    }
+    for (int md = RT_MEMORY_MODE_CONSERVATIVE; md <= RT_MEMORY_MODE_AGGRESSIVE; md++) {
+        snprintf(rows[n].name, sizeof rows[0].name, "%s", rt_memory_mode_str((rt_memory_mode)md));
+        rows[n].mc.mode = (rt_memory_mode)md;
+        rows[n++].mc.selective = true;
+    }
+    if (args->budget) {
+        snprintf(rows[n].name, sizeof rows[0].name, "budget %s", args->budget);
+        if (!cli_parse_size(args->budget, &rows[n].mc.budget)) {
+            fprintf(stderr, "revtorch memory: --memory-budget takes a size such as 1.5GiB or 600MiB, got '%s'\n",
+                    args->budget);
+            return 2;
+        }
+        rows[n++].mc.selective = true;
+    }
+    for (int k = 0; k < n; k++)
+        if (cli_ckpt_plan(model, channels, classes, strategy, spec, cfg, batch, size, size, &rows[k].mc, &rows[k].p) !=
+            RT_OK) {
+            fprintf(stderr, "revtorch memory: %s: %s\n", rows[k].name, rt_error_last());
+            for (int j = 0; j < k; j++) rt_memory_plan_free(&rows[j].p);
+            return 1;
+        }
+    int rc = 0;
+    if (timeline) {
+        /* plain, 4 segments, and the budget's plan (else balanced) */
+        int pick[3] = {0, 3, args->budget ? n - 1 : 6};
+        rc = write_timelines(timeline, model, channels, classes, strategy, spec, cfg, batch, size, rows, pick, 3);
+    }
+    if (measure && !rc) {
+        print_cpu();
+        rc = measure_rows(model, channels, classes, strategy, spec, cfg, batch, size, rows, n, 3);
+    }
+    const double mib = 1048576.0;
+    const rt_memstats *pl = &rows[0].p.predicted;
+    int64_t base = pl->peak[RT_MEM_PARAM] + pl->peak[RT_MEM_GRAD] + pl->peak[RT_MEM_OPTIM] + pl->peak[RT_MEM_DATA];
+    double act_plain = (double)(pl->peak_total - base), plain_time = measure && !rc ? median_of(rows[0].times, rows[0].n_times) : 0;
+    printf("\ncheckpointing strategies (planned on meta: peak MiB per category; saving: activations = step peak less "
+           "parameters, gradients, optimizer state and batch; recompute: FLOP estimate, %% of a plain step)\n");
+    printf("%-18s %8s %8s %8s %8s %8s %8s %9s %8s %8s %9s", "strategy", "PARAM", "GRAD", "OPTIM", "SAVED", "TEMP",
+           "DATA", "total", "act.sav", "step.sav", "recomp");
+    if (measure && !rc) printf(" %9s %8s %9s %8s", "measured", "meas/pr", "step s", "overhead");
+    printf("\n");
+    for (int k = 0; k < n; k++) {
+        const rt_memstats *s = &rows[k].p.predicted;
+        printf("%-18s", rows[k].name);
+        for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %8.1f", (double)s->peak[c] / mib);
+        printf(" %9.1f %7.1f%% %7.1f%% %8.1f%%", (double)s->peak_total / mib,
+               100.0 * (1.0 - (double)(s->peak_total - base) / act_plain),
+               100.0 * (1.0 - (double)s->peak_total / (double)pl->peak_total), 100.0 * rows[k].p.recompute_fraction);
+        if (measure && !rc) {
+            double t = median_of(rows[k].times, rows[k].n_times);
+            printf(" %9.1f %8.3f %9.3f %7.1f%%", (double)rows[k].measured / mib,
+                   (double)rows[k].measured / (double)s->peak_total, t, 100.0 * (t / plain_time - 1.0));
+        }
+        printf("\n");
+    }
+    for (int k = 0; k < n; k++) {
+        char d[160];
+        cli_ckpt_describe(&rows[k].p.plan, d, sizeof d);
+        printf("  %-16s %s\n", rows[k].name, d);
+        rt_memory_plan_free(&rows[k].p);
+    }
+    if (measure && !rc)
+        printf("measured: the tracked peak of a real step; step s: median of 3 steps per strategy, strategies "
+               "alternating step by step on one model (after a warm-up round); overhead vs plain's median. Other "
+               "processes on this machine may load it: compare ratios, not absolute times.\n");
+    return rc;
+}

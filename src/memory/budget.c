@@ -1,0 +1,344 @@
+/* Stage profiles on meta, memory modes and budgets (memory/budget.h). */
+#include "memory/budget.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "memory/reversible.h"
+
+/* ------------------------------------------------------------ FLOP estimate */
+
+typedef struct rt_flops {
+    double total, recomputed; /* all leaves; those a selective policy recomputes */
+    rt_checkpoint_policy_fn policy;
+    void *policy_user;
+} rt_flops;
+
+static rt_status rt_flops_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *y, rt_status st) {
+    (void)x;
+    rt_flops *c = user;
+    if (st != RT_OK || !y || m->n_children > 0) return RT_OK;
+    const char *t = m->cls->type;
+    const rt_tensor *w = rt_module_tensor(m, "weight");
+    double f = 8.0 * (double)rt_tensor_numel(y);
+    if (w && w->ndim >= 2 && (!strcmp(t, "Conv2d") || !strcmp(t, "Conv3d")))
+        f = 2.0 * (double)rt_tensor_numel(y) * (double)(rt_tensor_numel(w) / w->shape[0]);
+    else if (w && w->ndim == 2 && !strcmp(t, "Linear"))
+        f = 2.0 * (double)rt_tensor_numel(y) * (double)w->shape[1];
+    c->total += f;
+    rt_checkpoint_policy p = c->policy(c->policy_user, m);
+    if (p != RT_CKPT_MUST_SAVE && p != RT_CKPT_PREFER_SAVE) c->recomputed += f;
+    return RT_OK;
+}
+
+/* ------------------------------------------------------------ profile */
+
+/* Stage i alone on a copy of h (requiring grad when needs_grad), forward
+ * and backward with a gradient of the output's shape, after one warm-up
+ * that allocates the stage's parameter gradients: SAVED bytes after the
+ * forward and the peak above what was live before. */
+static rt_status rt_measure(rt_module *w, int i, rt_tensor *h, bool needs_grad, int64_t *saved, int64_t *peak) {
+    for (int pass = 0; pass < 2; pass++) {
+        rt_memstats a, b;
+        rt_memstats_reset_peaks();
+        rt_memstats_get(&a);
+        rt_tensor *hi = rt_tensor_detach(h), *y = NULL, *g = NULL;
+        if (!hi) return RT_ERR_OOM;
+        hi->requires_grad = needs_grad;
+        rt_status st = rt_checkpoint_run_stages(w, i, i, hi, &y);
+        rt_memstats_get(&b);
+        if (st == RT_OK && y->requires_grad) {
+            g = rt_tensor_create(y->ndim, y->shape, RT_F32, y->device, RT_MEM_TEMP);
+            if (!g) st = rt_error_last_status();
+            else g->layout = y->layout;
+            if (st == RT_OK) st = rt_backward(y, g, false);
+        }
+        rt_tensor_release(g);
+        rt_tensor_release(y);
+        rt_tensor_release(hi);
+        if (st != RT_OK) return st;
+        rt_memstats c;
+        rt_memstats_get(&c);
+        *saved = b.live[RT_MEM_SAVED] - a.live[RT_MEM_SAVED];
+        *peak = c.peak_total - a.live_total;
+    }
+    return RT_OK;
+}
+
+/* Sets stage i to kind k and every other stage to STORE. */
+static rt_status rt_only(rt_module *w, rt_stage_kind *kind, int *seg, int n, int i, rt_stage_kind k) {
+    for (int j = 0; j < n; j++) {
+        kind[j] = RT_STAGE_STORE;
+        seg[j] = j;
+    }
+    if (i >= 0) kind[i] = k;
+    return rt_checkpoint_set_plan(w, kind, seg, n);
+}
+
+static rt_status rt_profile_run(rt_module *w, rt_checkpoint *ck, rt_tensor *x, rt_stage_kind *kind, int *seg,
+                                rt_stage_profile *out) {
+    int n = ck->n_stages;
+    rt_flops fl = {0, 0, ck->policy ? ck->policy : rt_checkpoint_policy_default, ck->policy_user};
+    rt_tensor *h = rt_tensor_retain(x);
+    rt_status st = RT_OK;
+    for (int i = 0; i < n && st == RT_OK; i++) {
+        rt_stage_profile *p = &out[i];
+        p->input_bytes = i == 0 ? 0 : (int64_t)rt_tensor_nbytes(h);
+        int64_t s_store = 0, p_store = 0, s_sel = -1, p_sel = -1, s_rev = -1, p_rev = -1;
+        bool rev = rt_rev_sequence_of(ck->stages[i]) != NULL;
+        st = rt_only(w, kind, seg, n, i, RT_STAGE_STORE);
+        if (st == RT_OK) st = rt_measure(w, i, h, i > 0, &s_store, &p_store);
+        if (st == RT_OK) st = rt_only(w, kind, seg, n, i, RT_STAGE_SELECTIVE);
+        if (st == RT_OK) st = rt_measure(w, i, h, i > 0, &s_sel, &p_sel);
+        if (st == RT_OK && rev) st = rt_only(w, kind, seg, n, i, RT_STAGE_REBUILD);
+        if (st == RT_OK && rev) st = rt_measure(w, i, h, i > 0, &s_rev, &p_rev);
+        /* the chain, plainly, counting FLOPs and the SAVED bytes the stage adds */
+        if (st == RT_OK) st = rt_only(w, kind, seg, n, -1, RT_STAGE_STORE);
+        rt_memstats a, b;
+        rt_memstats_get(&a);
+        double f0 = fl.total, r0 = fl.recomputed;
+        rt_module_interceptor prev = rt_module_set_interceptor((rt_module_interceptor){NULL, rt_flops_after, &fl});
+        rt_tensor *next = NULL;
+        if (st == RT_OK) st = rt_checkpoint_run_stages(w, i, i, h, &next);
+        rt_module_set_interceptor(prev);
+        rt_memstats_get(&b);
+        rt_tensor_release(h);
+        h = next;
+        if (st != RT_OK) break;
+        /* bytes the stage's isolated run kept that the chain already held
+         * (its input, kept by the stage before as well) count once */
+        int64_t saved = b.live[RT_MEM_SAVED] - a.live[RT_MEM_SAVED], shared = s_store - saved;
+        if (shared < 0) shared = 0;
+        p->saved = saved;
+        p->peak = p_store - shared;
+        p->saved_sel = s_sel - shared > 0 ? s_sel - shared : 0;
+        p->peak_sel = p_sel - shared;
+        p->saved_rev = rev ? (s_rev - shared > 0 ? s_rev - shared : 0) : -1;
+        p->peak_rev = rev ? p_rev - shared : -1;
+        p->fwd = fl.total - f0;
+        p->fwd_sel = fl.recomputed - r0;
+        p->fwd_rev = rev ? p->fwd : 0.0;
+    }
+    rt_tensor_release(h);
+    return st;
+}
+
+rt_status rt_checkpoint_profile(rt_module *w, int x_ndim, const int64_t *x_shape, rt_stage_profile *out) {
+    rt_checkpoint *ck = rt_checkpoint_of(w);
+    if (!ck || !x_shape || !out)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_profile: %s", !ck ? "the module is not a Checkpoint"
+                            : !x_shape ? "x_shape is NULL" : "out is NULL");
+    rt_state_dict *sd = NULL;
+    RT_TRY(rt_module_state_dict(w, &sd));
+    for (int i = 0; i < sd->n; i++)
+        if (sd->entries[i].tensor && !rt_tensor_is_meta(sd->entries[i].tensor)) {
+            rt_status st = rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_profile: parameter '%s' is not on the "
+                                        "meta device; profile a meta copy of the model", sd->entries[i].name);
+            rt_state_dict_destroy(sd);
+            return st;
+        }
+    int n = ck->n_stages;
+    rt_stage_kind *kind = malloc((size_t)n * sizeof *kind), *saved_kind = malloc((size_t)n * sizeof *kind);
+    int *seg = malloc((size_t)n * sizeof *seg), *saved_seg = malloc((size_t)n * sizeof *seg);
+    rt_tensor *x = rt_tensor_create(x_ndim, x_shape, RT_F32, RT_DEVICE_META, RT_MEM_DATA);
+    rt_status st = (kind && saved_kind && seg && saved_seg) ? RT_OK : rt_error_set(RT_ERR_OOM, "out of memory profiling");
+    if (st == RT_OK && !x) st = rt_error_last_status();
+    rt_generator gen = *rt_default_generator();
+    if (st == RT_OK) {
+        memcpy(saved_kind, ck->kind, (size_t)n * sizeof *kind);
+        memcpy(saved_seg, ck->segment, (size_t)n * sizeof *seg);
+        bool grad = rt_grad_set_enabled(true);
+        st = rt_profile_run(w, ck, x, kind, seg, out);
+        rt_grad_set_enabled(grad);
+        rt_status s2 = rt_checkpoint_set_plan(w, saved_kind, saved_seg, n);
+        if (st == RT_OK) st = s2;
+        /* the parameter gradients the profile allocated */
+        for (int i = 0; i < sd->n; i++)
+            if (sd->entries[i].kind == RT_ENTRY_PARAM) rt_tensor_zero_grad(sd->entries[i].tensor);
+    }
+    *rt_default_generator() = gen;
+    rt_memstats_reset_peaks();
+    rt_tensor_release(x);
+    rt_state_dict_destroy(sd);
+    free(kind);
+    free(saved_kind);
+    free(seg);
+    free(saved_seg);
+    return st;
+}
+
+/* ------------------------------------------------------------ modes */
+
+const char *rt_memory_mode_str(rt_memory_mode m) {
+    switch (m) {
+    case RT_MEMORY_MODE_NONE: return "none";
+    case RT_MEMORY_MODE_CONSERVATIVE: return "conservative";
+    case RT_MEMORY_MODE_BALANCED: return "balanced";
+    case RT_MEMORY_MODE_AGGRESSIVE: return "aggressive";
+    }
+    return NULL;
+}
+
+rt_status rt_memory_mode_parse(const char *s, rt_memory_mode *out) {
+    if (!s || !out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_memory_mode_parse: %s is NULL", !s ? "s" : "out");
+    for (int m = RT_MEMORY_MODE_NONE; m <= RT_MEMORY_MODE_AGGRESSIVE; m++)
+        if (!strcmp(s, rt_memory_mode_str((rt_memory_mode)m))) {
+            *out = (rt_memory_mode)m;
+            return RT_OK;
+        }
+    return rt_error_set(RT_ERR_INVALID_ARG, "unknown memory mode '%s'; choose conservative, balanced, aggressive "
+                        "or none", s);
+}
+
+double rt_memory_mode_fraction(rt_memory_mode m) {
+    switch (m) {
+    case RT_MEMORY_MODE_CONSERVATIVE: return 0.60;
+    case RT_MEMORY_MODE_BALANCED: return 0.35;
+    case RT_MEMORY_MODE_AGGRESSIVE: return 0.15;
+    default: return 1.0;
+    }
+}
+
+/* ------------------------------------------------------------ plans */
+
+typedef struct rt_plan_ctx {
+    rt_module *w;
+    const rt_optimizer_spec *opt;
+    const rt_train_config *cfg;
+    int x_ndim, y_ndim;
+    const int64_t *x_shape, *y_shape;
+    rt_dtype y_dtype;
+} rt_plan_ctx;
+
+static rt_status rt_apply_predict(const rt_plan_ctx *c, const rt_plan *plan, rt_memstats *pred) {
+    RT_TRY(rt_checkpoint_set_plan(c->w, plan->kind, plan->segment, plan->n));
+    return rt_memory_predict(c->w, c->opt, c->cfg, c->x_ndim, c->x_shape, c->y_ndim, c->y_shape, c->y_dtype, pred);
+}
+
+/* Copies the wrapper's current kinds into a plan and evaluates it. */
+static rt_status rt_plan_from_wrapper(const rt_checkpoint *ck, const rt_stage_profile *prof, rt_plan *plan) {
+    int n = ck->n_stages;
+    plan->n = n;
+    plan->kind = malloc((size_t)n * sizeof *plan->kind);
+    plan->segment = malloc((size_t)n * sizeof *plan->segment);
+    if (!plan->kind || !plan->segment) return rt_error_set(RT_ERR_OOM, "out of memory planning");
+    memcpy(plan->kind, ck->kind, (size_t)n * sizeof *plan->kind);
+    memcpy(plan->segment, ck->segment, (size_t)n * sizeof *plan->segment);
+    plan->forward = 0;
+    for (int i = 0; i < n; i++) plan->forward += prof[i].fwd;
+    return rt_plan_evaluate(prof, n, plan->kind, plan->segment, &plan->peak, &plan->recompute);
+}
+
+/* The smallest feasible step: the least-memory plan, predicted. */
+static rt_status rt_smallest(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
+                             int64_t *bytes) {
+    int64_t mp;
+    RT_TRY(rt_plan_min_peak(prof, n, o, &mp));
+    rt_plan plan;
+    RT_TRY(rt_plan_chain(prof, n, mp, o, &plan));
+    rt_memstats pred;
+    rt_status st = rt_apply_predict(c, &plan, &pred);
+    rt_plan_free(&plan);
+    *bytes = pred.peak_total;
+    return st;
+}
+
+static rt_status rt_budget_refused(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
+                                   int64_t budget) {
+    int64_t least = 0;
+    RT_TRY(rt_smallest(c, prof, n, o, &least));
+    return rt_error_set(RT_ERR_OOM, "the memory budget %.1f MiB cannot hold one training step of this model and "
+                        "batch: the smallest feasible budget is %.1f MiB (%lld bytes, the least-memory plan's "
+                        "predicted peak); raise --memory-budget to at least that or lower --batch-size",
+                        budget / 1048576.0, least / 1048576.0, (long long)least);
+}
+
+static rt_status rt_plan_budget(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
+                                int64_t budget, int64_t base, rt_memory_plan *out) {
+    int64_t target = budget - base;
+    for (int it = 0; it < 8; it++) {
+        rt_plan plan;
+        rt_status st = target > 0 ? rt_plan_chain(prof, n, target, o, &plan) : RT_ERR_OOM;
+        if (st == RT_ERR_OOM) return rt_budget_refused(c, prof, n, o, budget);
+        RT_TRY(st);
+        out->iterations = it + 1;
+        st = rt_apply_predict(c, &plan, &out->predicted);
+        if (st != RT_OK) {
+            rt_plan_free(&plan);
+            return st;
+        }
+        if (out->predicted.peak_total <= budget) {
+            out->plan = plan;
+            return RT_OK;
+        }
+        target -= out->predicted.peak_total - budget;
+        rt_plan_free(&plan);
+    }
+    return rt_budget_refused(c, prof, n, o, budget);
+}
+
+rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const rt_train_config *cfg, int x_ndim,
+                              const int64_t *x_shape, int y_ndim, const int64_t *y_shape, rt_dtype y_dtype,
+                              const rt_memory_config *mc, rt_memory_plan *out) {
+    rt_checkpoint *ck = rt_checkpoint_of(w);
+    if (!ck || !opt || !cfg || !x_shape || !mc || !out)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_memory_plan_make: %s", !ck ? "the module is not a Checkpoint"
+                            : "an argument is NULL");
+    memset(out, 0, sizeof *out);
+    if ((mc->mode != RT_MEMORY_MODE_NONE) + (mc->budget > 0) + (mc->segments > 0) > 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "choose one of a memory mode, a memory budget and checkpoint "
+                            "segments (they all decide what to recompute)");
+    if (!rt_memory_mode_str(mc->mode))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_memory_plan_make: unknown memory mode %d", (int)mc->mode);
+    int n = ck->n_stages;
+    rt_stage_profile *prof = calloc((size_t)n, sizeof *prof);
+    if (!prof) return rt_error_set(RT_ERR_OOM, "out of memory planning");
+    rt_plan_ctx c = {w, opt, cfg, x_ndim, y_ndim, x_shape, y_shape, y_dtype};
+    rt_plan_options o = {true, mc->selective, true};
+    rt_status st = rt_checkpoint_profile(w, x_ndim, x_shape, prof);
+    if (st == RT_OK) st = rt_checkpoint_set_plain(w);
+    if (st == RT_OK) st = rt_memory_predict(w, opt, cfg, x_ndim, x_shape, y_ndim, y_shape, y_dtype, &out->predicted_plain);
+    rt_plan plain = {0};
+    if (st == RT_OK) st = rt_plan_from_wrapper(ck, prof, &plain);
+    int64_t base = out->predicted_plain.peak_total - plain.peak;
+    if (st == RT_OK && mc->budget > 0) {
+        st = rt_plan_budget(&c, prof, n, o, mc->budget, base, out);
+    } else if (st == RT_OK && mc->mode != RT_MEMORY_MODE_NONE) {
+        /* the mode's share of the plain step's activations (its peak less
+         * parameters, gradients, optimizer state and batch), as a budget
+         * for the whole step; the least-memory plan when that is below it */
+        const rt_memstats *pl = &out->predicted_plain;
+        int64_t fixed = pl->peak[RT_MEM_PARAM] + pl->peak[RT_MEM_GRAD] + pl->peak[RT_MEM_OPTIM] + pl->peak[RT_MEM_DATA];
+        int64_t budget = fixed + (int64_t)(rt_memory_mode_fraction(mc->mode) * (double)(pl->peak_total - fixed));
+        st = rt_plan_budget(&c, prof, n, o, budget, base, out);
+        if (st == RT_ERR_OOM) {
+            int64_t mp = 0;
+            st = rt_plan_min_peak(prof, n, o, &mp);
+            if (st == RT_OK) st = rt_plan_chain(prof, n, mp, o, &out->plan);
+            if (st == RT_OK) st = rt_apply_predict(&c, &out->plan, &out->predicted);
+            out->iterations = 1;
+        }
+    } else if (st == RT_OK) {
+        if (mc->segments > 0) st = rt_checkpoint_set_segments(w, mc->segments);
+        else if (mc->selective) st = rt_checkpoint_set_selective(w, ck->policy, ck->policy_user);
+        if (st == RT_OK) st = rt_plan_from_wrapper(ck, prof, &out->plan);
+        if (st == RT_OK) st = rt_apply_predict(&c, &out->plan, &out->predicted);
+        out->iterations = 1;
+    }
+    if (st == RT_OK) {
+        out->plan.forward = plain.forward;
+        out->recompute_fraction = plain.forward > 0 ? out->plan.recompute / (3.0 * plain.forward) : 0.0;
+    }
+    rt_plan_free(&plain);
+    free(prof);
+    if (st != RT_OK) rt_memory_plan_free(out);
+    return st;
+}
+
+void rt_memory_plan_free(rt_memory_plan *p) {
+    if (p) rt_plan_free(&p->plan);
+}

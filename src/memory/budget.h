@@ -1,0 +1,110 @@
+/* Memory modes and budgets: "this training step may use B bytes", kept
+ * with the least recomputation the planner (memory/planner.h) finds, and
+ * checked byte for byte by a meta run of the real step (memory/predict.h)
+ * before any work. The C counterpart of RevTorch's set_memory_mode and of
+ * revtorch's --memory-mode / --memory-budget / --checkpoint-segments /
+ * --recompute selective.
+ *
+ * Profile (rt_checkpoint_profile): each stage of a Checkpoint wrapper is
+ * run on the meta device, which books every byte and computes nothing:
+ *   saved      SAVED bytes the stage adds when the chain runs plainly (a
+ *              tensor two stages keep — a ReLU's output, the next conv's
+ *              input — counts once, for the first);
+ *   peak       saved + the stage's transient bytes in an isolated forward
+ *              and backward (its output's gradient, its input's gradient,
+ *              scratch), with the stage's parameter gradients already
+ *              allocated: the base counts all of them;
+ *   *_sel, *_rev the same as a SELECTIVE region / reversible rebuild;
+ *   input_bytes the stage's input (0 for the first: the batch is DATA);
+ *   fwd        FLOP estimate of the stage's forward from its leaf modules:
+ *              2·MACs for Conv and Linear, 8 per output element for every
+ *              other leaf (memory-bound ops: batch norm reads and writes a
+ *              few times per element); fwd_sel counts the leaves the
+ *              policy recomputes, fwd_rev = fwd (a rebuild re-runs F and G).
+ *
+ * Modes (rt_memory_mode), presets over the planner. With P the plain
+ * step's predicted peak and F its parameters + gradients + optimizer state
+ * + batch (the per-category peaks of PARAM, GRAD, OPTIM and DATA), the
+ * activations are A = P - F and a mode is the budget F + f·A for the whole
+ * step, met on the meta prediction as --memory-budget is:
+ *   conservative  f = 0.60   (keep 40% less activation memory)
+ *   balanced      f = 0.35   (65% less)
+ *   aggressive    f = 0.15   (85% less)
+ * with the least recompute (FLOP estimate) under it; when no plan reaches
+ * it, the least-memory plan (the saving it reaches is then smaller: the
+ * largest stage's own working set bounds it). Savings are those of
+ * RevTorch's quoted modes (40% / 65% / 85%); the slowdowns it quotes (5% /
+ * 12% / 25%) are not promised by construction but measured (`revtorch
+ * memory --measure`, README). */
+#ifndef RT_MEMORY_BUDGET_H
+#define RT_MEMORY_BUDGET_H
+
+#include "memory/checkpoint.h"
+#include "memory/planner.h"
+#include "memory/predict.h"
+
+/* Profiles every stage of Checkpoint `ckpt`, whose parameters live on the
+ * meta device, on a batch of x_shape (f32, booked DATA): out[0..n_stages-1].
+ * The wrapper's plan is restored afterwards; batch-norm counters of the
+ * meta model advance (it is a throwaway copy). RT_ERR_INVALID_ARG for NULLs,
+ * a module that is not a Checkpoint or parameters not on meta; the errors
+ * of the stages. */
+rt_status rt_checkpoint_profile(rt_module *ckpt, int x_ndim, const int64_t *x_shape, rt_stage_profile *out);
+
+typedef enum rt_memory_mode {
+    RT_MEMORY_MODE_NONE = 0, /* plain, or what segments/selective/budget say */
+    RT_MEMORY_MODE_CONSERVATIVE,
+    RT_MEMORY_MODE_BALANCED,
+    RT_MEMORY_MODE_AGGRESSIVE,
+} rt_memory_mode;
+
+/* "conservative", "balanced", "aggressive" ("none" for NONE; NULL for an
+ * unknown value), and the parse back (RT_ERR_INVALID_ARG naming the
+ * choices for anything else; NULL arguments too). */
+const char *rt_memory_mode_str(rt_memory_mode m);
+rt_status rt_memory_mode_parse(const char *s, rt_memory_mode *out);
+/* The fraction of the plain activation peak a mode keeps (0.60 / 0.35 /
+ * 0.15; 1 for NONE and unknown values). */
+double rt_memory_mode_fraction(rt_memory_mode m);
+
+/* What the user asked for. At most one of mode, budget and segments is
+ * set; selective may go with none of them (every stage SELECTIVE) or with
+ * a mode or budget (the planner may then use SELECTIVE stages; without it,
+ * only STORE, CHECKPOINT and REBUILD). */
+typedef struct rt_memory_config {
+    rt_memory_mode mode;
+    int64_t budget;    /* bytes for the whole step's tracked peak, 0: none */
+    int segments;      /* checkpoint_sequential segments, 0: none */
+    bool selective;
+} rt_memory_config;
+
+/* The outcome: the plan (per stage), the step's predicted peak per
+ * category (rt_memory_predict on the meta model with the plan applied),
+ * that of the plain step, and the modelled recompute as a fraction of one
+ * plain forward+backward (backward ≈ 2 forwards). */
+typedef struct rt_memory_plan {
+    rt_plan plan;
+    rt_memstats predicted;       /* the planned step */
+    rt_memstats predicted_plain; /* the plain step */
+    double recompute_fraction;
+    int iterations;              /* meta runs used to meet the budget */
+} rt_memory_plan;
+
+/* Plans `meta_ckpt` (a Checkpoint on the meta device wrapping the model)
+ * for config *mc and applies the plan to it; the caller copies plan.kind /
+ * plan.segment to the real wrapper with rt_checkpoint_set_plan. A budget
+ * is met on the prediction, not only on the model: the plan is predicted
+ * with rt_memory_predict (opt, cfg, shapes as there) and, while the
+ * prediction exceeds the budget, re-planned with the activation budget
+ * lowered by the excess (at most 8 times). Errors: RT_ERR_OOM when the
+ * budget cannot be met, with the smallest feasible budget (the predicted
+ * peak of the least-memory plan) in the message, before anything ran on
+ * real tensors; RT_ERR_INVALID_ARG for NULLs or a config setting more than
+ * one of mode, budget and segments; those of the profile and prediction. */
+rt_status rt_memory_plan_make(rt_module *meta_ckpt, const rt_optimizer_spec *opt, const rt_train_config *cfg,
+                              int x_ndim, const int64_t *x_shape, int y_ndim, const int64_t *y_shape,
+                              rt_dtype y_dtype, const rt_memory_config *mc, rt_memory_plan *out);
+/* Frees the plan inside (NULL: no-op). */
+void rt_memory_plan_free(rt_memory_plan *p);
+
+#endif

@@ -1,0 +1,629 @@
+/* The Checkpoint wrapper: regions that keep their input and recompute in
+ * backward through saved-tensor hooks (memory/checkpoint.h). */
+#include "memory/checkpoint.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "autograd/recompute.h"
+#include "memory/reversible.h"
+#include "nn/modules.h"
+
+/* Nesting depth of regions being run or recomputed on this thread: a
+ * Checkpoint met inside one runs plainly, as part of the outer region.
+ * Thread-local by design, like grad mode. */
+static _Thread_local int rt_ckpt_depth;
+
+typedef enum { RT_SLOT_DROP, RT_SLOT_INPUT, RT_SLOT_KEEP } rt_slot_kind;
+
+/* One tensor an op of the region saved at forward. DROP: recomputed (the
+ * drop-th save outside kept leaves); INPUT: the input of kept leaf call
+ * `call`; KEEP: held since forward. `t` holds the tensor until the node
+ * that saved it takes it (DROP/INPUT) or releases it (KEEP). */
+typedef struct rt_ckpt_slot {
+    rt_slot_kind kind;
+    int call;
+    rt_tensor *t;
+    const rt_storage *storage; /* the saved tensor's storage at forward (not kept) */
+    uint64_t serial;           /* and its serial: the pair names it even after a free */
+    int ndim;                  /* and its shape and layout */
+    int64_t shape[RT_MAX_DIMS];
+    rt_layout layout;
+    bool dead;                 /* its node released it: a recompute leaves it empty */
+} rt_ckpt_slot;
+
+/* A kept leaf module call of a SELECTIVE region: its output replaces the
+ * call in recompute, and the generator jumps to where the call left it. */
+typedef struct rt_ckpt_call {
+    rt_module *m;
+    rt_storage *x_storage;
+    int64_t x_numel;
+    rt_tensor *out;
+    rt_rng_state gen_after;
+} rt_ckpt_call;
+
+typedef struct rt_ckpt_frame {
+    int refcount;              /* the running region + one per packed slot */
+    rt_checkpoint *ck;
+    int first, last;           /* stages of the region */
+    rt_checkpoint_policy_fn policy; /* SELECTIVE regions, else NULL */
+    void *policy_user;
+    rt_tensor *input;          /* kept, booked SAVED */
+    bool input_requires_grad;
+    rt_rng_state gen_at;
+    rt_ckpt_slot *slots;
+    int n_slots, cap_slots;
+    int *drop_slot;            /* drop index -> slot */
+    int n_drop, cap_drop;
+    rt_ckpt_call *calls;
+    int n_calls, cap_calls;
+    int cur_call;              /* kept call running at forward, or -1 */
+    bool recomputing;
+    int rc_drop, rc_call;      /* recompute cursors */
+} rt_ckpt_frame;
+
+typedef struct rt_ckpt_handle {
+    rt_ckpt_frame *f;
+    int slot;
+} rt_ckpt_handle;
+
+static void rt_keep(rt_tensor *t, int delta) {
+    if (t) rt_storage_mark_saved(t->storage, delta);
+}
+
+static void rt_frame_release(rt_ckpt_frame *f) {
+    if (!f || --f->refcount > 0) return;
+    rt_keep(f->input, -1);
+    rt_tensor_release(f->input);
+    for (int i = 0; i < f->n_slots; i++) {
+        if (f->slots[i].kind == RT_SLOT_KEEP) rt_keep(f->slots[i].t, -1);
+        rt_tensor_release(f->slots[i].t);
+    }
+    for (int i = 0; i < f->n_calls; i++) {
+        rt_keep(f->calls[i].out, -1);
+        rt_tensor_release(f->calls[i].out);
+    }
+    free(f->slots);
+    free(f->drop_slot);
+    free(f->calls);
+    free(f);
+}
+
+/* Grows *arr (of *cap elements of `size` bytes) to hold n + 1. */
+static rt_status rt_grow(void **arr, int *cap, int n, size_t size) {
+    if (n < *cap) return RT_OK;
+    int c = *cap ? 2 * *cap : 8;
+    void *p = realloc(*arr, (size_t)c * size);
+    if (!p) return rt_error_set(RT_ERR_OOM, "out of memory in a checkpoint region");
+    *arr = p;
+    *cap = c;
+    return RT_OK;
+}
+
+static bool rt_same_as_input(const rt_ckpt_call *c, const rt_tensor *t) {
+    return t->storage == c->x_storage && rt_tensor_numel(t) == c->x_numel;
+}
+
+/* ------------------------------------------------------------ recompute */
+
+static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
+    rt_ckpt_frame *f = user;
+    *packed = NULL;
+    if (f->rc_drop >= f->n_drop)
+        return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute saved more tensors than the forward (%d); a "
+                            "checkpointed region must run the same ops in both (no data-dependent control flow)",
+                            f->n_drop);
+    rt_ckpt_slot *s = &f->slots[f->drop_slot[f->rc_drop++]];
+    if (!s->t && !s->dead) s->t = rt_tensor_retain(t);
+    return RT_OK;
+}
+
+static rt_status rt_rc_unpack(void *user, void *packed, rt_tensor **out) {
+    (void)user;
+    (void)packed;
+    *out = NULL;
+    return rt_error_set(RT_ERR_STATE, "checkpoint: a recompute's own graph was back-propagated");
+}
+
+/* In recompute, a kept leaf call returns its forward output instead of
+ * running, and fills the slots that saved its input. */
+static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor **y, bool *handled) {
+    rt_ckpt_frame *f = user;
+    if (f->rc_call >= f->n_calls || f->calls[f->rc_call].m != m) return RT_OK;
+    int k = f->rc_call++;
+    rt_tensor *o = rt_tensor_detach(f->calls[k].out);
+    if (!o) return RT_ERR_OOM;
+    o->requires_grad = f->calls[k].out->requires_grad;
+    for (int i = 0; i < f->n_slots; i++)
+        if (f->slots[i].kind == RT_SLOT_INPUT && f->slots[i].call == k && !f->slots[i].t && !f->slots[i].dead)
+            f->slots[i].t = rt_tensor_retain(x);
+    rt_status st = rt_recompute_rewind(&f->calls[k].gen_after);
+    if (st != RT_OK) {
+        rt_tensor_release(o);
+        return st;
+    }
+    *y = o;
+    *handled = true;
+    return RT_OK;
+}
+
+/* True when every slot a node may still read holds its tensor (PyTorch's
+ * early stop: the rest of the region need not run again). */
+static bool rt_frame_complete(const rt_ckpt_frame *f) {
+    for (int i = 0; i < f->n_slots; i++)
+        if (f->slots[i].kind != RT_SLOT_KEEP && !f->slots[i].dead && !f->slots[i].t) return false;
+    return true;
+}
+
+/* Re-runs the region's stages on a detached copy of its input with grad
+ * and recompute mode on, from the generator position of the forward,
+ * storing every tensor its ops save into the slots still empty (not those
+ * whose node has already run), and stopping after the stage that fills
+ * the last one. */
+static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
+    if (f->recomputing)
+        return rt_error_set(RT_ERR_STATE, "checkpoint: a saved tensor of a region was read during its own recompute");
+    f->recomputing = true;
+    f->rc_drop = f->rc_call = 0;
+    rt_tensor *h = rt_tensor_detach(f->input);
+    rt_status st = h ? RT_OK : RT_ERR_OOM;
+    if (h) h->requires_grad = f->input_requires_grad;
+    rt_recompute_scope scope;
+    rt_recompute_begin(&scope);
+    if (st == RT_OK) st = rt_recompute_rewind(&f->gen_at);
+    bool grad = rt_grad_set_enabled(true);
+    rt_saved_hooks hooks = {rt_rc_pack, rt_rc_unpack, NULL, f};
+    bool pushed = false;
+    if (st == RT_OK) st = rt_saved_tensors_hooks_push(&hooks);
+    pushed = st == RT_OK;
+    rt_module_interceptor prev = rt_module_set_interceptor((rt_module_interceptor){rt_rc_before, NULL, f});
+    rt_ckpt_depth++;
+    bool early = false;
+    for (int i = f->first; i <= f->last && st == RT_OK; i++) {
+        if (i > f->first && rt_frame_complete(f)) {
+            early = true;
+            break;
+        }
+        rt_tensor *next = NULL;
+        st = rt_module_forward(f->ck->stages[i], h, &next);
+        rt_tensor_release(h);
+        h = next;
+    }
+    rt_ckpt_depth--;
+    rt_module_set_interceptor(prev);
+    if (pushed) rt_saved_tensors_hooks_pop();
+    rt_grad_set_enabled(grad);
+    rt_recompute_end(&scope);
+    rt_tensor_release(h);
+    if (st == RT_OK && !early && (f->rc_drop != f->n_drop || f->rc_call != f->n_calls))
+        st = rt_error_set(RT_ERR_STATE, "checkpoint: the recompute saved %d tensors (%d kept calls) where the forward "
+                          "saved %d (%d); a checkpointed region must run the same ops in both (no data-dependent "
+                          "control flow)", f->rc_drop, f->rc_call, f->n_drop, f->n_calls);
+    f->recomputing = false;
+    return st;
+}
+
+/* ------------------------------------------------------------ the hooks of a region's forward */
+
+static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
+    rt_ckpt_frame *f = user;
+    *packed = NULL;
+    RT_TRY(rt_grow((void **)&f->slots, &f->cap_slots, f->n_slots, sizeof *f->slots));
+    rt_ckpt_handle *h = malloc(sizeof *h);
+    if (!h) return rt_error_set(RT_ERR_OOM, "out of memory in a checkpoint region");
+    rt_ckpt_slot s = {RT_SLOT_DROP, -1, NULL, t->storage, t->storage->serial, t->ndim, {0}, t->layout, false};
+    memcpy(s.shape, t->shape, sizeof s.shape);
+    if (f->cur_call >= 0) {
+        s.call = f->cur_call;
+        if (rt_same_as_input(&f->calls[f->cur_call], t)) {
+            s.kind = RT_SLOT_INPUT;
+        } else {
+            s.kind = RT_SLOT_KEEP;
+            s.t = rt_tensor_retain(t);
+            rt_keep(t, +1);
+        }
+    } else {
+        rt_status st = rt_grow((void **)&f->drop_slot, &f->cap_drop, f->n_drop, sizeof *f->drop_slot);
+        if (st != RT_OK) {
+            free(h);
+            return st;
+        }
+        f->drop_slot[f->n_drop++] = f->n_slots;
+    }
+    f->slots[f->n_slots] = s;
+    h->f = f;
+    h->slot = f->n_slots++;
+    f->refcount++;
+    *packed = h;
+    return RT_OK;
+}
+
+static rt_status rt_fw_unpack(void *user, void *packed, rt_tensor **out) {
+    (void)user;
+    rt_ckpt_handle *h = packed;
+    rt_ckpt_frame *f = h->f;
+    rt_ckpt_slot *s = &f->slots[h->slot];
+    if (s->kind == RT_SLOT_KEEP) {
+        *out = rt_tensor_retain(s->t);
+        return RT_OK;
+    }
+    if (!s->t) RT_TRY(rt_frame_recompute(f));
+    if (!s->t)
+        return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute did not rebuild a tensor the forward saved");
+    *out = s->t; /* the node that saved it owns it now and frees it once it has run */
+    s->t = NULL;
+    return RT_OK;
+}
+
+static void rt_fw_free(void *user, void *packed) {
+    (void)user;
+    rt_ckpt_handle *h = packed;
+    if (!h) return;
+    rt_ckpt_frame *f = h->f;
+    rt_ckpt_slot *s = &f->slots[h->slot];
+    if (s->kind == RT_SLOT_KEEP) rt_keep(s->t, -1);
+    rt_tensor_release(s->t);
+    s->t = NULL;
+    s->dead = true;
+    free(h);
+    rt_frame_release(f);
+}
+
+/* ------------------------------------------------------------ the wrapper's forward */
+
+static int rt_stage_index(rt_checkpoint *ck, const rt_module *m) {
+    for (int k = 0; k < ck->n_stages; k++) {
+        int i = (ck->cursor + k) % ck->n_stages;
+        if (ck->stages[i] == m) {
+            ck->cursor = i;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static bool rt_region_kind(rt_stage_kind k) { return k == RT_STAGE_CHECKPOINT || k == RT_STAGE_SELECTIVE; }
+
+/* The last stage of the region that starts at stage i. */
+static int rt_region_last(const rt_checkpoint *ck, int i) {
+    int e = i;
+    if (ck->kind[i] == RT_STAGE_CHECKPOINT)
+        while (e + 1 < ck->n_stages && ck->kind[e + 1] == RT_STAGE_CHECKPOINT && ck->segment[e + 1] == ck->segment[i])
+            e++;
+    return e;
+}
+
+static rt_status rt_region_begin(rt_checkpoint *ck, int i, rt_tensor *x) {
+    rt_ckpt_frame *f = calloc(1, sizeof *f);
+    if (!f) return rt_error_set(RT_ERR_OOM, "out of memory in a checkpoint region");
+    f->refcount = 1;
+    f->ck = ck;
+    f->first = i;
+    f->last = rt_region_last(ck, i);
+    if (ck->kind[i] == RT_STAGE_SELECTIVE) {
+        f->policy = ck->policy ? ck->policy : rt_checkpoint_policy_default;
+        f->policy_user = ck->policy_user;
+    }
+    f->input = rt_tensor_detach(x); /* without the graph that produced it */
+    if (!f->input) {
+        free(f);
+        return RT_ERR_OOM;
+    }
+    rt_keep(x, +1);
+    f->input_requires_grad = x->requires_grad;
+    f->gen_at = rt_rng_state_get();
+    f->cur_call = -1;
+    rt_saved_hooks hooks = {rt_fw_pack, rt_fw_unpack, rt_fw_free, f};
+    rt_status st = rt_saved_tensors_hooks_push(&hooks);
+    if (st != RT_OK) {
+        rt_frame_release(f);
+        return st;
+    }
+    ck->frame = f;
+    rt_ckpt_depth++;
+    return RT_OK;
+}
+
+/* Tensors the region saved that are its output y (an add+ReLU keeps its
+ * result): y lives on after the region (the next one keeps it, or the
+ * loss), so those slots keep it instead of recomputing a second copy. */
+static void rt_keep_output(rt_ckpt_frame *f, rt_tensor *y) {
+    for (int i = 0; y && i < f->n_slots; i++) {
+        rt_ckpt_slot *s = &f->slots[i];
+        if (s->kind != RT_SLOT_DROP || s->storage != y->storage || s->serial != y->storage->serial ||
+            s->ndim != y->ndim || s->layout != y->layout || memcmp(s->shape, y->shape, sizeof s->shape))
+            continue;
+        rt_tensor *a = rt_tensor_detach(y);
+        if (!a) return; /* out of memory: the slot is recomputed instead */
+        s->kind = RT_SLOT_KEEP;
+        s->t = a;
+        rt_keep(a, +1);
+    }
+}
+
+static void rt_region_end(rt_checkpoint *ck, rt_tensor *y) {
+    rt_ckpt_frame *f = ck->frame;
+    if (!f) return;
+    rt_keep_output(f, y);
+    bool needs_input = f->n_drop > 0;
+    for (int i = 0; i < f->n_slots && !needs_input; i++) needs_input = f->slots[i].kind == RT_SLOT_INPUT;
+    if (!needs_input) { /* nothing to recompute: everything saved was kept */
+        rt_keep(f->input, -1);
+        rt_tensor_release(f->input);
+        f->input = NULL;
+    }
+    rt_saved_tensors_hooks_pop();
+    rt_ckpt_depth--;
+    rt_frame_release(ck->frame);
+    ck->frame = NULL;
+}
+
+static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x);
+
+/* The wrapper's interceptor: regions and kept calls, then the interceptor
+ * that was installed before (a profiler's, or an outer wrapper's). */
+static rt_status rt_ck_before(void *user, rt_module *m, rt_tensor *x, rt_tensor **y, bool *handled) {
+    rt_checkpoint *ck = user;
+    RT_TRY(rt_ck_regions(ck, m, x));
+    return ck->outer.before ? ck->outer.before(ck->outer.user, m, x, y, handled) : RT_OK;
+}
+
+static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x) {
+    if (!ck->frame) {
+        int i = rt_stage_index(ck, m);
+        if (i < 0 || !rt_region_kind(ck->kind[i])) return RT_OK;
+        RT_TRY(rt_region_begin(ck, i, x));
+    }
+    rt_ckpt_frame *f = ck->frame;
+    if (f->policy && f->cur_call < 0 && m->n_children == 0) {
+        rt_checkpoint_policy p = f->policy(f->policy_user, m);
+        if (p == RT_CKPT_MUST_SAVE || p == RT_CKPT_PREFER_SAVE) {
+            RT_TRY(rt_grow((void **)&f->calls, &f->cap_calls, f->n_calls, sizeof *f->calls));
+            f->calls[f->n_calls] = (rt_ckpt_call){m, x->storage, rt_tensor_numel(x), NULL, {0}};
+            f->cur_call = f->n_calls++;
+        }
+    }
+    return RT_OK;
+}
+
+static rt_status rt_ck_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *y, rt_status st) {
+    rt_checkpoint *ck = user;
+    rt_status so = ck->outer.after ? ck->outer.after(ck->outer.user, m, x, y, st) : RT_OK;
+    rt_ckpt_frame *f = ck->frame;
+    if (!f) return so;
+    if (f->cur_call >= 0 && f->calls[f->cur_call].m == m) {
+        rt_ckpt_call *c = &f->calls[f->cur_call];
+        f->cur_call = -1;
+        if (st == RT_OK) { /* detached: the output's graph holds this frame */
+            c->out = rt_tensor_detach(y);
+            if (!c->out) return RT_ERR_OOM;
+            c->out->requires_grad = y->requires_grad;
+            rt_keep(y, +1);
+            c->gen_after = rt_rng_state_get();
+        }
+    }
+    if (m == ck->stages[f->last]) rt_region_end(ck, st == RT_OK ? y : NULL);
+    return so;
+}
+
+static bool rt_ckpt_any_region(const rt_checkpoint *ck, int first, int last) {
+    for (int i = first; i <= last; i++)
+        if (rt_region_kind(ck->kind[i])) return true;
+    return false;
+}
+
+/* Runs `child` (the whole module) or, when child is NULL, stages
+ * first..last, with the wrapper's interceptor installed. */
+static rt_status rt_ckpt_run(rt_checkpoint *ck, rt_module *child, int first, int last, rt_tensor *x, rt_tensor **y) {
+    ck->cursor = first;
+    ck->outer = rt_module_set_interceptor((rt_module_interceptor){rt_ck_before, rt_ck_after, ck});
+    rt_status st = RT_OK;
+    if (child) {
+        st = rt_module_forward(child, x, y);
+    } else {
+        rt_tensor *h = rt_tensor_retain(x);
+        for (int i = first; i <= last && st == RT_OK; i++) {
+            rt_tensor *next = NULL;
+            st = rt_module_forward(ck->stages[i], h, &next);
+            rt_tensor_release(h);
+            h = next;
+        }
+        if (st == RT_OK) *y = h;
+        else rt_tensor_release(h);
+    }
+    rt_module_set_interceptor(ck->outer);
+    ck->outer = (rt_module_interceptor){0};
+    rt_region_end(ck, NULL); /* a forward that failed inside a region */
+    return st;
+}
+
+static rt_status rt_ckpt_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    rt_checkpoint *ck = (rt_checkpoint *)m;
+    rt_module *child = m->children[0].module;
+    if (!rt_ckpt_any_region(ck, 0, ck->n_stages - 1) || !rt_grad_is_enabled() || rt_ckpt_depth > 0 || ck->frame)
+        return rt_module_forward(child, x, y);
+    return rt_ckpt_run(ck, child, 0, ck->n_stages - 1, x, y);
+}
+
+rt_status rt_checkpoint_run_stages(rt_module *m, int first, int last, rt_tensor *x, rt_tensor **y) {
+    rt_checkpoint *ck = rt_checkpoint_of(m);
+    if (y) *y = NULL;
+    if (!ck || !x || !y)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_run_stages: %s", !ck ? "the module is not a Checkpoint"
+                            : !x ? "x is NULL" : "y is NULL");
+    if (first < 0 || last >= ck->n_stages || first > last)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_run_stages: stages %d..%d outside 0..%d", first, last,
+                            ck->n_stages - 1);
+    if (ck->frame) return rt_error_set(RT_ERR_STATE, "rt_checkpoint_run_stages: the wrapper is running");
+    if (!rt_ckpt_any_region(ck, first, last) || !rt_grad_is_enabled() || rt_ckpt_depth > 0) {
+        rt_tensor *h = rt_tensor_retain(x);
+        for (int i = first; i <= last; i++) RT_SEQ(h, next, rt_module_forward(ck->stages[i], h, &next));
+        *y = h;
+        return RT_OK;
+    }
+    return rt_ckpt_run(ck, NULL, first, last, x, y);
+}
+
+static void rt_ckpt_destroy(rt_module *m) {
+    rt_checkpoint *ck = (rt_checkpoint *)m;
+    free(ck->stages);
+    free(ck->kind);
+    free(ck->segment);
+}
+
+static const rt_module_class rt_checkpoint_class = {"Checkpoint", rt_ckpt_forward, rt_ckpt_destroy};
+
+rt_checkpoint *rt_checkpoint_of(rt_module *m) {
+    return rt_module_is(m, &rt_checkpoint_class) ? (rt_checkpoint *)m : NULL;
+}
+
+/* ------------------------------------------------------------ construction and plans */
+
+static bool rt_is_sequential(const rt_module *m) { return !strcmp(m->cls->type, "Sequential"); }
+
+static rt_status rt_collect_stages(rt_checkpoint *ck, rt_module *m, int *cap) {
+    if (rt_is_sequential(m) && m->n_children > 0) {
+        for (int i = 0; i < m->n_children; i++) RT_TRY(rt_collect_stages(ck, m->children[i].module, cap));
+        return RT_OK;
+    }
+    RT_TRY(rt_grow((void **)&ck->stages, cap, ck->n_stages, sizeof *ck->stages));
+    ck->stages[ck->n_stages++] = m;
+    return RT_OK;
+}
+
+rt_status rt_checkpoint_create(rt_module *m, rt_module **out) {
+    if (out) *out = NULL;
+    if (!m || !out) {
+        rt_module_destroy(m);
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_create: %s is NULL", !m ? "the module" : "out");
+    }
+    rt_checkpoint *ck = (rt_checkpoint *)rt_module_alloc(sizeof *ck, &rt_checkpoint_class);
+    if (!ck) {
+        rt_module_destroy(m);
+        return rt_error_last_status();
+    }
+    ck->base.training = m->training;
+    rt_status st = rt_module_add_child(&ck->base, "", m);
+    int cap = 0;
+    if (st == RT_OK) st = rt_collect_stages(ck, m, &cap);
+    if (st == RT_OK) {
+        ck->kind = calloc((size_t)ck->n_stages, sizeof *ck->kind);
+        ck->segment = calloc((size_t)ck->n_stages, sizeof *ck->segment);
+        if (!ck->kind || !ck->segment) st = rt_error_set(RT_ERR_OOM, "out of memory creating a Checkpoint");
+    }
+    if (st != RT_OK) {
+        rt_module_destroy(&ck->base);
+        return st;
+    }
+    for (int i = 0; i < ck->n_stages; i++) ck->kind[i] = RT_STAGE_CHECKPOINT;
+    *out = &ck->base;
+    return RT_OK;
+}
+
+static rt_status rt_ckpt_arg(rt_module *m, const char *fn, rt_checkpoint **ck) {
+    *ck = rt_checkpoint_of(m);
+    if (!*ck)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: the module is %s, not a Checkpoint (wrap it with "
+                            "rt_checkpoint_create)", fn, m ? m->cls->type : "NULL");
+    return RT_OK;
+}
+
+/* Reversible stages run reversible exactly when REBUILD. */
+static void rt_ckpt_sync_reversible(rt_checkpoint *ck) {
+    for (int i = 0; i < ck->n_stages; i++) {
+        rt_rev_sequence *s = rt_rev_sequence_of(ck->stages[i]);
+        if (s) s->reversible = ck->kind[i] == RT_STAGE_REBUILD;
+    }
+}
+
+rt_status rt_checkpoint_set_segments(rt_module *m, int segments) {
+    rt_checkpoint *ck;
+    RT_TRY(rt_ckpt_arg(m, "rt_checkpoint_set_segments", &ck));
+    if (segments < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "checkpoint segments must be >= 1, got %d", segments);
+    int n = ck->n_stages, k = segments < n ? segments : n, len = n / k;
+    for (int i = 0; i < n; i++) {
+        ck->kind[i] = RT_STAGE_CHECKPOINT;
+        ck->segment[i] = i / len < k ? i / len : k - 1;
+    }
+    rt_ckpt_sync_reversible(ck);
+    return RT_OK;
+}
+
+rt_status rt_checkpoint_sequential(rt_module *seq, int segments, rt_module **out) {
+    if (out) *out = NULL;
+    if (segments < 1) {
+        rt_module_destroy(seq);
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_sequential: segments must be >= 1, got %d", segments);
+    }
+    RT_TRY(rt_checkpoint_create(seq, out));
+    return rt_checkpoint_set_segments(*out, segments);
+}
+
+rt_status rt_checkpoint_set_selective(rt_module *m, rt_checkpoint_policy_fn policy, void *user) {
+    rt_checkpoint *ck;
+    RT_TRY(rt_ckpt_arg(m, "rt_checkpoint_set_selective", &ck));
+    for (int i = 0; i < ck->n_stages; i++) {
+        ck->kind[i] = RT_STAGE_SELECTIVE;
+        ck->segment[i] = i;
+    }
+    ck->policy = policy;
+    ck->policy_user = user;
+    rt_ckpt_sync_reversible(ck);
+    return RT_OK;
+}
+
+rt_status rt_checkpoint_set_plain(rt_module *m) {
+    rt_checkpoint *ck;
+    RT_TRY(rt_ckpt_arg(m, "rt_checkpoint_set_plain", &ck));
+    for (int i = 0; i < ck->n_stages; i++) {
+        ck->kind[i] = RT_STAGE_STORE;
+        ck->segment[i] = i;
+    }
+    rt_ckpt_sync_reversible(ck);
+    return RT_OK;
+}
+
+rt_status rt_checkpoint_set_plan(rt_module *m, const rt_stage_kind *kind, const int *segment, int n) {
+    rt_checkpoint *ck;
+    RT_TRY(rt_ckpt_arg(m, "rt_checkpoint_set_plan", &ck));
+    if (!kind || !segment)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_set_plan: %s is NULL", !kind ? "kind" : "segment");
+    if (n != ck->n_stages)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_set_plan: the plan has %d stages, the module %d", n,
+                            ck->n_stages);
+    for (int i = 0; i < n; i++) {
+        if (kind[i] < RT_STAGE_STORE || kind[i] > RT_STAGE_REBUILD)
+            return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_set_plan: unknown kind %d at stage %d",
+                                (int)kind[i], i);
+        if (kind[i] == RT_STAGE_REBUILD && !rt_rev_sequence_of(ck->stages[i])) {
+            char path[128];
+            return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_set_plan: stage %d ('%s', a %s) cannot be "
+                                "rebuilt: only ReversibleSequence stages are reversible", i,
+                                rt_module_path(ck->stages[i], path, sizeof path), ck->stages[i]->cls->type);
+        }
+    }
+    memcpy(ck->kind, kind, (size_t)n * sizeof *kind);
+    memcpy(ck->segment, segment, (size_t)n * sizeof *segment);
+    rt_ckpt_sync_reversible(ck);
+    return RT_OK;
+}
+
+const char *rt_stage_kind_str(rt_stage_kind k) {
+    switch (k) {
+    case RT_STAGE_STORE: return "store";
+    case RT_STAGE_CHECKPOINT: return "checkpoint";
+    case RT_STAGE_SELECTIVE: return "selective";
+    case RT_STAGE_REBUILD: return "rebuild";
+    }
+    return "?";
+}
+
+rt_checkpoint_policy rt_checkpoint_policy_default(void *user, const rt_module *leaf) {
+    (void)user;
+    if (!leaf || !leaf->cls) return RT_CKPT_PREFER_RECOMPUTE;
+    const char *t = leaf->cls->type;
+    if (!strcmp(t, "Conv2d") || !strcmp(t, "Conv3d") || !strcmp(t, "Linear")) return RT_CKPT_MUST_SAVE;
+    return RT_CKPT_PREFER_RECOMPUTE;
+}

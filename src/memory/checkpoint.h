@@ -1,0 +1,147 @@
+/* Gradient checkpointing as a wrapper module: drop activations at forward,
+ * recompute them in backward (Chen et al. 2016, "Training Deep Nets with
+ * Sublinear Memory Cost"; PyTorch's torch.utils.checkpoint with
+ * use_reentrant=False, checkpoint_sequential, and selective activation
+ * checkpointing with CheckpointPolicy).
+ *
+ * A Checkpoint wraps one module (its inline child: state-dict names do not
+ * change) and sees it as a chain of *stages*: the module itself, or, for a
+ * Sequential, its children, looking through nested Sequentials (a ResNet's
+ * conv1, bn1, maxpool, layer1.0 … layer4.2, avgpool, flatten, fc). Every
+ * stage gets a kind (rt_stage_kind):
+ *   STORE       plain backpropagation: the stage keeps what its ops save;
+ *   CHECKPOINT  consecutive CHECKPOINT stages with the same segment number
+ *               form a region that keeps only its input and the generator
+ *               position; its first saved tensor read in backward re-runs
+ *               the region;
+ *   SELECTIVE   the stage is a region of its own under a per-leaf-module
+ *               policy: outputs of MUST_SAVE/PREFER_SAVE leaves (by default
+ *               Conv2d/Conv3d/Linear) are kept, the rest recomputed from
+ *               them — the expensive ops never run twice;
+ *   REBUILD     a ReversibleSequence stage runs reversible (its inputs are
+ *               rebuilt from outputs, memory/reversible.h); every other kind
+ *               runs it as plain backpropagation.
+ *
+ * Non-reentrant semantics, as PyTorch's use_reentrant=False: the region's
+ * forward records its graph as usual, with saved-tensor hooks
+ * (autograd/node.h) that drop what its ops save and remember the order; the
+ * first unpack in backward re-runs the region's stages on a detached copy
+ * of its input (grad mode on, recompute mode on, the default generator
+ * rewound to the region's start) and hands each recomputed tensor to the
+ * node that saved the original. Consequences:
+ *   - parameters inside a region get gradients even when its input needs
+ *     none (the graph exists; the reentrant variant loses them);
+ *   - batch norm updates running statistics once, at forward (also when no
+ *     backward follows), never in the recompute (recompute mode);
+ *   - dropout draws the forward's masks again (the generator is rewound),
+ *     and the generator ends where it would without recompute;
+ *   - a recomputed tensor belongs to the node that reads it and is freed as
+ *     soon as that node has run, so a region's recompute buffers are gone
+ *     before the previous region recomputes;
+ *   - a second backward without retain_graph fails with
+ *     RT_ERR_GRAPH_RELEASED; with retain_graph every backward recomputes.
+ * The recompute must save the same tensors in the same order as the forward
+ * (no data-dependent control flow), else backward fails with RT_ERR_STATE
+ * (PyTorch's determinism check). A Checkpoint inside a region being run or
+ * recomputed runs as part of that region (no nesting). The wrapper and its
+ * child must outlive the graphs they record.
+ *
+ * Bytes: a region keeps its input (booked SAVED while kept; a DATA batch
+ * stays DATA), plus, under SELECTIVE, the kept leaf outputs and whatever
+ * those leaves' own ops saved besides their input (a Conv2d keeps its
+ * output; its saved input is recomputed). Differences from PyTorch:
+ * checkpoint_sequential checkpoints every segment, the last included (so
+ * only the K segment inputs are held after forward; PyTorch runs the last
+ * segment plainly), and there is no early stop (a region is re-run whole). */
+#ifndef RT_MEMORY_CHECKPOINT_H
+#define RT_MEMORY_CHECKPOINT_H
+
+#include <stdbool.h>
+
+#include "nn/module.h"
+
+/* torch.utils.checkpoint.CheckpointPolicy, same values. revtorch has no
+ * compiler that may override PREFER_*, so MUST_x and PREFER_x act alike. */
+typedef enum rt_checkpoint_policy {
+    RT_CKPT_MUST_SAVE = 0,
+    RT_CKPT_PREFER_SAVE = 1,
+    RT_CKPT_MUST_RECOMPUTE = 2,
+    RT_CKPT_PREFER_RECOMPUTE = 3,
+} rt_checkpoint_policy;
+
+/* The policy for one leaf module (a module without children) run inside a
+ * SELECTIVE stage; called at forward only. */
+typedef rt_checkpoint_policy (*rt_checkpoint_policy_fn)(void *user, const rt_module *leaf);
+
+/* The default selective policy: MUST_SAVE for Conv2d, Conv3d and Linear
+ * (compute-bound, O(k²·C) work per output element), PREFER_RECOMPUTE for
+ * everything else (batch norm, activations, pooling, dropout: memory-bound,
+ * a few operations per element). user is unused; NULL leaf: recompute. */
+rt_checkpoint_policy rt_checkpoint_policy_default(void *user, const rt_module *leaf);
+
+typedef enum rt_stage_kind {
+    RT_STAGE_STORE = 0,
+    RT_STAGE_CHECKPOINT,
+    RT_STAGE_SELECTIVE,
+    RT_STAGE_REBUILD,
+} rt_stage_kind;
+
+/* Lower-case name of a kind ("store", "checkpoint", "selective",
+ * "rebuild"; "?" for an unknown value). */
+const char *rt_stage_kind_str(rt_stage_kind k);
+
+typedef struct rt_checkpoint {
+    rt_module base;           /* one inline child: the wrapped module */
+    rt_module **stages;       /* borrowed: the chain, n_stages >= 1 */
+    int n_stages;
+    rt_stage_kind *kind;      /* per stage */
+    int *segment;             /* per stage: CHECKPOINT stages with equal numbers, adjacent, form a region */
+    rt_checkpoint_policy_fn policy; /* for SELECTIVE stages */
+    void *policy_user;
+    /* forward state, valid during the wrapper's forward only */
+    struct rt_ckpt_frame *frame;
+    int cursor;
+    rt_module_interceptor outer; /* the interceptor installed before, called after this one's work */
+} rt_checkpoint;
+
+/* Checkpoint(m): wraps m (owned from this call on, destroyed on failure
+ * too) with every stage CHECKPOINT in one segment, i.e. torch's
+ * checkpoint(m, x, use_reentrant=False). Put the wrapper where m was (its
+ * child is inline, so names are unchanged). RT_ERR_INVALID_ARG for NULL
+ * arguments, RT_ERR_OOM. */
+rt_status rt_checkpoint_create(rt_module *m, rt_module **out);
+/* The Checkpoint behind module m, or NULL (also for NULL). */
+rt_checkpoint *rt_checkpoint_of(rt_module *m);
+
+/* checkpoint_sequential(seq, segments): wraps seq and splits its stages
+ * into `segments` consecutive CHECKPOINT segments of ⌊n/segments⌋ stages
+ * (the last takes the rest), as torch's checkpoint_sequential splits its
+ * functions, except that the last is checkpointed too. segments is capped
+ * at the number of stages. Ownership as rt_checkpoint_create.
+ * RT_ERR_INVALID_ARG for segments < 1. */
+rt_status rt_checkpoint_sequential(rt_module *seq, int segments, rt_module **out);
+
+/* Re-plans an existing wrapper: K equal segments (as above), every stage
+ * SELECTIVE under `policy` (NULL: rt_checkpoint_policy_default), or every
+ * stage STORE (plain). Each returns RT_ERR_INVALID_ARG when ckpt is not a
+ * Checkpoint (or segments < 1). Reversible stages run plain under all
+ * three; rt_checkpoint_set_plan chooses REBUILD. */
+rt_status rt_checkpoint_set_segments(rt_module *ckpt, int segments);
+rt_status rt_checkpoint_set_selective(rt_module *ckpt, rt_checkpoint_policy_fn policy, void *user);
+rt_status rt_checkpoint_set_plain(rt_module *ckpt);
+
+/* Sets every stage's kind and segment number (arrays of n = n_stages
+ * entries, copied). REBUILD is allowed on ReversibleSequence stages only,
+ * whose reversible flag it sets (and clears for any other kind).
+ * RT_ERR_INVALID_ARG for NULLs, n != n_stages, an unknown kind or REBUILD
+ * on a stage that is not reversible (the message names the stage). */
+rt_status rt_checkpoint_set_plan(rt_module *ckpt, const rt_stage_kind *kind, const int *segment, int n);
+
+/* Runs stages first..last of the wrapper in order on x (borrowed) under
+ * its current plan, exactly as its forward runs them (regions begin and
+ * end inside the range only): y = stage_last(…stage_first(x)). For
+ * profiling a stage alone (memory/budget.h). RT_ERR_INVALID_ARG for NULLs,
+ * a module that is not a Checkpoint or a range outside [0, n_stages). */
+rt_status rt_checkpoint_run_stages(rt_module *ckpt, int first, int last, rt_tensor *x, rt_tensor **y);
+
+#endif

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The checkpointing options of revtorch train and memory: usage errors
+# (exit 2, before anything runs), an impossible budget refused before
+# training (exit 1) with the smallest feasible budget, which is accepted,
+# and memory's strategy rows. Train cases need Fashion-MNIST (skipped
+# without it; the memory cases always run).
+set -uo pipefail
+bin="$1"
+pass=0; fail=0
+check() { # name, expected exit code, grep pattern for stderr+stdout, command...
+    local name="$1" want="$2" pat="$3"; shift 3
+    local out rc
+    out="$("$@" 2>&1)"; rc=$?
+    if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
+    else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | head -5; fi
+}
+check bad_mode 2 "conservative, balanced or aggressive" "$bin" train --memory-mode fast
+check bad_size 2 "1.5GiB" "$bin" train --memory-budget 12parsecs
+check two_strategies 2 "give one of" "$bin" train --memory-mode balanced --checkpoint-segments 4
+check bad_recompute 2 "selective" "$bin" memory --recompute everything --model resnet20 --batch-size 8 --size 8 --channels 3
+check help 0 "memory-budget" "$bin" train --help
+out="$("$bin" memory --model resnet20 --batch-size 16 --size 16 --channels 3 --memory-budget 5MiB 2>&1)"
+if [ $? -eq 1 ] && grep -q "smallest feasible budget is" <<< "$out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL memory impossible budget: $out" | head -5; fi
+least="$(sed -n 's/.*smallest feasible budget is [0-9.]* MiB (\([0-9]*\) bytes.*/\1/p' <<< "$out")"
+check memory_rows 0 "4 segments" "$bin" memory --model resnet20 --batch-size 16 --size 16 --channels 3 \
+    --memory-budget "${least}B"
+data="${RT_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
+if [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ubyte" ]; then
+    small=(--model resnet20 --train-subset 256 --test-subset 64 --epochs 1 --batch-size 64 --warmup-steps 0 --threads 1)
+    check train_refused 1 "smallest feasible budget" "$bin" train "${small[@]}" --memory-budget 1MiB
+    check train_selective 0 "memory plan: step peak" "$bin" train "${small[@]}" --recompute selective
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

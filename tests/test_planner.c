@@ -1,0 +1,170 @@
+/* The chain planner (src/memory/planner.h) against brute force: on random
+ * chains of 1..8 stages with heterogeneous bytes and costs, some stages
+ * offering selective or reversible options, and random budgets from
+ * infeasible to loose, the dynamic program's recompute equals the least
+ * recompute over every plan (enumerated), its plan is feasible and its
+ * modelled peak is what rt_plan_evaluate says; rt_plan_min_peak equals
+ * the brute-force minimum peak. Exact equality: the DP adds the same
+ * doubles in the same order as rt_plan_evaluate (costs are integers). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "memory/planner.h"
+#include "rt_test.h"
+
+enum { MAXN = 8 };
+
+typedef struct brute {
+    const rt_stage_profile *p;
+    int n;
+    int64_t budget;
+    rt_plan_options opt;
+    rt_stage_kind kind[MAXN];
+    int seg[MAXN];
+    double best;     /* least recompute of a feasible plan (-1: none) */
+    int64_t min_peak;
+    long plans;
+} brute;
+
+static bool offers(const rt_stage_profile *s, rt_stage_kind k, rt_plan_options o) {
+    if (k == RT_STAGE_CHECKPOINT) return o.allow_checkpoint;
+    if (k == RT_STAGE_SELECTIVE) return o.allow_selective && s->saved_sel >= 0;
+    if (k == RT_STAGE_REBUILD) return o.allow_rebuild && s->saved_rev >= 0;
+    return true;
+}
+
+/* Every plan: at stage i a single-stage segment of each kind offered, or a
+ * checkpoint segment [i, e] for every e. */
+static void enumerate(brute *b, int i) {
+    if (i == b->n) {
+        int64_t peak;
+        double rc;
+        if (rt_plan_evaluate(b->p, b->n, b->kind, b->seg, &peak, &rc) != RT_OK) return;
+        b->plans++;
+        if (peak < b->min_peak) b->min_peak = peak;
+        if (peak <= b->budget && (b->best < 0 || rc < b->best)) b->best = rc;
+        return;
+    }
+    for (int k = RT_STAGE_STORE; k <= RT_STAGE_REBUILD; k++) {
+        if (k == RT_STAGE_CHECKPOINT || !offers(&b->p[i], (rt_stage_kind)k, b->opt)) continue;
+        b->kind[i] = (rt_stage_kind)k;
+        b->seg[i] = i;
+        enumerate(b, i + 1);
+    }
+    if (!b->opt.allow_checkpoint) return;
+    for (int e = i; e < b->n; e++) {
+        for (int j = i; j <= e; j++) {
+            b->kind[j] = RT_STAGE_CHECKPOINT;
+            b->seg[j] = i;
+        }
+        enumerate(b, e + 1);
+    }
+}
+
+/* A uniform integer in [0, m) from the Philox stream. */
+static uint64_t rnd(rt_generator *g, uint64_t m) {
+    float u;
+    rt_generator_uniform(g, 1, &u);
+    uint64_t r = (uint64_t)((double)u * (double)m);
+    return r < m ? r : m - 1;
+}
+
+static void random_chain(rt_generator *g, int n, rt_stage_profile *p) {
+    for (int i = 0; i < n; i++) {
+        rt_stage_profile *s = &p[i];
+        s->input_bytes = i == 0 && rnd(g, 2) ? 0 : 1 + (int64_t)rnd(g, 40);
+        s->saved = (int64_t)rnd(g, 100);
+        s->peak = s->saved + 1 + (int64_t)rnd(g, 60);
+        s->fwd = (double)(1 + rnd(g, 50));
+        s->saved_sel = s->peak_sel = s->saved_rev = s->peak_rev = -1;
+        s->fwd_sel = s->fwd_rev = 0;
+        if (rnd(g, 2)) {
+            s->saved_sel = (int64_t)rnd(g, (uint64_t)s->saved + 1);
+            s->peak_sel = s->saved_sel + 1 + (int64_t)rnd(g, 80);
+            s->fwd_sel = (double)rnd(g, (uint64_t)s->fwd + 1);
+        }
+        if (rnd(g, 3) == 0) {
+            s->saved_rev = (int64_t)rnd(g, 10);
+            s->peak_rev = s->saved_rev + 1 + (int64_t)rnd(g, 120);
+            s->fwd_rev = (double)(1 + rnd(g, 60));
+        }
+    }
+}
+
+static void planner_matches_brute_force(void) {
+    rt_generator g = {2026, 0};
+    long chains = 0, feasible = 0, plans = 0;
+    const rt_plan_options modes[3] = {{true, true, true}, {true, false, false}, {false, true, true}};
+    for (int trial = 0; trial < 600; trial++) {
+        int n = 1 + trial % MAXN;
+        rt_stage_profile p[MAXN];
+        random_chain(&g, n, p);
+        rt_plan_options opt = modes[trial % 3];
+        brute b = {.p = p, .n = n, .opt = opt, .budget = INT64_MAX, .best = -1, .min_peak = INT64_MAX};
+        enumerate(&b, 0);
+        int64_t mp;
+        CHECK_OK(rt_plan_min_peak(p, n, opt, &mp));
+        CHECK_EQ_INT(mp, b.min_peak);
+        for (int k = 0; k < 6; k++) {
+            /* budgets: below the minimum, the minimum, and up to loose */
+            int64_t budget = k == 0 ? b.min_peak - 1 : k == 1 ? b.min_peak : b.min_peak + (int64_t)rnd(&g, 300);
+            b.budget = budget;
+            b.best = -1;
+            b.plans = 0;
+            enumerate(&b, 0);
+            plans += b.plans;
+            rt_plan plan;
+            rt_status st = rt_plan_chain(p, n, budget, opt, &plan);
+            if (b.best < 0) {
+                CHECK(st == RT_ERR_OOM);
+                CHECK(strstr(rt_error_last(), "smallest feasible") != NULL);
+                continue;
+            }
+            CHECK_OK(st);
+            feasible++;
+            int64_t peak;
+            double rc;
+            CHECK_OK(rt_plan_evaluate(p, n, plan.kind, plan.segment, &peak, &rc));
+            CHECK(peak <= budget);
+            CHECK_EQ_INT(peak, plan.peak);
+            CHECK(rc == plan.recompute);
+            if (rc != b.best) fprintf(stderr, "n=%d budget=%lld dp=%g brute=%g\n", n, (long long)budget, rc, b.best);
+            CHECK(rc == b.best);
+            rt_plan_free(&plan);
+        }
+        chains++;
+    }
+    printf("  %ld random chains of 1-%d stages, %ld feasible budgets equal to brute force over %ld plans\n", chains,
+           MAXN, feasible, plans);
+}
+
+/* A uniform chain where the answer is known: n equal stages (saved 1,
+ * peak 2, input 1, cost 1) under a budget that fits everything stored
+ * needs no recompute; the smallest feasible budget forces checkpoints. */
+static void planner_uniform_chain(void) {
+    rt_stage_profile p[8];
+    for (int i = 0; i < 8; i++) p[i] = (rt_stage_profile){1, 1, 2, -1, -1, -1, -1, 1.0, 0, 0};
+    rt_plan plan;
+    CHECK_OK(rt_plan_chain(p, 8, 9, (rt_plan_options){true, false, false}, &plan)); /* all stored: 7 + 2 */
+    CHECK(plan.recompute == 0.0);
+    CHECK_EQ_INT(plan.peak, 9);
+    rt_plan_free(&plan);
+    int64_t mp;
+    CHECK_OK(rt_plan_min_peak(p, 8, (rt_plan_options){true, false, false}, &mp));
+    CHECK(mp < 9);
+    CHECK_OK(rt_plan_chain(p, 8, mp, (rt_plan_options){true, false, false}, &plan));
+    CHECK(plan.recompute > 0.0);
+    rt_plan_free(&plan);
+    CHECK(rt_plan_chain(NULL, 8, 9, rt_plan_options_all(), &plan) == RT_ERR_INVALID_ARG);
+}
+
+int main(int argc, char **argv) {
+    static const rt_test_case cases[] = {
+        {"planner_matches_brute_force", planner_matches_brute_force},
+        {"planner_uniform_chain", planner_uniform_chain},
+    };
+    return rt_test_main(argc, argv, cases, 2);
+}

@@ -61,6 +61,10 @@ rt_status rt_dist_barrier(rt_dist *d, double timeout_s) {
     (void)d, (void)timeout_s;
     return rt_error_set(RT_ERR_INVALID_ARG, "rt_dist_barrier: d is NULL (built without MPI)");
 }
+rt_status rt_dist_sum(rt_dist *d, double *v, int64_t n) {
+    (void)d, (void)v, (void)n;
+    return rt_error_set(RT_ERR_INVALID_ARG, "rt_dist_sum: d is NULL (built without MPI)");
+}
 rt_status rt_dist_gather_state(rt_dist *d, rt_optimizer *full) {
     (void)d, (void)full;
     return rt_error_set(RT_ERR_INVALID_ARG, "rt_dist_gather_state: d is NULL (built without MPI)");
@@ -228,9 +232,12 @@ static rt_status rt_dist_after_backward(void *user, rt_tensor *const *params, in
     double end = rt_dist_now(), last = 0;
     for (int b = 0; b < d->n_buckets; b++) last = d->done_at[b] > last ? d->done_at[b] : last;
     if (last < bw_end) last = bw_end;
+    /* exposed: what the step waited after backward, at most the reduction's own span (a bucket
+     * started after backward is wholly exposed) */
+    double span = last - d->first_launch, exposed = end - bw_end;
     d->stats.steps++;
-    d->stats.comm_s += last - d->first_launch;
-    d->stats.exposed_s += end - bw_end;
+    d->stats.comm_s += span;
+    d->stats.exposed_s += exposed < span ? exposed : span;
     /* DDP averages: sum / world size */
     const float inv = 1.0f / (float)d->size;
     for (int b = 0; b < d->n_buckets; b++) {
@@ -545,6 +552,16 @@ rt_status rt_dist_barrier(rt_dist *d, double timeout_s) {
     rt_status st = rt_dist_wait(d, 1, &req, NULL, "a barrier");
     d->timeout_s = keep;
     return st;
+}
+
+rt_status rt_dist_sum(rt_dist *d, double *v, int64_t n) {
+    if (!d || !v || n < 1 || n > INT32_MAX)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_dist_sum: %s", !d ? "d is NULL" : !v ? "v is NULL"
+                                                                                  : "n must be in 1..2^31-1");
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, MPI_DOUBLE, MPI_SUM, d->comm, &req);
+    if (rc != MPI_SUCCESS) return rt_dist_mpi_error(d, rc, "a sum over the ranks");
+    return rt_dist_wait(d, 1, &req, NULL, "a sum over the ranks (the step's loss)");
 }
 
 rt_status rt_dist_check_same(rt_dist *d, const char *what, const void *bytes, size_t n) {

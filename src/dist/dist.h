@@ -107,6 +107,11 @@ rt_status rt_dist_check_same(rt_dist *d, const char *what, const void *bytes, si
  * (d NULL), RT_ERR_COMM. */
 rt_status rt_dist_barrier(rt_dist *d, double timeout_s);
 
+/* Sums v[0..n-1] over the ranks in place (MPI_Iallreduce under the
+ * watchdog): a step's losses and correct counts for the log. Errors:
+ * RT_ERR_INVALID_ARG (d or v NULL, n < 1 or over 2^31 - 1), RT_ERR_COMM. */
+rt_status rt_dist_sum(rt_dist *d, double *v, int64_t n);
+
 /* This rank's share of a global batch of n samples: samples [first, first +
  * count) with first = ⌊n·rank/size⌋ (DistributedSampler's contiguous split of
  * the batch, so that the global order is the single-process order).

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "dist/dist.h"
+#include "dist/sync_bn.h"
 
 typedef struct cli_dist {
     bool active;  /* MPI was initialised by this process */

@@ -29,7 +29,7 @@ typedef struct train_opts {
     float lr, weight_decay, momentum, clip, label_smoothing;
     bool augment;
     /* data parallelism (cli/dist.h): --distributed, --shard-optimizer, --bucket-mb, --dist-timeout */
-    bool distributed, shard_optimizer;
+    bool distributed, shard_optimizer, sync_bn;
     float bucket_mb, dist_timeout;
 } train_opts;
 
@@ -81,6 +81,7 @@ static void train_usage(FILE *f) {
             "batch, the gradients are averaged as in PyTorch's DistributedDataParallel; rank 0 prints and saves):\n"
             "  --distributed         use MPI even when no launcher is detected (mpirun is detected itself)\n"
             "  --shard-optimizer     ZeRO-1: each rank keeps the optimizer state of its 1/N of the parameters\n"
+            "  --sync-batchnorm      batch norm statistics over the global batch (SyncBatchNorm; default per rank)\n"
             "  --bucket-mb X         gradient bucket size in MiB, all-reduced while backward goes on (default 25)\n"
             "  --dist-timeout S      stop when a collective waits longer than S seconds (default 60)\n"
             "  --train-subset N      use only the first N training images (quick runs, tests; 0: all)\n"
@@ -141,6 +142,7 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--no-augment")) o->augment = false;
         else if (!strcmp(a, "--distributed")) o->distributed = true;
         else if (!strcmp(a, "--shard-optimizer")) o->shard_optimizer = true;
+        else if (!strcmp(a, "--sync-batchnorm")) o->sync_bn = true;
         else if (!strcmp(a, "--bucket-mb"))
             ok = cli_float_in(argc, argv, &i, 0, 1048576, true, "(MiB, DDP's bucket_cap_mb)", &o->bucket_mb);
         else if (!strcmp(a, "--dist-timeout"))
@@ -643,9 +645,9 @@ static void write_memory_trace(train_run *r, int64_t step, const rt_memstats *st
 static int train_dist_setup(train_run *r) {
     const train_opts *o = &r->o;
     if (!r->dist.active) {
-        if (o->shard_optimizer) {
-            fprintf(stderr, "revtorch train: --shard-optimizer shares the optimizer state among MPI ranks: run under "
-                            "mpirun -np N (or pass --distributed)\n");
+        if (o->shard_optimizer || o->sync_bn) {
+            fprintf(stderr, "revtorch train: %s works across MPI ranks: run under mpirun -np N (or pass "
+                            "--distributed)\n", o->shard_optimizer ? "--shard-optimizer" : "--sync-batchnorm");
             return 2;
         }
         return -1;
@@ -672,6 +674,8 @@ static int train_dist_setup(train_run *r) {
     if (rt_dist_check_same(r->dist.d, "the command-line options or the training set", cmd, strlen(cmd)) != RT_OK)
         return cli_fail("the ranks disagree");
     if (rt_dist_attach(r->dist.d, &r->cfg) != RT_OK) return cli_fail("data parallelism");
+    if (o->sync_bn && rt_dist_convert_sync_batchnorm(r->dist.d, r->m->net) != RT_OK)
+        return cli_fail("--sync-batchnorm");
     return -1;
 }
 

@@ -39,6 +39,7 @@
 #include "data/loader.h"
 #include "data/mnist.h"
 #include "dist/dist.h"
+#include "dist/sync_bn.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
 #include "kernels/blas.h"
@@ -1090,6 +1091,27 @@ CHECK_FN(rt_batchnorm_create) {
     ST(RT_ERR_INVALID_ARG, "BatchNorm", rt_batchnorm_create(&ctx, 1, 8, false, &m));
 }
 
+CHECK_FN(rt_batchnorm_view_get) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_module *bn = NULL, *relu = NULL;
+    rt_batchnorm_create(&ctx, 2, 4, true, &bn);
+    rt_relu_create(&relu);
+    rt_batchnorm_view v;
+    ST(RT_ERR_INVALID_ARG, "batch norm", rt_batchnorm_view_get(NULL, &v));
+    ST(RT_ERR_INVALID_ARG, "batch norm", rt_batchnorm_view_get(relu, &v));
+    ST(RT_ERR_INVALID_ARG, "out", rt_batchnorm_view_get(bn, NULL));
+    ST(RT_OK, NULL, rt_batchnorm_view_get(bn, &v));
+    VAL(v.fuse_relu && v.weight && v.num_batches_tracked && v.eps == 1e-5f);
+    rt_module_destroy(bn);
+    rt_module_destroy(relu);
+}
+CHECK_FN(rt_batchnorm_set_function) {
+    rt_module *relu = NULL;
+    rt_relu_create(&relu);
+    ST(RT_ERR_INVALID_ARG, "batch norm", rt_batchnorm_set_function(NULL, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "batch norm", rt_batchnorm_set_function(relu, NULL, NULL));
+    rt_module_destroy(relu);
+}
 CHECK_FN(rt_batchnorm_configure) {
     rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
     rt_module *bn = NULL, *relu = NULL;
@@ -1377,6 +1399,15 @@ CHECK_FN(rt_dist_shard) {
 }
 CHECK_FN(rt_dist_gather_state) { ST(RT_ERR_INVALID_ARG, "d", rt_dist_gather_state(NULL, NULL)); }
 CHECK_FN(rt_dist_scatter_state) { ST(RT_ERR_INVALID_ARG, "d", rt_dist_scatter_state(NULL, NULL)); }
+CHECK_FN(rt_sync_batch_norm) {
+    rt_tensor *x = T(2, 3, 2, 2), *w = T(3), *b = T(3), *rm = T(3), *rv = T(3), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "d", rt_sync_batch_norm(NULL, x, w, b, rm, rv, NULL, true, 0.1f, 1e-5f, &y));
+}
+CHECK_FN(rt_dist_convert_sync_batchnorm) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    ST(RT_ERR_INVALID_ARG, "d", rt_dist_convert_sync_batchnorm(NULL, m));
+    rt_module_destroy(m);
+}
 CHECK_FN(rt_dist_stats_get) {
     rt_dist_stats st = {.steps = 5};
     TOL(rt_dist_stats_get(NULL, &st));
@@ -2658,6 +2689,7 @@ static const api_entry nn_entries[] = {
     E(rt_module_path), E(rt_module_set_forward_hook),
     /* nn/modules.h */
     E(rt_init_uniform), E(rt_init_normal), E(rt_conv_create), E(rt_batchnorm_create), E(rt_batchnorm_configure),
+    E(rt_batchnorm_view_get), E(rt_batchnorm_set_function),
     E(rt_linear_create), E(rt_relu_create), E(rt_leaky_relu_create), E(rt_dropout_create), E(rt_flatten_create),
     E(rt_max_pool_create), E(rt_avg_pool_create), E(rt_adaptive_avg_pool_create), E(rt_preferred_layout_create),
     E(rt_module_set_blocked), E(rt_sequential_create),
@@ -2680,7 +2712,7 @@ static const api_entry optim_train_entries[] = {
     /* dist/dist.h */
     E(rt_dist_create), E(rt_dist_destroy), E(rt_dist_rank), E(rt_dist_size), E(rt_dist_attach),
     E(rt_dist_check_same), E(rt_dist_barrier), E(rt_dist_sum), E(rt_dist_shard), E(rt_dist_gather_state),
-    E(rt_dist_scatter_state), E(rt_dist_stats_get),
+    E(rt_dist_scatter_state), E(rt_dist_stats_get), E(rt_sync_batch_norm), E(rt_dist_convert_sync_batchnorm),
     /* optim/schedule.h */
     E(rt_lr_schedule_check), E(rt_lr_at),
     /* train/step.h */

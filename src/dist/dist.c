@@ -342,7 +342,10 @@ static rt_status rt_dist_build_buckets(rt_dist *d, size_t cap) {
         rt_dist_bucket *bk = &d->buckets[d->n_buckets];
         int first = i;
         size_t bytes = 0;
-        while (i >= 0 && (i == first || bytes + rt_tensor_nbytes(d->params[i]) <= cap)) {
+        /* DDP's first bucket (the last layers, whose gradients come first) holds at
+         * most 1 MiB, so the first reduction starts early in backward */
+        size_t this_cap = d->n_buckets == 0 && cap > ((size_t)1 << 20) ? (size_t)1 << 20 : cap;
+        while (i >= 0 && (i == first || bytes + rt_tensor_nbytes(d->params[i]) <= this_cap)) {
             bytes += rt_tensor_nbytes(d->params[i]);
             i--;
         }
@@ -462,7 +465,7 @@ rt_status rt_dist_create(rt_comm comm, rt_optimizer *opt, const rt_dist_options 
                                 "parallelism reduces real gradients", i);
     rt_dist *d = calloc(1, sizeof *d);
     if (!d) return rt_error_set(RT_ERR_OOM, "rt_dist_create: out of memory");
-    d->comm = MPI_COMM_NULL;
+    d->comm = d->stat_comm = MPI_COMM_NULL;
     d->opt = opt;
     d->params = params;
     d->n = n;
@@ -476,6 +479,7 @@ rt_status rt_dist_create(rt_comm comm, rt_optimizer *opt, const rt_dist_options 
         return st;
     }
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
+    if (MPI_Comm_dup(d->comm, &d->stat_comm) != MPI_SUCCESS) d->stat_comm = MPI_COMM_NULL;
     MPI_Comm_rank(d->comm, &d->rank);
     MPI_Comm_size(d->comm, &d->size);
     d->sorted = malloc((size_t)n * sizeof *d->sorted);
@@ -535,6 +539,7 @@ void rt_dist_destroy(rt_dist *d) {
     free(d->expected);
     free(d->bucket_of);
     free(d->owner);
+    if (d->stat_comm != MPI_COMM_NULL) MPI_Comm_free(&d->stat_comm);
     if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
     free(d);
 }

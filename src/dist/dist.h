@@ -11,7 +11,8 @@
  *   - Buckets (DDP, Li et al., "PyTorch Distributed", VLDB 2020, §3.2.3): the
  *     parameters, in REVERSE order (backward produces the last layers'
  *     gradients first), are packed into flat f32 buckets of at most
- *     bucket_mb MiB (DDP's bucket_cap_mb, default 25). During the last
+ *     bucket_mb MiB (DDP's bucket_cap_mb, default 25; the first bucket at
+ *     most 1 MiB, as DDP's, so that it starts early). During the last
  *     micro-batch's backward, the autograd engine's gradient notification
  *     (autograd/engine.h) counts each parameter's accumulations; when every
  *     parameter of a bucket has received as many as in the first step, the

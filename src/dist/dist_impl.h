@@ -28,6 +28,7 @@ typedef struct rt_dist_bucket {
 
 struct rt_dist {
     MPI_Comm comm; /* our duplicate, MPI_ERRORS_RETURN */
+    MPI_Comm stat_comm; /* another, for SyncBatchNorm's statistics (dist/sync_bn.h) */
     int rank, size;
     rt_optimizer *opt;
     rt_tensor *const *params;

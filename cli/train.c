@@ -761,6 +761,10 @@ static int train_setup(train_run *r) {
      * batch norm fail (one value per channel): drop it, as drop_last=True would. */
     int64_t rest = r->train->n % o->batch_size;
     lo.drop_last = rest > 0 && rest < 2 * o->accum_steps * r->dist.size; /* every rank's share */
+    if (r->dist.size > 1) { /* each rank reads only its share of every global batch */
+        lo.shard_rank = r->dist.rank;
+        lo.shard_count = r->dist.size;
+    }
     if (rt_loader_create(r->train, &lo, &r->loader) != RT_OK) return cli_fail("cannot create the data loader");
     r->per_epoch = rt_loader_batches_per_epoch(r->loader);
     if (o->warmup_steps > 0 && o->warmup_steps >= r->per_epoch * o->epochs) {
@@ -808,21 +812,18 @@ static int train_setup(train_run *r) {
     return -1;
 }
 
-/* One data-parallel step: this rank's share of the global batch x, y, then
- * the batch's loss and correct count summed over the ranks; a Ctrl-C on any
- * rank stops every rank after this step (they must run the same steps). */
-static rt_status train_dist_step(train_run *r, rt_tensor *x, rt_tensor *y, rt_train_result *res) {
-    int64_t first, count, n = x->shape[0];
-    RT_TRY(rt_dist_shard(n, r->dist.rank, r->dist.size, &first, &count));
-    rt_tensor *xs = rt_batch_slice(x, first, count), *ys = rt_batch_slice(y, first, count);
-    rt_status st = xs && ys ? rt_train_step(r->m->net, r->opt, &r->cfg, xs, ys, res) : RT_ERR_OOM;
-    rt_tensor_release(xs);
-    rt_tensor_release(ys);
-    RT_TRY(st);
-    double v[3] = {res->loss * (double)count, (double)res->correct, train_interrupted ? 1.0 : 0.0};
-    RT_TRY(rt_dist_sum(r->dist.d, v, 3));
-    res->loss = v[0] / (double)n;
+/* One data-parallel step on this rank's share x, y of the global batch (the
+ * loader reads only it), then the global batch's loss, correct count and size
+ * summed over the ranks (*n_global); a Ctrl-C on any rank stops every rank
+ * after this step (they must run the same steps). */
+static rt_status train_dist_step(train_run *r, rt_tensor *x, rt_tensor *y, rt_train_result *res, int64_t *n_global) {
+    RT_TRY(rt_train_step(r->m->net, r->opt, &r->cfg, x, y, res));
+    double n = (double)x->shape[0];
+    double v[4] = {res->loss * n, (double)res->correct, train_interrupted ? 1.0 : 0.0, n};
+    RT_TRY(rt_dist_sum(r->dist.d, v, 4));
+    res->loss = v[0] / v[3];
     res->correct = (int64_t)v[1];
+    *n_global = (int64_t)v[3];
     if (v[2] > 0) train_interrupted = 1;
     return RT_OK;
 }
@@ -866,12 +867,12 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         float lr = rt_lr_at(&r->sched, step);
         rt_optimizer_set_lr(r->opt, lr);
         rt_train_result res;
-        rt_status st = r->dist.d ? train_dist_step(r, x, y, &res) : rt_train_step(r->m->net, r->opt, &r->cfg, x, y, &res);
+        int64_t n = x->shape[0];
+        rt_status st = r->dist.d ? train_dist_step(r, x, y, &res, &n) : rt_train_step(r->m->net, r->opt, &r->cfg, x, y, &res);
         if (tracing) {
             write_memory_trace(r, step, &trace_start);
             rt_mem_trace_enable(0);
         }
-        int64_t n = x->shape[0];
         rt_tensor_release(x);
         rt_tensor_release(y);
         if (st != RT_OK) {

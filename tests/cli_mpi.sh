@@ -10,7 +10,7 @@ set -euo pipefail
 bin="$1"
 data=${RT_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 command -v mpirun > /dev/null || { echo "no mpirun: skipped"; exit 77; }
-ldd "$bin" | grep -q libmpi || { echo "built without MPI: skipped"; exit 77; }
+ldd "$bin" | grep libmpi > /dev/null || { echo "built without MPI: skipped"; exit 77; }
 [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ubyte" ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 dir="$(mktemp -d)"

@@ -111,7 +111,7 @@ rt_status rt_dist_wait(rt_dist *d, int n, MPI_Request *reqs, double *done_at, co
         if (waited > d->timeout_s)
             return rt_error_set(RT_ERR_COMM, "rank %d of %d: %s (step %lld) has not completed after %.0f s: another "
                                 "rank died, hangs, or stopped on an error (see its message); stopping instead of "
-                                "waiting for ever", d->rank, d->size, what, (long long)d->stats.steps, waited);
+                                "waiting for ever", d->rank, d->size, what, (long long)d->stats.steps + 1, waited);
         /* Open MPI progresses a non-blocking collective only inside MPI calls:
          * poll often, but give the core away between polls (ranks may share cores) */
         struct timespec ts = {0, pause_ns};
@@ -520,12 +520,12 @@ void rt_dist_destroy(rt_dist *d) {
     rt_dist_unhook(d);
     for (int b = 0; b < d->n_buckets; b++) {
         rt_dist_bucket *bk = &d->buckets[b];
-        if (d->reqs && d->reqs[b] != MPI_REQUEST_NULL) { /* an interrupted step: give the request back */
-            MPI_Cancel(&d->reqs[b]);
-            MPI_Request_free(&d->reqs[b]);
+        /* a collective still running (a step that failed half-way) cannot be
+         * cancelled: its buffers are left to MPI (the job is ending then) */
+        if (!d->reqs || d->reqs[b] == MPI_REQUEST_NULL) {
+            rt_mem_free(bk->buf, bk->buf_bytes, RT_MEM_GRAD);
+            rt_mem_free(bk->own, bk->own_bytes, RT_MEM_GRAD);
         }
-        rt_mem_free(bk->buf, bk->buf_bytes, RT_MEM_GRAD);
-        rt_mem_free(bk->own, bk->own_bytes, RT_MEM_GRAD);
         free(bk->idx);
         free(bk->off);
         free(bk->counts);

@@ -93,6 +93,10 @@ int rt_dist_size(const rt_dist *d);
  * backward), after_backward (wait for the buckets, averaged gradients),
  * after_step (ZeRO-1: all-gather the updated parameters). cfg->clip must be 0
  * with shard_optimizer (a rank holds only its shard's gradients).
+ * A before_step hook that may skip the step must decide the same on every
+ * rank: without sharding every rank holds the same averaged gradients, but
+ * with a sharded optimizer each holds only its shard's, so such a hook must
+ * agree with the others (e.g. sum its inf/NaN flag over the ranks).
  * Errors: RT_ERR_INVALID_ARG (NULL, or clip with a sharded optimizer). */
 rt_status rt_dist_attach(rt_dist *d, rt_train_config *cfg);
 

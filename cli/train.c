@@ -910,7 +910,8 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
         rt_dist_stats_get(r->dist.d, &ds);
         double steps = ds.steps > 0 ? (double)ds.steps : 1.0;
         printf("  data parallel, %d ranks (these are rank 0's figures): %s of %.1f MiB per step in %d bucket%s, "
-               "%.1f ms per step from the first bucket to the last, %.1f ms of it after backward (%.0f%% hidden)%s\n",
+               "in flight %.1f ms per step (first bucket started to last done), %.1f ms of it after backward (%.0f%% "
+               "overlapped with backward)%s\n",
                r->dist.size, o->shard_optimizer ? "gradient reduce-scatter" : "gradient all-reduce",
                (double)ds.grad_bytes / 1048576.0, ds.buckets, ds.buckets == 1 ? "" : "s", 1e3 * ds.comm_s / steps,
                1e3 * ds.exposed_s / steps, ds.comm_s > 0 ? 100.0 * (1.0 - ds.exposed_s / ds.comm_s) : 0.0,

@@ -1070,7 +1070,8 @@ int cli_cmd_train(int argc, char **argv) {
             rc = 1;
         }
     }
-    if (rc == 1) rc = cli_dist_fail(&r.dist, rc); /* one rank failed: stop them all now */
+    /* a failure, or a refusal that only rank 0 can see (its outputs): stop every rank now */
+    if (rc > 0 && rc != 130) rc = cli_dist_fail(&r.dist, rc);
     if (!train_teardown(&r)) r.lost = true;
     cli_dist_end(&r.dist);
     sigaction(SIGINT, &old_sa, NULL);

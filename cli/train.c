@@ -13,6 +13,7 @@
 #include "train_state.h"
 #include "cli.h"
 #include "common.h"
+#include "dist.h"
 #include "kernels/threads.h"
 #include "optim/optim.h"
 #include "outputs.h"
@@ -29,6 +30,9 @@ typedef struct train_opts {
     float lr, weight_decay, momentum, clip, label_smoothing;
     bool augment;
     cli_ckpt_args ckpt; /* --memory-mode, --memory-budget, --checkpoint-segments, --recompute */
+    /* data parallelism (cli/dist.h): --distributed, --shard-optimizer, --bucket-mb, --dist-timeout */
+    bool distributed, shard_optimizer, sync_bn;
+    float bucket_mb, dist_timeout;
 } train_opts;
 
 static void train_usage(FILE *f) {
@@ -75,6 +79,13 @@ static void train_usage(FILE *f) {
             "names included, and not in use by another run (FILE.lock is held while training).\n"
             "Ctrl-C stops after the current step, keeps the last saved epoch and prints the command\n"
             "that resumes (exit code 130).\n"
+            "Data parallelism (run under MPI: mpirun -np N revtorch train ...; each rank takes 1/N of every\n"
+            "batch, the gradients are averaged as in PyTorch's DistributedDataParallel; rank 0 prints and saves):\n"
+            "  --distributed         use MPI even when no launcher is detected (mpirun is detected itself)\n"
+            "  --shard-optimizer     ZeRO-1: each rank keeps the optimizer state of its 1/N of the parameters\n"
+            "  --sync-batchnorm      batch norm statistics over the global batch (SyncBatchNorm; default per rank)\n"
+            "  --bucket-mb X         gradient bucket size in MiB, all-reduced while backward goes on (default 25)\n"
+            "  --dist-timeout S      stop when a collective waits longer than S seconds (default 60)\n"
             "  --train-subset N      use only the first N training images (quick runs, tests; 0: all)\n"
             "  --test-subset N       use only the first N test images (0: all)\n"
             "Exit status: 0 done, 1 runtime failure (files, data, training), 2 usage error (nothing was run).\n");
@@ -93,7 +104,7 @@ static int train_parse(int argc, char **argv, train_opts *o) {
     *o = (train_opts){.model = "revnet_small", .optimizer = "sgd", .schedule = "cosine", .epochs = 3,
                       .batch_size = 128, .accum_steps = 1, .lr = NAN, .weight_decay = NAN, .momentum = 0.9f,
                       .warmup_steps = 100, .augment = true,
-                      .memory = "reversible", .grouping = "full"};
+                      .memory = "reversible", .grouping = "full", .bucket_mb = 25, .dist_timeout = 60};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -134,6 +145,13 @@ static int train_parse(int argc, char **argv, train_opts *o) {
             ok = cli_float_in(argc, argv, &i, 0, 1, false, NULL, &o->label_smoothing);
         else if (!strcmp(a, "--no-augment")) o->augment = false;
         else if (cli_ckpt_option(argc, argv, &i, &o->ckpt, &ok)) (void)0;
+        else if (!strcmp(a, "--distributed")) o->distributed = true;
+        else if (!strcmp(a, "--shard-optimizer")) o->shard_optimizer = true;
+        else if (!strcmp(a, "--sync-batchnorm")) o->sync_bn = true;
+        else if (!strcmp(a, "--bucket-mb"))
+            ok = cli_float_in(argc, argv, &i, 0, 1048576, true, "(MiB, DDP's bucket_cap_mb)", &o->bucket_mb);
+        else if (!strcmp(a, "--dist-timeout"))
+            ok = cli_float_in(argc, argv, &i, 0, 86400, true, "(seconds)", &o->dist_timeout);
         else {
             fprintf(stderr, "revtorch train: unknown option '%s' (see revtorch train --help)\n", a);
             return 2;
@@ -265,6 +283,7 @@ typedef struct train_run {
     bool log_lost;          /* the --log files failed: not written any more */
     rt_memory_plan mplan;   /* the checkpointing plan (mplan.plan.n == 0: none) */
     int64_t live_before;    /* bytes live before training that the step does not own (data sets) */
+    cli_dist dist;          /* MPI rank and size; the library's data parallelism */
 } train_run;
 
 /* What one epoch of training measured. */
@@ -313,6 +332,11 @@ static bool add_output(train_run *r, const char *option, const char *path, const
 static int train_outputs(train_run *r) {
     const train_opts *o = &r->o;
     cli_outputs_init(&r->outs, "revtorch train");
+    if (r->dist.rank != 0) { /* rank 0 alone writes (and locks) the outputs; the others read --resume */
+        r->keep = o->save ? o->save : o->resume;
+        r->o.log = r->o.trace = NULL;
+        return -1;
+    }
     const char *csv_opts[2][2] = {{"--log", o->log}, {"--memory-trace", o->trace}};
     for (int i = 0; i < 2; i++)
         if (csv_opts[i][1] && cli_path_ends_with(csv_opts[i][1], ".png")) {
@@ -437,6 +461,7 @@ static rt_status train_predict(train_run *r, const rt_optimizer_spec *spec) {
     const train_opts *o = &r->o;
     const rt_dataset *d = r->train;
     int64_t batch = o->batch_size < d->n ? o->batch_size : d->n;
+    batch = (batch + r->dist.size - 1) / r->dist.size; /* the planner plans per rank: its share of the batch */
     cli_strategy plain = {.reversible = false, .grouping = RT_GROUPING_FULL};
     RT_TRY(cli_predict_memory(o->model, d->channels, d->num_classes, &r->strategy, spec, &r->cfg, batch, d->height,
                                  d->width, &r->pred));
@@ -655,6 +680,86 @@ static int train_plan_memory(train_run *r, const rt_optimizer_spec *spec) {
     return -1;
 }
 
+/* Data parallelism once the optimizer exists: the library's hooks, the
+ * start-up comparison of the command line and the data set across ranks.
+ * Returns -1 to go on, else the exit code. */
+static int train_dist_setup(train_run *r) {
+    const train_opts *o = &r->o;
+    if (!r->dist.active) {
+        if (o->shard_optimizer || o->sync_bn) {
+            fprintf(stderr, "revtorch train: %s works across MPI ranks: run under mpirun -np N (or pass "
+                            "--distributed)\n", o->shard_optimizer ? "--shard-optimizer" : "--sync-batchnorm");
+            return 2;
+        }
+        return -1;
+    }
+    int64_t per_rank = o->batch_size / r->dist.size;
+    if (per_rank < 2 * o->accum_steps) {
+        fprintf(stderr, "revtorch train: --batch-size %lld over %d ranks gives each rank %lld samples, fewer than 2 "
+                        "per micro-batch (--accum-steps %lld); use a batch of at least %lld\n", (long long)o->batch_size,
+                r->dist.size, (long long)per_rank, (long long)o->accum_steps,
+                (long long)(2 * o->accum_steps * r->dist.size));
+        return 2;
+    }
+    rt_dist_options dopt = {.bucket_mb = o->bucket_mb, .shard_optimizer = o->shard_optimizer,
+                            .timeout_s = o->dist_timeout};
+    if (rt_dist_create(cli_dist_world(), r->opt, &dopt, &r->dist.d) != RT_OK) return cli_fail("data parallelism");
+    /* every rank must run the same command on the same data */
+    char cmd[4096] = "";
+    for (int i = 1; i < r->argc; i++) {
+        strncat(cmd, r->argv[i], sizeof cmd - strlen(cmd) - 2);
+        strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
+    }
+    size_t used = strlen(cmd);
+    snprintf(cmd + used, sizeof cmd - used, "| %lld training images", (long long)r->train->n);
+    if (rt_dist_check_same(r->dist.d, "the command-line options or the training set", cmd, strlen(cmd)) != RT_OK)
+        return cli_fail("the ranks disagree");
+    if (rt_dist_attach(r->dist.d, &r->cfg) != RT_OK) return cli_fail("data parallelism");
+    if (o->sync_bn && rt_dist_convert_sync_batchnorm(r->dist.d, r->m->net) != RT_OK)
+        return cli_fail("--sync-batchnorm");
+    return -1;
+}
+
+/* --resume under a sharded optimizer: the file holds the unsharded state
+ * (whatever the rank count that wrote it); each rank keeps its shard. */
+static rt_status train_dist_resume(train_run *r, const rt_optimizer_spec *spec) {
+    const train_opts *o = &r->o;
+    if (!o->shard_optimizer)
+        return cli_train_state_load(o->resume, o->optimizer, r->run_options, r->m, r->opt, &r->start_epoch);
+    rt_optimizer *full = rt_optimizer_create(spec, rt_optimizer_params(r->opt), rt_optimizer_param_count(r->opt));
+    if (!full) return rt_error_last_status();
+    rt_status st = cli_train_state_load(o->resume, o->optimizer, r->run_options, r->m, full, &r->start_epoch);
+    if (st == RT_OK) st = rt_dist_scatter_state(r->dist.d, full);
+    rt_optimizer_destroy(full);
+    return st;
+}
+
+/* Saves the training state from rank 0; a sharded optimizer's state is
+ * first gathered there into the unsharded format. */
+static rt_status train_save(train_run *r, int64_t epochs) {
+    const train_opts *o = &r->o;
+    rt_optimizer *full = NULL, *save = r->opt;
+    if (o->shard_optimizer) {
+        if (r->dist.rank == 0) {
+            rt_optimizer_spec spec;
+            cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
+            full = rt_optimizer_create(&spec, rt_optimizer_params(r->opt), rt_optimizer_param_count(r->opt));
+            if (!full) return rt_error_last_status();
+        }
+        rt_status st = rt_dist_gather_state(r->dist.d, full);
+        if (st != RT_OK) {
+            rt_optimizer_destroy(full);
+            return st;
+        }
+        save = full;
+    }
+    rt_status st = RT_OK;
+    if (r->dist.rank == 0)
+        st = cli_train_state_save(r->save_path, r->optim_path, o->optimizer, r->run_options, r->m, save, epochs);
+    rt_optimizer_destroy(full);
+    return st;
+}
+
 static int train_setup(train_run *r) {
     const train_opts *o = &r->o;
     int rc = train_outputs(r);
@@ -694,11 +799,17 @@ static int train_setup(train_run *r) {
     r->opt = rt_optimizer_create(&spec, params, np);
     free(params);
     if (!r->opt) return cli_fail("cannot create the optimizer");
+    rc = train_dist_setup(r);
+    if (rc >= 0) return rc;
     rt_loader_options lo = cli_loader_options(o->batch_size, true, o->augment, (uint64_t)o->seed);
     /* A last batch too small to give every micro-batch 2 samples would make
      * batch norm fail (one value per channel): drop it, as drop_last=True would. */
     int64_t rest = r->train->n % o->batch_size;
-    lo.drop_last = rest > 0 && rest < 2 * o->accum_steps;
+    lo.drop_last = rest > 0 && rest < 2 * o->accum_steps * r->dist.size; /* every rank's share */
+    if (r->dist.size > 1) { /* each rank reads only its share of every global batch */
+        lo.shard_rank = r->dist.rank;
+        lo.shard_count = r->dist.size;
+    }
     if (rt_loader_create(r->train, &lo, &r->loader) != RT_OK) return cli_fail("cannot create the data loader");
     r->per_epoch = rt_loader_batches_per_epoch(r->loader);
     if (o->warmup_steps > 0 && o->warmup_steps >= r->per_epoch * o->epochs) {
@@ -719,8 +830,7 @@ static int train_setup(train_run *r) {
     if (make_schedule(o->schedule, o->lr, r->per_epoch * o->epochs, o->warmup_steps, &r->sched) != RT_OK)
         return cli_fail("bad --schedule");
     train_run_options(o, r->run_options, sizeof r->run_options);
-    if (o->resume && cli_train_state_load(o->resume, o->optimizer, r->run_options, r->m, r->opt, &r->start_epoch) != RT_OK)
-        return cli_fail("cannot resume");
+    if (o->resume && train_dist_resume(r, &spec) != RT_OK) return cli_fail("cannot resume");
     r->saved_epoch = r->start_epoch;
     r->last_epoch = o->stop_after ? o->stop_after : o->epochs;
     if (r->start_epoch >= r->last_epoch) {
@@ -745,6 +855,22 @@ static int train_setup(train_run *r) {
     }
     fflush(stdout);
     return -1;
+}
+
+/* One data-parallel step on this rank's share x, y of the global batch (the
+ * loader reads only it), then the global batch's loss, correct count and size
+ * summed over the ranks (*n_global); a Ctrl-C on any rank stops every rank
+ * after this step (they must run the same steps). */
+static rt_status train_dist_step(train_run *r, rt_tensor *x, rt_tensor *y, rt_train_result *res, int64_t *n_global) {
+    RT_TRY(rt_train_step(r->m->net, r->opt, &r->cfg, x, y, res));
+    double n = (double)x->shape[0];
+    double v[4] = {res->loss * n, (double)res->correct, train_interrupted ? 1.0 : 0.0, n};
+    RT_TRY(rt_dist_sum(r->dist.d, v, 4));
+    res->loss = v[0] / v[3];
+    res->correct = (int64_t)v[1];
+    *n_global = (int64_t)v[3];
+    if (v[2] > 0) train_interrupted = 1;
+    return RT_OK;
 }
 
 /* One epoch of library training steps over the loader. Returns 0 or 1. */
@@ -786,12 +912,12 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         float lr = rt_lr_at(&r->sched, step);
         rt_optimizer_set_lr(r->opt, lr);
         rt_train_result res;
-        rt_status st = rt_train_step(r->m->net, r->opt, &r->cfg, x, y, &res);
+        int64_t n = x->shape[0];
+        rt_status st = r->dist.d ? train_dist_step(r, x, y, &res, &n) : rt_train_step(r->m->net, r->opt, &r->cfg, x, y, &res);
         if (tracing) {
             write_memory_trace(r, step, &trace_start);
             rt_mem_trace_enable(0);
         }
-        int64_t n = x->shape[0];
         rt_tensor_release(x);
         rt_tensor_release(y);
         if (st != RT_OK) {
@@ -828,6 +954,18 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
         printf("  memory plan: step peak %.2f MiB measured (tracked peak less the %.2f MiB of data sets), %.2f MiB "
                "predicted\n", (double)(e->peaks.peak_total - r->live_before) / 1048576.0,
                (double)r->live_before / 1048576.0, (double)r->mplan.predicted.peak_total / 1048576.0);
+    if (r->dist.d) {
+        rt_dist_stats ds;
+        rt_dist_stats_get(r->dist.d, &ds);
+        double steps = ds.steps > 0 ? (double)ds.steps : 1.0;
+        printf("  data parallel, %d ranks (these are rank 0's figures): %s of %.1f MiB per step in %d bucket%s, "
+               "in flight %.1f ms per step (first bucket started to last done), %.1f ms of it after backward (%.0f%% "
+               "overlapped with backward)%s\n",
+               r->dist.size, o->shard_optimizer ? "gradient reduce-scatter" : "gradient all-reduce",
+               (double)ds.grad_bytes / 1048576.0, ds.buckets, ds.buckets == 1 ? "" : "s", 1e3 * ds.comm_s / steps,
+               1e3 * ds.exposed_s / steps, ds.comm_s > 0 ? 100.0 * (1.0 - ds.exposed_s / ds.comm_s) : 0.0,
+               o->shard_optimizer ? "; optimizer state sharded (OPTIM above is this rank's share)" : "");
+    }
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss: KiB on Linux */
         printf("  process peak RSS %.1f MiB vs tracked peak %.2f MiB; outside tracking: the program and its "
@@ -868,9 +1006,7 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
         }
     }
     if (r->keep) {
-        if (cli_train_state_save(r->save_path, r->optim_path, o->optimizer, r->run_options, r->m, r->opt,
-                                 epoch + 1) != RT_OK)
-            return cli_fail("cannot save the training state");
+        if (train_save(r, epoch + 1) != RT_OK) return cli_fail("cannot save the training state");
         char opath[CLI_PATH_MAX];
         cli_train_state_optim_path(r->keep, opath, sizeof opath);
         printf("saved epoch %lld to %s and %s\n", (long long)epoch + 1, r->keep, opath);
@@ -958,6 +1094,13 @@ int cli_cmd_train(int argc, char **argv) {
     int rc = train_parse(argc, argv, &r.o);
     if (rc >= 0) return rc;
     if (!cli_threads_ok(r.o.threads)) return 2;
+    rc = cli_dist_start(&r.dist, r.o.distributed);
+    if (rc) return rc;
+    if (r.dist.size > 1 && r.o.threads == 0) { /* the cores are shared by the ranks on this machine */
+        const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        long ranks_here = local ? atol(local) : r.dist.size, cores = sysconf(_SC_NPROCESSORS_ONLN);
+        r.o.threads = ranks_here > 0 && cores / ranks_here > 1 ? cores / ranks_here : 1;
+    }
     rt_set_num_threads((int)r.o.threads);
     /* Ctrl-C finishes the current step; another one a second later ends the process at once */
     struct sigaction sa = {0}, old_sa;
@@ -977,7 +1120,10 @@ int cli_cmd_train(int argc, char **argv) {
             rc = 1;
         }
     }
+    /* a failure, or a refusal that only rank 0 can see (its outputs): stop every rank now */
+    if (rc > 0 && rc != 130) rc = cli_dist_fail(&r.dist, rc);
     if (!train_teardown(&r)) r.lost = true;
+    cli_dist_end(&r.dist);
     sigaction(SIGINT, &old_sa, NULL);
     if (rc < 0 && r.lost) {
         fprintf(stderr, "revtorch train: training finished, but an output was lost (see above)\n");

@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config libdnnl-dev libopenblas-dev libjansson-dev zlib1g-dev libcairo2-dev
           dataset-fashion-mnist
-          libnifti2-dev mricron-data)  # NIfTI I/O (src/data/nifti.c); brain templates for tests/cli_inspect.sh
+          libnifti2-dev mricron-data   # NIfTI I/O (src/data/nifti.c); brain templates for tests/cli_inspect.sh
+          libopenmpi-dev openmpi-bin)  # data parallelism (src/dist), optional at build time
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

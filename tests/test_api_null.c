@@ -39,6 +39,8 @@
 #include "data/loader.h"
 #include "data/mnist.h"
 #include "data/nifti.h"
+#include "dist/dist.h"
+#include "dist/sync_bn.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
 #include "kernels/blas.h"
@@ -528,6 +530,14 @@ CHECK_FN(rt_backward) {
     ST(RT_ERR_NO_GRAD, "backward", rt_backward(T(1), NULL, false));
     ST(RT_ERR_SHAPE, "backward", rt_backward(l, NULL, false));  /* non-scalar root, no gradient */
     ST(RT_ERR_SHAPE, "backward", rt_backward(l, T(5), false)); /* gradient of another shape */
+}
+
+CHECK_FN(rt_autograd_set_grad_hook) {
+    rt_grad_accumulated_fn fn = NULL;
+    void *user = NULL;
+    TOL(rt_autograd_set_grad_hook(NULL, NULL, NULL, NULL));
+    TOL(rt_autograd_set_grad_hook(NULL, NULL, &fn, &user));
+    VAL(fn == NULL && user == NULL);
 }
 
 CHECK_FN(rt_accumulate_grad) {
@@ -1086,6 +1096,27 @@ CHECK_FN(rt_batchnorm_create) {
     ST(RT_ERR_INVALID_ARG, "BatchNorm", rt_batchnorm_create(&ctx, 1, 8, false, &m));
 }
 
+CHECK_FN(rt_batchnorm_view_get) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_module *bn = NULL, *relu = NULL;
+    rt_batchnorm_create(&ctx, 2, 4, true, &bn);
+    rt_relu_create(&relu);
+    rt_batchnorm_view v;
+    ST(RT_ERR_INVALID_ARG, "batch norm", rt_batchnorm_view_get(NULL, &v));
+    ST(RT_ERR_INVALID_ARG, "batch norm", rt_batchnorm_view_get(relu, &v));
+    ST(RT_ERR_INVALID_ARG, "out", rt_batchnorm_view_get(bn, NULL));
+    ST(RT_OK, NULL, rt_batchnorm_view_get(bn, &v));
+    VAL(v.fuse_relu && v.weight && v.num_batches_tracked && v.eps == 1e-5f);
+    rt_module_destroy(bn);
+    rt_module_destroy(relu);
+}
+CHECK_FN(rt_batchnorm_set_function) {
+    rt_module *relu = NULL;
+    rt_relu_create(&relu);
+    ST(RT_ERR_INVALID_ARG, "batch norm", rt_batchnorm_set_function(NULL, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "batch norm", rt_batchnorm_set_function(relu, NULL, NULL));
+    rt_module_destroy(relu);
+}
 CHECK_FN(rt_batchnorm_configure) {
     rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
     rt_module *bn = NULL, *relu = NULL;
@@ -1311,6 +1342,83 @@ CHECK_FN(rt_optimizer_state_visit) {
 }
 
 CHECK_FN(rt_optimizer_state_count) { VAL(rt_optimizer_state_count(NULL) == 0); }
+CHECK_FN(rt_optimizer_set_shard) {
+    bool owned[1] = {true};
+    ST(RT_ERR_INVALID_ARG, "optimizer", rt_optimizer_set_shard(NULL, owned));
+}
+CHECK_FN(rt_optimizer_owns) { VAL(!rt_optimizer_owns(NULL, 0)); }
+
+/* ------------------------------------------------------------ dist/dist.h
+ * Only the argument checks: they come before any MPI call, so this runs
+ * without MPI_Init (tests/mpi_dist.c runs the rest under mpirun). */
+#ifdef RT_HAVE_MPI
+#define RT_TEST_COMM MPI_COMM_WORLD
+#else
+#define RT_TEST_COMM 0
+#endif
+CHECK_FN(rt_dist_create) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    rt_state_dict *sd = NULL;
+    rt_module_state_dict(m, &sd);
+    rt_tensor *params[2];
+    rt_state_dict_params(sd, params, 2);
+    rt_optimizer *opt = rt_sgd_create(params, 2, &(rt_sgd_opts){.lr = 0.1});
+    rt_dist *d = (rt_dist *)&d;
+    rt_dist_options o = {0}, bad = {.bucket_mb = -1};
+    ST(RT_ERR_INVALID_ARG, "opt", rt_dist_create(RT_TEST_COMM, NULL, &o, &d));
+    VAL(d == NULL);
+    ST(RT_ERR_INVALID_ARG, "o", rt_dist_create(RT_TEST_COMM, opt, NULL, &d));
+    ST(RT_ERR_INVALID_ARG, "out", rt_dist_create(RT_TEST_COMM, opt, &o, NULL));
+#ifdef RT_HAVE_MPI
+    ST(RT_ERR_INVALID_ARG, "bucket_mb", rt_dist_create(RT_TEST_COMM, opt, &bad, &d));
+#else
+    (void)bad;
+    ST(RT_ERR_UNSUPPORTED, "without MPI", rt_dist_create(RT_TEST_COMM, opt, &o, &d));
+#endif
+    rt_optimizer_destroy(opt);
+    rt_state_dict_destroy(sd);
+    rt_module_destroy(m);
+}
+CHECK_FN(rt_dist_destroy) { TOL(rt_dist_destroy(NULL)); }
+CHECK_FN(rt_dist_rank) { VAL(rt_dist_rank(NULL) == 0); }
+CHECK_FN(rt_dist_size) { VAL(rt_dist_size(NULL) == 1); }
+CHECK_FN(rt_dist_attach) {
+    rt_train_config cfg = {.accum_steps = 1};
+    ST(RT_ERR_INVALID_ARG, "d", rt_dist_attach(NULL, &cfg));
+}
+CHECK_FN(rt_dist_check_same) { ST(RT_ERR_INVALID_ARG, "d", rt_dist_check_same(NULL, "x", "y", 1)); }
+CHECK_FN(rt_dist_barrier) { ST(RT_ERR_INVALID_ARG, "d", rt_dist_barrier(NULL, 0)); }
+CHECK_FN(rt_dist_sum) {
+    double v = 0;
+    ST(RT_ERR_INVALID_ARG, "d", rt_dist_sum(NULL, &v, 1));
+}
+CHECK_FN(rt_dist_shard) {
+    int64_t first = -1, count = -1;
+    ST(RT_ERR_INVALID_ARG, "first", rt_dist_shard(10, 0, 2, NULL, &count));
+    ST(RT_ERR_INVALID_ARG, "count", rt_dist_shard(10, 0, 2, &first, NULL));
+    ST(RT_ERR_INVALID_ARG, "rank", rt_dist_shard(10, 2, 2, &first, &count));
+    ST(RT_ERR_INVALID_ARG, "size", rt_dist_shard(10, 0, 0, &first, &count));
+    ST(RT_ERR_INVALID_ARG, "n", rt_dist_shard(-1, 0, 1, &first, &count));
+    ST(RT_OK, NULL, rt_dist_shard(10, 1, 3, &first, &count));
+    VAL(first == 3 && count == 3);
+}
+CHECK_FN(rt_dist_gather_state) { ST(RT_ERR_INVALID_ARG, "d", rt_dist_gather_state(NULL, NULL)); }
+CHECK_FN(rt_dist_scatter_state) { ST(RT_ERR_INVALID_ARG, "d", rt_dist_scatter_state(NULL, NULL)); }
+CHECK_FN(rt_sync_batch_norm) {
+    rt_tensor *x = T(2, 3, 2, 2), *w = T(3), *b = T(3), *rm = T(3), *rv = T(3), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "d", rt_sync_batch_norm(NULL, x, w, b, rm, rv, NULL, true, 0.1f, 1e-5f, &y));
+}
+CHECK_FN(rt_dist_convert_sync_batchnorm) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    ST(RT_ERR_INVALID_ARG, "d", rt_dist_convert_sync_batchnorm(NULL, m));
+    rt_module_destroy(m);
+}
+CHECK_FN(rt_dist_stats_get) {
+    rt_dist_stats st = {.steps = 5};
+    TOL(rt_dist_stats_get(NULL, &st));
+    VAL(st.steps == 0);
+    TOL(rt_dist_stats_get(NULL, NULL));
+}
 
 /* ------------------------------------------------------------ optim/schedule.h */
 
@@ -2697,7 +2805,7 @@ static const api_entry core_entries[] = {
 
 static const api_entry autograd_entries[] = {
     /* autograd/engine.h */
-    E(rt_backward), E(rt_accumulate_grad),
+    E(rt_backward), E(rt_accumulate_grad), E(rt_autograd_set_grad_hook),
     /* autograd/node.h */
     E(rt_node_create), E(rt_node_retain), E(rt_node_release), E(rt_node_set_output), E(rt_node_needs_grad),
     E(rt_node_save), E(rt_node_saved), E(rt_node_release_saved), E(rt_node_release_unpacked),
@@ -2729,6 +2837,7 @@ static const api_entry nn_entries[] = {
     E(rt_module_path), E(rt_module_set_forward_hook),
     /* nn/modules.h */
     E(rt_init_uniform), E(rt_init_normal), E(rt_conv_create), E(rt_batchnorm_create), E(rt_batchnorm_configure),
+    E(rt_batchnorm_view_get), E(rt_batchnorm_set_function),
     E(rt_linear_create), E(rt_relu_create), E(rt_leaky_relu_create), E(rt_dropout_create), E(rt_flatten_create),
     E(rt_max_pool_create), E(rt_avg_pool_create), E(rt_adaptive_avg_pool_create), E(rt_preferred_layout_create),
     E(rt_module_set_blocked), E(rt_sequential_create),
@@ -2747,7 +2856,11 @@ static const api_entry optim_train_entries[] = {
     E(rt_optimizer_destroy), E(rt_optimizer_name), E(rt_optimizer_param_count), E(rt_optimizer_params),
     E(rt_optimizer_step), E(rt_optimizer_zero_grad), E(rt_optimizer_set_lr), E(rt_optimizer_get_lr),
     E(rt_optimizer_step_count), E(rt_optimizer_set_step_count), E(rt_optimizer_state_nbytes),
-    E(rt_optimizer_state_visit), E(rt_optimizer_state_count),
+    E(rt_optimizer_state_visit), E(rt_optimizer_state_count), E(rt_optimizer_set_shard), E(rt_optimizer_owns),
+    /* dist/dist.h */
+    E(rt_dist_create), E(rt_dist_destroy), E(rt_dist_rank), E(rt_dist_size), E(rt_dist_attach),
+    E(rt_dist_check_same), E(rt_dist_barrier), E(rt_dist_sum), E(rt_dist_shard), E(rt_dist_gather_state),
+    E(rt_dist_scatter_state), E(rt_dist_stats_get), E(rt_sync_batch_norm), E(rt_dist_convert_sync_batchnorm),
     /* optim/schedule.h */
     E(rt_lr_schedule_check), E(rt_lr_at),
     /* train/step.h */
@@ -2879,12 +2992,13 @@ static void test_kernels(void) { run_table("kernels"); }
 
 /* ------------------------------------------------------------ coverage */
 
-/* Headers not in scope: reversible_impl.h, dnnl_common.h and op_util.h are
- * internal helpers of memory/, kernels/ and ops/. */
+/* Headers not in scope: reversible_impl.h, dnnl_common.h, op_util.h and
+ * dist_impl.h are internal helpers of memory/, kernels/, ops/ and dist/. */
 static int header_excluded(const char *dir, const char *file) {
     if (!strcmp(dir, "memory") && !strcmp(file, "reversible_impl.h")) return 1; /* internal to memory/ */
     if (!strcmp(dir, "kernels") && !strcmp(file, "dnnl_common.h")) return 1;
     if (!strcmp(dir, "ops") && !strcmp(file, "op_util.h")) return 1;
+    if (!strcmp(dir, "dist") && !strcmp(file, "dist_impl.h")) return 1; /* internal to dist/ */
     return 0;
 }
 
@@ -2921,7 +3035,7 @@ static void declared_name(const char *line, char *name, size_t n) {
 
 static void test_coverage(void) {
     static const char *dirs[] = {"core", "autograd", "ops", "nn", "optim", "train",
-                                 "data", "io", "models", "memory", "kernels"};
+                                 "data", "io", "models", "memory", "kernels", "dist"};
     int found = 0, headers = 0, missing = 0, table_size = 0;
     static char seen[512][64];
     for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {

@@ -1538,9 +1538,74 @@ static void test_fashion_mnist_real(void) {
     CHECK_EQ_INT(data_live(), before);
 }
 
+/* Data parallelism: the shards of R loaders (shard_rank 0..R-1), laid end
+ * to end, are the unsharded loader's batches bit for bit, the short last
+ * batch included, augmentation and shuffling on. */
+static void test_loader_shard(void) {
+    enum { N = 29 };
+    const rt_sample_shape sh = {3, {1, 6, 5, 0}, RT_U8};
+    const int64_t numel = rt_sample_numel(&sh);
+    uint8_t raw[N * 30];
+    int32_t lab[N];
+    for (int64_t i = 0; i < N; i++) {
+        for (int64_t k = 0; k < numel; k++) raw[i * numel + k] = (uint8_t)((i * 13 + k * 5) % 256);
+        lab[i] = (int32_t)(i % 3);
+    }
+    rt_dataset *ds = NULL;
+    CHECK_OK(rt_dataset_from_memory(N, &sh, 3, raw, lab, &ds));
+    rt_loader_options o = rt_loader_options_default();
+    o.batch_size = 8;
+    o.shuffle = true;
+    o.seed = 5;
+    o.crop_padding = 1;
+    o.hflip = true;
+    rt_loader *whole = NULL, *part[3] = {NULL};
+    CHECK_OK(rt_loader_create(ds, &o, &whole));
+    for (int r = 0; r < 3; r++) {
+        rt_loader_options p = o;
+        p.shard_rank = r;
+        p.shard_count = 3;
+        CHECK_OK(rt_loader_create(ds, &p, &part[r]));
+    }
+    rt_loader_options bad = o;
+    bad.shard_count = 2;
+    bad.shard_rank = 2;
+    rt_loader *none = NULL;
+    CHECK(rt_loader_create(ds, &bad, &none) == RT_ERR_INVALID_ARG && !none);
+    int batches = 0;
+    for (;;) {
+        rt_tensor *x = NULL, *y = NULL;
+        bool end = false;
+        CHECK_OK(rt_loader_next(whole, &x, &y, &end));
+        if (end) break;
+        int64_t at = 0;
+        for (int r = 0; r < 3; r++) {
+            rt_tensor *xs = NULL, *ys = NULL;
+            bool e2 = false;
+            CHECK_OK(rt_loader_next(part[r], &xs, &ys, &e2));
+            CHECK(!e2);
+            CHECK_EQ_INT(xs->shape[0], x->shape[0] * (r + 1) / 3 - x->shape[0] * r / 3);
+            CHECK(memcmp(rt_tensor_f32(xs), rt_tensor_f32(x) + at * numel, rt_tensor_nbytes(xs)) == 0);
+            CHECK(memcmp(rt_tensor_data(ys), (int32_t *)rt_tensor_data(y) + at, rt_tensor_nbytes(ys)) == 0);
+            at += xs->shape[0];
+            rt_tensor_release(xs);
+            rt_tensor_release(ys);
+        }
+        CHECK_EQ_INT(at, x->shape[0]);
+        rt_tensor_release(x);
+        rt_tensor_release(y);
+        batches++;
+    }
+    CHECK_EQ_INT(batches, 4); /* 8, 8, 8 and the short 5 */
+    for (int r = 0; r < 3; r++) rt_loader_destroy(part[r]);
+    rt_loader_destroy(whole);
+    rt_dataset_destroy(ds);
+}
+
 int main(int argc, char **argv) {
     static const rt_test_case cases[] = {
         {"dataset_from_arrays", test_dataset_from_arrays},
+        {"loader_shard", test_loader_shard},
         {"dataset_subset", test_dataset_subset},
         {"dataset_channel_stats", test_dataset_channel_stats},
         {"loader_batch_sizes", test_loader_batch_sizes},

@@ -22,7 +22,27 @@ static rt_status rt_list_push(rt_node_list *l, rt_node *node) {
     return RT_OK;
 }
 
+/* engine.h: the thread's gradient notification (documented thread-local) */
+static _Thread_local rt_grad_accumulated_fn rt_grad_hook_fn;
+static _Thread_local void *rt_grad_hook_user;
+
+void rt_autograd_set_grad_hook(rt_grad_accumulated_fn fn, void *user, rt_grad_accumulated_fn *prev_fn,
+                               void **prev_user) {
+    if (prev_fn) *prev_fn = rt_grad_hook_fn;
+    if (prev_user) *prev_user = rt_grad_hook_user;
+    rt_grad_hook_fn = fn;
+    rt_grad_hook_user = fn ? user : NULL;
+}
+
+static rt_status rt_accumulate_into(rt_tensor *leaf, rt_tensor *grad);
+
 rt_status rt_accumulate_grad(rt_tensor *leaf, rt_tensor *grad) {
+    rt_status st = rt_accumulate_into(leaf, grad);
+    if (st == RT_OK && rt_grad_hook_fn) st = rt_grad_hook_fn(rt_grad_hook_user, leaf);
+    return st;
+}
+
+static rt_status rt_accumulate_into(rt_tensor *leaf, rt_tensor *grad) {
     if (!leaf || !grad)
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_accumulate_grad: the %s is NULL", !leaf ? "leaf" : "gradient");
     if (rt_tensor_numel(grad) != rt_tensor_numel(leaf) || grad->dtype != RT_F32) {

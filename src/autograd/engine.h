@@ -34,4 +34,19 @@ rt_status rt_backward(rt_tensor *root, rt_tensor *grad_root, bool retain_graph);
  * RT_ERR_DTYPE (grad not float32), RT_ERR_OOM. */
 rt_status rt_accumulate_grad(rt_tensor *leaf, rt_tensor *grad);
 
+/* Gradient notification (PyTorch's Tensor.register_post_accumulate_grad_hook,
+ * for every leaf at once): after rt_accumulate_grad has added a gradient into
+ * leaf->grad it calls fn(user, leaf) on the same thread, inside the backward
+ * that produced the gradient (nested backwards of recomputing strategies
+ * included). Data parallelism uses it to start a bucket's all-reduce as soon
+ * as the bucket's last gradient is final, while backward goes on. fn may
+ * return an error, which ends the backward as a node's error would.
+ * The hook is THREAD-LOCAL (the library's only kind of mutable global state,
+ * core/status.h): it applies to backwards run on the calling thread. NULL fn
+ * removes it. *prev_fn / *prev_user (each may be NULL) receive the hook it
+ * replaces, so a caller can restore it. */
+typedef rt_status (*rt_grad_accumulated_fn)(void *user, rt_tensor *leaf);
+void rt_autograd_set_grad_hook(rt_grad_accumulated_fn fn, void *user, rt_grad_accumulated_fn *prev_fn,
+                               void **prev_user);
+
 #endif

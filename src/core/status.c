@@ -23,6 +23,7 @@ const char *rt_status_str(rt_status s) {
     case RT_ERR_UNSUPPORTED: return "RT_ERR_UNSUPPORTED";
     case RT_ERR_STATE: return "RT_ERR_STATE";
     case RT_ERR_RECONSTRUCTION: return "RT_ERR_RECONSTRUCTION";
+    case RT_ERR_COMM: return "RT_ERR_COMM";
     }
     return "RT_ERR_UNKNOWN";
 }

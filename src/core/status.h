@@ -23,6 +23,7 @@ typedef enum rt_status {
     RT_ERR_UNSUPPORTED = -11,  /* a valid request this build cannot serve (e.g. meta data read) */
     RT_ERR_STATE = -12,        /* an object used in the wrong state */
     RT_ERR_RECONSTRUCTION = -13, /* a reversible block's rebuilt input drifted beyond tolerance */
+    RT_ERR_COMM = -30,         /* a collective with other ranks failed or timed out (dist/) */
 } rt_status;
 
 /* Short constant name of a status, e.g. "RT_ERR_SHAPE". Never NULL. */

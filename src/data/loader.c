@@ -137,6 +137,9 @@ rt_status rt_loader_create(const rt_dataset *ds, const rt_loader_options *opt, r
                                 "(the Normalize divisor; Fashion-MNIST's is %.4f)",
                                 c, (double)opt->std[c], 0.3530);
     }
+    if (opt->shard_count < 0 || (opt->shard_count > 1 && (opt->shard_rank < 0 || opt->shard_rank >= opt->shard_count)))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_loader_create: shard_rank must be in 0..shard_count-1 and "
+                            "shard_count >= 0, got %d and %d", opt->shard_rank, opt->shard_count);
     if (opt->crop_padding < 0 || opt->crop_padding > 65535)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "rt_loader_create: crop_padding must be 0..65535, got %d",
@@ -332,8 +335,13 @@ rt_status rt_loader_next(rt_loader *l, rt_tensor **images, rt_tensor **labels, b
     const rt_dataset *ds = l->ds;
     const rt_sample_shape *sh = &ds->shape;
     const int64_t B = l->opt.batch_size;
-    const int64_t start = l->batch * B;
-    const int64_t b = (ds->n - start < B) ? ds->n - start : B;
+    int64_t start = l->batch * B;
+    int64_t b = (ds->n - start < B) ? ds->n - start : B;
+    if (l->opt.shard_count > 1) { /* this rank's share of the global batch */
+        const int64_t r = l->opt.shard_rank, R = l->opt.shard_count, first = b * r / R;
+        start += first;
+        b = b * (r + 1) / R - first;
+    }
     int64_t ishape[RT_MAX_DIMS] = {b};
     for (int d = 0; d < sh->ndim; d++) ishape[d + 1] = sh->dims[d];
     const int64_t lshape[1] = {b};

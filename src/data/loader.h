@@ -76,6 +76,12 @@ typedef struct rt_loader_options {
     float std[RT_DATA_MAX_CHANNELS];   /* Normalize std per channel, > 0 (default 1) */
     int crop_padding;                  /* P of RandomCrop(H, padding=P); 0 = no crop (default) */
     bool hflip;                        /* RandomHorizontalFlip(p=0.5) (default false) */
+    /* Data parallelism: with shard_count > 1 every batch is only this rank's
+     * share of the global batch of B (or the last batch's b) samples: samples
+     * ⌊b·r/R⌋ .. ⌊b·(r+1)/R⌋ − 1 of it, r = shard_rank, R = shard_count (the
+     * split of dist/dist.h's rt_dist_shard), so the ranks together see the
+     * one-process order. 0 or 1: the whole batch (default 0). */
+    int shard_rank, shard_count;
 } rt_loader_options;
 
 /* Defaults: batch_size 64, no shuffle, seed 0, keep the last partial batch,
@@ -99,7 +105,8 @@ typedef struct rt_augment {
  * change) with options *opt (copied), positioned at epoch 0, batch 0.
  * On success *out owns it (rt_loader_destroy); on failure *out is NULL.
  * Errors:
- *   RT_ERR_INVALID_ARG  ds, opt or out NULL; batch_size < 1; a std[c] that is
+ *   RT_ERR_INVALID_ARG  ds, opt or out NULL; batch_size < 1; shard_count < 0 or
+ *                       shard_rank outside 0..shard_count-1 (with shard_count > 1); a std[c] that is
  *                       not finite and > 0 or a mean[c] not finite (for
  *                       c < ds->channels); crop_padding < 0 or > 65535;
  *                       crop or flip on samples of fewer than 3 dims; a
@@ -128,7 +135,7 @@ int64_t rt_loader_batch_index(const rt_loader *l);
  *            (b, C, H, W), augmented and normalised (see above)
  *   *labels  new i32 (b) tensor, the class of each sample
  * with b = B, except the final batch of an epoch which has n % B samples when
- * drop_last is false. Both are booked RT_MEM_DATA and owned by the caller
+ * drop_last is false (with shard_count > 1: this rank's share of it). Both are booked RT_MEM_DATA and owned by the caller
  * (rt_tensor_release). *end_of_epoch is false.
  * When the epoch is exhausted: *end_of_epoch = true, *images = *labels = NULL,
  * RT_OK; further calls keep answering that until rt_loader_reset/seek.

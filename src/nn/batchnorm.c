@@ -8,10 +8,13 @@ typedef struct rt_batchnorm_module {
     int64_t num_batches_tracked;
     float momentum, eps;
     bool fuse_relu;
+    rt_batchnorm_fn fn; /* rt_batchnorm_set_function: a replacement (SyncBatchNorm), NULL: built-in */
+    void *fn_user;
 } rt_batchnorm_module;
 
 static rt_status rt_batchnorm_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     rt_batchnorm_module *b = (rt_batchnorm_module *)m;
+    if (b->fn) return b->fn(b->fn_user, m, x, y);
     return (b->fuse_relu ? rt_batch_norm_relu : rt_batch_norm)(x, b->weight, b->bias, b->running_mean,
                                                                b->running_var, &b->num_batches_tracked,
                                                                m->training, b->momentum, b->eps, y);
@@ -61,5 +64,28 @@ rt_status rt_batchnorm_configure(rt_module *m, float momentum, float eps) {
     rt_batchnorm_module *b = (rt_batchnorm_module *)m;
     b->momentum = momentum;
     b->eps = eps;
+    return RT_OK;
+}
+
+static bool rt_is_batchnorm(const rt_module *m) {
+    return rt_module_is(m, &rt_batchnorm2d_class) || rt_module_is(m, &rt_batchnorm3d_class);
+}
+
+rt_status rt_batchnorm_view_get(rt_module *m, rt_batchnorm_view *out) {
+    if (!rt_is_batchnorm(m) || !out)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_batchnorm_view_get: %s", !out ? "out is NULL"
+                                                                             : "the module is not a batch norm");
+    rt_batchnorm_module *b = (rt_batchnorm_module *)m;
+    *out = (rt_batchnorm_view){b->weight, b->bias, b->running_mean, b->running_var, &b->num_batches_tracked,
+                               b->momentum, b->eps, b->fuse_relu};
+    return RT_OK;
+}
+
+rt_status rt_batchnorm_set_function(rt_module *m, rt_batchnorm_fn fn, void *user) {
+    if (!rt_is_batchnorm(m))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_batchnorm_set_function: the module is not a batch norm");
+    rt_batchnorm_module *b = (rt_batchnorm_module *)m;
+    b->fn = fn;
+    b->fn_user = fn ? user : NULL;
     return RT_OK;
 }

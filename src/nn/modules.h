@@ -52,6 +52,27 @@ rt_status rt_batchnorm_create(rt_init_ctx *ctx, int nsp, int64_t channels, bool 
  * batch norm (NULL included) or a value is out of range. */
 rt_status rt_batchnorm_configure(rt_module *m, float momentum, float eps);
 
+/* A batch norm's state, for code that replaces its arithmetic (data
+ * parallelism's SyncBatchNorm, dist/sync_bn.h). Pointers are borrowed from
+ * the module. */
+typedef struct rt_batchnorm_view {
+    rt_tensor *weight, *bias, *running_mean, *running_var;
+    int64_t *num_batches_tracked;
+    float momentum, eps;
+    bool fuse_relu;
+} rt_batchnorm_view;
+/* Fills *out; RT_ERR_INVALID_ARG when m is not a batch norm (NULL included)
+ * or out is NULL. */
+rt_status rt_batchnorm_view_get(rt_module *m, rt_batchnorm_view *out);
+/* Replaces a batch norm's function: its forward then calls
+ * fn(user, m, x, &y) instead of F.batch_norm (fn applies the fused ReLU
+ * itself when the view says so). NULL fn restores the built-in one; the
+ * module's class and state-dict names do not change (as
+ * torch.nn.SyncBatchNorm.convert_sync_batchnorm keeps the parameters).
+ * RT_ERR_INVALID_ARG when m is not a batch norm. */
+typedef rt_status (*rt_batchnorm_fn)(void *user, rt_module *m, rt_tensor *x, rt_tensor **y);
+rt_status rt_batchnorm_set_function(rt_module *m, rt_batchnorm_fn fn, void *user);
+
 /* torch.nn.Linear(in, out): weight (out, in), bias (out), both U(-1/√in, 1/√in).
  * x (N, in) → (N, out). */
 rt_status rt_linear_create(rt_init_ctx *ctx, int64_t in, int64_t out, bool bias, rt_module **m);

@@ -26,6 +26,7 @@ struct rt_optimizer {
     int n;
     rt_tensor **params; /* borrowed pointers */
     rt_param_state *state;
+    bool *foreign;      /* rt_optimizer_set_shard: parameters another rank updates (NULL: none) */
     int nbuf;           /* state buffers per parameter: 0, 1 or 2 */
     double lr;
     int64_t step_count;
@@ -190,6 +191,7 @@ void rt_optimizer_destroy(rt_optimizer *opt) {
         for (int i = 0; i < opt->n; i++)
             for (int b = 0; b < 2; b++) rt_tensor_release(opt->state[i].buf[b]);
     free(opt->state);
+    free(opt->foreign);
     free(opt->params);
     free(opt);
 }
@@ -210,6 +212,37 @@ rt_tensor *const *rt_optimizer_params(const rt_optimizer *opt) {
         return NULL;
     }
     return opt->params;
+}
+
+/* True when parameter i belongs to another rank's shard (set_shard). */
+static bool rt_optimizer_is_foreign(const rt_optimizer *opt, int i) { return opt->foreign && opt->foreign[i]; }
+
+rt_status rt_optimizer_set_shard(rt_optimizer *opt, const bool *owned) {
+    if (!opt) return rt_error_set(RT_ERR_INVALID_ARG, "rt_optimizer_set_shard: the optimizer is NULL");
+    if (!owned) {
+        free(opt->foreign);
+        opt->foreign = NULL;
+        return RT_OK;
+    }
+    if (!opt->foreign) {
+        opt->foreign = calloc((size_t)opt->n, sizeof *opt->foreign);
+        if (!opt->foreign) return rt_error_set(RT_ERR_OOM, "rt_optimizer_set_shard: out of memory");
+    }
+    for (int i = 0; i < opt->n; i++) {
+        opt->foreign[i] = !owned[i];
+        if (!opt->foreign[i]) continue;
+        /* another rank keeps this state now: free ours (the OPTIM bytes ZeRO-1 saves) */
+        for (int b = 0; b < 2; b++) {
+            rt_tensor_release(opt->state[i].buf[b]);
+            opt->state[i].buf[b] = NULL;
+        }
+        opt->state[i].step = 0;
+    }
+    return RT_OK;
+}
+
+bool rt_optimizer_owns(const rt_optimizer *opt, int i) {
+    return opt && i >= 0 && i < opt->n && !rt_optimizer_is_foreign(opt, i);
 }
 
 /* Allocates parameter i's missing state buffers as zeros (OPTIM, on the
@@ -318,7 +351,7 @@ rt_status rt_optimizer_step(rt_optimizer *opt) {
     /* Allocate every missing state buffer before touching any parameter. */
     const char *prev_op = rt_mem_set_op(opt->kind == RT_OPTIM_SGD ? "SGD.step" : "AdamW.step");
     for (int i = 0; i < opt->n; i++) {
-        if (!opt->params[i]->grad) continue;
+        if (!opt->params[i]->grad || rt_optimizer_is_foreign(opt, i)) continue;
         rt_status s = rt_optimizer_ensure_state(opt, i);
         if (s != RT_OK) {
             rt_mem_set_op(prev_op);
@@ -329,7 +362,7 @@ rt_status rt_optimizer_step(rt_optimizer *opt) {
 
     for (int i = 0; i < opt->n; i++) {
         rt_tensor *p = opt->params[i];
-        if (!p->grad) continue;
+        if (!p->grad || rt_optimizer_is_foreign(opt, i)) continue;
         rt_param_state *st = &opt->state[i];
         bool first = st->step == 0;
         st->step++;
@@ -366,13 +399,16 @@ void rt_optimizer_set_step_count(rt_optimizer *opt, int64_t steps) {
 int64_t rt_optimizer_state_nbytes(const rt_optimizer *opt) {
     if (!opt) return 0;
     int64_t total = 0;
-    for (int i = 0; i < opt->n; i++) total += (int64_t)rt_tensor_nbytes(opt->params[i]);
+    for (int i = 0; i < opt->n; i++)
+        if (!rt_optimizer_is_foreign(opt, i)) total += (int64_t)rt_tensor_nbytes(opt->params[i]);
     return total * opt->nbuf;
 }
 
 int rt_optimizer_state_count(const rt_optimizer *opt) {
     if (!opt) return 0;
-    return 1 + (opt->nbuf ? opt->n * (opt->nbuf + 1) : 0);
+    int owned = 0;
+    for (int i = 0; i < opt->n; i++) owned += !rt_optimizer_is_foreign(opt, i);
+    return 1 + (opt->nbuf ? owned * (opt->nbuf + 1) : 0);
 }
 
 /* Visits an int64 counter as a temporary 0-d int32 tensor and reads back what
@@ -402,7 +438,8 @@ rt_status rt_optimizer_state_visit(rt_optimizer *opt, rt_optimizer_state_fn fn, 
                             !opt ? "optimizer" : "callback");
     const char *prev_op = rt_mem_set_op(opt->kind == RT_OPTIM_SGD ? "SGD.state" : "AdamW.state");
     rt_status s = RT_OK;
-    for (int i = 0; i < opt->n && s == RT_OK; i++) s = rt_optimizer_ensure_state(opt, i);
+    for (int i = 0; i < opt->n && s == RT_OK; i++)
+        if (!rt_optimizer_is_foreign(opt, i)) s = rt_optimizer_ensure_state(opt, i);
     rt_mem_set_op(prev_op);
     RT_TRY(s);
 
@@ -411,6 +448,7 @@ rt_status rt_optimizer_state_visit(rt_optimizer *opt, rt_optimizer_state_fn fn, 
     const char *const *names = opt->kind == RT_OPTIM_SGD ? rt_sgd_buf_names : rt_adamw_buf_names;
     char name[64];
     for (int i = 0; i < opt->n; i++) {
+        if (rt_optimizer_is_foreign(opt, i)) continue;
         snprintf(name, sizeof name, "state.%d.step", i);
         RT_TRY(rt_visit_counter(fn, ud, name, &opt->state[i].step));
         for (int b = 0; b < opt->nbuf; b++) {

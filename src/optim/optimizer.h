@@ -209,7 +209,22 @@ typedef rt_status (*rt_optimizer_state_fn)(void *ud, const char *name, rt_tensor
 rt_status rt_optimizer_state_visit(rt_optimizer *opt, rt_optimizer_state_fn fn, void *ud);
 
 /* Number of entries rt_optimizer_state_visit visits: 1 + 2n for SGD with
- * momentum, 1 + 3n for AdamW, 1 for plain SGD; 0 for NULL. */
+ * momentum, 1 + 3n for AdamW, 1 for plain SGD (n: the parameters this
+ * optimizer owns, see rt_optimizer_set_shard); 0 for NULL. */
 int rt_optimizer_state_count(const rt_optimizer *opt);
+
+/* ---- sharded state (ZeRO stage 1; Rajbhandari et al., "ZeRO", SC 2020,
+ * P_os; PyTorch's ZeroRedundancyOptimizer partitions whole parameters) ----
+ * Restricts the optimizer to the parameters with owned[i] true: the others
+ * belong to another rank's shard, so step leaves them (and their .grad)
+ * alone, no state is ever allocated for them (any already held is freed, its
+ * step count reset), state_nbytes / state_count / state_visit cover only the
+ * owned ones (the visited names keep the global index i). owned (n entries,
+ * copied) NULL makes every parameter owned again. step_count is kept.
+ * Errors: RT_ERR_INVALID_ARG (opt NULL), RT_ERR_OOM. */
+rt_status rt_optimizer_set_shard(rt_optimizer *opt, const bool *owned);
+/* Whether parameter i is in this optimizer's shard (true without a shard);
+ * false for NULL or i outside 0..n-1. */
+bool rt_optimizer_owns(const rt_optimizer *opt, int i);
 
 #endif

@@ -92,6 +92,7 @@ rt_status rt_train_step(rt_module *net, rt_optimizer *opt, const rt_train_config
     rt_optimizer_zero_grad(opt);
     for (int64_t i = 0; i < k; i++) {
         int64_t n = b / k + (i < b % k ? 1 : 0);
+        if (h->before_micro_batch) RT_TRY(h->before_micro_batch(h->user, i, k));
         const char *prev_op = rt_mem_set_op("micro_batch");
         rt_tensor *xs = k > 1 ? rt_batch_slice(x, first, n) : rt_tensor_retain(x);
         rt_tensor *ys = k > 1 ? rt_batch_slice(y, first, n) : rt_tensor_retain(y);

@@ -36,6 +36,10 @@ typedef struct rt_train_hooks {
     rt_status (*before_step)(void *user, rt_tensor *const *params, int n, bool *skip);
     /* After the step (stepped false when skipped): a loss scaler's update. */
     rt_status (*after_step)(void *user, bool stepped);
+    /* Before micro-batch i's forward (i = 0..k-1 of this step's k): data
+     * parallelism reduces gradients only during the last micro-batch's
+     * backward (DDP's no_sync() on the others). */
+    rt_status (*before_micro_batch)(void *user, int64_t i, int64_t k);
 } rt_train_hooks;
 
 typedef struct rt_train_config {
@@ -58,7 +62,7 @@ typedef struct rt_train_result {
 /* One optimizer step of `net` (in its current train/eval mode) on the batch
  * x (N, ...) with targets y (N, ...): zero_grad; for each of K =
  * min(accum_steps, N) micro-batches of ⌈N/K⌉ or ⌊N/K⌋ samples (copies, DATA),
- * forward, loss, backward of loss·(n_i/N)·loss_scale; after_backward;
+ * before_micro_batch, forward, loss, backward of loss·(n_i/N)·loss_scale; after_backward;
  * before_step; clip; optimizer step unless skipped; after_step. The
  * gradient equals that of the whole batch's mean loss (optim/grad.h).
  * x and y are borrowed; nothing is kept after return. Errors: RT_ERR_INVALID_ARG

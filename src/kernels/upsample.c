@@ -14,6 +14,7 @@ typedef struct up_tap {
 } up_tap;
 
 static up_tap up_axis(int64_t in, int64_t out, double scale_factor, int64_t o) {
+    if (in == out) return (up_tap){o, o, 1.0f, 0.0f}; /* PyTorch copies an unchanged axis */
     float scale = scale_factor > 0.0 ? (float)(1.0 / scale_factor) : (float)in / (float)out;
     float src = scale * ((float)o + 0.5f) - 0.5f;
     if (src < 0.0f) src = 0.0f;

@@ -10,7 +10,10 @@
  * output index o reads source coordinate
  *   src = max(0, scale·(o + 0.5) − 0.5),  i0 = ⌊src⌋,  i1 = min(i0 + 1, in − 1),
  *   λ1 = src − i0, λ0 = 1 − λ1,
- * and y is the product-weighted sum of the 2^nsp neighbours. The backward
+ * and y is the product-weighted sum of the 2^nsp neighbours. An axis whose
+ * size does not change is copied whatever the scale factor (PyTorch 1.13's
+ * CPU kernel does so: interpolate(scale_factor=1.3) of a width-3 axis
+ * returns it unchanged, not resampled by 1/1.3). The backward
  * scatters dy with the same weights (a transposed sum; each plane is its own
  * task, so there are no races).
  *

@@ -50,7 +50,8 @@ rt_status rt_conv_transpose(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, co
  * per spatial dim, each >= 1) or `scale_factor` (one per spatial dim, > 0;
  * output size ⌊in·scale⌋, which must be >= 1), not both (RT_ERR_INVALID_ARG,
  * as PyTorch); with a scale factor the source coordinates use 1/scale, as
- * PyTorch does, not in/out. revtorch's own kernel (kernels/upsample.h);
+ * PyTorch does, not in/out, and an axis whose size does not change is copied
+ * (as PyTorch's CPU kernel). revtorch's own kernel (kernels/upsample.h);
  * backward scatters with the same weights. Saves nothing (only sizes). */
 rt_status rt_upsample_linear(rt_tensor *x, const int64_t *size, const double *scale_factor, rt_tensor **out);
 

@@ -9,6 +9,7 @@
 static int64_t chan_inner(const rt_chan_shape *s) { return s->layout == RT_LAYOUT_BLOCKED ? RT_LAYOUT_BLOCK : 1; }
 
 void rt_kernel_chan_sums(const rt_chan_shape *s, const float *a, const float *b, double *s1, double *s2) {
+    if (!s || !a || !s1 || s->n <= 0) return; /* NULL: a no-op (vec.h) */
     const int64_t L = chan_inner(s), S = s->spatial, P = s->n * s->c / L, cpp = s->c / L;
     const int par = P * S * L >= CHAN_PAR_MIN;
     if (L == 1) {
@@ -46,6 +47,7 @@ void rt_kernel_chan_sums(const rt_chan_shape *s, const float *a, const float *b,
 
 void rt_kernel_chan_affine(const rt_chan_shape *s, const float *a, const float *pa, const float *b,
                            const float *pb, const float *q, float *out) {
+    if (!s || !a || !pa || !q || !out || !b != !pb || s->n <= 0) return;
     const int64_t L = chan_inner(s), S = s->spatial, P = s->n * s->c / L, cpp = s->c / L;
     const int par = P * S * L >= CHAN_PAR_MIN;
     if (L == 1) {

@@ -16,7 +16,8 @@
  * All buffers are caller-owned contiguous f32 (f64 for the sums); the kernels
  * allocate nothing. n == 0 is a valid empty call. A blocked layout needs
  * C % RT_LAYOUT_BLOCK == 0. The argument checks are the ops' (these kernels
- * trust their callers, like kernels/vec.h). */
+ * trust their callers, like kernels/vec.h); a NULL shape or required buffer
+ * makes a call a no-op. */
 #ifndef RT_KERNELS_CHANWISE_H
 #define RT_KERNELS_CHANWISE_H
 

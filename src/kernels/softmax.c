@@ -91,13 +91,16 @@ static void sm_run(const rt_chan_shape *s, sm_mode mode, const float *a, const f
 }
 
 void rt_kernel_softmax_channels_forward(const rt_chan_shape *s, const float *x, float *y) {
+    if (!s || !x || !y) return; /* NULL: a no-op */
     sm_run(s, SM_FORWARD, x, NULL, y);
 }
 
 void rt_kernel_logsumexp_channels(const rt_chan_shape *s, const float *x, float *lse) {
+    if (!s || !x || !lse) return;
     sm_run(s, SM_LSE, x, NULL, lse);
 }
 
 void rt_kernel_softmax_channels_backward(const rt_chan_shape *s, const float *y, const float *dy, float *dx) {
+    if (!s || !y || !dy || !dx) return;
     sm_run(s, SM_BACKWARD, y, dy, dx);
 }

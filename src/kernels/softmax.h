@@ -7,7 +7,8 @@
  * as torch.softmax(x, dim=1) and its _softmax_backward_data.
  * Buffers x, y, dy, dx: contiguous f32 [n, c, spatial] in layout s->layout
  * (see chanwise.h), caller-owned, nothing allocated; y may alias x and dx
- * may alias dy. OpenMP over (sample, tile of positions). */
+ * may alias dy. OpenMP over (sample, tile of positions). A NULL shape or
+ * buffer makes a call a no-op. */
 #ifndef RT_KERNELS_SOFTMAX_H
 #define RT_KERNELS_SOFTMAX_H
 

@@ -38,6 +38,7 @@ static void up_dims(const rt_upsample_shape *s, int64_t in[3], int64_t out[3], d
 }
 
 void rt_kernel_upsample_linear_forward(const rt_upsample_shape *s, const float *x, float *y) {
+    if (!s || !x || !y || (s->nsp != 2 && s->nsp != 3)) return; /* NULL: a no-op */
     int64_t in[3], out[3];
     double sc[3];
     up_dims(s, in, out, sc);
@@ -72,6 +73,7 @@ void rt_kernel_upsample_linear_forward(const rt_upsample_shape *s, const float *
 }
 
 void rt_kernel_upsample_linear_backward(const rt_upsample_shape *s, const float *dy, float *dx) {
+    if (!s || !dy || !dx || (s->nsp != 2 && s->nsp != 3)) return;
     int64_t in[3], out[3];
     double sc[3];
     up_dims(s, in, out, sc);

@@ -20,7 +20,8 @@
  * Buffers: x, dx [n, c, in...], y, dy [n, c, out...], contiguous f32 in
  * layout s->layout (plain NC[D]HW or blocked nC[d]hw{B}c, see chanwise.h for
  * the plane view); caller-owned; nothing is allocated. OpenMP over planes
- * and output rows, vectorised along the inner block. The checks are the op's. */
+ * and output rows, vectorised along the inner block. The checks are the op's;
+ * a NULL shape or buffer (or nsp not 2 or 3) makes a call a no-op. */
 #ifndef RT_KERNELS_UPSAMPLE_H
 #define RT_KERNELS_UPSAMPLE_H
 

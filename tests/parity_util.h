@@ -7,6 +7,7 @@
 #ifndef RT_PARITY_UTIL_H
 #define RT_PARITY_UTIL_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -187,6 +188,31 @@ static inline void fx_compare_grad(rt_st_file *f, const char *grad_name, const r
         return;
     }
     fx_compare(f, grad_name, leaf->grad);
+}
+
+/* Every .safetensors file in FIXTURE_DIR has a case in names[0..n_cases-1]
+ * and vice versa (a case without its file also fails in its own test). */
+static inline void fx_all_covered(const char *const *names, int n_cases) {
+    DIR *d = opendir(FIXTURE_DIR);
+    CHECK(d);
+    int n_files = 0, missing = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name), ext = strlen(".safetensors");
+        if (len <= ext || strcmp(de->d_name + len - ext, ".safetensors") != 0) continue;
+        n_files++;
+        bool found = false;
+        for (int i = 0; i < n_cases && !found; i++)
+            found = strlen(names[i]) == len - ext && strncmp(names[i], de->d_name, len - ext) == 0;
+        if (!found) {
+            fprintf(stderr, "  fixture %s has no parity case\n", de->d_name);
+            missing++;
+        }
+    }
+    closedir(d);
+    printf("  %d fixture files, %d parity cases\n", n_files, n_cases);
+    CHECK_EQ_INT(missing, 0);
+    CHECK_EQ_INT(n_files, n_cases);
 }
 
 #endif

@@ -338,26 +338,7 @@ PARITY3D_CASES(DEFINE_CASE)
 static const char *const g_case_names[] = {PARITY3D_CASES(CASE_NAME)};
 
 static void all_fixtures_covered(void) {
-    DIR *d = opendir(FIXTURE_DIR);
-    CHECK(d);
-    int n_files = 0, missing = 0, n_cases = (int)(sizeof g_case_names / sizeof g_case_names[0]);
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        size_t len = strlen(de->d_name), ext = strlen(".safetensors");
-        if (len <= ext || strcmp(de->d_name + len - ext, ".safetensors") != 0) continue;
-        n_files++;
-        bool found = false;
-        for (int i = 0; i < n_cases && !found; i++)
-            found = strlen(g_case_names[i]) == len - ext && strncmp(g_case_names[i], de->d_name, len - ext) == 0;
-        if (!found) {
-            fprintf(stderr, "  fixture %s has no parity case\n", de->d_name);
-            missing++;
-        }
-    }
-    closedir(d);
-    printf("  %d fixture files, %d parity cases\n", n_files, n_cases);
-    CHECK_EQ_INT(missing, 0);
-    CHECK_EQ_INT(n_files, n_cases);
+    fx_all_covered(g_case_names, (int)(sizeof g_case_names / sizeof g_case_names[0]));
 }
 
 /* ------------------------------------------------------------ blocked layout */

@@ -397,28 +397,8 @@ PARITY_CASES(DEFINE_CASE)
 #define CASE_NAME(name, runner) #name,
 static const char *const g_case_names[] = {PARITY_CASES(CASE_NAME)};
 
-/* Every .safetensors file in tests/fixtures has a case above (and vice versa). */
 static void all_fixtures_covered(void) {
-    DIR *d = opendir(FIXTURE_DIR);
-    CHECK(d);
-    int n_files = 0, missing = 0, n_cases = (int)(sizeof g_case_names / sizeof g_case_names[0]);
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        size_t len = strlen(de->d_name), ext = strlen(".safetensors");
-        if (len <= ext || strcmp(de->d_name + len - ext, ".safetensors") != 0) continue;
-        n_files++;
-        bool found = false;
-        for (int i = 0; i < n_cases && !found; i++)
-            found = strlen(g_case_names[i]) == len - ext && strncmp(g_case_names[i], de->d_name, len - ext) == 0;
-        if (!found) {
-            fprintf(stderr, "  fixture %s has no parity case\n", de->d_name);
-            missing++;
-        }
-    }
-    closedir(d);
-    printf("  %d fixture files, %d parity cases\n", n_files, n_cases);
-    CHECK_EQ_INT(missing, 0);
-    CHECK_EQ_INT(n_files, n_cases); /* a case without its file fails in its own test too */
+    fx_all_covered(g_case_names, (int)(sizeof g_case_names / sizeof g_case_names[0]));
 }
 
 #define CASE_ENTRY(name, runner) {#name, test_##name},

@@ -21,6 +21,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "kernels/pool.h"
 #include "nn/module.h"
 #include "nn/modules3d.h"
 #include "nn/state_dict.h"
@@ -470,6 +471,22 @@ TU_TEST(refusals) {
     CHECK(!y);
 }
 
+/* ------------------------------------------------------------ MaxPool3d indices */
+
+/* What MaxPool3d keeps for backward is oneDNN's workspace: one byte per output
+ * element while the window has fewer than 256 elements, four (int32) beyond,
+ * against PyTorch's eight (int64 indices). */
+TU_TEST(maxpool3d_compact_indices) {
+    rt_pool_shape s = {.nsp = 3, .n = 2, .c = 16, .in = {8, 8, 8}, .k = {2, 2, 2}, .stride = {2, 2, 2}};
+    size_t out = 2 * 16 * 4 * 4 * 4;
+    CHECK_EQ_INT(rt_kernel_maxpool_workspace_bytes(&s), out);
+    s.layout = RT_LAYOUT_BLOCKED;
+    CHECK_EQ_INT(rt_kernel_maxpool_workspace_bytes(&s), out);
+    rt_pool_shape big = {.nsp = 3, .n = 1, .c = 2, .in = {9, 9, 9}, .k = {7, 7, 7}, .stride = {1, 1, 1}};
+    CHECK_EQ_INT(rt_kernel_maxpool_workspace_bytes(&big), 4 * (1 * 2 * 3 * 3 * 3));
+    printf("  MaxPool3d 2x2x2 on 2x16x8^3 keeps %zu bytes for %zu outputs (PyTorch: %zu)\n", out, out, 8 * out);
+}
+
 /* ------------------------------------------------------------ meta tensors */
 
 TU_TEST(meta_shapes) {
@@ -571,5 +588,5 @@ RT_TEST_MAIN({"gc_conv3d_dilation_groups", gc_conv3d_dilation_groups}, {"gc_conv
              {"gc_upsample_trilinear", gc_upsample_trilinear}, {"gc_group_norm", gc_group_norm},
              {"gc_instance_norm", gc_instance_norm}, {"gc_pointwise_and_channels", gc_pointwise_and_channels},
              {"gc_losses", gc_losses}, PARITY3D_CASES(CASE_ENTRY){"all_fixtures_covered", all_fixtures_covered},
-             {"blocked_layout", blocked_layout}, {"refusals", refusals}, {"meta_shapes", meta_shapes},
+             {"blocked_layout", blocked_layout}, {"refusals", refusals}, {"maxpool3d_compact_indices", maxpool3d_compact_indices}, {"meta_shapes", meta_shapes},
              {"modules", modules})

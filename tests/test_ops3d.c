@@ -513,6 +513,65 @@ TU_TEST(meta_shapes) {
     CHECK(y->ndim == 0);
 }
 
+/* ------------------------------------------------------------ memory on meta */
+
+/* A decoder step on `dev`: ConvTranspose3d -> GroupNorm -> LeakyReLU ->
+ * InstanceNorm -> upsample -> softmax -> Dice + cross-entropy, forward and
+ * backward. Returns the peak tracked bytes above the start. */
+static int64_t decoder_peak(rt_device dev) {
+    rt_tensor *x = tu_own(rt_tensor_zeros(5, (int64_t[]){2, 16, 3, 4, 3}, RT_F32, dev, RT_MEM_DATA));
+    rt_tensor *w = tu_own(rt_tensor_zeros(5, (int64_t[]){16, 8, 2, 2, 2}, RT_F32, dev, RT_MEM_DATA));
+    rt_tensor *t = tu_own(rt_tensor_zeros(4, (int64_t[]){2, 12, 16, 12}, RT_I32, dev, RT_MEM_DATA));
+    if (!x || !w || !t) return -1;
+    rt_tensor_set_requires_grad(x, true);
+    rt_tensor_set_requires_grad(w, true);
+    rt_memstats_reset_peaks();
+    int64_t base = tu_live_bytes();
+    rt_conv_transpose_opts k2 = {.stride = {2, 2, 2}};
+    rt_tensor *h = NULL, *l1 = NULL, *l2 = NULL, *y = NULL;
+    rt_status st = rt_conv_transpose(x, w, NULL, &k2, &h);
+/* h = expr(h), releasing the old h; skipped after a failure */
+#define DEC_STEP(expr)                                  \
+    do {                                                \
+        rt_tensor *n_ = NULL;                           \
+        if (st == RT_OK) st = (expr);                   \
+        rt_tensor_release(h);                           \
+        h = n_;                                         \
+    } while (0)
+    DEC_STEP(rt_group_norm(h, 4, NULL, NULL, 1e-5f, &n_));
+    DEC_STEP(rt_leaky_relu(h, 0.01f, &n_));
+    DEC_STEP(rt_instance_norm(h, NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f, &n_));
+    DEC_STEP(rt_upsample_linear(h, (int64_t[]){12, 16, 12}, NULL, &n_));
+#undef DEC_STEP
+    rt_tensor *p = NULL;
+    if (st == RT_OK) st = rt_softmax_channels(h, &p);
+    if (st == RT_OK) st = rt_soft_dice_loss(p, t, 1e-5f, true, false, &l1);
+    if (st == RT_OK) st = rt_cross_entropy_nd(h, t, NULL, &l2);
+    if (st == RT_OK) st = rt_add(l1, l2, &y);
+    rt_tensor_release(h);
+    rt_tensor_release(p);
+    rt_tensor_release(l1);
+    rt_tensor_release(l2);
+    if (st == RT_OK) st = rt_backward(y, NULL, false);
+    rt_tensor_release(y);
+    if (st != RT_OK) {
+        fprintf(stderr, "  decoder on %s: %s\n", dev == RT_DEVICE_META ? "meta" : "cpu", rt_error_last());
+        return -1;
+    }
+    rt_memstats m;
+    rt_memstats_get(&m);
+    return m.peak_total - base;
+}
+
+/* Meta tensors predict the real run's peak to the byte, own kernels included. */
+TU_TEST(meta_memory_matches_real) {
+    int64_t cpu = decoder_peak(RT_DEVICE_CPU);
+    int64_t meta = decoder_peak(RT_DEVICE_META);
+    printf("  decoder step peak above start: cpu %lld bytes, meta %lld bytes\n", (long long)cpu, (long long)meta);
+    CHECK(cpu > 0);
+    CHECK_EQ_INT(meta, cpu);
+}
+
 /* ------------------------------------------------------------ modules */
 
 static void destroy_module_(void *m) { rt_module_destroy(m); }
@@ -588,5 +647,5 @@ RT_TEST_MAIN({"gc_conv3d_dilation_groups", gc_conv3d_dilation_groups}, {"gc_conv
              {"gc_upsample_trilinear", gc_upsample_trilinear}, {"gc_group_norm", gc_group_norm},
              {"gc_instance_norm", gc_instance_norm}, {"gc_pointwise_and_channels", gc_pointwise_and_channels},
              {"gc_losses", gc_losses}, PARITY3D_CASES(CASE_ENTRY){"all_fixtures_covered", all_fixtures_covered},
-             {"blocked_layout", blocked_layout}, {"refusals", refusals}, {"maxpool3d_compact_indices", maxpool3d_compact_indices}, {"meta_shapes", meta_shapes},
+             {"blocked_layout", blocked_layout}, {"refusals", refusals}, {"maxpool3d_compact_indices", maxpool3d_compact_indices}, {"meta_shapes", meta_shapes}, {"meta_memory_matches_real", meta_memory_matches_real},
              {"modules", modules})

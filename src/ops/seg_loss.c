@@ -115,6 +115,11 @@ rt_status rt_cross_entropy_nd(rt_tensor *logits, rt_tensor *target, rt_tensor *w
             c.weight_sum = den;
             rt_tensor_f32(y)[0] = (float)(num / den); /* 0/0 = NaN, as PyTorch */
         }
+    } else { /* meta: the log-sum-exp buffer a real call holds, booked and released */
+        const int64_t NS = c.s.n * c.s.spatial;
+        size_t b = (size_t)(NS > 0 ? NS : 1) * sizeof(float);
+        st = rt_mem_account(b, RT_MEM_TEMP);
+        if (st == RT_OK) rt_mem_unaccount(b, RT_MEM_TEMP);
     }
     rt_node *node = NULL;
     rt_tensor *inputs[1] = {logits};

@@ -94,6 +94,8 @@ rt_status rt_softmax_channels(rt_tensor *x, rt_tensor **out);
  *   loss = Σ_i w[t_i]·(−log softmax(x_i)[t_i]) / Σ_i w[t_i]
  * (the weighted mean divides by the sum of the weights of the targets, as
  * PyTorch; w = 1 without weights). A zero weight sum gives NaN, as PyTorch.
+ * PyTorch's ignore_index and label_smoothing are not implemented here (see
+ * rt_cross_entropy for smoothing on (N, C)); the weight gets no gradient.
  * Output: 0-d. Softmax by log-sum-exp over channels (own kernel). Saves: the
  * logits and the target (the probabilities are recomputed in backward). */
 rt_status rt_cross_entropy_nd(rt_tensor *logits, rt_tensor *target, rt_tensor *weight, rt_tensor **out);
@@ -113,7 +115,8 @@ rt_status rt_cross_entropy_nd(rt_tensor *logits, rt_tensor *target, rt_tensor *w
  * by default, batch_dice for 3-D full-resolution training) shifted by 1 so
  * a perfect prediction gives 0 (nnU-Net returns −mean(dice)): the gradient
  * is the same. smooth keeps an empty class (P = G = 0) at dice = 1 and
- * must be > 0. Output: 0-d. Saves: the target and the 3 sums per term (in
+ * must be > 0 (RT_ERR_INVALID_ARG); without the background at least 2
+ * classes are needed (RT_ERR_SHAPE). Output: 0-d. Saves: the target and the 3 sums per term (in
  * double); the probabilities are not needed by backward:
  *   ∂dice/∂p = (2g·(P + G + smooth) − (2I + smooth)) / (P + G + smooth)². */
 rt_status rt_soft_dice_loss(rt_tensor *probs, rt_tensor *target, float smooth, bool batch_dice,

@@ -45,14 +45,18 @@
 #include "io/weights.h"
 #include "kernels/blas.h"
 #include "kernels/cache.h"
+#include "kernels/chanwise.h"
 #include "kernels/conv.h"
 #include "kernels/cpu.h"
+#include "kernels/deconv.h"
 #include "kernels/eltwise.h"
 #include "kernels/layout.h"
 #include "kernels/norm.h"
 #include "kernels/pool.h"
 #include "kernels/reference.h"
+#include "kernels/softmax.h"
 #include "kernels/threads.h"
+#include "kernels/upsample.h"
 #include "kernels/vec.h"
 #include "memory/budget.h"
 #include "memory/checkpoint.h"
@@ -65,10 +69,12 @@
 #include "models/revnet.h"
 #include "nn/module.h"
 #include "nn/modules.h"
+#include "nn/modules3d.h"
 #include "nn/state_dict.h"
 #include "ops/batchnorm_relu.h"
 #include "ops/coupling.h"
 #include "ops/ops.h"
+#include "ops/ops3d.h"
 #include "optim/optim.h"
 #include "rt_test.h"
 #include "train/step.h"
@@ -2944,6 +2950,226 @@ static const api_entry kernels_entries[] = {
     E(rt_vec_tanh), E(rt_vec_tanh_backward), E(rt_vec_sigmoid), E(rt_vec_sigmoid_backward),
 };
 
+/* ------------------------------------------------------------ 3-D operators (ops/ops3d.h,
+ * nn/modules3d.h, kernels/deconv.h, chanwise.h, upsample.h, softmax.h) */
+
+/* A (1, 2, 2, 2) int32 label map of zeros (valid classes). */
+static rt_tensor *labels3d(void) {
+    return own(rt_tensor_zeros(4, SHAPE(1, 2, 2, 2), RT_I32, RT_DEVICE_CPU, RT_MEM_DATA));
+}
+
+CHECK_FN(rt_conv_transpose) {
+    rt_tensor *x = T(1, 2, 2, 2, 2), *w = T(2, 3, 2, 2, 2), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_conv_transpose(x, w, NULL, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_conv_transpose(NULL, w, NULL, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "weight", rt_conv_transpose(x, NULL, NULL, NULL, &y));
+    ST(RT_OK, NULL, rt_conv_transpose(x, w, NULL, NULL, &y)); /* bias and opts are optional */
+    own(y);
+    ST(RT_ERR_SHAPE, "in_channels first", rt_conv_transpose(x, T(3, 2, 2, 2, 2), NULL, NULL, &y));
+}
+
+CHECK_FN(rt_upsample_linear) {
+    rt_tensor *y = NULL;
+    double sc[3] = {2, 2, 2};
+    ST(RT_ERR_INVALID_ARG, "out", rt_upsample_linear(T(1, 1, 2, 2, 2), NULL, sc, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_upsample_linear(NULL, NULL, sc, &y));
+    ST(RT_ERR_INVALID_ARG, "neither", rt_upsample_linear(T(1, 1, 2, 2, 2), NULL, NULL, &y));
+    ST(RT_ERR_SHAPE, "trilinear", rt_upsample_linear(T(1, 2), NULL, sc, &y));
+}
+
+CHECK_FN(rt_group_norm) {
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_group_norm(T(1, 4, 2, 2, 2), 2, NULL, NULL, 1e-5f, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_group_norm(NULL, 2, NULL, NULL, 1e-5f, &y));
+    ST(RT_ERR_INVALID_ARG, "both weight and bias", rt_group_norm(T(1, 4, 2, 2, 2), 2, T(4), NULL, 1e-5f, &y));
+    ST(RT_ERR_SHAPE, "divide", rt_group_norm(T(1, 4, 2, 2, 2), 3, NULL, NULL, 1e-5f, &y));
+    ST(RT_ERR_SHAPE, "single spatial element", rt_group_norm(T(2, 4, 1, 1, 1), 2, NULL, NULL, 1e-5f, &y));
+}
+
+CHECK_FN(rt_instance_norm) {
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_instance_norm(T(1, 4, 2, 2), NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_instance_norm(NULL, NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f, &y));
+    ST(RT_ERR_INVALID_ARG, "running_var", rt_instance_norm(T(1, 4, 2, 2), T(4), NULL, NULL, NULL, true, 0.1f, 1e-5f, &y));
+    ST(RT_ERR_INVALID_ARG, "track_running_stats",
+       rt_instance_norm(T(1, 4, 2, 2), NULL, NULL, NULL, NULL, false, 0.1f, 1e-5f, &y));
+    ST(RT_ERR_SHAPE, "single spatial element",
+       rt_instance_norm(T(3, 4, 1, 1, 1), NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f, &y));
+}
+
+CHECK_FN(rt_softmax_channels) {
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_softmax_channels(T(1, 3, 2), NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_softmax_channels(NULL, &y));
+    ST(RT_ERR_SHAPE, "rank", rt_softmax_channels(T(3), &y));
+}
+
+CHECK_FN(rt_cross_entropy_nd) {
+    rt_tensor *x = T(1, 3, 2, 2, 2), *t = labels3d(), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_cross_entropy_nd(x, t, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "logits", rt_cross_entropy_nd(NULL, t, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "target", rt_cross_entropy_nd(x, NULL, NULL, &y));
+    ST(RT_ERR_DTYPE, "int32", rt_cross_entropy_nd(x, T(1, 2, 2, 2), NULL, &y));
+    ST(RT_ERR_SHAPE, "weight", rt_cross_entropy_nd(x, t, T(4), &y));
+}
+
+CHECK_FN(rt_soft_dice_loss) {
+    rt_tensor *x = T(1, 3, 2, 2, 2), *t = labels3d(), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_soft_dice_loss(x, t, 1e-5f, true, false, NULL));
+    ST(RT_ERR_INVALID_ARG, "probs", rt_soft_dice_loss(NULL, t, 1e-5f, true, false, &y));
+    ST(RT_ERR_INVALID_ARG, "target", rt_soft_dice_loss(x, NULL, 1e-5f, true, false, &y));
+    ST(RT_ERR_INVALID_ARG, "smooth", rt_soft_dice_loss(x, t, -1.0f, true, false, &y));
+    ST(RT_ERR_SHAPE, "target", rt_soft_dice_loss(T(1, 3, 2, 2), t, 1e-5f, true, false, &y));
+}
+
+CHECK_FN(rt_conv_transpose_create) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "m", rt_conv_transpose_create(&ctx, 3, 4, 2, 2, 2, 0, 0, 1, true, NULL));
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_conv_transpose_create(NULL, 3, 4, 2, 2, 2, 0, 0, 1, true, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "spatial", rt_conv_transpose_create(&ctx, 1, 4, 2, 2, 2, 0, 0, 1, true, &m));
+    ST(RT_ERR_INVALID_ARG, "output_padding", rt_conv_transpose_create(&ctx, 3, 4, 2, 2, 2, 0, 2, 1, true, &m));
+}
+
+CHECK_FN(rt_conv_set_dilation) {
+    rt_module *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_conv_set_dilation(NULL, 2));
+    ST(RT_OK, NULL, rt_relu_create(&m));
+    ST(RT_ERR_INVALID_ARG, "not a Conv", rt_conv_set_dilation(m, 2));
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_upsample_create) {
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "m", rt_upsample_create(3, 0, 2.0, NULL));
+    ST(RT_ERR_INVALID_ARG, "scale_factor", rt_upsample_create(3, 4, 2.0, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "nsp", rt_upsample_create(4, 0, 2.0, &m));
+}
+
+CHECK_FN(rt_group_norm_create) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "m", rt_group_norm_create(&ctx, 2, 4, 1e-5f, true, NULL));
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_group_norm_create(NULL, 2, 4, 1e-5f, true, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "divide", rt_group_norm_create(&ctx, 3, 4, 1e-5f, true, &m));
+}
+
+CHECK_FN(rt_instance_norm_create) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "m", rt_instance_norm_create(&ctx, 3, 4, true, false, NULL));
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_instance_norm_create(NULL, 3, 4, true, false, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "InstanceNorm", rt_instance_norm_create(&ctx, 3, 0, true, false, &m));
+}
+
+CHECK_FN(rt_softmax_create) { ST(RT_ERR_INVALID_ARG, "m", rt_softmax_create(NULL)); }
+CHECK_FN(rt_sigmoid_create) { ST(RT_ERR_INVALID_ARG, "m", rt_sigmoid_create(NULL)); }
+
+static rt_deconv_shape deconv_shape(void) {
+    return (rt_deconv_shape){.nsp = 3, .n = 1, .c_in = 8, .c_out = 8, .groups = 1, .in = {2, 2, 2},
+                             .k = {2, 2, 2}, .stride = {2, 2, 2}, .dil = {1, 1, 1}, .has_bias = 1};
+}
+
+CHECK_FN(rt_deconv_shape_check) {
+    rt_deconv_shape s = deconv_shape();
+    int64_t out[3];
+    ST(RT_ERR_INVALID_ARG, "shape", rt_deconv_shape_check(NULL, out));
+    ST(RT_OK, NULL, rt_deconv_shape_check(&s, NULL));
+    s.out_pad[0] = 2;
+    ST(RT_ERR_INVALID_ARG, "output_padding", rt_deconv_shape_check(&s, out));
+}
+
+CHECK_FN(rt_kernel_deconv_forward) {
+    rt_deconv_shape s = deconv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_deconv_forward(NULL, kb[0], kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, w, y", rt_kernel_deconv_forward(&s, NULL, kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, w, y", rt_kernel_deconv_forward(&s, kb[0], kb[1], kb[2], NULL));
+}
+
+CHECK_FN(rt_kernel_deconv_backward_data) {
+    rt_deconv_shape s = deconv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_deconv_backward_data(NULL, kb[0], kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "w, dy, dx", rt_kernel_deconv_backward_data(&s, NULL, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "w, dy, dx", rt_kernel_deconv_backward_data(&s, kb[0], kb[1], NULL));
+}
+
+CHECK_FN(rt_kernel_deconv_backward_weights) {
+    rt_deconv_shape s = deconv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_deconv_backward_weights(NULL, kb[0], kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, dy, dw", rt_kernel_deconv_backward_weights(&s, NULL, kb[1], kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, dy, dw", rt_kernel_deconv_backward_weights(&s, kb[0], kb[1], NULL, kb[3]));
+}
+
+/* The own kernels of 3-D ops: a NULL shape or buffer is a no-op. */
+CHECK_FN(rt_kernel_chan_sums) {
+    rt_chan_shape s = {1, 2, 2, RT_LAYOUT_PLAIN};
+    double s1[2] = {7, 7};
+    TOL(rt_kernel_chan_sums(NULL, kb[0], NULL, s1, NULL));
+    TOL(rt_kernel_chan_sums(&s, NULL, NULL, s1, NULL));
+    TOL(rt_kernel_chan_sums(&s, kb[0], NULL, NULL, NULL));
+    VAL(s1[0] == 7.0 && s1[1] == 7.0);
+}
+
+CHECK_FN(rt_kernel_chan_affine) {
+    rt_chan_shape s = {1, 2, 2, RT_LAYOUT_PLAIN};
+    TOL(rt_kernel_chan_affine(NULL, kb[0], kb[1], NULL, NULL, kb[2], kb[3]));
+    TOL(rt_kernel_chan_affine(&s, kb[0], kb[1], kb[4], NULL, kb[2], kb[3])); /* b without pb */
+    TOL(rt_kernel_chan_affine(&s, kb[0], kb[1], NULL, NULL, kb[2], NULL));
+}
+
+CHECK_FN(rt_kernel_upsample_linear_forward) {
+    rt_upsample_shape s = {.nsp = 3, .n = 1, .c = 1, .in = {1, 1, 1}, .out = {2, 2, 2}};
+    TOL(rt_kernel_upsample_linear_forward(NULL, kb[0], kb[1]));
+    TOL(rt_kernel_upsample_linear_forward(&s, NULL, kb[1]));
+    TOL(rt_kernel_upsample_linear_forward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_kernel_upsample_linear_backward) {
+    rt_upsample_shape s = {.nsp = 3, .n = 1, .c = 1, .in = {1, 1, 1}, .out = {2, 2, 2}};
+    TOL(rt_kernel_upsample_linear_backward(NULL, kb[0], kb[1]));
+    TOL(rt_kernel_upsample_linear_backward(&s, NULL, kb[1]));
+    TOL(rt_kernel_upsample_linear_backward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_kernel_softmax_channels_forward) {
+    rt_chan_shape s = {1, 2, 2, RT_LAYOUT_PLAIN};
+    TOL(rt_kernel_softmax_channels_forward(NULL, kb[0], kb[1]));
+    TOL(rt_kernel_softmax_channels_forward(&s, NULL, kb[1]));
+    TOL(rt_kernel_softmax_channels_forward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_kernel_softmax_channels_backward) {
+    rt_chan_shape s = {1, 2, 2, RT_LAYOUT_PLAIN};
+    TOL(rt_kernel_softmax_channels_backward(NULL, kb[0], kb[1], kb[2]));
+    TOL(rt_kernel_softmax_channels_backward(&s, NULL, kb[1], kb[2]));
+    TOL(rt_kernel_softmax_channels_backward(&s, kb[0], kb[1], NULL));
+}
+
+CHECK_FN(rt_kernel_logsumexp_channels) {
+    rt_chan_shape s = {1, 2, 2, RT_LAYOUT_PLAIN};
+    TOL(rt_kernel_logsumexp_channels(NULL, kb[0], kb[1]));
+    TOL(rt_kernel_logsumexp_channels(&s, NULL, kb[1]));
+    TOL(rt_kernel_logsumexp_channels(&s, kb[0], NULL));
+}
+
+static const api_entry ops3d_entries[] = {
+    /* ops/ops3d.h */
+    E(rt_conv_transpose), E(rt_upsample_linear), E(rt_group_norm), E(rt_instance_norm), E(rt_softmax_channels),
+    E(rt_cross_entropy_nd), E(rt_soft_dice_loss),
+    /* nn/modules3d.h */
+    E(rt_conv_transpose_create), E(rt_conv_set_dilation), E(rt_upsample_create), E(rt_group_norm_create),
+    E(rt_instance_norm_create), E(rt_softmax_create), E(rt_sigmoid_create),
+    /* kernels/deconv.h, chanwise.h, upsample.h, softmax.h */
+    E(rt_deconv_shape_check), E(rt_kernel_deconv_forward), E(rt_kernel_deconv_backward_data),
+    E(rt_kernel_deconv_backward_weights), E(rt_kernel_chan_sums), E(rt_kernel_chan_affine),
+    E(rt_kernel_upsample_linear_forward), E(rt_kernel_upsample_linear_backward),
+    E(rt_kernel_softmax_channels_forward), E(rt_kernel_softmax_channels_backward), E(rt_kernel_logsumexp_channels),
+};
+
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const struct {
@@ -2959,6 +3185,7 @@ static const struct {
     {"data_io", data_io_entries, N_OF(data_io_entries)},
     {"models", models_entries, N_OF(models_entries)},
     {"kernels", kernels_entries, N_OF(kernels_entries)},
+    {"ops3d", ops3d_entries, N_OF(ops3d_entries)},
 };
 
 /* Runs every check of one table; each entry point must check at least one
@@ -2989,6 +3216,7 @@ static void test_optim_train(void) { run_table("optim_train"); }
 static void test_data_io(void) { run_table("data_io"); }
 static void test_models(void) { run_table("models"); }
 static void test_kernels(void) { run_table("kernels"); }
+static void test_ops3d(void) { run_table("ops3d"); }
 
 /* ------------------------------------------------------------ coverage */
 
@@ -3097,4 +3325,4 @@ static void test_summary(void) {
 
 RT_TEST_MAIN({"core", test_core}, {"autograd", test_autograd}, {"ops", test_ops}, {"nn", test_nn},
              {"optim_train", test_optim_train}, {"data_io", test_data_io}, {"models", test_models},
-             {"kernels", test_kernels}, {"coverage", test_coverage}, {"summary", test_summary})
+             {"kernels", test_kernels}, {"ops3d", test_ops3d}, {"coverage", test_coverage}, {"summary", test_summary})

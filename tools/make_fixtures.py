@@ -489,29 +489,313 @@ def _clone_module(net):
     return copy.deepcopy(net)
 
 
+# ----------------------------------------------------------------------------- 3-D operators
+# Volumetric cases (issue 13): written to tests/fixtures/ops3d/ and replayed by
+# tests/test_ops3d.c (same tensor naming; metadata tuples in (D, H, W) order).
+
+OUT_DIR_3D = os.path.join(OUT_DIR, "ops3d")
+CASES_3D = {}
+
+
+def case3d(fn):
+    CASES_3D[fn.__name__] = fn
+    return fn
+
+
+def triple(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v, v)
+
+
+def _conv3d(cin, cout, dhw, kernel, stride=1, padding=0, dilation=1, groups=1, bias=True, n=2):
+    conv = nn.Conv3d(cin, cout, kernel, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias)
+    x = leaf(torch.randn(n, cin, *dhw))
+    y = conv(x)
+    grad_y = backward_with_grad_y(y)
+    t = {"x": x, "weight": conv.weight, "y": y, "grad_y": grad_y, "grad_x": x.grad,
+         "grad_weight": conv.weight.grad}
+    if bias:
+        t["bias"], t["grad_bias"] = conv.bias, conv.bias.grad
+    return t, meta("conv3d", stride=triple(stride), padding=triple(padding), dilation=triple(dilation),
+                   groups=groups, bias=bias)
+
+
+@case3d
+def conv3d_mixed():
+    return _conv3d(4, 6, (5, 6, 5), (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 2), dilation=(2, 1, 1), groups=2)
+
+
+@case3d
+def conv3d_s2_nobias():
+    return _conv3d(3, 4, (7, 6, 5), 3, stride=2, padding=1, bias=False, n=1)
+
+
+def _conv_transpose3d(cin, cout, dhw, kernel, stride=1, padding=0, output_padding=0, dilation=1, groups=1,
+                      bias=True, n=2):
+    conv = nn.ConvTranspose3d(cin, cout, kernel, stride=stride, padding=padding, output_padding=output_padding,
+                              groups=groups, bias=bias, dilation=dilation)
+    x = leaf(torch.randn(n, cin, *dhw))
+    y = conv(x)
+    grad_y = backward_with_grad_y(y)
+    t = {"x": x, "weight": conv.weight, "y": y, "grad_y": grad_y, "grad_x": x.grad,
+         "grad_weight": conv.weight.grad}
+    if bias:
+        t["bias"], t["grad_bias"] = conv.bias, conv.bias.grad
+    return t, meta("conv_transpose3d", stride=triple(stride), padding=triple(padding),
+                   output_padding=triple(output_padding), dilation=triple(dilation), groups=groups, bias=bias)
+
+
+@case3d
+def conv_transpose3d_k2s2():
+    return _conv_transpose3d(4, 3, (3, 3, 2), 2, stride=2)
+
+
+@case3d
+def conv_transpose3d_mixed():
+    return _conv_transpose3d(4, 6, (3, 4, 3), 3, stride=(2, 1, 2), padding=(1, 1, 0), output_padding=(1, 0, 1),
+                             dilation=(1, 2, 1), groups=2)
+
+
+def _upsample(shape, size=None, scale=None):
+    x = leaf(torch.randn(shape))
+    y = F.interpolate(x, size=size, scale_factor=scale, mode="trilinear", align_corners=False)
+    grad_y = backward_with_grad_y(y)
+    m = meta("upsample_trilinear", size=triple(size) if size else (0, 0, 0),
+             scale_factor=",".join(repr(float(v)) for v in triple(scale)) if scale else "0,0,0")
+    return {"x": x, "y": y, "grad_y": grad_y, "grad_x": x.grad}, m
+
+
+@case3d
+def upsample_trilinear_x2():
+    return _upsample((2, 3, 3, 4, 2), scale=2.0)
+
+
+@case3d
+def upsample_trilinear_size():
+    return _upsample((1, 2, 4, 3, 5), size=(7, 5, 3))
+
+
+@case3d
+def upsample_trilinear_frac():
+    return _upsample((1, 2, 3, 4, 3), scale=(1.7, 2.5, 1.3))
+
+
+def _pool3d(kind, shape, kernel, stride, padding):
+    if kind == "max":
+        x = leaf(distinct(shape))
+        y = F.max_pool3d(x, kernel, stride, padding)
+    else:
+        x = leaf(torch.randn(shape))
+        y = F.avg_pool3d(x, kernel, stride, padding, count_include_pad=True)
+    grad_y = backward_with_grad_y(y)
+    m = meta(kind + "_pool3d", kernel_size=triple(kernel), stride=triple(stride), padding=triple(padding))
+    return {"x": x, "y": y, "grad_y": grad_y, "grad_x": x.grad}, m
+
+
+@case3d
+def max_pool3d_k2s2():
+    return _pool3d("max", (2, 3, 4, 6, 4), 2, 2, 0)
+
+
+@case3d
+def max_pool3d_k3s2p1():
+    return _pool3d("max", (1, 2, 5, 7, 6), 3, 2, 1)
+
+
+@case3d
+def avg_pool3d_k2s2():
+    return _pool3d("avg", (2, 3, 4, 6, 4), 2, 2, 0)
+
+
+@case3d
+def avg_pool3d_k3s2p1():
+    return _pool3d("avg", (1, 2, 5, 7, 6), 3, 2, 1)
+
+
+@case3d
+def batch_norm3d_train():
+    bn = nn.BatchNorm3d(4)
+    with torch.no_grad():
+        bn.weight.copy_(torch.randn(4) * 0.5 + 1.0)
+        bn.bias.copy_(torch.randn(4) * 0.5)
+    rm_in, rv_in = bn.running_mean.clone(), bn.running_var.clone()
+    x = leaf(torch.randn(2, 4, 3, 4, 3) * 2.0 + 0.5)
+    y = bn(x)
+    grad_y = backward_with_grad_y(y)
+    return ({"x": x, "weight": bn.weight, "bias": bn.bias, "running_mean_in": rm_in, "running_var_in": rv_in,
+             "y": y, "grad_y": grad_y, "grad_x": x.grad, "grad_weight": bn.weight.grad, "grad_bias": bn.bias.grad,
+             "running_mean_out": bn.running_mean, "running_var_out": bn.running_var},
+            meta("batch_norm3d", eps=1e-5, momentum=0.1))
+
+
+def _affine(mod, c):
+    with torch.no_grad():
+        mod.weight.copy_(torch.randn(c) * 0.5 + 1.0)
+        mod.bias.copy_(torch.randn(c) * 0.5)
+
+
+def _norm_case(mod, x, training, affine, op, **kw):
+    """Runs a GroupNorm / InstanceNorm3d module; records running stats when it has them."""
+    t = {}
+    if getattr(mod, "running_mean", None) is not None:
+        with torch.no_grad():
+            mod.running_mean.copy_(torch.randn(mod.num_features) * 0.5)
+            mod.running_var.copy_(torch.rand(mod.num_features) + 0.5)
+        t["running_mean_in"], t["running_var_in"] = mod.running_mean.clone(), mod.running_var.clone()
+    mod.train(training)
+    y = mod(x)
+    grad_y = backward_with_grad_y(y)
+    t.update({"x": x, "y": y, "grad_y": grad_y, "grad_x": x.grad})
+    if affine:
+        t.update({"weight": mod.weight, "bias": mod.bias, "grad_weight": mod.weight.grad,
+                  "grad_bias": mod.bias.grad})
+    if "running_mean_in" in t:
+        t["running_mean_out"], t["running_var_out"] = mod.running_mean, mod.running_var
+    return t, meta(op, training=training, affine=affine, eps=1e-5, momentum=0.1, **kw)
+
+
+@case3d
+def instance_norm3d_affine():
+    mod = nn.InstanceNorm3d(4, affine=True)
+    _affine(mod, 4)
+    return _norm_case(mod, leaf(torch.randn(2, 4, 3, 4, 3) * 2.0 + 0.5), True, True, "instance_norm3d",
+                      track_running_stats=False)
+
+
+@case3d
+def instance_norm3d_running_train():
+    mod = nn.InstanceNorm3d(3, affine=False, track_running_stats=True)
+    return _norm_case(mod, leaf(torch.randn(2, 3, 3, 2, 4) * 1.5 - 0.5), True, False, "instance_norm3d",
+                      track_running_stats=True)
+
+
+@case3d
+def instance_norm3d_running_eval():
+    mod = nn.InstanceNorm3d(3, affine=True, track_running_stats=True)
+    _affine(mod, 3)
+    return _norm_case(mod, leaf(torch.randn(2, 3, 3, 2, 4) * 1.5 - 0.5), False, True, "instance_norm3d",
+                      track_running_stats=True)
+
+
+@case3d
+def group_norm_affine():
+    mod = nn.GroupNorm(2, 6)
+    _affine(mod, 6)
+    return _norm_case(mod, leaf(torch.randn(2, 6, 3, 3, 4) * 2.0 + 1.0), True, True, "group_norm", num_groups=2)
+
+
+@case3d
+def group_norm_noaffine():
+    mod = nn.GroupNorm(3, 3, affine=False)
+    return _norm_case(mod, leaf(torch.randn(1, 3, 2, 3, 4)), True, False, "group_norm", num_groups=3)
+
+
+@case3d
+def leaky_relu3d():
+    x = leaf(away_from_zero(torch.randn(2, 3, 3, 4, 2)))
+    y = F.leaky_relu(x, 0.01)
+    grad_y = backward_with_grad_y(y)
+    return {"x": x, "y": y, "grad_y": grad_y, "grad_x": x.grad}, meta("leaky_relu", negative_slope=0.01)
+
+
+@case3d
+def sigmoid3d():
+    x = leaf(torch.randn(2, 3, 3, 4, 2) * 3.0)
+    y = torch.sigmoid(x)
+    grad_y = backward_with_grad_y(y)
+    return {"x": x, "y": y, "grad_y": grad_y, "grad_x": x.grad}, meta("sigmoid")
+
+
+@case3d
+def softmax_channels():
+    x = leaf(torch.randn(2, 4, 3, 3, 2) * 3.0)
+    y = torch.softmax(x, dim=1)
+    grad_y = backward_with_grad_y(y)
+    return {"x": x, "y": y, "grad_y": grad_y, "grad_x": x.grad}, meta("softmax", dim=1)
+
+
+@case3d
+def cat_channels3d():
+    x, x2 = leaf(torch.randn(2, 3, 2, 3, 2)), leaf(torch.randn(2, 2, 2, 3, 2))
+    y = torch.cat([x, x2], dim=1)
+    grad_y = backward_with_grad_y(y)
+    return ({"x": x, "x2": x2, "y": y, "grad_y": grad_y, "grad_x": x.grad, "grad_x2": x2.grad},
+            meta("cat", dim=1))
+
+
+def _ce3d(weighted):
+    x = leaf(torch.randn(2, 4, 3, 3, 2) * 2.0)
+    target = torch.randint(0, 4, (2, 3, 3, 2), dtype=torch.int64)
+    w = torch.rand(4) + 0.25 if weighted else None
+    y = F.cross_entropy(x, target, weight=w, reduction="mean")
+    grad_y = _loss_backward(y)
+    t = {"x": x, "target": target, "y": y, "grad_y": grad_y, "grad_x": x.grad}
+    if weighted:
+        t["weight"] = w
+    return t, meta("cross_entropy", reduction="mean", weighted=weighted)
+
+
+@case3d
+def cross_entropy3d():
+    return _ce3d(False)
+
+
+@case3d
+def cross_entropy3d_weighted():
+    return _ce3d(True)
+
+
+def _soft_dice(batch_dice, include_background, smooth=1e-5):
+    """nnU-Net's SoftDiceLoss on probabilities, shifted by 1 (ops/ops3d.h)."""
+    logits = torch.randn(2, 3, 3, 4, 3) * 2.0
+    x = leaf(torch.softmax(logits, dim=1))
+    target = torch.randint(0, 3, (2, 3, 4, 3), dtype=torch.int64)
+    g = F.one_hot(target, 3).permute(0, 4, 1, 2, 3).to(torch.float32)
+    axes = (0, 2, 3, 4) if batch_dice else (2, 3, 4)
+    inter, psum, gsum = (x * g).sum(axes), x.sum(axes), g.sum(axes)
+    dice = (2 * inter + smooth) / (psum + gsum + smooth)
+    if not include_background:
+        dice = dice[1:] if batch_dice else dice[:, 1:]
+    y = 1 - dice.mean()
+    grad_y = _loss_backward(y)
+    return ({"x": x, "target": target, "y": y, "grad_y": grad_y, "grad_x": x.grad},
+            meta("soft_dice_loss", smooth=smooth, batch_dice=batch_dice, include_background=include_background))
+
+
+@case3d
+def soft_dice_batch_nobg():
+    return _soft_dice(True, False)
+
+
+@case3d
+def soft_dice_sample_bg():
+    return _soft_dice(False, True)
+
+
 # ----------------------------------------------------------------------------- main
 
 def main():
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float32)
-    os.makedirs(OUT_DIR, exist_ok=True)
-    total = 0
-    for name, fn in CASES.items():
-        seed = zlib.crc32(name.encode()) % 100000  # stable when cases are added or reordered
-        torch.manual_seed(seed)
-        tensors, metadata = fn()
-        metadata = {"case": name, **metadata, "seed": str(seed),
-                    "generator": "tools/make_fixtures.py",
-                    "torch_version": torch.__version__}
-        arrays = {k: np_(v) for k, v in tensors.items()}
-        for k, a in arrays.items():
-            assert a.dtype in (np.float32, np.int64), (name, k, a.dtype)
-        path = os.path.join(OUT_DIR, name + ".safetensors")
-        safetensors_io.save(path, arrays, metadata)
-        size = os.path.getsize(path)
-        total += size
-        print(f"{name:26s} {size:7d} B  " + " ".join(arrays))
-    print(f"{len(CASES)} cases, {total} bytes in {OUT_DIR}")
+    total, count = 0, 0
+    for cases, out_dir in ((CASES, OUT_DIR), (CASES_3D, OUT_DIR_3D)):
+        os.makedirs(out_dir, exist_ok=True)
+        for name, fn in cases.items():
+            seed = zlib.crc32(name.encode()) % 100000  # stable when cases are added or reordered
+            torch.manual_seed(seed)
+            tensors, metadata = fn()
+            metadata = {"case": name, **metadata, "seed": str(seed),
+                        "generator": "tools/make_fixtures.py",
+                        "torch_version": torch.__version__}
+            arrays = {k: np_(v) for k, v in tensors.items()}
+            for k, a in arrays.items():
+                assert a.dtype in (np.float32, np.int64), (name, k, a.dtype)
+            path = os.path.join(out_dir, name + ".safetensors")
+            safetensors_io.save(path, arrays, metadata)
+            size = os.path.getsize(path)
+            total += size
+            count += 1
+            print(f"{os.path.relpath(path, OUT_DIR):40s} {size:7d} B  " + " ".join(arrays))
+    print(f"{count} cases, {total} bytes in {OUT_DIR}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ typedef enum rt_dnnl_kind {
     RT_DNNL_RELU_FWD,
     RT_DNNL_RELU_BWD,
     RT_DNNL_REORDER,
+    RT_DNNL_DECONV_FWD,
+    RT_DNNL_DECONV_BWD_DATA,
+    RT_DNNL_DECONV_BWD_WEIGHTS,
 } rt_dnnl_kind;
 
 #define RT_DNNL_KEY_LEN 32

@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "nn/modules.h"
+#include "nn/modules3d.h"
 
 typedef struct rt_conv_module {
     rt_module base;
@@ -55,5 +56,17 @@ rt_status rt_conv_create(rt_init_ctx *ctx, int nsp, int64_t in, int64_t out, int
     }
     c->opts.groups = groups;
     *m = &c->base;
+    return RT_OK;
+}
+
+rt_status rt_conv_set_dilation(rt_module *m, int64_t dilation) {
+    if (!rt_module_is(m, &rt_conv2d_class) && !rt_module_is(m, &rt_conv3d_class))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_conv_set_dilation: the module is %s, not a Conv2d/Conv3d",
+                            m ? m->cls->type : "NULL");
+    if (dilation < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_conv_set_dilation: dilation must be >= 1, got %lld",
+                            (long long)dilation);
+    rt_conv_module *c = (rt_conv_module *)m;
+    for (int i = 0; i < 3; i++) c->opts.dilation[i] = dilation;
     return RT_OK;
 }

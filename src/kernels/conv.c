@@ -377,3 +377,22 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
     void *ptrs[4] = {(void *)x, (void *)dy, dw, db};
     return rt_dnnl_entry_exec(e, ptrs);
 }
+
+bool rt_conv_bf16_available(void) {
+    dnnl_engine_t eng;
+    if (rt_dnnl_engine(&eng) != RT_OK) return false;
+    dnnl_memory_desc_t src, wei, dst;
+    dnnl_dims_t ds = {8, 16, 8, 8}, dw = {16, 16, 3, 3}, dd = {8, 16, 8, 8}, one = {1, 1}, pad = {1, 1};
+    if (dnnl_memory_desc_init_by_tag(&src, 4, ds, dnnl_bf16, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&wei, 4, dw, dnnl_bf16, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_bf16, dnnl_format_tag_any) != dnnl_success)
+        return false;
+    dnnl_convolution_desc_t cd;
+    if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, &src, &wei, NULL,
+                                           &dst, one, pad, pad) != dnnl_success)
+        return false;
+    dnnl_primitive_desc_t pd = NULL;
+    bool ok = dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return ok;
+}

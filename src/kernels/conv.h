@@ -45,6 +45,7 @@
 #ifndef RT_KERNELS_CONV_H
 #define RT_KERNELS_CONV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -126,5 +127,13 @@ rt_status rt_conv_algo_parse(const char *name, rt_conv_algo *out);
  * non-NULL, stores the output size. Returns RT_OK or the error, message set
  * (RT_ERR_INVALID_ARG for a NULL s). */
 rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]);
+
+/* Whether oneDNN implements a bf16 convolution (forward training, bf16
+ * source/weights/destination, any format) on this CPU, found the way
+ * oneDNN says to: by creating the primitive descriptor for a small 2-D
+ * shape and seeing whether it succeeds (oneDNN 2.6.3: yes on AVX512_BF16 /
+ * AMX, emulated on plain AVX-512, no on AVX2 or with DNNL_MAX_CPU_ISA=AVX2).
+ * Nothing is booked. false when the engine cannot be made. */
+bool rt_conv_bf16_available(void);
 
 #endif

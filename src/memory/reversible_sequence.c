@@ -346,7 +346,19 @@ static rt_status rt_collect_params(rt_module *m, const char *path, void *user) {
 /* Reversible forward: no graph inside, one node outside whose edges include
  * every parameter of the blocks, so it exists (and parameter gradients
  * arrive) even when x needs no gradient. */
+static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **out);
+
+/* A sequence leaves any precision region (memory/precision.h): its coupling
+ * arithmetic, stored output and exact inputs stay f32 so the rebuild in
+ * backward stays exact enough; its node records f32 too. */
 static rt_status rt_seq_forward_reversible(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **out) {
+    rt_dtype prev = rt_autocast_set_dtype(RT_F32);
+    rt_status st = rt_seq_forward_reversible_f32(s, x, training, out);
+    rt_autocast_set_dtype(prev);
+    return st;
+}
+
+static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **out) {
     int n = s->base.n_children;
     rt_param_list inputs = {0};
     rt_status st = rt_param_list_push(&inputs, x);

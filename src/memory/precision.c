@@ -1,0 +1,136 @@
+/* Precision regions (memory/precision.h). */
+#include "memory/precision.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "kernels/conv.h"
+
+const char *rt_precision_str(rt_precision p) {
+    switch (p) {
+    case RT_PRECISION_FP32: return "fp32";
+    case RT_PRECISION_BF16: return "bf16";
+    case RT_PRECISION_FP16: return "fp16";
+    }
+    return "?";
+}
+
+rt_status rt_precision_parse(const char *name, rt_precision *out) {
+    if (!name || !out)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_precision_parse: %s is NULL", !name ? "the name" : "out");
+    for (int p = RT_PRECISION_FP32; p <= RT_PRECISION_FP16; p++)
+        if (strcmp(name, rt_precision_str((rt_precision)p)) == 0) {
+            *out = (rt_precision)p;
+            return RT_OK;
+        }
+    return rt_error_set(RT_ERR_INVALID_ARG, "unknown precision '%s' (use fp32, bf16 or fp16)", name);
+}
+
+rt_dtype rt_precision_dtype(rt_precision p) {
+    return p == RT_PRECISION_BF16 ? RT_BF16 : p == RT_PRECISION_FP16 ? RT_F16 : RT_F32;
+}
+
+/* A saved tensor as the region keeps it: a half copy, or the tensor itself. */
+typedef struct rt_packed {
+    rt_tensor *t;
+    bool kept; /* t is the saved tensor itself (marked saved), not a copy */
+} rt_packed;
+
+static rt_status rt_autocast_pack(void *user, rt_tensor *t, void **packed) {
+    (void)user;
+    rt_packed *p = malloc(sizeof *p);
+    if (!p) return rt_error_set(RT_ERR_OOM, "out of memory saving a tensor in a precision region");
+    rt_dtype dt = rt_autocast_dtype();
+    p->kept = dt == RT_F32 || t->dtype != RT_F32 || !t->storage || t->storage->category != RT_MEM_TEMP;
+    if (p->kept) {
+        p->t = rt_tensor_retain(t);
+        rt_storage_mark_saved(t->storage, +1);
+    } else if (!(p->t = rt_tensor_to(t, dt, RT_MEM_SAVED))) {
+        free(p);
+        return rt_error_last_status();
+    }
+    *packed = p;
+    return RT_OK;
+}
+
+static rt_status rt_autocast_unpack(void *user, void *packed, rt_tensor **out) {
+    (void)user;
+    rt_packed *p = packed;
+    *out = p->kept ? rt_tensor_retain(p->t) : rt_tensor_to(p->t, RT_F32, RT_MEM_TEMP);
+    return *out ? RT_OK : rt_error_last_status();
+}
+
+static void rt_autocast_free(void *user, void *packed) {
+    (void)user;
+    rt_packed *p = packed;
+    if (p->kept) rt_storage_mark_saved(p->t->storage, -1);
+    rt_tensor_release(p->t);
+    free(p);
+}
+
+typedef struct rt_autocast {
+    rt_module base;
+    rt_precision precision;
+} rt_autocast;
+
+static rt_status rt_autocast_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    rt_autocast *a = (rt_autocast *)m;
+    rt_module *inner = m->children[0].module;
+    if (a->precision == RT_PRECISION_FP32) return rt_module_forward(inner, x, y);
+    rt_saved_hooks h = {rt_autocast_pack, rt_autocast_unpack, rt_autocast_free, NULL};
+    RT_TRY(rt_saved_tensors_hooks_push(&h));
+    rt_dtype prev = rt_autocast_set_dtype(rt_precision_dtype(a->precision));
+    rt_status st = rt_module_forward(inner, x, y);
+    rt_autocast_set_dtype(prev);
+    rt_saved_tensors_hooks_pop();
+    return st;
+}
+
+static const rt_module_class rt_autocast_class = {"Autocast", rt_autocast_forward, NULL};
+
+rt_status rt_autocast_wrap(rt_module *inner, rt_precision p, rt_module **out) {
+    if (!inner || !out || p < RT_PRECISION_FP32 || p > RT_PRECISION_FP16) {
+        rt_module_destroy(inner);
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_autocast_wrap: %s", !inner ? "the module is NULL"
+                            : !out ? "out is NULL" : "the precision is not fp32, bf16 or fp16");
+    }
+    *out = NULL;
+    rt_autocast *a = (rt_autocast *)rt_module_alloc(sizeof *a, &rt_autocast_class);
+    if (!a) {
+        rt_module_destroy(inner);
+        return rt_error_last_status();
+    }
+    a->precision = p;
+    a->base.training = inner->training;
+    rt_status st = rt_module_add_child(&a->base, "", inner);
+    if (st != RT_OK) {
+        rt_module_destroy(&a->base);
+        return st;
+    }
+    *out = &a->base;
+    return RT_OK;
+}
+
+rt_precision rt_autocast_precision(const rt_module *m) {
+    return m && rt_module_is(m, &rt_autocast_class) ? ((const rt_autocast *)m)->precision : RT_PRECISION_FP32;
+}
+
+char *rt_precision_describe(rt_precision p, char *buf, size_t n) {
+    if (!buf || !n) return buf;
+    if (p == RT_PRECISION_FP32) {
+        snprintf(buf, n, "precision fp32: f32 compute and storage everywhere");
+        return buf;
+    }
+    const char *d = rt_precision_str(p);
+    bool bf16_conv = rt_conv_bf16_available();
+    snprintf(buf, n, "precision %s: compute f32 (%s); %s storage: saved activations, activation gradients; "
+             "f32: master weights, .grad, optimizer, losses, batch-norm statistics, reductions, reversible "
+             "sequences (couplings, outputs, F and G)", d,
+             p == RT_PRECISION_FP16 ? "oneDNN has no f16 kernels; loss scaling on"
+             : bf16_conv ? "oneDNN bf16 convolution exists on this CPU but revtorch does not use it yet"
+                         : "oneDNN has no bf16 convolution on this CPU: storage only",
+             d);
+    return buf;
+}

@@ -1,0 +1,61 @@
+/* Mixed precision: a precision region around a module's forward, the
+ * counterpart of PyTorch's `with torch.autocast("cpu", dtype=...)` plus the
+ * storage decisions of this library.
+ *
+ * Inside a region of dtype D (bf16 or f16):
+ *   - tensors autograd saves for backward (rt_node_save) are stored as D,
+ *     booked SAVED at half the f32 bytes, and read back as f32 in backward
+ *     (a saved-tensor pack hook, autograd/node.h);
+ *   - the activation gradients arriving at the region's nodes are rounded to
+ *     D before each node's backward, i.e. take exactly the values they would
+ *     have if stored as D (the engine, autograd/node.h grad_dtype) — in fp16
+ *     a gradient above 65504 becomes Inf and the loss scaler
+ *     (train/scaler.h) skips the step;
+ *   - compute stays f32 in this version: conv and linear run oneDNN/OpenBLAS
+ *     f32 kernels on f32 inputs (rt_precision_describe says so at start-up,
+ *     and whether oneDNN offers bf16 convolution on this CPU).
+ * Always f32 (PyTorch's CPU autocast fp32 list, and more): losses and
+ * softmax (the loss runs outside the region, in the training step),
+ * normalisation statistics (batch norm computes them in double), the
+ * optimizer, its state and the master weights, reductions, parameter
+ * gradients (.grad), and reversible sequences: their coupling arithmetic,
+ * stored outputs and exact inputs, and their F and G (a sequence leaves the
+ * region for its forward, so its rebuild in backward is the f32 one).
+ * What is saved as-is: non-f32 tensors (masks, labels), parameters and input
+ * batches (PARAM/DATA storages: they are not activations and stay alive
+ * anyway). */
+#ifndef RT_MEMORY_PRECISION_H
+#define RT_MEMORY_PRECISION_H
+
+#include <stddef.h>
+
+#include "nn/module.h"
+
+typedef enum rt_precision { RT_PRECISION_FP32 = 0, RT_PRECISION_BF16, RT_PRECISION_FP16 } rt_precision;
+
+/* "fp32", "bf16", "fp16" ("?" for another value; never NULL). */
+const char *rt_precision_str(rt_precision p);
+/* Inverse of rt_precision_str. Errors: RT_ERR_INVALID_ARG (NULL, or a name
+ * that is not one of the three: the message lists them). */
+rt_status rt_precision_parse(const char *name, rt_precision *out);
+/* RT_F32, RT_BF16, RT_F16 (RT_F32 for another value). */
+rt_dtype rt_precision_dtype(rt_precision p);
+
+/* Wraps `inner` in an "Autocast" module whose forward runs inner's inside a
+ * region of precision p (see above); inner becomes its inline child, so
+ * state-dict names do not change. p = FP32 gives a wrapper that changes
+ * nothing. On success *out owns inner; on failure inner is destroyed (as
+ * rt_module_add_child does). Errors: RT_ERR_INVALID_ARG (inner or out NULL,
+ * p not an rt_precision), RT_ERR_OOM. */
+rt_status rt_autocast_wrap(rt_module *inner, rt_precision p, rt_module **out);
+/* The region's precision of an Autocast module, FP32 for any other module or NULL. */
+rt_precision rt_autocast_precision(const rt_module *m);
+
+/* One line for the start-up report, e.g. "precision bf16: compute f32
+ * (oneDNN bf16 conv available on this CPU, not used); bf16 storage: saved
+ * activations, activation gradients; f32: ...". Probes oneDNN once (creates
+ * a small bf16 convolution primitive). Writes at most n bytes (NUL
+ * included) and returns buf; NULL buf or n 0: returns buf unchanged. */
+char *rt_precision_describe(rt_precision p, char *buf, size_t n);
+
+#endif

@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Thread-local by design (rt_storage.serial): no lock, and a storage's
+ * serial only needs to differ from earlier ones made by the same thread. */
+static _Thread_local uint64_t rt_tls_storage_serial;
+
 static rt_storage *rt_storage_create(size_t nbytes, rt_device device, rt_mem_category cat) {
     rt_storage *s = calloc(1, sizeof *s);
     if (!s) {
@@ -17,6 +21,7 @@ static rt_storage *rt_storage_create(size_t nbytes, rt_device device, rt_mem_cat
         return NULL;
     }
     s->refcount = 1;
+    s->serial = ++rt_tls_storage_serial;
     s->nbytes = nbytes;
     s->device = device;
     s->category = cat;

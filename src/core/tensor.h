@@ -48,6 +48,11 @@ typedef struct rt_storage {
     rt_device device;
     rt_mem_category category;
     int saved_count;
+    /* Distinguishes this storage from a later one at the same address (a
+     * header freed and reused), e.g. for a saved-tensor hook that packs a
+     * storage once however many nodes save it (memory/precision.h). From a
+     * thread-local counter: unique among the storages one thread creates. */
+    uint64_t serial;
 } rt_storage;
 
 /* The autograd slot. core/ knows nothing of autograd (no include of

@@ -11,6 +11,8 @@
  *     have if stored as D (the engine, autograd/node.h grad_dtype) — in fp16
  *     a gradient above 65504 becomes Inf and the loss scaler
  *     (train/scaler.h) skips the step;
+ *   - a half copy is made once per source storage in one forward (f32
+ *     saving shares a tensor several nodes save; so does this);
  *   - compute stays f32 in this version: conv and linear run oneDNN/OpenBLAS
  *     f32 kernels on f32 inputs (rt_precision_describe says so at start-up,
  *     and whether oneDNN offers bf16 convolution on this CPU).
@@ -18,12 +20,16 @@
  * softmax (the loss runs outside the region, in the training step),
  * normalisation statistics (batch norm computes them in double), the
  * optimizer, its state and the master weights, reductions, parameter
- * gradients (.grad), and reversible sequences: their coupling arithmetic,
- * stored outputs and exact inputs, and their F and G (a sequence leaves the
- * region for its forward, so its rebuild in backward is the f32 one).
+ * gradients (.grad), and the coupling arithmetic, stored outputs and exact
+ * inputs of reversible sequences (a sequence leaves the region for its
+ * forward, which keeps nothing but those; F and G rebuilt in backward run
+ * inside a region of the precision the sequence was called with, so their
+ * saved activations are half; the rebuild's forward values are f32 compute
+ * either way, so reconstruction is as exact as in f32).
  * What is saved as-is: non-f32 tensors (masks, labels), parameters and input
  * batches (PARAM/DATA storages: they are not activations and stay alive
- * anyway). */
+ * anyway), and a tensor whose storage another node already keeps in f32
+ * (a reversible sequence's output, saved again by the next convolution). */
 #ifndef RT_MEMORY_PRECISION_H
 #define RT_MEMORY_PRECISION_H
 
@@ -48,6 +54,15 @@ rt_dtype rt_precision_dtype(rt_precision p);
  * rt_module_add_child does). Errors: RT_ERR_INVALID_ARG (inner or out NULL,
  * p not an rt_precision), RT_ERR_OOM. */
 rt_status rt_autocast_wrap(rt_module *inner, rt_precision p, rt_module **out);
+/* y = m(x) inside a region of dtype dt (RT_BF16 or RT_F16; any other
+ * value: a plain rt_module_forward): the region's saved-tensor hooks are
+ * pushed and the thread's autocast dtype set for the call, both restored
+ * after. What the Autocast module runs, and what a reversible sequence runs
+ * for F and G when it rebuilds them in backward under the precision it was
+ * called with. Errors: RT_ERR_INVALID_ARG for NULLs; RT_ERR_STATE when the
+ * saved-tensor hook stack is full; those of the forward. */
+rt_status rt_precision_region_forward(rt_module *m, rt_dtype dt, rt_tensor *x, rt_tensor **y);
+
 /* The region's precision of an Autocast module, FP32 for any other module or NULL. */
 rt_precision rt_autocast_precision(const rt_module *m);
 

@@ -326,13 +326,18 @@ void cli_precision_help(FILE *f, int col) {
 void cli_strategy_apply(const cli_strategy *s, rt_model *m) {
     rt_module_set_reversible(m->net, s->reversible);
     rt_module_set_grouping(m->net, s->grouping, s->k);
-    rt_module *w = NULL;
-    if (cli_precision_v == RT_PRECISION_FP32 || !strcmp(m->net->cls->type, "Autocast")) return;
-    if (rt_autocast_wrap(m->net, cli_precision_v, &w) != RT_OK) { /* only out of memory; the tree is gone */
+    if (!cli_precision_apply(m)) { /* only out of memory; the tree is gone */
         fprintf(stderr, "revtorch: %s\n", rt_error_last());
         exit(1);
     }
+}
+
+bool cli_precision_apply(rt_model *m) {
+    rt_module *w = NULL;
+    if (cli_precision_v == RT_PRECISION_FP32 || !strcmp(m->net->cls->type, "Autocast")) return true;
+    rt_status st = rt_autocast_wrap(m->net, cli_precision_v, &w);
     m->net = w;
+    return st == RT_OK;
 }
 
 rt_status cli_predict_memory(const char *model, int64_t in_channels, int64_t num_classes,

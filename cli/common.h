@@ -107,6 +107,9 @@ void cli_strategy_apply(const cli_strategy *s, rt_model *m);
  * cli_conv_algo (message and false on a bad value). */
 bool cli_precision_arg(int argc, char **argv, int *i);
 rt_precision cli_precision(void);
+/* Wraps m's net in the --precision region (once; nothing for fp32). False
+ * when out of memory: then the net is destroyed and m->net is NULL. */
+bool cli_precision_apply(rt_model *m);
 /* The help line of --precision, its text starting at column col. */
 void cli_precision_help(FILE *f, int col);
 

@@ -185,8 +185,8 @@ char *rt_precision_describe(rt_precision p, char *buf, size_t n) {
     const char *d = rt_precision_str(p);
     bool bf16_conv = rt_conv_bf16_available();
     snprintf(buf, n, "precision %s: compute f32 (%s); %s storage: saved activations, activation gradients; "
-             "f32: master weights, .grad, optimizer, losses, batch-norm statistics, reductions, reversible "
-             "sequences (couplings, outputs, F and G)", d,
+             "f32: master weights, .grad, optimizer, losses, batch-norm statistics, reductions, the couplings "
+             "and stored outputs of reversible sequences", d,
              p == RT_PRECISION_FP16 ? "oneDNN has no f16 kernels; loss scaling on"
              : bf16_conv ? "oneDNN bf16 convolution exists on this CPU but revtorch does not use it yet"
                          : "oneDNN has no bf16 convolution on this CPU: storage only",

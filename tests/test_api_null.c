@@ -1386,6 +1386,22 @@ CHECK_FN(rt_autocast_set_dtype) {
     VAL(rt_autocast_dtype() == RT_F32);
 }
 
+CHECK_FN(rt_autocast_compute_dtype) { VAL(rt_autocast_compute_dtype() == RT_F32); }
+
+CHECK_FN(rt_autocast_set_compute_dtype) {
+    VAL(rt_autocast_set_compute_dtype(RT_F16) == RT_F32); /* only bf16 computes reduced */
+    VAL(rt_autocast_compute_dtype() == RT_F32);
+}
+
+CHECK_FN(rt_precision_region_forward) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    rt_tensor *x = T(2, 3), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "module", rt_precision_region_forward(NULL, RT_BF16, true, x, &y));
+    ST(RT_ERR_INVALID_ARG, "x", rt_precision_region_forward(m, RT_BF16, true, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "y", rt_precision_region_forward(m, RT_BF16, true, x, NULL));
+    rt_module_destroy(m);
+}
+
 CHECK_FN(rt_conv_bf16_available) { TOL(rt_conv_bf16_available()); }
 
 CHECK_FN(rt_precision_str) { VAL(strcmp(rt_precision_str((rt_precision)9), "?") == 0); }
@@ -2712,7 +2728,8 @@ static const api_entry optim_train_entries[] = {
 };
 
 static const api_entry precision_entries[] = {
-    E(rt_dtype_round), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_conv_bf16_available),
+    E(rt_dtype_round), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
+    E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_conv_bf16_available),
     E(rt_precision_str), E(rt_precision_parse), E(rt_precision_dtype), E(rt_autocast_wrap),
     E(rt_autocast_precision), E(rt_precision_describe), E(rt_grad_scaler_default_opts), E(rt_grad_scaler_create),
     E(rt_grad_scaler_destroy), E(rt_grad_scaler_get_scale), E(rt_grad_scaler_skipped),

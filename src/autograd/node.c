@@ -55,6 +55,15 @@ static _Thread_local bool rt_tls_grad_disabled; /* zero-initialised: grad mode o
 static _Thread_local bool rt_tls_recompute;
 
 static _Thread_local rt_dtype rt_tls_autocast = RT_F32;
+static _Thread_local rt_dtype rt_tls_autocast_compute = RT_F32;
+
+rt_dtype rt_autocast_compute_dtype(void) { return rt_tls_autocast_compute; }
+
+rt_dtype rt_autocast_set_compute_dtype(rt_dtype dt) {
+    rt_dtype prev = rt_tls_autocast_compute;
+    rt_tls_autocast_compute = dt == RT_BF16 ? RT_BF16 : RT_F32;
+    return prev;
+}
 
 rt_dtype rt_autocast_dtype(void) { return rt_tls_autocast; }
 

@@ -216,6 +216,13 @@ bool rt_grad_set_enabled(bool enabled);
  * RT_F32. */
 rt_dtype rt_autocast_dtype(void);
 rt_dtype rt_autocast_set_dtype(rt_dtype dt);
+/* The region's compute dtype, thread-local likewise: RT_BF16 lets
+ * convolutions compute in bf16 where oneDNN can (ops/ops.h rt_conv);
+ * RT_F32 otherwise (the default, and a region that only stores half, such
+ * as a reversible rebuild that must match its f32 forward). Returns the
+ * previous value; a value other than RT_BF16 is taken as RT_F32. */
+rt_dtype rt_autocast_compute_dtype(void);
+rt_dtype rt_autocast_set_compute_dtype(rt_dtype dt);
 
 /* Recompute mode, thread-local by design: set by memory strategies (checkpoint,
  * reversible rebuild) while they re-run a forward whose effects already

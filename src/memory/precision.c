@@ -119,7 +119,7 @@ static void rt_autocast_free(void *user, void *packed) {
     free(p);
 }
 
-rt_status rt_precision_region_forward(rt_module *m, rt_dtype dt, rt_tensor *x, rt_tensor **y) {
+rt_status rt_precision_region_forward(rt_module *m, rt_dtype dt, bool compute, rt_tensor *x, rt_tensor **y) {
     if (!m || !x || !y)
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_precision_region_forward: %s is NULL",
                             !m ? "the module" : !x ? "x" : "y");
@@ -129,7 +129,9 @@ rt_status rt_precision_region_forward(rt_module *m, rt_dtype dt, rt_tensor *x, r
     rt_saved_hooks h = {rt_autocast_pack, rt_autocast_unpack, rt_autocast_free, &tab};
     RT_TRY(rt_saved_tensors_hooks_push(&h));
     rt_dtype prev = rt_autocast_set_dtype(dt);
+    rt_dtype prev_compute = rt_autocast_set_compute_dtype(compute ? dt : RT_F32);
     rt_status st = rt_module_forward(m, x, y);
+    rt_autocast_set_compute_dtype(prev_compute);
     rt_autocast_set_dtype(prev);
     rt_saved_tensors_hooks_pop();
     rt_autocast_table_clear(&tab);
@@ -144,7 +146,7 @@ typedef struct rt_autocast {
 
 static rt_status rt_autocast_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     rt_autocast *a = (rt_autocast *)m;
-    return rt_precision_region_forward(m->children[0].module, rt_precision_dtype(a->precision), x, y);
+    return rt_precision_region_forward(m->children[0].module, rt_precision_dtype(a->precision), true, x, y);
 }
 
 static const rt_module_class rt_autocast_class = {"Autocast", rt_autocast_forward, NULL};
@@ -183,13 +185,12 @@ char *rt_precision_describe(rt_precision p, char *buf, size_t n) {
         return buf;
     }
     const char *d = rt_precision_str(p);
-    bool bf16_conv = rt_conv_bf16_available();
-    snprintf(buf, n, "precision %s: compute f32 (%s); %s storage: saved activations, activation gradients; "
-             "f32: master weights, .grad, optimizer, losses, batch-norm statistics, reductions, the couplings "
-             "and stored outputs of reversible sequences", d,
-             p == RT_PRECISION_FP16 ? "oneDNN has no f16 kernels; loss scaling on"
-             : bf16_conv ? "oneDNN bf16 convolution exists on this CPU but revtorch does not use it yet"
-                         : "oneDNN has no bf16 convolution on this CPU: storage only",
-             d);
+    const char *compute = p == RT_PRECISION_FP16 ? "f16 compute: none (oneDNN has no f16 kernel on CPUs; f32 compute)"
+                          : rt_conv_bf16_available() ? "bf16 compute: conv (oneDNN); f32 compute: linear, the rest"
+                                                     : "bf16 compute: none (oneDNN has no bf16 kernel on this CPU: "
+                                                       "storage only, f32 compute)";
+    snprintf(buf, n, "precision %s: %s; %s storage: saved activations, activation gradients; f32: master weights, "
+             ".grad, optimizer, losses, batch-norm statistics, reductions, the couplings, stored outputs and "
+             "rebuild compute of reversible sequences", d, compute, d);
     return buf;
 }

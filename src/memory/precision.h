@@ -13,9 +13,15 @@
  *     (train/scaler.h) skips the step;
  *   - a half copy is made once per source storage in one forward (f32
  *     saving shares a tensor several nodes save; so does this);
- *   - compute stays f32 in this version: conv and linear run oneDNN/OpenBLAS
- *     f32 kernels on f32 inputs (rt_precision_describe says so at start-up,
- *     and whether oneDNN offers bf16 convolution on this CPU).
+ *   - bf16: convolutions compute in bf16 where oneDNN has the kernel on this
+ *     CPU (found at run time by creating the primitive: AVX512_BF16/AMX;
+ *     on AVX2 there is none and the region only stores): inputs and weights
+ *     are converted to bf16 on the way into the kernel, which accumulates
+ *     in f32 and writes f32. The weights' bf16 copy is made from the f32
+ *     master in each call (oneDNN's weight reorder, which f32 runs too),
+ *     not kept between steps. Linear layers (OpenBLAS sgemm) compute in
+ *     f32. fp16 computes in f32 everywhere (oneDNN has no f16 kernel on
+ *     CPUs). rt_precision_describe states what this CPU got.
  * Always f32 (PyTorch's CPU autocast fp32 list, and more): losses and
  * softmax (the loss runs outside the region, in the training step),
  * normalisation statistics (batch norm computes them in double), the
@@ -56,12 +62,14 @@ rt_dtype rt_precision_dtype(rt_precision p);
 rt_status rt_autocast_wrap(rt_module *inner, rt_precision p, rt_module **out);
 /* y = m(x) inside a region of dtype dt (RT_BF16 or RT_F16; any other
  * value: a plain rt_module_forward): the region's saved-tensor hooks are
- * pushed and the thread's autocast dtype set for the call, both restored
- * after. What the Autocast module runs, and what a reversible sequence runs
+ * pushed and the thread's autocast dtypes set for the call (storage dt;
+ * compute dt when `compute`, else f32), all restored after. What the
+ * Autocast module runs (compute true), and what a reversible sequence runs
  * for F and G when it rebuilds them in backward under the precision it was
- * called with. Errors: RT_ERR_INVALID_ARG for NULLs; RT_ERR_STATE when the
- * saved-tensor hook stack is full; those of the forward. */
-rt_status rt_precision_region_forward(rt_module *m, rt_dtype dt, rt_tensor *x, rt_tensor **y);
+ * called with (compute false: the rebuild must compute what the f32
+ * forward computed). Errors: RT_ERR_INVALID_ARG for NULLs; RT_ERR_STATE
+ * when the saved-tensor hook stack is full; those of the forward. */
+rt_status rt_precision_region_forward(rt_module *m, rt_dtype dt, bool compute, rt_tensor *x, rt_tensor **y);
 
 /* The region's precision of an Autocast module, FP32 for any other module or NULL. */
 rt_precision rt_autocast_precision(const rt_module *m);

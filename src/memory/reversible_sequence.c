@@ -138,7 +138,7 @@ static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, 
     rt_status st = y1l ? RT_OK : rt_error_last_status();
     bool grad = rt_grad_set_enabled(true);
     if (st == RT_OK) st = rt_recompute_rewind(&(rt_rng_state){r->rng.seed, r->rng.off_g});
-    if (st == RT_OK) st = rt_precision_region_forward(b->g, r->region, y1l, &gy);
+    if (st == RT_OK) st = rt_precision_region_forward(b->g, r->region, false, y1l, &gy);
     if (st == RT_OK)
         st = rt_rev_expect(b, "G", y1, gy, y2, b->coupling == RT_COUPLING_AFFINE ? 2 * y2->shape[1] : y2->shape[1]);
     rt_grad_set_enabled(false);
@@ -147,7 +147,7 @@ static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, 
     rt_grad_set_enabled(true);
     if (st == RT_OK) st = rt_rev_couple(b, x2l, gy, &y2r);
     if (st == RT_OK) st = rt_recompute_rewind(&(rt_rng_state){r->rng.seed, r->rng.off_f});
-    if (st == RT_OK) st = rt_precision_region_forward(b->f, r->region, x2l, &fx);
+    if (st == RT_OK) st = rt_precision_region_forward(b->f, r->region, false, x2l, &fx);
     rt_grad_set_enabled(false);
     if (st == RT_OK) st = rt_sub(y1, fx, &x1);
     if (st == RT_OK) st = rt_backward(y2r, dy2, false);
@@ -356,8 +356,9 @@ static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x,
  * backward stays exact enough; its node records f32 too. F and G rebuilt
  * in backward run in the region recorded here (rt_block_record.region). */
 static rt_status rt_seq_forward_reversible(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **out) {
-    rt_dtype prev = rt_autocast_set_dtype(RT_F32);
+    rt_dtype prev = rt_autocast_set_dtype(RT_F32), prev_compute = rt_autocast_set_compute_dtype(RT_F32);
     rt_status st = rt_seq_forward_reversible_f32(s, x, training, prev, out);
+    rt_autocast_set_compute_dtype(prev_compute);
     rt_autocast_set_dtype(prev);
     return st;
 }

@@ -112,8 +112,9 @@ int cli_cmd_bench(int argc, char **argv) {
     if (!rt_model_name_has_reversible(model)) memory = "standard";
     /* which case this measured: compute or storage-only half precision on this CPU */
     const char *pcase = cli_precision() == RT_PRECISION_FP32 ? "f32"
-                        : cli_precision() == RT_PRECISION_FP16 ? "f16-storage"
-                        : rt_conv_bf16_available() ? "bf16-storage(bf16-kernels-available)" : "bf16-storage(no-bf16-kernels)";
+                        : cli_precision() == RT_PRECISION_FP16 ? "fp16-storage-only(f32-compute)"
+                        : rt_conv_bf16_available() ? "bf16-compute(conv)+bf16-storage"
+                                                   : "bf16-storage-only(no-bf16-kernels,f32-compute)";
     printf("revtorch model=%s memory=%s precision=%s case=%s conv_algo=%s batch=%lld size=%lld threads=%d median_step_s=%.4f "
            "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f sys_allocs_per_step=%.1f\n",
            model, memory, rt_precision_str(cli_precision()), pcase, rt_conv_algo_name(rt_conv_algo_get()), (long long)batch, (long long)size,

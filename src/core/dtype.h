@@ -1,7 +1,8 @@
 /* Element types and conversions.
  *
- * Compute is f32 everywhere; bf16 and f16 are storage formats (see design.md,
- * "Reduced precision is a storage decision"). Conversions round to nearest,
+ * Compute is f32 except oneDNN's bf16 convolutions inside a bf16 precision
+ * region; bf16 and f16 are otherwise storage formats (see design.md, "Mixed
+ * precision", and memory/precision.h). Conversions round to nearest,
  * ties to even, as torch.Tensor.to(torch.bfloat16 / torch.float16) does. */
 #ifndef RT_CORE_DTYPE_H
 #define RT_CORE_DTYPE_H

@@ -280,6 +280,36 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const f
     return rt_dnnl_entry_exec(e, ptrs);
 }
 
+/* The end of both backward primitives' creation: from the status of the
+ * descriptor's init, the primitive descriptor (user scratchpad, forward
+ * hint *hint); on failure the hint is destroyed and both are NULL. */
+static rt_status conv_bwd_pd_create(dnnl_status_t st, const dnnl_convolution_desc_t *cd, const char *pass,
+                                    const char *desc, dnnl_primitive_desc_t *hint, dnnl_primitive_desc_t *pd) {
+    char what[96];
+    rt_status rs = RT_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    if (st != dnnl_success) {
+        snprintf(what, sizeof what, "convolution %s descriptor init", pass);
+        rs = rt_dnnl_fail(st, what, desc);
+    }
+    if (rs == RT_OK) rs = rt_dnnl_attr_user_scratchpad(&attr, desc);
+    if (rs == RT_OK) {
+        dnnl_engine_t eng;
+        rs = rt_dnnl_engine(&eng);
+        if (rs == RT_OK && (st = dnnl_primitive_desc_create(pd, cd, attr, eng, *hint)) != dnnl_success) {
+            *pd = NULL;
+            snprintf(what, sizeof what, "convolution %s primitive descriptor creation", pass);
+            rs = rt_dnnl_fail(st, what, desc);
+        }
+    }
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (rs != RT_OK) {
+        dnnl_primitive_desc_destroy(*hint);
+        *hint = NULL;
+    }
+    return rs;
+}
+
 /* Backward-data primitive and its forward hint; bf16: dy and w in bf16, dx
  * f32 (fails where oneDNN has no such kernel; the caller then asks f32). */
 static rt_status conv_bwd_data_pd(conv_geom *g, bool bf16, const char *desc, dnnl_primitive_desc_t *hint,
@@ -294,27 +324,7 @@ static rt_status conv_bwd_data_pd(conv_geom *g, bool bf16, const char *desc, dnn
     dnnl_status_t st = dnnl_dilated_convolution_backward_data_desc_init(
         &cd, g->alg, &dsrc, &g->wei_any, &g->dst_any, g->strides, g->dil,
         g->pad_l, g->pad_r);
-    rt_status rs = RT_OK;
-    dnnl_primitive_attr_t attr = NULL;
-    if (st != dnnl_success)
-        rs = rt_dnnl_fail(st, "dnnl_dilated_convolution_backward_data_desc_init", desc);
-    if (rs == RT_OK) rs = rt_dnnl_attr_user_scratchpad(&attr, desc);
-    if (rs == RT_OK) {
-        dnnl_engine_t eng;
-        rs = rt_dnnl_engine(&eng);
-        if (rs == RT_OK && (st = dnnl_primitive_desc_create(pd, &cd, attr, eng, *hint)) !=
-                               dnnl_success) {
-            *pd = NULL;
-            rs = rt_dnnl_fail(st, "convolution backward-data primitive descriptor creation",
-                              desc);
-        }
-    }
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (rs != RT_OK) {
-        dnnl_primitive_desc_destroy(*hint);
-        *hint = NULL;
-    }
-    return rs;
+    return conv_bwd_pd_create(st, &cd, "backward-data", desc, hint, pd);
 }
 
 rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy,
@@ -361,27 +371,7 @@ static rt_status conv_bwd_weights_pd(conv_geom *g, int with_db, bool bf16, const
     dnnl_status_t st = dnnl_dilated_convolution_backward_weights_desc_init(
         &cd, g->alg, &g->src_any, &dwei, with_db ? &g->bias_md : NULL,
         &g->dst_any, g->strides, g->dil, g->pad_l, g->pad_r);
-    rt_status rs = RT_OK;
-    dnnl_primitive_attr_t attr = NULL;
-    if (st != dnnl_success)
-        rs = rt_dnnl_fail(st, "dnnl_dilated_convolution_backward_weights_desc_init", desc);
-    if (rs == RT_OK) rs = rt_dnnl_attr_user_scratchpad(&attr, desc);
-    if (rs == RT_OK) {
-        dnnl_engine_t eng;
-        rs = rt_dnnl_engine(&eng);
-        if (rs == RT_OK && (st = dnnl_primitive_desc_create(pd, &cd, attr, eng, *hint)) !=
-                               dnnl_success) {
-            *pd = NULL;
-            rs = rt_dnnl_fail(st, "convolution backward-weights primitive descriptor creation",
-                              desc);
-        }
-    }
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (rs != RT_OK) {
-        dnnl_primitive_desc_destroy(*hint);
-        *hint = NULL;
-    }
-    return rs;
+    return conv_bwd_pd_create(st, &cd, "backward-weights", desc, hint, pd);
 }
 
 rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,

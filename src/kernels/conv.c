@@ -178,6 +178,15 @@ static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], co
     return RT_OK;
 }
 
+/* Whether this shape computes in bf16: asked for, and not a shape where the
+ * convolution algorithm picks Winograd, whose F(4×4, 3×3) saves more
+ * multiplications (2.25×) than bf16's doubled rate gains (≤ 2×, less the
+ * conversions), and which oneDNN has only in f32: those stay f32 Winograd
+ * (all three passes, so they agree). */
+static bool conv_bf16(const rt_conv_shape *s, const int64_t out[3]) {
+    return s->compute_bf16 && !conv_wants_winograd(s, out);
+}
+
 /* The element types the primitive computes with (format_any descriptors
  * carry no strides yet, so only the type changes): the caller's buffers keep
  * their f32 descriptors and the cached entry reorders (converts) between
@@ -260,7 +269,7 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const f
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
         dnnl_primitive_desc_t pd = NULL;
-        if (s->compute_bf16) { /* bf16 in, f32 out; f32 where oneDNN has no bf16 kernel */
+        if (conv_bf16(s, out)) { /* bf16 in, f32 out; f32 where oneDNN has no bf16 kernel */
             conv_geom_types(&g, dnnl_bf16, dnnl_bf16, dnnl_f32);
             if (conv_fwd_pd(&g, s->has_bias, desc, &pd) != RT_OK) {
                 rt_error_clear();
@@ -345,7 +354,7 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
         dnnl_primitive_desc_t hint = NULL, pd = NULL;
-        if (s->compute_bf16 && conv_bwd_data_pd(&g, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
+        if (conv_bf16(s, out) && conv_bwd_data_pd(&g, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
         if (!pd) RT_TRY(conv_bwd_data_pd(&g, false, desc, &hint, &pd));
         rt_dnnl_argspec specs[3] = {{DNNL_ARG_DIFF_DST, 0, &g.dst_user},
                                     {DNNL_ARG_WEIGHTS, 0, &g.wei_plain},
@@ -402,7 +411,7 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
         dnnl_primitive_desc_t hint = NULL, pd = NULL;
-        if (s->compute_bf16 && conv_bwd_weights_pd(&g, with_db, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
+        if (conv_bf16(s, out) && conv_bwd_weights_pd(&g, with_db, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
         if (!pd) RT_TRY(conv_bwd_weights_pd(&g, with_db, false, desc, &hint, &pd));
         rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_user},
                                     {DNNL_ARG_DIFF_DST, 0, &g.dst_user},

@@ -65,7 +65,9 @@ typedef struct rt_conv_shape {
      * are converted to bf16 on the way into oneDNN's bf16 kernels, which
      * accumulate in f32 and write y, dx, dw and db as f32; the caller's
      * buffers stay f32. Where oneDNN has no bf16 kernel for a pass (see
-     * rt_conv_bf16_available) that pass runs in f32. Part of the cache key. */
+     * rt_conv_bf16_available) that pass runs in f32, and so does a shape for
+     * which the algorithm (rt_conv_algo_set) picks Winograd: it saves more
+     * than bf16 would and exists only in f32. Part of the cache key. */
     int compute_bf16;
 } rt_conv_shape;
 

@@ -146,8 +146,8 @@ static void test_tiny_gradient_survives(void) {
     }
 }
 
-/* Accumulation over 2 micro-batches: an Inf in the second one (x = 1e30:
- * its weight gradient overflows f32) skips the whole step and clears the
+/* Accumulation over 2 micro-batches: an Inf in the second one (x = 1e36:
+ * its scaled weight gradient overflows f32) skips the whole step and clears the
  * accumulated gradients; an all-finite step unscales once and equals the
  * full-batch gradient. */
 static void test_accumulation_inf_in_one_micro_batch(void) {

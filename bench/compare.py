@@ -18,6 +18,13 @@ PyTorch's CPU path runs, so its ratio isolates everything but the algorithm
 (torch.mm and numpy/OpenBLAS) with the same thread count as the compute peak
 to compare against.
 
+--precision adds the mixed-precision sides (issue: compare with what an
+informed PyTorch CPU user runs): `revtorch bench --precision bf16`, and
+PyTorch with channels_last in f32 and channels_last under
+torch.autocast("cpu", dtype=torch.bfloat16), all alternating with the others,
+in a second table with the ratios revtorch bf16 / revtorch f32 and revtorch
+bf16 / PyTorch channels_last bf16.
+
 --config SPEC adds a configuration (replacing the default set the first time):
 MODEL:SIZE:CHANNELS:BATCH[:STEPS:WARMUP], e.g. resnet18:64:3:32:5:2.
 """
@@ -85,10 +92,16 @@ def one_run(kind, args, cfg):
         cmd = [args.revtorch, "bench"] + common
     elif kind == "direct":
         cmd = [args.revtorch, "bench", "--conv-algo", "direct"] + common
+    elif kind == "rt_bf16":
+        cmd = [args.revtorch, "bench", "--precision", "bf16"] + common
+    elif kind == "pt_cl":
+        cmd = [PY, os.path.join(HERE, "pytorch_bench.py"), "--channels-last"] + common
+    elif kind == "pt_cl_bf16":
+        cmd = [PY, os.path.join(HERE, "pytorch_bench.py"), "--channels-last", "--autocast", "bf16"] + common
     else:
         cmd = [PY, os.path.join(HERE, "pytorch_bench.py")] + common
     rc, text, rss = run_measured(cmd)
-    fields = parse_line(text, "pytorch" if kind == "pytorch" else "revtorch")
+    fields = parse_line(text, "pytorch" if kind.startswith("p") else "revtorch")
     if rc != 0 or fields is None or "median_step_s" not in fields:
         sys.stderr.write(f"  {kind} FAILED (exit {rc}): {' '.join(cmd)}\n{text}\n")
         return None
@@ -130,6 +143,8 @@ def main(argv=None):
     ap.add_argument("--json", help="also write all per-run results to this file")
     ap.add_argument("--no-direct", action="store_true",
                     help="skip the revtorch --conv-algo direct runs")
+    ap.add_argument("--precision", action="store_true",
+                    help="add revtorch --precision bf16 and PyTorch channels_last f32 / bf16 autocast sides")
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.threads < 1:
         ap.error("--repeats and --threads must be >= 1")
@@ -150,6 +165,8 @@ def main(argv=None):
             sgemm = None
 
     sides = ("revtorch", "pytorch") if args.no_direct else ("revtorch", "direct", "pytorch")
+    if args.precision:
+        sides = sides + ("rt_bf16", "pt_cl", "pt_cl_bf16")
     results = []
     for cfg in configs:
         model, size, ch, batch, steps, warmup = cfg
@@ -182,6 +199,8 @@ def main(argv=None):
               f"| {fmt(batch / rts if rts else None, '.1f')} | {fmt(batch / pts if pts else None, '.1f')} "
               f"| {fmt(med(rt, 'rss_mib'), '.0f')} | {fmt(med(pt, 'rss_mib'), '.0f')} "
               f"| {fmt(med(rt, 'peak_tracked_mib'), '.1f')} |")
+    if args.precision:
+        print_precision_table(results)
     print()
     print("Fastest run of each side (other load only ever adds time, so on a busy machine this is the better "
           "estimate of intrinsic speed):\n")
@@ -237,6 +256,24 @@ def main(argv=None):
                                     "runs": runs} for cfg, runs in results]}, f, indent=1)
     ok = all(r is not None for _, runs in results for rs in runs.values() for r in rs)
     return 0 if ok else 1
+
+
+def print_precision_table(results):
+    """The mixed-precision comparison: medians over the alternating runs, and the case each side measured."""
+    print()
+    print("Mixed precision (same runs, alternating): revtorch f32 / bf16, PyTorch NCHW f32 / channels_last f32 / "
+          "channels_last + autocast bf16, s/step\n")
+    print("| config | revtorch f32 | revtorch bf16 | bf16/f32 | PyTorch f32 | PyTorch CL f32 | PyTorch CL bf16 "
+          "| rt bf16 / pt CL bf16 | revtorch bf16 case |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for cfg, runs in results:
+        model, size, ch, batch, steps, warmup = cfg
+        r32, r16 = med(runs["revtorch"], "median_step_s"), med(runs["rt_bf16"], "median_step_s")
+        p32, pcl, pcl16 = (med(runs[k], "median_step_s") for k in ("pytorch", "pt_cl", "pt_cl_bf16"))
+        case = next((r.get("case") for r in runs["rt_bf16"] if r), "n/a")
+        print(f"| {model} {size}×{size}×{ch} b{batch} | {fmt(r32, '.4f')} | {fmt(r16, '.4f')} "
+              f"| {fmt(r16 / r32 if r16 and r32 else None, '.2f')} | {fmt(p32, '.4f')} | {fmt(pcl, '.4f')} "
+              f"| {fmt(pcl16, '.4f')} | {fmt(r16 / pcl16 if r16 and pcl16 else None, '.2f')} | {case} |")
 
 
 def torch_version():

@@ -3,10 +3,16 @@
 
     /usr/bin/python3 bench/pytorch_bench.py [--model resnet20] [--batch-size 128]
         [--size 28] [--channels 1] [--steps 10] [--warmup 3] [--threads N]
+        [--channels-last] [--autocast bf16]
     /usr/bin/python3 bench/pytorch_bench.py --sgemm 2048 [--threads N] [--steps 10]
 
 Model: the same ResNet as revtorch's (torchvision module structure, from
-tools/pytorch_eval.py), 10 classes, float32, NCHW, eager mode.
+tools/pytorch_eval.py), 10 classes, float32, NCHW, eager mode.  What an informed
+PyTorch CPU user runs instead: --channels-last puts the model and the batch in
+torch.channels_last (NHWC, oneDNN's preferred order), and --autocast bf16 runs
+forward and loss under torch.autocast("cpu", dtype=torch.bfloat16) (weights and
+optimizer stay f32, as revtorch's --precision bf16).  The printed line names
+the case (memory_format=..., autocast=...).
 Step: optimizer.zero_grad(); logits = model(x); loss = F.cross_entropy(logits, y);
 loss.backward(); optimizer.step() with SGD(lr=0.01, momentum=0.9) — the same as
 cli/bench.c.  Data: x ~ N(0, 1) of shape (batch, channels, size, size), labels
@@ -57,6 +63,9 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     ap.add_argument("--sgemm", type=int, default=0, metavar="N", help="time an N×N matmul instead")
+    ap.add_argument("--channels-last", action="store_true", help="model and batch in torch.channels_last")
+    ap.add_argument("--autocast", choices=("off", "bf16"), default="off",
+                    help='forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)')
     args = ap.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1 or args.size < 1 or args.channels < 1 or args.warmup < 0:
         ap.error("--steps, --batch-size, --size and --channels must be >= 1, --warmup >= 0")
@@ -88,12 +97,17 @@ def main(argv=None):
     y = torch.arange(args.batch_size) % 10
 
     fwd_flop = forward_flops(model, x[:1], torch) * args.batch_size
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    use_autocast = args.autocast == "bf16"
 
     times = []
     for s in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_autocast):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
@@ -104,6 +118,7 @@ def main(argv=None):
             times.append(dt)
     med = statistics.median(times)
     print(f"pytorch model={args.model} batch={args.batch_size} size={args.size} threads={torch.get_num_threads()} "
+          f"memory_format={'channels_last' if args.channels_last else 'contiguous'} autocast={args.autocast} "
           f"median_step_s={med:.4f} min_step_s={min(times):.4f} images_per_s={args.batch_size / med:.1f} "
           f"rss_after_import_mib={rss_import:.1f} peak_rss_mib={_vm('VmHWM'):.1f} fwd_gflop={fwd_flop / 1e9:.3f}")
     return 0

@@ -22,6 +22,7 @@ static void bench_usage(FILE *f) {
                "  --warmup N          untimed steps first (default 3)\n"
                "  --threads N         (default: all cores)\n");
     cli_conv_algo_help(f, 22);
+    cli_precision_help(f, 22);
     fprintf(f,
                "  --memory MODE       reversible or standard, for RevNets (default reversible)\n"
                "Prints one line: model, batch, median/min step seconds, images/s, peak tracked MiB and the\n"
@@ -48,6 +49,7 @@ int cli_cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) ok = cli_int(argc, argv, &i, &steps);
         else if (!strcmp(argv[i], "--warmup")) ok = cli_int(argc, argv, &i, &warmup);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
+        else if (!strcmp(argv[i], "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--threads")) ok = cli_int(argc, argv, &i, &threads);
         else if (!strcmp(argv[i], "--memory")) ok = cli_str(argc, argv, &i, &memory);
         else {
@@ -108,9 +110,14 @@ int cli_cmd_bench(int argc, char **argv) {
     rt_memstats_get(&ms);
     double median = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
     if (!rt_model_name_has_reversible(model)) memory = "standard";
-    printf("revtorch model=%s memory=%s conv_algo=%s batch=%lld size=%lld threads=%d median_step_s=%.4f "
+    /* which case this measured: compute or storage-only half precision on this CPU */
+    const char *pcase = cli_precision() == RT_PRECISION_FP32 ? "f32"
+                        : cli_precision() == RT_PRECISION_FP16 ? "fp16-storage-only(f32-compute)"
+                        : rt_conv_bf16_available() ? "bf16-compute(conv)+bf16-storage"
+                                                   : "bf16-storage-only(no-bf16-kernels,f32-compute)";
+    printf("revtorch model=%s memory=%s precision=%s case=%s conv_algo=%s batch=%lld size=%lld threads=%d median_step_s=%.4f "
            "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f sys_allocs_per_step=%.1f\n",
-           model, memory, rt_conv_algo_name(rt_conv_algo_get()), (long long)batch, (long long)size,
+           model, memory, rt_precision_str(cli_precision()), pcase, rt_conv_algo_name(rt_conv_algo_get()), (long long)batch, (long long)size,
            rt_get_num_threads(), median, times[0],
            (double)batch / median, (double)ms.peak_total / 1048576.0,
            (double)(ms.n_sys_alloc - sys_allocs0) / (double)steps);

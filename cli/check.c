@@ -19,6 +19,10 @@ static void check_usage(FILE *f) {
                "  --batch-size N     images in the batch, >= 1 (default 64)\n"
                "  --threads N        (default: all cores)\n", cli_reversible_models());
     cli_conv_algo_help(f, 21);
+    cli_precision_help(f, 21);
+    fprintf(f, "Under --precision bf16/fp16 the blocks are checked as training runs them: the sequences'\n"
+               "couplings and stored outputs are f32, F and G compute in f32 (storing half precision only\n"
+               "for backward), so the rebuild is that of fp32 (the line names the precision).\n");
     fprintf(f, "Exit status: 0 done, 1 runtime failure (files, data), 2 usage error (nothing was run).\n");
 }
 
@@ -29,6 +33,8 @@ int cli_cmd_check(int argc, char **argv) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             check_usage(stdout);
             return 0;
+        } else if (!strcmp(argv[i], "--precision")) {
+            ok = cli_precision_arg(argc, argv, &i);
         } else if (!cli_model_arg(argc, argv, &i, &a, &ok)) {
             fprintf(stderr, "revtorch check: unknown option '%s' (see revtorch check --help)\n", argv[i]);
             return 2;
@@ -68,13 +74,15 @@ int cli_cmd_check(int argc, char **argv) {
         cli_fail("cannot create the model");
     else if (weights && rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) cli_fail("cannot load the weights");
     else if (rt_state_dict_check_values(m->sd) != RT_OK) cli_fail("unusable weights");
+    else if (!cli_precision_apply(m)) cli_fail("cannot set the precision");
     else if (rt_loader_create(test, &lo, &l) != RT_OK || rt_loader_next(l, &x, &y, &end) != RT_OK || end)
         cli_fail("cannot read a batch");
     else if (rt_reversible_reconstruction(m->net, x, &block_err, &chain_err, worst, sizeof worst) != RT_OK)
         cli_fail("check failed");
     else {
-        printf("%s%s on %lld test images: worst block reconstruction error %.3g (relative, block %s); "
-               "worst stage chain drift %.3g\n", model, weights ? "" : " (untrained)", (long long)x->shape[0],
+        printf("%s%s, precision %s, on %lld test images: worst block reconstruction error %.3g (relative, block %s); "
+               "worst stage chain drift %.3g\n", model, weights ? "" : " (untrained)",
+               rt_precision_str(cli_precision()), (long long)x->shape[0],
                block_err, worst, chain_err);
         rc = 0;
     }

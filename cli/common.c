@@ -9,6 +9,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "core/rng.h"
+#include "memory/precision.h"
 #include "memory/predict.h"
 #include "memory/reversible.h"
 #include "data/mnist.h"
@@ -301,9 +302,42 @@ void cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s) {
     fprintf(f, " | total %.2f\n", (double)s->peak_total / 1048576.0);
 }
 
+/* The process's --precision (CLI state: one command per process). */
+static rt_precision cli_precision_v = RT_PRECISION_FP32;
+
+bool cli_precision_arg(int argc, char **argv, int *i) {
+    const char *v = cli_value(argc, argv, i);
+    if (!v) return false;
+    if (rt_precision_parse(v, &cli_precision_v) != RT_OK) {
+        fprintf(stderr, "revtorch: --precision: %s\n", rt_error_last());
+        return false;
+    }
+    return true;
+}
+
+rt_precision cli_precision(void) { return cli_precision_v; }
+
+void cli_precision_help(FILE *f, int col) {
+    fprintf(f, "  %-*sfp32 (default), bf16 or fp16: saved activations and activation gradients\n"
+               "%*sstored in half precision, master weights and optimizer f32 (fp16: loss scaling)\n",
+            col - 2, "--precision P", col, "");
+}
+
 void cli_strategy_apply(const cli_strategy *s, rt_model *m) {
     rt_module_set_reversible(m->net, s->reversible);
     rt_module_set_grouping(m->net, s->grouping, s->k);
+    if (!cli_precision_apply(m)) { /* only out of memory; the tree is gone */
+        fprintf(stderr, "revtorch: %s\n", rt_error_last());
+        exit(1);
+    }
+}
+
+bool cli_precision_apply(rt_model *m) {
+    rt_module *w = NULL;
+    if (cli_precision_v == RT_PRECISION_FP32 || !strcmp(m->net->cls->type, "Autocast")) return true;
+    rt_status st = rt_autocast_wrap(m->net, cli_precision_v, &w);
+    m->net = w;
+    return st == RT_OK;
 }
 
 rt_status cli_predict_memory(const char *model, int64_t in_channels, int64_t num_classes,

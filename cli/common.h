@@ -9,6 +9,7 @@
 
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "memory/precision.h"
 #include "memory/reversible.h"
 #include "models/model.h"
 #include "optim/optim.h"
@@ -97,8 +98,20 @@ typedef struct cli_strategy {
 } cli_strategy;
 
 /* Sets the strategy on every reversible sequence of the model (no-op for
- * models without any). */
+ * models without any), and wraps its net in the --precision region
+ * (cli_precision_set; once: a net already wrapped stays as it is). */
 void cli_strategy_apply(const cli_strategy *s, rt_model *m);
+
+/* --precision fp32|bf16|fp16 (memory/precision.h) for every model this
+ * process builds through cli_strategy_apply: parses argv[*i + 1] like
+ * cli_conv_algo (message and false on a bad value). */
+bool cli_precision_arg(int argc, char **argv, int *i);
+rt_precision cli_precision(void);
+/* Wraps m's net in the --precision region (once; nothing for fp32). False
+ * when out of memory: then the net is destroyed and m->net is NULL. */
+bool cli_precision_apply(rt_model *m);
+/* The help line of --precision, its text starting at column col. */
+void cli_precision_help(FILE *f, int col);
 
 /* Peak bytes per category of one steady-state training step of zoo model
  * `model` (in_channels → num_classes) under `strategy`, optimizer `opt`

@@ -35,6 +35,7 @@ static void memory_usage(FILE *f) {
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
                "  --memory-timeline F.csv  one step of the budget's plan (else balanced) as CSV and F.png, and\n"
                "                     F.combined.png: plain, 4 segments and that plan side by side\n");
+    cli_precision_help(f, 21);
     fprintf(f,
                "Models without reversible parts show the standard row only.\n");
 }
@@ -174,6 +175,7 @@ int cli_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--accum-steps")) ok = cli_int(argc, argv, &i, &accum);
         else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
+        else if (!strcmp(argv[i], "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--by-module")) by_module = true;
         else if (!strcmp(argv[i], "--measure")) measure = true;
         else if (!strcmp(argv[i], "--memory-timeline")) ok = cli_str(argc, argv, &i, &timeline);
@@ -215,9 +217,9 @@ int cli_cmd_memory(int argc, char **argv) {
     if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) return cli_fail("model");
     int64_t params = rt_state_dict_num_param_elements(m->sd);
     rt_model_destroy(m);
-    printf("one training step of %s, batch %lld×%lld×%lld×%lld in %lld micro-batch%s, %s, peak MiB per category "
-           "(meta run):\n", model, (long long)batch, (long long)channels, (long long)size, (long long)size,
-           (long long)accum, accum == 1 ? "" : "es", cli_optimizer_label(&spec));
+    printf("one training step of %s, batch %lld×%lld×%lld×%lld in %lld micro-batch%s, %s, precision %s, peak MiB "
+           "per category (meta run):\n", model, (long long)batch, (long long)channels, (long long)size, (long long)size,
+           (long long)accum, accum == 1 ? "" : "es", cli_optimizer_label(&spec), rt_precision_str(cli_precision()));
     printf("%-12s %-11s %10s", "model", "memory", "params");
     for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %9s", rt_mem_category_str((rt_mem_category)c));
     printf(" %9s\n", "total");

@@ -16,6 +16,7 @@
 #include "dist.h"
 #include "kernels/threads.h"
 #include "optim/optim.h"
+#include "train/scaler.h"
 #include "outputs.h"
 #include "plot.h"
 #include "progress.h"
@@ -33,6 +34,7 @@ typedef struct train_opts {
     /* data parallelism (cli/dist.h): --distributed, --shard-optimizer, --bucket-mb, --dist-timeout */
     bool distributed, shard_optimizer, sync_bn;
     float bucket_mb, dist_timeout;
+    bool no_loss_scale; /* --no-loss-scale: fp16 without the GradScaler */
 } train_opts;
 
 static void train_usage(FILE *f) {
@@ -61,7 +63,10 @@ static void train_usage(FILE *f) {
             "  --threads N           threads for oneDNN, OpenBLAS and revtorch (default: all cores)\n",
             rt_model_names());
     cli_conv_algo_help(f, 24);
+    cli_precision_help(f, 24);
     fprintf(f,
+            "  --no-loss-scale       fp16 without dynamic loss scaling (on by default for fp16, off for\n"
+            "                        bf16 and fp32; see GradScaler)\n"
             "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
             "                        optimizer state goes to FILE with .optim before .safetensors; a symlink\n"
@@ -125,6 +130,8 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--batch-size")) ok = cli_int_in(argc, argv, &i, 1, INT32_MAX, NULL, &o->batch_size);
         else if (!strcmp(a, "--accum-steps")) ok = cli_int_in(argc, argv, &i, 1, INT32_MAX, NULL, &o->accum_steps);
         else if (!strcmp(a, "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
+        else if (!strcmp(a, "--precision")) ok = cli_precision_arg(argc, argv, &i);
+        else if (!strcmp(a, "--no-loss-scale")) o->no_loss_scale = true;
         else if (!strcmp(a, "--threads")) ok = cli_int(argc, argv, &i, &o->threads);
         else if (!strcmp(a, "--seed")) ok = cli_int(argc, argv, &i, &o->seed);
         else if (!strcmp(a, "--warmup-steps"))
@@ -262,6 +269,7 @@ typedef struct train_run {
     rt_loader *loader;
     rt_train_config cfg;
     cli_strategy strategy;
+    rt_grad_scaler *scaler; /* fp16's dynamic loss scaling (NULL: none) */
     rt_lr_schedule sched;
     FILE *log, *steps_log;
     char run_options[512];
@@ -290,6 +298,7 @@ typedef struct train_run {
 typedef struct train_epoch_stats {
     double loss_sum, secs;
     int64_t seen, correct;
+    int64_t skipped; /* steps the loss scaler skipped (their samples are not in seen) */
     rt_memstats peaks;
 } train_epoch_stats;
 
@@ -605,6 +614,9 @@ static void train_print_header(const train_run *r) {
            (long long)o->batch_size, (long long)o->accum_steps, o->accum_steps == 1 ? "" : "es", asked, o->optimizer,
            o->lr, (long long)o->epochs, o->epochs == 1 ? "" : "s", rt_get_num_threads(),
            rt_get_num_threads() == 1 ? "" : "s");
+    char prec[512];
+    printf("%s%s\n", rt_precision_describe(cli_precision(), prec, sizeof prec),
+           r->scaler ? "; dynamic loss scaling from 65536" : "");
     const double mib = 1048576.0;
     if (rt_model_name_has_reversible(m->name))
         printf("predicted per step (meta run): activations kept for backward %.2f MiB with --memory %s, %.2f MiB "
@@ -783,6 +795,10 @@ static int train_setup(train_run *r) {
     cli_memory_mode(o->memory, o->grouping, &r->strategy);
     cli_strategy_apply(&r->strategy, r->m);
     r->cfg = (rt_train_config){.accum_steps = o->accum_steps, .clip = o->clip, .label_smoothing = o->label_smoothing};
+    if (cli_precision() == RT_PRECISION_FP16 && !o->no_loss_scale) {
+        if (!(r->scaler = rt_grad_scaler_create(NULL))) return cli_fail("cannot create the loss scaler");
+        r->cfg.hooks = rt_grad_scaler_hooks(r->scaler);
+    }
     rt_optimizer_spec spec;
     cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
     if (train_predict(r, &spec) != RT_OK) return cli_fail("cannot predict the memory of a step");
@@ -924,6 +940,10 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
             cli_progress_finish(&bar);
             return cli_fail("training step failed");
         }
+        if (!res.stepped) { /* the loss scaler skipped it (Inf/NaN gradients): nothing was learnt */
+            e->skipped++;
+            continue;
+        }
         e->loss_sum += res.loss * (double)n;
         e->correct += res.correct;
         e->seen += n;
@@ -966,6 +986,10 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
                1e3 * ds.exposed_s / steps, ds.comm_s > 0 ? 100.0 * (1.0 - ds.exposed_s / ds.comm_s) : 0.0,
                o->shard_optimizer ? "; optimizer state sharded (OPTIM above is this rank's share)" : "");
     }
+    if (r->scaler)
+        printf("  loss scale %g; %lld step%s skipped for Inf/NaN gradients this epoch, %lld in all\n",
+               (double)rt_grad_scaler_get_scale(r->scaler), (long long)e->skipped, e->skipped == 1 ? "" : "s",
+               (long long)rt_grad_scaler_skipped(r->scaler));
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss: KiB on Linux */
         printf("  process peak RSS %.1f MiB vs tracked peak %.2f MiB; outside tracking: the program and its "
@@ -1035,6 +1059,7 @@ static bool train_teardown(train_run *r) {
     free(r->epoch_steps);
     rt_loader_destroy(r->loader);
     rt_optimizer_destroy(r->opt);
+    rt_grad_scaler_destroy(r->scaler);
     rt_model_destroy(r->m);
     rt_dataset_destroy(r->train);
     rt_dataset_destroy(r->test);

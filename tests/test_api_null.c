@@ -61,6 +61,7 @@
 #include "memory/budget.h"
 #include "memory/checkpoint.h"
 #include "memory/planner.h"
+#include "memory/precision.h"
 #include "memory/predict.h"
 #include "memory/reversible.h"
 #include "models/model.h"
@@ -77,6 +78,7 @@
 #include "ops/ops3d.h"
 #include "optim/optim.h"
 #include "rt_test.h"
+#include "train/scaler.h"
 #include "train/step.h"
 
 /* ------------------------------------------------------------ the checks */
@@ -1483,6 +1485,119 @@ CHECK_FN(rt_batch_slice) {
     NUL(RT_ERR_INVALID_ARG, "outside", rt_batch_slice(x, 3, 2));
 }
 
+/* ------------------------------------------------------------ mixed precision:
+ * core/dtype.h rt_dtype_round, autograd/node.h autocast dtype,
+ * kernels/conv.h bf16 probe, memory/precision.h, train/scaler.h */
+
+CHECK_FN(rt_dtype_round) {
+    float v[2] = {1.0f, 2.0f};
+    ST(RT_ERR_INVALID_ARG, "buffer", rt_dtype_round(NULL, RT_BF16, 2));
+    ST(RT_OK, NULL, rt_dtype_round(NULL, RT_BF16, 0));
+    ST(RT_ERR_DTYPE, "floating-point", rt_dtype_round(v, RT_I32, 2));
+    ST(RT_ERR_DTYPE, "floating-point", rt_dtype_round(v, (rt_dtype)42, 2));
+}
+
+CHECK_FN(rt_autocast_dtype) { VAL(rt_autocast_dtype() == RT_F32); }
+
+CHECK_FN(rt_autocast_set_dtype) {
+    VAL(rt_autocast_set_dtype((rt_dtype)42) == RT_F32); /* an unknown value is F32 */
+    VAL(rt_autocast_set_dtype(RT_I32) == RT_F32);
+    VAL(rt_autocast_dtype() == RT_F32);
+}
+
+CHECK_FN(rt_autocast_compute_dtype) { VAL(rt_autocast_compute_dtype() == RT_F32); }
+
+CHECK_FN(rt_autocast_set_compute_dtype) {
+    VAL(rt_autocast_set_compute_dtype(RT_F16) == RT_F32); /* only bf16 computes reduced */
+    VAL(rt_autocast_compute_dtype() == RT_F32);
+}
+
+CHECK_FN(rt_precision_region_forward) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    rt_tensor *x = T(2, 3), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "module", rt_precision_region_forward(NULL, RT_BF16, true, x, &y));
+    ST(RT_ERR_INVALID_ARG, "x", rt_precision_region_forward(m, RT_BF16, true, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "y", rt_precision_region_forward(m, RT_BF16, true, x, NULL));
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_conv_bf16_available) { TOL(rt_conv_bf16_available()); }
+
+CHECK_FN(rt_precision_str) { VAL(strcmp(rt_precision_str((rt_precision)9), "?") == 0); }
+
+CHECK_FN(rt_precision_parse) {
+    rt_precision p;
+    ST(RT_ERR_INVALID_ARG, "name", rt_precision_parse(NULL, &p));
+    ST(RT_ERR_INVALID_ARG, "out", rt_precision_parse("bf16", NULL));
+    ST(RT_ERR_INVALID_ARG, "precision", rt_precision_parse("fp8", &p));
+}
+
+CHECK_FN(rt_precision_dtype) { VAL(rt_precision_dtype((rt_precision)9) == RT_F32); }
+
+CHECK_FN(rt_autocast_wrap) {
+    rt_module *out = NULL;
+    ST(RT_ERR_INVALID_ARG, "module", rt_autocast_wrap(NULL, RT_PRECISION_BF16, &out));
+    ST(RT_ERR_INVALID_ARG, "out", rt_autocast_wrap(linear_module(RT_DEVICE_CPU), RT_PRECISION_BF16, NULL));
+    ST(RT_ERR_INVALID_ARG, "precision", rt_autocast_wrap(linear_module(RT_DEVICE_CPU), (rt_precision)9, &out));
+}
+
+CHECK_FN(rt_autocast_precision) { VAL(rt_autocast_precision(NULL) == RT_PRECISION_FP32); }
+
+CHECK_FN(rt_precision_describe) {
+    char buf[8] = "x";
+    VAL(rt_precision_describe(RT_PRECISION_BF16, NULL, 10) == NULL);
+    VAL(rt_precision_describe(RT_PRECISION_BF16, buf, 0) == buf && buf[0] == 'x');
+    VAL(rt_precision_describe(RT_PRECISION_FP16, buf, sizeof buf) == buf && strlen(buf) == sizeof buf - 1);
+}
+
+CHECK_FN(rt_grad_scaler_default_opts) { VAL(rt_grad_scaler_default_opts().init_scale == 65536.0f); }
+
+CHECK_FN(rt_grad_scaler_create) {
+    rt_grad_scaler_opts o = rt_grad_scaler_default_opts();
+    o.backoff_factor = 1.0f;
+    NUL(RT_ERR_INVALID_ARG, "backoff_factor", rt_grad_scaler_create(&o));
+    o = rt_grad_scaler_default_opts();
+    o.growth_interval = 0;
+    NUL(RT_ERR_INVALID_ARG, "growth_interval", rt_grad_scaler_create(&o));
+    o = rt_grad_scaler_default_opts();
+    o.init_scale = NAN;
+    NUL(RT_ERR_INVALID_ARG, "init_scale", rt_grad_scaler_create(&o));
+}
+
+CHECK_FN(rt_grad_scaler_destroy) { TOL(rt_grad_scaler_destroy(NULL)); }
+CHECK_FN(rt_grad_scaler_get_scale) { VAL(rt_grad_scaler_get_scale(NULL) == 0.0f); }
+CHECK_FN(rt_grad_scaler_skipped) { VAL(rt_grad_scaler_skipped(NULL) == 0); }
+CHECK_FN(rt_grad_scaler_skipped_in_row) { VAL(rt_grad_scaler_skipped_in_row(NULL) == 0); }
+
+CHECK_FN(rt_grad_scaler_unscale) {
+    rt_grad_scaler *s = rt_grad_scaler_create(NULL);
+    bool inf;
+    ST(RT_ERR_INVALID_ARG, "scaler", rt_grad_scaler_unscale(NULL, NULL, 0, &inf));
+    ST(RT_ERR_INVALID_ARG, "params", rt_grad_scaler_unscale(s, NULL, 2, &inf));
+    ST(RT_OK, NULL, rt_grad_scaler_unscale(s, NULL, 0, NULL));
+    ST(RT_ERR_STATE, "already", rt_grad_scaler_unscale(s, NULL, 0, NULL));
+    rt_grad_scaler_destroy(s);
+}
+
+CHECK_FN(rt_grad_scaler_update) { ST(RT_ERR_INVALID_ARG, "scaler", rt_grad_scaler_update(NULL)); }
+
+CHECK_FN(rt_grad_scaler_hooks) {
+    rt_train_hooks h = rt_grad_scaler_hooks(NULL);
+    VAL(!h.loss_scale && !h.before_step && !h.after_step && !h.user);
+}
+
+CHECK_FN(rt_grad_scaler_state_get) {
+    ST(RT_ERR_INVALID_ARG, "scaler", rt_grad_scaler_state_get(NULL, NULL, NULL, NULL));
+}
+
+CHECK_FN(rt_grad_scaler_state_set) {
+    rt_grad_scaler *s = rt_grad_scaler_create(NULL);
+    ST(RT_ERR_INVALID_ARG, "scaler", rt_grad_scaler_state_set(NULL, 1.0f, 0, 0));
+    ST(RT_ERR_INVALID_ARG, "scale", rt_grad_scaler_state_set(s, 0.0f, 0, 0));
+    ST(RT_ERR_INVALID_ARG, "counts", rt_grad_scaler_state_set(s, 1.0f, -1, 0));
+    rt_grad_scaler_destroy(s);
+}
+
 /* ------------------------------------------------------------ memory/predict.h */
 
 /* memory/reversible.h */
@@ -2887,6 +3002,16 @@ static const api_entry optim_train_entries[] = {
     E(rt_memory_plan_make), E(rt_memory_plan_free),
 };
 
+static const api_entry precision_entries[] = {
+    E(rt_dtype_round), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
+    E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_conv_bf16_available),
+    E(rt_precision_str), E(rt_precision_parse), E(rt_precision_dtype), E(rt_autocast_wrap),
+    E(rt_autocast_precision), E(rt_precision_describe), E(rt_grad_scaler_default_opts), E(rt_grad_scaler_create),
+    E(rt_grad_scaler_destroy), E(rt_grad_scaler_get_scale), E(rt_grad_scaler_skipped),
+    E(rt_grad_scaler_skipped_in_row), E(rt_grad_scaler_unscale), E(rt_grad_scaler_update), E(rt_grad_scaler_hooks),
+    E(rt_grad_scaler_state_get), E(rt_grad_scaler_state_set),
+};
+
 static const api_entry data_io_entries[] = {
     /* data/dataset.h */
     E(rt_sample_numel), E(rt_sample_nbytes), E(rt_dataset_create), E(rt_dataset_size), E(rt_dataset_sample_shape),
@@ -3183,6 +3308,7 @@ static const struct {
     {"nn", nn_entries, N_OF(nn_entries)},
     {"optim_train", optim_train_entries, N_OF(optim_train_entries)},
     {"data_io", data_io_entries, N_OF(data_io_entries)},
+    {"precision", precision_entries, N_OF(precision_entries)},
     {"models", models_entries, N_OF(models_entries)},
     {"kernels", kernels_entries, N_OF(kernels_entries)},
     {"ops3d", ops3d_entries, N_OF(ops3d_entries)},
@@ -3217,6 +3343,7 @@ static void test_data_io(void) { run_table("data_io"); }
 static void test_models(void) { run_table("models"); }
 static void test_kernels(void) { run_table("kernels"); }
 static void test_ops3d(void) { run_table("ops3d"); }
+static void test_precision(void) { run_table("precision"); }
 
 /* ------------------------------------------------------------ coverage */
 
@@ -3325,4 +3452,5 @@ static void test_summary(void) {
 
 RT_TEST_MAIN({"core", test_core}, {"autograd", test_autograd}, {"ops", test_ops}, {"nn", test_nn},
              {"optim_train", test_optim_train}, {"data_io", test_data_io}, {"models", test_models},
-             {"kernels", test_kernels}, {"ops3d", test_ops3d}, {"coverage", test_coverage}, {"summary", test_summary})
+             {"precision", test_precision}, {"kernels", test_kernels}, {"ops3d", test_ops3d},
+             {"coverage", test_coverage}, {"summary", test_summary})

@@ -113,6 +113,26 @@ static rt_status rt_collect(rt_node *root, rt_node_list *all) {
     return st;
 }
 
+/* Rounds the gradients arriving at a node of a precision region to its
+ * dtype (autograd/node.h, grad_dtype): in place when the engine holds the
+ * only reference, else into a copy, so a gradient also handed elsewhere (a
+ * leaf's .grad, an f32 node) keeps its f32 value. */
+static rt_status rt_round_grads(rt_node *n) {
+    for (int o = 0; o < n->n_outputs; o++) {
+        rt_tensor *g = n->grad_buf[o];
+        if (!g || g->dtype != RT_F32) continue;
+        if (g->refcount > 1 || g->storage->refcount > 1) { /* also on meta: the copy's bytes are booked alike */
+            rt_tensor *c = rt_tensor_empty_like(g, RT_MEM_TEMP);
+            if (!c) return RT_ERR_OOM;
+            if (!rt_tensor_is_meta(g)) memcpy(rt_tensor_data(c), rt_tensor_data(g), rt_tensor_nbytes(g));
+            rt_tensor_release(g);
+            n->grad_buf[o] = g = c;
+        }
+        if (!rt_tensor_is_meta(g)) RT_TRY(rt_dtype_round(rt_tensor_f32(g), n->grad_dtype, (size_t)rt_tensor_numel(g)));
+    }
+    return RT_OK;
+}
+
 /* Runs one node: its backward, then hands each input gradient on. */
 static rt_status rt_run_node(rt_node *n, bool retain_graph, rt_node_list *ready) {
     rt_status st = RT_OK;
@@ -126,7 +146,8 @@ static rt_status rt_run_node(rt_node *n, bool retain_graph, rt_node_list *ready)
      * are booked to "backward:<op>" in the module that created the node */
     const char *prev_op = rt_mem_set_op(n->backward_op ? n->backward_op : n->name);
     const char *prev_module = rt_mem_set_module(n->module ? n->module : "backward");
-    if (any) st = n->backward(n, n->grad_buf, grad_in);
+    if (any && n->grad_dtype != RT_F32) st = rt_round_grads(n);
+    if (any && st == RT_OK) st = n->backward(n, n->grad_buf, grad_in);
     for (int o = 0; o < n->n_outputs; o++) {
         rt_tensor_release(n->grad_buf[o]);
         n->grad_buf[o] = NULL;

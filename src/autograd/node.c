@@ -54,6 +54,25 @@ static _Thread_local bool rt_tls_grad_disabled; /* zero-initialised: grad mode o
 
 static _Thread_local bool rt_tls_recompute;
 
+static _Thread_local rt_dtype rt_tls_autocast = RT_F32;
+static _Thread_local rt_dtype rt_tls_autocast_compute = RT_F32;
+
+rt_dtype rt_autocast_compute_dtype(void) { return rt_tls_autocast_compute; }
+
+rt_dtype rt_autocast_set_compute_dtype(rt_dtype dt) {
+    rt_dtype prev = rt_tls_autocast_compute;
+    rt_tls_autocast_compute = dt == RT_BF16 ? RT_BF16 : RT_F32;
+    return prev;
+}
+
+rt_dtype rt_autocast_dtype(void) { return rt_tls_autocast; }
+
+rt_dtype rt_autocast_set_dtype(rt_dtype dt) {
+    rt_dtype prev = rt_tls_autocast;
+    rt_tls_autocast = dt == RT_BF16 || dt == RT_F16 ? dt : RT_F32;
+    return prev;
+}
+
 bool rt_recompute_is_active(void) { return rt_tls_recompute; }
 
 bool rt_recompute_set_active(bool active) {
@@ -104,6 +123,7 @@ rt_status rt_node_create(const char *name, int n_inputs, rt_tensor *const *input
     n->meta.destroy = rt_node_destroy;
     n->name = name;
     n->module = rt_mem_module();
+    n->grad_dtype = rt_tls_autocast;
     char bop[96];
     snprintf(bop, sizeof bop, "backward:%s", name);
     n->backward_op = rt_mem_intern(bop);

@@ -66,6 +66,12 @@ struct rt_node {
     rt_saved_slot *saved;  /* n_saved slots, read through rt_node_saved */
     int n_saved, cap_saved;
     bool released;         /* saved tensors were freed by a backward without retain_graph */
+    /* The precision region's dtype at creation (rt_autocast_dtype): when
+     * not RT_F32 the engine rounds the gradients arriving at this node to it
+     * before the node's backward, as if the activation gradients flowing
+     * backward were stored in bf16/f16 (torch.autocast: a reduced op's
+     * output, and so its gradient, has the reduced dtype). */
+    rt_dtype grad_dtype;
     /* engine scratch, valid only during rt_backward */
     int deps;
     bool visited;
@@ -202,6 +208,21 @@ int rt_saved_tensors_hooks_depth(void);
  * rt_grad_set_enabled returns the previous state for restoring. */
 bool rt_grad_is_enabled(void);
 bool rt_grad_set_enabled(bool enabled);
+
+/* The precision region (memory/precision.h), thread-local by design like
+ * grad mode: RT_F32 outside (the default), RT_BF16 or RT_F16 inside. Nodes
+ * record it (rt_node.grad_dtype). rt_autocast_set_dtype returns the
+ * previous value for restoring; a value other than F32/BF16/F16 is taken as
+ * RT_F32. */
+rt_dtype rt_autocast_dtype(void);
+rt_dtype rt_autocast_set_dtype(rt_dtype dt);
+/* The region's compute dtype, thread-local likewise: RT_BF16 lets
+ * convolutions compute in bf16 where oneDNN can (ops/ops.h rt_conv);
+ * RT_F32 otherwise (the default, and a region that only stores half, such
+ * as a reversible rebuild that must match its f32 forward). Returns the
+ * previous value; a value other than RT_BF16 is taken as RT_F32. */
+rt_dtype rt_autocast_compute_dtype(void);
+rt_dtype rt_autocast_set_compute_dtype(rt_dtype dt);
 
 /* Recompute mode, thread-local by design: set by memory strategies (checkpoint,
  * reversible rebuild) while they re-run a forward whose effects already

@@ -1,7 +1,8 @@
 /* Element types and conversions.
  *
- * Compute is f32 everywhere; bf16 and f16 are storage formats (see design.md,
- * "Reduced precision is a storage decision"). Conversions round to nearest,
+ * Compute is f32 except oneDNN's bf16 convolutions inside a bf16 precision
+ * region; bf16 and f16 are otherwise storage formats (see design.md, "Mixed
+ * precision", and memory/precision.h). Conversions round to nearest,
  * ties to even, as torch.Tensor.to(torch.bfloat16 / torch.float16) does. */
 #ifndef RT_CORE_DTYPE_H
 #define RT_CORE_DTYPE_H
@@ -35,5 +36,13 @@ float rt_f16_to_f32(uint16_t x);
  * saturates (u8: [0,255]). Errors: RT_ERR_INVALID_ARG (src or dst NULL while
  * n > 0), RT_ERR_DTYPE (sdt or ddt not an rt_dtype). */
 rt_status rt_dtype_convert(const void *src, rt_dtype sdt, void *dst, rt_dtype ddt, size_t n);
+
+/* Rounds n f32 values in place to the nearest value of dt (RT_F32: no-op,
+ * RT_BF16, RT_F16; ties to even, overflow to ±Inf): x ← f32(dt(x)), what
+ * storing them as dt and reading them back gives (torch: x.to(dt).float()).
+ * Vectorised (F16C) and threaded like rt_dtype_convert's f32 ↔ half paths.
+ * Errors: RT_ERR_INVALID_ARG (x NULL while n > 0), RT_ERR_DTYPE (dt not a
+ * floating-point rt_dtype). */
+rt_status rt_dtype_round(float *x, rt_dtype dt, size_t n);
 
 #endif

@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Storage creation counter of this thread (rt_storage.serial). */
+/* Thread-local by design (rt_storage.serial): no lock, and a storage's
+ * serial only needs to differ from earlier ones made by the same thread. */
 static _Thread_local uint64_t rt_tls_storage_serial;
 
 static rt_storage *rt_storage_create(size_t nbytes, rt_device device, rt_mem_category cat) {

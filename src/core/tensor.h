@@ -51,7 +51,9 @@ typedef struct rt_storage {
     /* Creation number on the creating thread (thread-local counter, from
      * 1): with the pointer it names one storage for its whole life, so a
      * strategy can recognise a storage it saw earlier without keeping it
-     * alive (an address alone may be reused after a free). */
+     * alive (an address alone may be reused after a free): checkpointing
+     * (memory/checkpoint.h) and the precision region's pack hook, which
+     * packs a storage once however many nodes save it (memory/precision.h). */
     uint64_t serial;
 } rt_storage;
 

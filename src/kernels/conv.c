@@ -178,6 +178,25 @@ static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], co
     return RT_OK;
 }
 
+/* Whether this shape computes in bf16: asked for, and not a shape where the
+ * convolution algorithm picks Winograd, whose F(4×4, 3×3) saves more
+ * multiplications (2.25×) than bf16's doubled rate gains (≤ 2×, less the
+ * conversions), and which oneDNN has only in f32: those stay f32 Winograd
+ * (all three passes, so they agree). */
+static bool conv_bf16(const rt_conv_shape *s, const int64_t out[3]) {
+    return s->compute_bf16 && !conv_wants_winograd(s, out);
+}
+
+/* The element types the primitive computes with (format_any descriptors
+ * carry no strides yet, so only the type changes): the caller's buffers keep
+ * their f32 descriptors and the cached entry reorders (converts) between
+ * them (dnnl_common.h). */
+static void conv_geom_types(conv_geom *g, dnnl_data_type_t src, dnnl_data_type_t wei, dnnl_data_type_t dst) {
+    g->src_any.data_type = src;
+    g->wei_any.data_type = wei;
+    g->dst_any.data_type = dst;
+}
+
 static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, int with_bias) {
     rt_dnnl_key_init(k, kind);
     rt_dnnl_key_push(k, s->nsp);
@@ -188,6 +207,7 @@ static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, 
     rt_dnnl_key_push(k, with_bias);
     rt_dnnl_key_push(k, s->src_layout);
     rt_dnnl_key_push(k, s->dst_layout);
+    rt_dnnl_key_push(k, s->compute_bf16);
     int64_t out[3];
     rt_conv_out_size(s, out);
     rt_dnnl_key_push(k, conv_wants_winograd(s, out));
@@ -248,8 +268,16 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const f
     if (!e) {
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
-        dnnl_primitive_desc_t pd;
-        RT_TRY(conv_fwd_pd(&g, s->has_bias, desc, &pd));
+        dnnl_primitive_desc_t pd = NULL;
+        if (conv_bf16(s, out)) { /* bf16 in, f32 out; f32 where oneDNN has no bf16 kernel */
+            conv_geom_types(&g, dnnl_bf16, dnnl_bf16, dnnl_f32);
+            if (conv_fwd_pd(&g, s->has_bias, desc, &pd) != RT_OK) {
+                rt_error_clear();
+                conv_geom_types(&g, dnnl_f32, dnnl_f32, dnnl_f32);
+                pd = NULL;
+            }
+        }
+        if (!pd) RT_TRY(conv_fwd_pd(&g, s->has_bias, desc, &pd));
         rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_user},
                                     {DNNL_ARG_WEIGHTS, 0, &g.wei_plain},
                                     {DNNL_ARG_DST, 1, &g.dst_user},
@@ -259,6 +287,53 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const f
     if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[4] = {(void *)x, (void *)w, y, (void *)b};
     return rt_dnnl_entry_exec(e, ptrs);
+}
+
+/* The end of both backward primitives' creation: from the status of the
+ * descriptor's init, the primitive descriptor (user scratchpad, forward
+ * hint *hint); on failure the hint is destroyed and both are NULL. */
+static rt_status conv_bwd_pd_create(dnnl_status_t st, const dnnl_convolution_desc_t *cd, const char *pass,
+                                    const char *desc, dnnl_primitive_desc_t *hint, dnnl_primitive_desc_t *pd) {
+    char what[96];
+    rt_status rs = RT_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    if (st != dnnl_success) {
+        snprintf(what, sizeof what, "convolution %s descriptor init", pass);
+        rs = rt_dnnl_fail(st, what, desc);
+    }
+    if (rs == RT_OK) rs = rt_dnnl_attr_user_scratchpad(&attr, desc);
+    if (rs == RT_OK) {
+        dnnl_engine_t eng;
+        rs = rt_dnnl_engine(&eng);
+        if (rs == RT_OK && (st = dnnl_primitive_desc_create(pd, cd, attr, eng, *hint)) != dnnl_success) {
+            *pd = NULL;
+            snprintf(what, sizeof what, "convolution %s primitive descriptor creation", pass);
+            rs = rt_dnnl_fail(st, what, desc);
+        }
+    }
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (rs != RT_OK) {
+        dnnl_primitive_desc_destroy(*hint);
+        *hint = NULL;
+    }
+    return rs;
+}
+
+/* Backward-data primitive and its forward hint; bf16: dy and w in bf16, dx
+ * f32 (fails where oneDNN has no such kernel; the caller then asks f32). */
+static rt_status conv_bwd_data_pd(conv_geom *g, bool bf16, const char *desc, dnnl_primitive_desc_t *hint,
+                                  dnnl_primitive_desc_t *pd) {
+    *hint = *pd = NULL;
+    dnnl_data_type_t h = bf16 ? dnnl_bf16 : dnnl_f32;
+    conv_geom_types(g, h, h, h);
+    RT_TRY(conv_fwd_pd(g, 0, desc, hint));
+    dnnl_memory_desc_t dsrc = g->src_any;
+    dsrc.data_type = dnnl_f32;
+    dnnl_convolution_desc_t cd;
+    dnnl_status_t st = dnnl_dilated_convolution_backward_data_desc_init(
+        &cd, g->alg, &dsrc, &g->wei_any, &g->dst_any, g->strides, g->dil,
+        g->pad_l, g->pad_r);
+    return conv_bwd_pd_create(st, &cd, "backward-data", desc, hint, pd);
 }
 
 rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy,
@@ -278,32 +353,9 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
     if (!e) {
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
-        dnnl_primitive_desc_t hint, pd = NULL;
-        RT_TRY(conv_fwd_pd(&g, 0, desc, &hint));
-        dnnl_convolution_desc_t cd;
-        dnnl_status_t st = dnnl_dilated_convolution_backward_data_desc_init(
-            &cd, g.alg, &g.src_any, &g.wei_any, &g.dst_any, g.strides, g.dil,
-            g.pad_l, g.pad_r);
-        rt_status rs = RT_OK;
-        dnnl_primitive_attr_t attr = NULL;
-        if (st != dnnl_success)
-            rs = rt_dnnl_fail(st, "dnnl_dilated_convolution_backward_data_desc_init", desc);
-        if (rs == RT_OK) rs = rt_dnnl_attr_user_scratchpad(&attr, desc);
-        if (rs == RT_OK) {
-            dnnl_engine_t eng;
-            rs = rt_dnnl_engine(&eng);
-            if (rs == RT_OK && (st = dnnl_primitive_desc_create(&pd, &cd, attr, eng, hint)) !=
-                                   dnnl_success) {
-                pd = NULL;
-                rs = rt_dnnl_fail(st, "convolution backward-data primitive descriptor creation",
-                                  desc);
-            }
-        }
-        if (attr) dnnl_primitive_attr_destroy(attr);
-        if (rs != RT_OK) {
-            dnnl_primitive_desc_destroy(hint);
-            return rs;
-        }
+        dnnl_primitive_desc_t hint = NULL, pd = NULL;
+        if (conv_bf16(s, out) && conv_bwd_data_pd(&g, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
+        if (!pd) RT_TRY(conv_bwd_data_pd(&g, false, desc, &hint, &pd));
         rt_dnnl_argspec specs[3] = {{DNNL_ARG_DIFF_DST, 0, &g.dst_user},
                                     {DNNL_ARG_WEIGHTS, 0, &g.wei_plain},
                                     {DNNL_ARG_DIFF_SRC, 1, &g.src_user}};
@@ -312,6 +364,23 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
     if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[3] = {(void *)dy, (void *)w, dx};
     return rt_dnnl_entry_exec(e, ptrs);
+}
+
+/* Backward-weights primitive and its forward hint; bf16: x and dy in bf16,
+ * dw and db f32 (fails where oneDNN has no such kernel). */
+static rt_status conv_bwd_weights_pd(conv_geom *g, int with_db, bool bf16, const char *desc,
+                                     dnnl_primitive_desc_t *hint, dnnl_primitive_desc_t *pd) {
+    *hint = *pd = NULL;
+    dnnl_data_type_t h = bf16 ? dnnl_bf16 : dnnl_f32;
+    conv_geom_types(g, h, h, h);
+    RT_TRY(conv_fwd_pd(g, with_db, desc, hint));
+    dnnl_memory_desc_t dwei = g->wei_any;
+    dwei.data_type = dnnl_f32;
+    dnnl_convolution_desc_t cd;
+    dnnl_status_t st = dnnl_dilated_convolution_backward_weights_desc_init(
+        &cd, g->alg, &g->src_any, &dwei, with_db ? &g->bias_md : NULL,
+        &g->dst_any, g->strides, g->dil, g->pad_l, g->pad_r);
+    return conv_bwd_pd_create(st, &cd, "backward-weights", desc, hint, pd);
 }
 
 rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,
@@ -341,32 +410,9 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
     if (!e) {
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
-        dnnl_primitive_desc_t hint, pd = NULL;
-        RT_TRY(conv_fwd_pd(&g, with_db, desc, &hint));
-        dnnl_convolution_desc_t cd;
-        dnnl_status_t st = dnnl_dilated_convolution_backward_weights_desc_init(
-            &cd, g.alg, &g.src_any, &g.wei_any, with_db ? &g.bias_md : NULL,
-            &g.dst_any, g.strides, g.dil, g.pad_l, g.pad_r);
-        rt_status rs = RT_OK;
-        dnnl_primitive_attr_t attr = NULL;
-        if (st != dnnl_success)
-            rs = rt_dnnl_fail(st, "dnnl_dilated_convolution_backward_weights_desc_init", desc);
-        if (rs == RT_OK) rs = rt_dnnl_attr_user_scratchpad(&attr, desc);
-        if (rs == RT_OK) {
-            dnnl_engine_t eng;
-            rs = rt_dnnl_engine(&eng);
-            if (rs == RT_OK && (st = dnnl_primitive_desc_create(&pd, &cd, attr, eng, hint)) !=
-                                   dnnl_success) {
-                pd = NULL;
-                rs = rt_dnnl_fail(st, "convolution backward-weights primitive descriptor creation",
-                                  desc);
-            }
-        }
-        if (attr) dnnl_primitive_attr_destroy(attr);
-        if (rs != RT_OK) {
-            dnnl_primitive_desc_destroy(hint);
-            return rs;
-        }
+        dnnl_primitive_desc_t hint = NULL, pd = NULL;
+        if (conv_bf16(s, out) && conv_bwd_weights_pd(&g, with_db, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
+        if (!pd) RT_TRY(conv_bwd_weights_pd(&g, with_db, false, desc, &hint, &pd));
         rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_user},
                                     {DNNL_ARG_DIFF_DST, 0, &g.dst_user},
                                     {DNNL_ARG_DIFF_WEIGHTS, 1, &g.wei_plain},
@@ -376,4 +422,30 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
     if (dry) return rt_dnnl_entry_dry_run(e);
     void *ptrs[4] = {(void *)x, (void *)dy, dw, db};
     return rt_dnnl_entry_exec(e, ptrs);
+}
+
+static _Thread_local int rt_tls_bf16_conv; /* 0 unknown, 1 yes, 2 no */
+
+static bool rt_conv_bf16_probe(void) {
+    dnnl_engine_t eng;
+    if (rt_dnnl_engine(&eng) != RT_OK) return false;
+    dnnl_memory_desc_t src, wei, dst;
+    dnnl_dims_t ds = {8, 16, 8, 8}, dw = {16, 16, 3, 3}, dd = {8, 16, 8, 8}, one = {1, 1}, pad = {1, 1};
+    if (dnnl_memory_desc_init_by_tag(&src, 4, ds, dnnl_bf16, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&wei, 4, dw, dnnl_bf16, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_bf16, dnnl_format_tag_any) != dnnl_success)
+        return false;
+    dnnl_convolution_desc_t cd;
+    if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, &src, &wei, NULL,
+                                           &dst, one, pad, pad) != dnnl_success)
+        return false;
+    dnnl_primitive_desc_t pd = NULL;
+    bool ok = dnnl_primitive_desc_create(&pd, &cd, NULL, eng, NULL) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+bool rt_conv_bf16_available(void) {
+    if (!rt_tls_bf16_conv) rt_tls_bf16_conv = rt_conv_bf16_probe() ? 1 : 2;
+    return rt_tls_bf16_conv == 1;
 }

@@ -45,6 +45,7 @@
 #ifndef RT_KERNELS_CONV_H
 #define RT_KERNELS_CONV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -60,6 +61,14 @@ typedef struct rt_conv_shape {
     /* Activation layouts (0 = plain, so existing initialisers stay plain):
      * src_layout for x and dx, dst_layout for y and dy. Part of the cache key. */
     rt_layout src_layout, dst_layout;
+    /* 1: compute in bf16 (mixed precision, memory/precision.h): x, w and dy
+     * are converted to bf16 on the way into oneDNN's bf16 kernels, which
+     * accumulate in f32 and write y, dx, dw and db as f32; the caller's
+     * buffers stay f32. Where oneDNN has no bf16 kernel for a pass (see
+     * rt_conv_bf16_available) that pass runs in f32, and so does a shape for
+     * which the algorithm (rt_conv_algo_set) picks Winograd: it saves more
+     * than bf16 would and exists only in f32. Part of the cache key. */
+    int compute_bf16;
 } rt_conv_shape;
 
 /* Output spatial sizes by PyTorch's formula
@@ -126,5 +135,15 @@ rt_status rt_conv_algo_parse(const char *name, rt_conv_algo *out);
  * non-NULL, stores the output size. Returns RT_OK or the error, message set
  * (RT_ERR_INVALID_ARG for a NULL s). */
 rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]);
+
+/* Whether oneDNN implements a bf16 convolution (forward training, bf16
+ * source/weights/destination, any format) on this CPU, found the way
+ * oneDNN says to: by creating the primitive descriptor for a small 2-D
+ * shape and seeing whether it succeeds (oneDNN 2.6.3: yes on AVX512_BF16 /
+ * AMX, emulated on plain AVX-512, no on AVX2 or with DNNL_MAX_CPU_ISA=AVX2).
+ * Nothing is booked. false when the engine cannot be made. The answer is
+ * kept per thread after the first call (thread-local by design: the CPU and
+ * DNNL_MAX_CPU_ISA do not change during a process). */
+bool rt_conv_bf16_available(void);
 
 #endif

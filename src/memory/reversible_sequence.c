@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "kernels/layout.h"
+#include "memory/precision.h"
 #include "memory/reversible_impl.h"
 #include "nn/modules.h"
 #include "ops/ops.h"
@@ -17,6 +18,7 @@ typedef struct rt_block_record {
     rt_rev_rng rng;
     double sum, sumsq, proj;
     int exact_slot; /* saved exact input, or -1 */
+    rt_dtype region; /* the precision region at forward (memory/precision.h): F and G's rebuild runs in it */
 } rt_block_record;
 
 typedef struct rt_seq_ctx {
@@ -137,7 +139,7 @@ static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, 
     rt_status st = y1l ? RT_OK : rt_error_last_status();
     bool grad = rt_grad_set_enabled(true);
     if (st == RT_OK) st = rt_recompute_rewind(&(rt_rng_state){r->rng.seed, r->rng.off_g});
-    if (st == RT_OK) st = rt_module_forward(b->g, y1l, &gy);
+    if (st == RT_OK) st = rt_precision_region_forward(b->g, r->region, false, y1l, &gy);
     if (st == RT_OK)
         st = rt_rev_expect(b, "G", y1, gy, y2, b->coupling == RT_COUPLING_AFFINE ? 2 * y2->shape[1] : y2->shape[1]);
     rt_grad_set_enabled(false);
@@ -146,7 +148,7 @@ static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, 
     rt_grad_set_enabled(true);
     if (st == RT_OK) st = rt_rev_couple(b, x2l, gy, &y2r);
     if (st == RT_OK) st = rt_recompute_rewind(&(rt_rng_state){r->rng.seed, r->rng.off_f});
-    if (st == RT_OK) st = rt_module_forward(b->f, x2l, &fx);
+    if (st == RT_OK) st = rt_precision_region_forward(b->f, r->region, false, x2l, &fx);
     rt_grad_set_enabled(false);
     if (st == RT_OK) st = rt_sub(y1, fx, &x1);
     if (st == RT_OK) st = rt_backward(y2r, dy2, false);
@@ -347,7 +349,23 @@ static rt_status rt_collect_params(rt_module *m, const char *path, void *user) {
 /* Reversible forward: no graph inside, one node outside whose edges include
  * every parameter of the blocks, so it exists (and parameter gradients
  * arrive) even when x needs no gradient. */
+static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x, bool training, rt_dtype region,
+                                               rt_tensor **out);
+
+/* A sequence leaves any precision region (memory/precision.h): its coupling
+ * arithmetic, stored output and exact inputs stay f32 so the rebuild in
+ * backward stays exact enough; its node records f32 too. F and G rebuilt
+ * in backward run in the region recorded here (rt_block_record.region). */
 static rt_status rt_seq_forward_reversible(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **out) {
+    rt_dtype prev = rt_autocast_set_dtype(RT_F32), prev_compute = rt_autocast_set_compute_dtype(RT_F32);
+    rt_status st = rt_seq_forward_reversible_f32(s, x, training, prev, out);
+    rt_autocast_set_compute_dtype(prev_compute);
+    rt_autocast_set_dtype(prev);
+    return st;
+}
+
+static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x, bool training, rt_dtype region,
+                                               rt_tensor **out) {
     int n = s->base.n_children;
     rt_param_list inputs = {0};
     rt_status st = rt_param_list_push(&inputs, x);
@@ -379,6 +397,7 @@ static rt_status rt_seq_forward_reversible(rt_rev_sequence *s, rt_tensor *x, boo
         rt_block_record *r = c ? &c->rec[i] : NULL;
         if (r) {
             r->exact_slot = -1;
+            r->region = region;
             if (c->calibrating || (k > 0 && i % k == 0)) { /* keep this block's exact input */
                 rt_tensor *in = i == 0 ? rt_tensor_retain(x) : NULL;
                 if (i > 0) st = rt_rev_join(x1, x2, &in);

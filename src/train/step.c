@@ -57,7 +57,7 @@ static rt_status rt_micro_step(rt_module *net, const rt_train_config *cfg, rt_te
     if (st == RT_OK) st = rt_mul_scalar(loss, w * scale, &scaled);
     if (st == RT_OK && !rt_tensor_is_meta(loss)) {
         float l = rt_tensor_f32(loss)[0];
-        if (!isfinite(l))
+        if (!isfinite(l) && !cfg->hooks.nonfinite_loss_skips)
             st = rt_error_set(RT_ERR_NONFINITE, "the loss is %g at this step: lower the learning rate (--lr), clip "
                               "gradients (--clip) or check the data", (double)l);
         out->loss += (double)w * l;
@@ -113,6 +113,7 @@ rt_status rt_train_step(rt_module *net, rt_optimizer *opt, const rt_train_config
     if (h->before_step) RT_TRY(h->before_step(h->user, params, np, &skip));
     if (!skip && cfg->clip > 0) RT_TRY(rt_clip_grad_norm(params, np, cfg->clip, &out->grad_norm));
     if (!skip) RT_TRY(rt_optimizer_step(opt));
+    else rt_optimizer_zero_grad(opt); /* an Inf in any micro-batch drops the whole accumulated step */
     out->stepped = !skip;
     if (h->after_step) RT_TRY(h->after_step(h->user, out->stepped));
     return RT_OK;

@@ -40,6 +40,10 @@ typedef struct rt_train_hooks {
      * parallelism reduces gradients only during the last micro-batch's
      * backward (DDP's no_sync() on the others). */
     rt_status (*before_micro_batch)(void *user, int64_t i, int64_t k);
+    /* A micro-batch loss that is NaN/Inf is not an error: backward runs
+     * (its gradients are non-finite) and before_step is expected to skip
+     * (a loss scaler: fp16 overflow shows up here first). */
+    bool nonfinite_loss_skips;
 } rt_train_hooks;
 
 typedef struct rt_train_config {
@@ -63,12 +67,13 @@ typedef struct rt_train_result {
  * x (N, ...) with targets y (N, ...): zero_grad; for each of K =
  * min(accum_steps, N) micro-batches of ⌈N/K⌉ or ⌊N/K⌋ samples (copies, DATA),
  * before_micro_batch, forward, loss, backward of loss·(n_i/N)·loss_scale; after_backward;
- * before_step; clip; optimizer step unless skipped; after_step. The
+ * before_step; clip; optimizer step unless skipped (a skipped step's
+ * gradients are dropped, as zero_grad(set_to_none=True)); after_step. The
  * gradient equals that of the whole batch's mean loss (optim/grad.h).
  * x and y are borrowed; nothing is kept after return. Errors: RT_ERR_INVALID_ARG
  * for NULL arguments, accum_steps < 1 or N mismatch between x and y;
  * RT_ERR_NONFINITE when a micro-batch's loss is NaN/Inf (no step is taken;
- * the message names the fix); those of forward, backward, hooks and the optimizer. */
+ * the message names the fix) unless hooks.nonfinite_loss_skips; those of forward, backward, hooks and the optimizer. */
 rt_status rt_train_step(rt_module *net, rt_optimizer *opt, const rt_train_config *cfg, rt_tensor *x, rt_tensor *y,
                         rt_train_result *out);
 

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The largest batch whose predicted training step (revtorch memory, meta
 # run: byte-exact tracked peak) fits a memory size, per checkpointing row.
-#   bash bench/checkpoint_max_batch.sh MODEL SIZE CHANNELS [MiB...]
+#   [ROWS="balanced aggressive"] bash bench/checkpoint_max_batch.sh MODEL SIZE CHANNELS [MiB...]
 # e.g. bash bench/checkpoint_max_batch.sh resnet50 224 3 8192 2048
+# (the strategy rows' total column; a row name may hold a space)
 set -euo pipefail
 bin="${REVTORCH:-build/revtorch}"
 model="$1" size="$2" channels="$3"; shift 3
 limits=("${@:-8192 2048}")
 total() { # batch, row name -> predicted total MiB
     "$bin" memory --model "$model" --batch-size "$1" --size "$size" --channels "$channels" --threads 1 |
-        awk -v row="$2" '$0 ~ "^" row " " && NF >= 8 { print $8; exit }'
+        awk -v row="$2" 'index($0, row " ") == 1 && $NF ~ /%$/ { print $(NF-3); exit }'
 }
 printf "%-14s" "row"; for l in "${limits[@]}"; do printf " %12s" "${l} MiB"; done; echo
-for row in plain selective "4 segments" "8 segments" conservative balanced aggressive; do
+IFS=',' read -r -a rows <<< "${ROWS:-plain,selective,4 segments,8 segments,conservative,balanced,aggressive}"
+for row in "${rows[@]}"; do
     printf "%-14s" "$row"
     for l in "${limits[@]}"; do
         lo=0 hi=4096

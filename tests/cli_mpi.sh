@@ -61,7 +61,10 @@ rank_pid() {
 # kill -9 of rank 1 mid-epoch (signal KILL) and a stopped rank 1 (signal STOP: the watchdog)
 for sig in KILL STOP; do
     rm -f "$dir"/k.*
-    "${mpi[@]}" "$bin" train "${common[@]}" --epochs 4 --batch-size 32 --save "$dir/k.safetensors" --dist-timeout 5 \
+    # 4096 images = 128 steps an epoch: on an idle machine 512 took under a
+    # second, so epoch 2 finished (and saved) before the kill landed
+    "${mpi[@]}" "$bin" train "${common[@]}" --train-subset 4096 --epochs 4 --batch-size 32 --save "$dir/k.safetensors" \
+        --dist-timeout 5 \
         > "$dir/k.out" 2>&1 &
     job=$!
     for _ in $(seq 1 600); do grep -q "saved epoch 1" "$dir/k.out" && break; sleep 0.1; done

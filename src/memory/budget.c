@@ -257,28 +257,80 @@ static rt_status rt_budget_refused(const rt_plan_ctx *c, const rt_stage_profile 
                         budget / 1048576.0, least / 1048576.0, (long long)least);
 }
 
+/* Plans for activation budget `target` and predicts the step; *fits tells
+ * whether the prediction is within `budget`. RT_ERR_OOM: no plan reaches
+ * `target` (nothing to predict). */
+static rt_status rt_plan_try(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
+                             int64_t target, int64_t budget, rt_plan *plan, rt_memstats *pred, bool *fits) {
+    rt_status st = target > 0 ? rt_plan_chain(prof, n, target, o, plan) : RT_ERR_OOM;
+    if (st != RT_OK) return st;
+    st = rt_apply_predict(c, plan, pred);
+    if (st != RT_OK) {
+        rt_plan_free(plan);
+        return st;
+    }
+    *fits = pred->peak_total <= budget;
+    return RT_OK;
+}
+
+/* The chain model and the real step differ by what the model does not see
+ * (workspaces, which differ between ISAs), so the activation budget is first
+ * lowered by each prediction's excess; when that overshoots below every plan
+ * (or does not converge), a bisection between the least-memory plan's
+ * activation peak — feasible whenever the budget is at least the smallest
+ * feasible one — and the last target that did not fit finds the roomiest
+ * plan that fits, so a feasible budget is never refused. */
 static rt_status rt_plan_budget(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
                                 int64_t budget, int64_t base, rt_memory_plan *out) {
     int64_t target = budget - base;
     for (int it = 0; it < 8; it++) {
         rt_plan plan;
-        rt_status st = target > 0 ? rt_plan_chain(prof, n, target, o, &plan) : RT_ERR_OOM;
-        if (st == RT_ERR_OOM) return rt_budget_refused(c, prof, n, o, budget);
+        bool fits = false;
+        rt_status st = rt_plan_try(c, prof, n, o, target, budget, &plan, &out->predicted, &fits);
+        if (st == RT_ERR_OOM) break;
         RT_TRY(st);
         out->iterations = it + 1;
-        st = rt_apply_predict(c, &plan, &out->predicted);
-        if (st != RT_OK) {
-            rt_plan_free(&plan);
-            return st;
-        }
-        if (out->predicted.peak_total <= budget) {
+        if (fits) {
             out->plan = plan;
             return RT_OK;
         }
-        target -= out->predicted.peak_total - budget;
         rt_plan_free(&plan);
+        int64_t lowered = target - (out->predicted.peak_total - budget);
+        if (lowered <= 0) break;
+        target = lowered;
     }
-    return rt_budget_refused(c, prof, n, o, budget);
+    int64_t lo = 0, hi = target;
+    RT_TRY(rt_plan_min_peak(prof, n, o, &lo));
+    rt_plan best = {0};
+    rt_memstats best_pred;
+    bool found = false;
+    for (int it = 0; it < 12 && (!found || hi - lo > 1048576); it++) {
+        int64_t mid = found ? lo + (hi - lo) / 2 : lo;
+        rt_plan plan;
+        rt_memstats pred;
+        bool fits = false;
+        rt_status st = rt_plan_try(c, prof, n, o, mid, budget, &plan, &pred, &fits);
+        if (st != RT_OK && st != RT_ERR_OOM) {
+            rt_plan_free(&best);
+            return st;
+        }
+        out->iterations++;
+        if (st == RT_OK && fits) {
+            rt_plan_free(&best);
+            best = plan;
+            best_pred = pred;
+            found = true;
+            lo = mid;
+        } else {
+            if (st == RT_OK) rt_plan_free(&plan);
+            if (!found) break; /* even the least-memory plan does not fit */
+            hi = mid;
+        }
+    }
+    if (!found) return rt_budget_refused(c, prof, n, o, budget);
+    out->plan = best;
+    out->predicted = best_pred;
+    return RT_OK;
 }
 
 rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const rt_train_config *cfg, int x_ndim,

@@ -464,13 +464,20 @@ static int train_open_logs(train_run *r) {
     return 0;
 }
 
+/* The batch one step of this process computes: the global batch (or the
+ * whole set, if smaller), and under MPI this rank's share of it (the largest
+ * share, ⌈B/N⌉) — what every prediction and plan is for. */
+static int64_t train_rank_batch(const train_run *r) {
+    const int64_t b = r->o.batch_size < r->train->n ? r->o.batch_size : r->train->n;
+    return (b + r->dist.size - 1) / r->dist.size;
+}
+
 /* Predicts the step's memory with the chosen strategy and with plain
  * backpropagation (the same training step on meta tensors). */
 static rt_status train_predict(train_run *r, const rt_optimizer_spec *spec) {
     const train_opts *o = &r->o;
     const rt_dataset *d = r->train;
-    int64_t batch = o->batch_size < d->n ? o->batch_size : d->n;
-    batch = (batch + r->dist.size - 1) / r->dist.size; /* the planner plans per rank: its share of the batch */
+    int64_t batch = train_rank_batch(r);
     cli_strategy plain = {.reversible = false, .grouping = RT_GROUPING_FULL};
     RT_TRY(cli_predict_memory(o->model, d->channels, d->num_classes, &r->strategy, spec, &r->cfg, batch, d->height,
                                  d->width, &r->pred));
@@ -670,7 +677,7 @@ static int train_plan_memory(train_run *r, const rt_optimizer_spec *spec) {
     const rt_dataset *d = r->train;
     rt_memory_config mc;
     cli_ckpt_config("train", &o->ckpt, &mc);
-    int64_t batch = o->batch_size < d->n ? o->batch_size : d->n;
+    int64_t batch = train_rank_batch(r); /* the planner plans per rank */
     if (cli_ckpt_plan(o->model, d->channels, d->num_classes, &r->strategy, spec, &r->cfg, batch, d->height, d->width,
                       &mc, &r->mplan) != RT_OK) {
         fprintf(stderr, "revtorch train: %s\n", rt_error_last());

@@ -207,8 +207,8 @@ static int inspect_nifti(const char *path, int as_json) {
         printf("voxel size:    %g x %g x %g (pixdim)\n", in.pixdim[1], in.pixdim[2], in.pixdim[3]);
         stats_print(&s, "float32, as trained");
         if (distinct >= 0)
-            printf("labels:        %lld distinct integer values (read exactly with rt_nifti_read_labels)\n",
-                   (long long)distinct);
+            printf("integer-valued: %lld distinct values (a label map, if it is one, reads exactly with "
+                   "rt_nifti_read_labels)\n", (long long)distinct);
     }
     rt_tensor_release(t);
     return rc;

@@ -845,10 +845,11 @@ static int train_setup(train_run *r) {
                      (long long)o->warmup_steps, o->warmup_steps == 1 ? "" : "s");
         else
             snprintf(instead, sizeof instead, "training without warm-up (10%% of the run is under one step)");
-        fprintf(stderr, "revtorch train: warning: --warmup-steps %lld is not shorter than the run's %lld steps, so "
-                        "the learning rate would never reach --lr %g; %s instead (pass a smaller --warmup-steps "
-                        "to choose)\n", (long long)o->warmup_asked, (long long)(r->per_epoch * o->epochs), o->lr,
-                instead);
+        if (r->dist.rank == 0) /* warnings, like progress, from one rank; errors from every rank */
+            fprintf(stderr,
+                    "revtorch train: warning: --warmup-steps %lld is not shorter than the run's %lld steps, so the "
+                    "learning rate would never reach --lr %g; %s instead (pass a smaller --warmup-steps to choose)\n",
+                    (long long)o->warmup_asked, (long long)(r->per_epoch * o->epochs), o->lr, instead);
     }
     if (make_schedule(o->schedule, o->lr, r->per_epoch * o->epochs, o->warmup_steps, &r->sched) != RT_OK)
         return cli_fail("bad --schedule");

@@ -148,16 +148,18 @@ static double state_diff(rt_optimizer *a, rt_optimizer *b) {
     return worst;
 }
 
-/* The reference alone on the global batch and the data-parallel run on the
- * shards, STEPS steps each; checks the parameters agree within 1e-5. */
-static void equivalence(const rt_optimizer_spec *spec, const rt_dist_options *dopt, int64_t accum, bool check_state) {
+/* The reference alone on the global batch (in ref_accum micro-batches) and
+ * the data-parallel run on the shards (accum micro-batches each), STEPS
+ * steps each; checks the parameters agree within 1e-5. */
+static void equivalence(const rt_optimizer_spec *spec, const rt_dist_options *dopt, int64_t ref_accum, int64_t accum,
+                        bool check_state) {
     net ref, dp;
     CHECK_OK(net_make(&ref, 7, spec));
     /* rank 1 starts from other weights: rt_dist_create broadcasts rank 0's */
     CHECK_OK(net_make(&dp, 7 + (uint64_t)rank, spec));
     rt_dist *d = NULL;
     CHECK_OK(rt_dist_create(MPI_COMM_WORLD, dp.opt, dopt, &d));
-    rt_train_config cref = {.accum_steps = 1}, cdp = {.accum_steps = accum};
+    rt_train_config cref = {.accum_steps = ref_accum}, cdp = {.accum_steps = accum};
     CHECK_OK(rt_dist_attach(d, &cdp));
     for (int s = 0; s < STEPS; s++) {
         rt_tensor *x, *y;
@@ -216,25 +218,33 @@ static void equivalence(const rt_optimizer_spec *spec, const rt_dist_options *do
 static void test_sgd_one_bucket(void) {
     rt_optimizer_spec spec = {.kind = RT_OPTIM_SGD, .sgd = {.lr = 0.1, .momentum = 0.9, .nesterov = true,
                                                             .weight_decay = 5e-4}};
-    equivalence(&spec, &(rt_dist_options){0}, 1, false);
+    equivalence(&spec, &(rt_dist_options){0}, 1, 1, false);
 }
 
 /* buckets of 8 KiB: several, started one by one during backward */
 static void test_sgd_small_buckets(void) {
     rt_optimizer_spec spec = {.kind = RT_OPTIM_SGD, .sgd = {.lr = 0.1, .momentum = 0.9}};
-    equivalence(&spec, &(rt_dist_options){.bucket_mb = 8.0 / 1024}, 1, false);
+    equivalence(&spec, &(rt_dist_options){.bucket_mb = 8.0 / 1024}, 1, 1, false);
 }
 
 /* accumulation: the reduction runs in the last micro-batch's backward only */
 static void test_sgd_accumulation(void) {
     rt_optimizer_spec spec = {.kind = RT_OPTIM_SGD, .sgd = {.lr = 0.1, .momentum = 0.9}};
-    equivalence(&spec, &(rt_dist_options){.bucket_mb = 8.0 / 1024}, 3, false);
+    equivalence(&spec, &(rt_dist_options){.bucket_mb = 8.0 / 1024}, 1, 3, false);
 }
 
+/* AdamW divides each gradient by its running RMS, so the last-bit
+ * differences between summing the batch at once (one process, batch 128)
+ * and summing two halves (2 ranks × 64) are scaled up where gradients
+ * nearly cancel: 6.5e-6 with AVX-512 kernels, 1.5e-5 with AVX2 ones after 5
+ * steps, against 2e-7 for SGD. So the reference here is the one process on
+ * the same batch of 128 in two micro-batches of 64 (gradient accumulation,
+ * which DDP documents as the equivalent of data parallelism): the sums then
+ * match and what is compared is the sharded optimizer itself. */
 static void test_adamw_sharded(void) {
     rt_optimizer_spec spec = {.kind = RT_OPTIM_ADAMW, .adamw = rt_adamw_default_opts()};
-    equivalence(&spec, &(rt_dist_options){.shard_optimizer = true}, 1, true);
-    equivalence(&spec, &(rt_dist_options){.shard_optimizer = true, .bucket_mb = 8.0 / 1024}, 1, true);
+    equivalence(&spec, &(rt_dist_options){.shard_optimizer = true}, 2, 1, true);
+    equivalence(&spec, &(rt_dist_options){.shard_optimizer = true, .bucket_mb = 8.0 / 1024}, 2, 1, true);
 }
 
 /* The gathered state equals the single-process run's; a checkpoint from N

@@ -99,7 +99,7 @@ uint16_t rt_f32_to_f16(float x) { return rt_f32_to_f16_soft(x); }
 float rt_f16_to_f32(uint16_t x) { return rt_f16_to_f32_soft(x); }
 
 /* F16C converts eight halves per instruction. The library is built for
- * a baseline that may lack it (x86-64-v2) (kernels/cpu.h), so the two loops below are
+ * x86-64-v2, which lacks it (kernels/cpu.h), so the two loops below are
  * compiled for F16C with a target attribute and used only when the CPU has
  * it; both paths round to nearest even, so their results are identical. The
  * answer is cached process-wide: every thread computes the same value. */

@@ -27,7 +27,7 @@ rt_cpu_level rt_cpu_level_get(void) {
 
 const char *rt_cpu_level_name(rt_cpu_level level) {
     switch (level) {
-    case RT_CPU_BASELINE: return "baseline";
+    case RT_CPU_BASELINE: return "x86-64-v2";
     case RT_CPU_AVX2: return "AVX2";
     case RT_CPU_AVX512: return "AVX-512";
     }

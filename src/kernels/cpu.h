@@ -1,8 +1,7 @@
 /* Which x86-64 instruction-set level revtorch's own loops run at.
  *
- * The library is compiled for a baseline (RT_BASELINE_ARCH in CMakeLists.txt:
- * x86-64-v3 by default, i.e. AVX2, FMA and F16C, every x86-64 CPU since 2015;
- * x86-64-v2 for older ones) so one binary runs on all of them. The loops that
+ * The library is compiled for a baseline (x86-64-v2: SSE4.2, POPCNT) so one
+ * binary runs on every x86-64 CPU of the last fifteen years. The loops that
  * matter for speed are also compiled for x86-64-v3 (AVX2, FMA, F16C) and
  * x86-64-v4 (AVX-512 F/BW/CD/DQ/VL) in translation units named *_avx2.c and
  * *_avx512.c (CMakeLists.txt gives them their -march), and a table picks one
@@ -15,7 +14,7 @@
 #define RT_KERNELS_CPU_H
 
 typedef enum rt_cpu_level {
-    RT_CPU_BASELINE = 0, /* the build's baseline: below AVX2 only in an x86-64-v2 build */
+    RT_CPU_BASELINE = 0, /* x86-64-v2 */
     RT_CPU_AVX2 = 1,     /* x86-64-v3: AVX2 + FMA + F16C */
     RT_CPU_AVX512 = 2,   /* x86-64-v4: AVX-512 F/BW/CD/DQ/VL */
 } rt_cpu_level;
@@ -28,7 +27,7 @@ typedef enum rt_cpu_level {
  * holds a value every thread computes identically). Never fails. */
 rt_cpu_level rt_cpu_level_get(void);
 
-/* "baseline", "AVX2" or "AVX-512" (for start-up lines and benchmarks);
+/* "x86-64-v2", "AVX2" or "AVX-512" (for start-up lines and benchmarks);
  * "unknown" for a value outside the enum. Never NULL. */
 const char *rt_cpu_level_name(rt_cpu_level level);
 

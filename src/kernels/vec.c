@@ -1,6 +1,6 @@
 /* kernels/vec.h: argument checks, then the loops of the ISA level this
  * process runs at (kernels/cpu.h). This file also compiles the baseline
- * copy of the loops (RT_BASELINE_ARCH, CMakeLists.txt). */
+ * (x86-64-v2) copy of the loops. */
 #include "kernels/vec.h"
 
 #include "kernels/cpu.h"

@@ -29,7 +29,7 @@ typedef struct rt_vec_table {
     void (*sigmoid_backward)(int64_t n, const float *y, const float *dy, float *dx);
 } rt_vec_table;
 
-extern const rt_vec_table rt_vec_table_baseline; /* vec.c, the build's baseline (RT_BASELINE_ARCH) */
+extern const rt_vec_table rt_vec_table_baseline; /* vec.c, x86-64-v2 */
 extern const rt_vec_table rt_vec_table_avx2;     /* vec_avx2.c, x86-64-v3 */
 extern const rt_vec_table rt_vec_table_avx512;   /* vec_avx512.c, x86-64-v4 */
 

@@ -1,6 +1,7 @@
 /* Layout reorders on oneDNN; see layout.h. */
 #include "kernels/layout.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,8 +77,17 @@ rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout fro
 }
 
 int rt_layout_block(void) {
-    /* The same test kernels/cpu.c makes for AVX-512; a bit-mask test, since
-     * every later ISA value (avx512_core_vnni, _bf16, _amx) contains it. */
-    const unsigned avx512_core = (unsigned)dnnl_cpu_isa_avx512_core;
-    return ((unsigned)dnnl_get_effective_cpu_isa() & avx512_core) == avx512_core ? 16 : 8;
+    /* Asked once: index arithmetic calls this per element in places, and
+     * oneDNN's query is a call into another library. 0 until the first call;
+     * every thread computes the same value, so a race only repeats it. */
+    static _Atomic int block = 0;
+    int b = atomic_load_explicit(&block, memory_order_relaxed);
+    if (b == 0) {
+        /* The same test kernels/cpu.c makes for AVX-512; a bit-mask test,
+         * since every later ISA value (avx512_core_vnni, _bf16, _amx) contains it. */
+        const unsigned avx512_core = (unsigned)dnnl_cpu_isa_avx512_core;
+        b = ((unsigned)dnnl_get_effective_cpu_isa() & avx512_core) == avx512_core ? 16 : 8;
+        atomic_store_explicit(&block, b, memory_order_relaxed);
+    }
+    return b;
 }

@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "kernels/layout.h"
+#include "kernels/vec.h"
 #include "memory/precision.h"
 #include "memory/reversible_impl.h"
 #include "nn/modules.h"
@@ -38,30 +39,13 @@ static rt_rev_block *rt_seq_block(rt_rev_sequence *s, int i) {
  * moves by about ‖δ‖ for an error δ, so it sees small random drift that the
  * first two moments average away. A non-finite input gives a non-finite sum
  * of squares. Half-wise, because backward keeps inputs as halves. */
-static void rt_fingerprint_part(const rt_tensor *x, int64_t base, double *sum, double *sumsq, double *proj) {
-    const float *p = rt_tensor_f32(x);
-    int64_t n = rt_tensor_numel(x);
-    double s = 0.0, q = 0.0, r = 0.0;
-    const uint32_t b0 = (uint32_t)base;
-    /* A 32-bit multiplicative hash gives the signs: it vectorises, where a
-     * 64-bit multiply would not on AVX2. */
-#pragma omp parallel for simd reduction(+ : s, q, r) if (n > 32768)
-    for (int64_t i = 0; i < n; i++) {
-        const double v = p[i];
-        const uint32_t h = (b0 + (uint32_t)i) * 2654435761u;
-        s += v;
-        q += v * v;
-        r += (h >> 31) ? -v : v;
-    }
-    *sum += s;
-    *sumsq += q;
-    *proj += r;
-}
-
 static void rt_fingerprint(const rt_tensor *x1, const rt_tensor *x2, double *sum, double *sumsq, double *proj) {
-    *sum = *sumsq = *proj = 0.0;
-    rt_fingerprint_part(x1, 0, sum, sumsq, proj);
-    rt_fingerprint_part(x2, rt_tensor_numel(x1), sum, sumsq, proj);
+    double f[3] = {0.0, 0.0, 0.0};
+    rt_vec_fingerprint(rt_tensor_numel(x1), rt_tensor_f32(x1), 0, f);
+    rt_vec_fingerprint(rt_tensor_numel(x2), rt_tensor_f32(x2), (uint32_t)rt_tensor_numel(x1), f);
+    *sum = f[0];
+    *sumsq = f[1];
+    *proj = f[2];
 }
 
 /* Relative drift of the rebuilt halves against the forward's fingerprint:

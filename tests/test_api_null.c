@@ -2847,6 +2847,33 @@ CHECK_FN(rt_vec_fill) {
     TOL(rt_vec_fill(-4, 1.0f, kb[0]));
 }
 
+CHECK_FN(rt_vec_moments_plain) {
+    float x[2] = {1, 2};
+    double a[2] = {7, 7}, m[2] = {0, 0};
+    TOL(rt_vec_moments_plain(2, NULL, m, a));
+    TOL(rt_vec_moments_plain(2, x, m, NULL));
+    TOL(rt_vec_moments_plain(0, x, NULL, a));
+    VAL(a[0] == 7.0);
+}
+
+CHECK_FN(rt_vec_moments_blocked) {
+    float x[2] = {1, 2};
+    double a[2] = {7, 7};
+    TOL(rt_vec_moments_blocked(1, 2, NULL, NULL, a));
+    TOL(rt_vec_moments_blocked(1, 2, x, NULL, NULL));
+    TOL(rt_vec_moments_blocked(1, 0, x, NULL, a));
+    VAL(a[0] == 7.0 && a[1] == 7.0);
+}
+
+CHECK_FN(rt_vec_fingerprint) {
+    float x[2] = {1, 2};
+    double f[3] = {7, 7, 7};
+    TOL(rt_vec_fingerprint(2, NULL, 0, f));
+    TOL(rt_vec_fingerprint(2, x, 0, NULL));
+    TOL(rt_vec_fingerprint(-2, x, 0, f));
+    VAL(f[0] == 7.0 && f[2] == 7.0);
+}
+
 CHECK_FN(rt_vec_pow) {
     float a[2] = {1, 2}, o[2] = {7, 7};
     TOL(rt_vec_pow(2, 3.0f, NULL, o));
@@ -3071,7 +3098,8 @@ static const api_entry kernels_entries[] = {
     E(rt_set_num_threads), E(rt_get_num_threads),
     /* kernels/vec.h */
     E(rt_vec_add), E(rt_vec_sub), E(rt_vec_add_relu), E(rt_vec_mul), E(rt_vec_axpy), E(rt_vec_scale),
-    E(rt_vec_sum), E(rt_vec_sumsq), E(rt_vec_all_finite), E(rt_vec_fill), E(rt_vec_pow), E(rt_vec_pow_backward),
+    E(rt_vec_sum), E(rt_vec_sumsq), E(rt_vec_all_finite), E(rt_vec_fill), E(rt_vec_moments_plain), E(rt_vec_moments_blocked),
+    E(rt_vec_fingerprint), E(rt_vec_pow), E(rt_vec_pow_backward),
     E(rt_vec_tanh), E(rt_vec_tanh_backward), E(rt_vec_sigmoid), E(rt_vec_sigmoid_backward),
 };
 

@@ -254,11 +254,7 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
     }
     if (args->budget) {
         snprintf(rows[n].name, sizeof rows[0].name, "budget %s", args->budget);
-        if (!cli_parse_size(args->budget, &rows[n].mc.budget)) {
-            fprintf(stderr, "revtorch memory: --memory-budget takes a size such as 1.5GiB or 600MiB, got '%s'\n",
-                    args->budget);
-            return 2;
-        }
+        if (!cli_parse_size("memory", "--memory-budget", args->budget, &rows[n].mc.budget)) return 2;
         rows[n++].mc.selective = true;
     }
     for (int k = 0; k < n; k++)

@@ -16,6 +16,11 @@ check() { # name, expected exit code, grep pattern for stderr+stdout, command...
 }
 check bad_mode 2 "conservative, balanced or aggressive" "$bin" train --memory-mode fast
 check bad_size 2 "1.5GiB" "$bin" train --memory-budget 12parsecs
+# a bare number is refused (it would be bytes), and the message lists the units
+check bare_number 2 "units: B, KiB/K, MiB/M" "$bin" train --memory-budget 30
+check bare_number_memory 2 "units: B" "$bin" memory --model resnet20 --batch-size 8 --size 8 --channels 3 --memory-budget 30
+check negative 2 "positive size" "$bin" train --memory-budget -1GiB
+check short_unit 0 "budget 600M" "$bin" memory --model resnet20 --batch-size 8 --size 8 --channels 3 --memory-budget 600M
 check two_strategies 2 "give one of" "$bin" train --memory-mode balanced --checkpoint-segments 4
 check bad_recompute 2 "selective" "$bin" memory --recompute everything --model resnet20 --batch-size 8 --size 8 --channels 3
 check help 0 "memory-budget" "$bin" train --help

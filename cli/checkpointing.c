@@ -15,7 +15,7 @@ void cli_ckpt_help(FILE *f) {
                "                        impossible budget is refused with the smallest feasible one\n"
                "  --checkpoint-segments K  checkpoint_sequential: K segments that keep only their inputs\n"
                "  --recompute selective keep convolution/linear outputs, recompute batch norm and activations\n"
-               "                        (with --memory-mode/--memory-budget: the planner may use it per stage)\n");
+               "                        (--memory-mode/--memory-budget always let the planner use it per stage)\n");
 }
 
 bool cli_ckpt_given(const cli_ckpt_args *a) { return a->mode || a->budget || a->recompute || a->segments > 0; }
@@ -70,7 +70,10 @@ bool cli_ckpt_config(const char *cmd, const cli_ckpt_args *a, rt_memory_config *
                         "rest), got '%s'\n", cmd, a->recompute);
         return false;
     }
-    mc->selective = a->recompute != NULL;
+    /* A mode or budget lets the planner use selective recompute per stage
+     * (the least recompute for the memory); alone, --recompute selective
+     * makes every stage selective. train and memory plan alike. */
+    mc->selective = a->recompute != NULL || a->mode != NULL || a->budget != NULL;
     mc->segments = (int)a->segments;
     if ((a->mode != NULL) + (a->budget != NULL) + (a->segments > 0) > 1) {
         fprintf(stderr, "revtorch %s: give one of --memory-mode, --memory-budget and --checkpoint-segments (each "

@@ -28,12 +28,13 @@ static void memory_usage(FILE *f) {
                "                     of forward) and its transient peak (the most TEMP bytes above what was live\n"
                "                     when it began, in its forward or its backward), from the meta run's trace\n");
     cli_conv_algo_help(f, 21);
-    fprintf(f, "Checkpointing rows (after the table above: plain, selective, 2/4/8 segments, each mode, the\n"
-               "budget's plan), planned on meta; --measure runs real steps of each and adds the measured peak and\n"
-               "the step-time overhead:\n"
+    fprintf(f, "Checkpointing rows (after the table above: plain, selective, 2/4/8 segments, each mode, and a\n"
+               "row marked * for the --memory-mode, --memory-budget, --checkpoint-segments or --recompute given,\n"
+               "planned as train plans them), planned on meta; --measure runs real steps of each and adds the\n"
+               "measured peak and the step-time overhead:\n"
                "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
-               "  --memory-timeline F.csv  one step of the budget's plan (else balanced) as CSV and F.png, and\n"
+               "  --memory-timeline F.csv  one step of the * row's plan (else balanced) as CSV and F.png, and\n"
                "                     F.combined.png: plain, 4 segments and that plan side by side\n");
     cli_precision_help(f, 21);
     fprintf(f,

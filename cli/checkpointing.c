@@ -14,6 +14,7 @@ void cli_ckpt_help(FILE *f) {
                "                        recompute, checked on a meta run, enforced as a hard limit; an\n"
                "                        impossible budget is refused with the smallest feasible one\n"
                "  --checkpoint-segments K  checkpoint_sequential: K segments that keep only their inputs\n"
+               "                        (reversible stages keep rebuilding under it and --recompute)\n"
                "  --recompute selective keep convolution/linear outputs, recompute batch norm and activations\n"
                "                        (--memory-mode/--memory-budget always let the planner use it per stage)\n");
 }

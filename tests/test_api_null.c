@@ -625,6 +625,11 @@ CHECK_FN(rt_saved_tensors_hooks_push) {
 
 CHECK_FN(rt_saved_tensors_hooks_pop) { ST(RT_ERR_STATE, "pop", rt_saved_tensors_hooks_pop()); }
 CHECK_FN(rt_saved_tensors_hooks_depth) { VAL(rt_saved_tensors_hooks_depth() == 0); }
+CHECK_FN(rt_saved_tensors_hooks_top) {
+    rt_saved_hooks h = {NULL, NULL, NULL, &h};
+    VAL(!rt_saved_tensors_hooks_top(NULL));
+    VAL(!rt_saved_tensors_hooks_top(&h) && h.pack == NULL && h.user == NULL);
+}
 CHECK_FN(rt_grad_is_enabled) { VAL(rt_grad_is_enabled()); }
 
 CHECK_FN(rt_grad_set_enabled) {
@@ -1512,6 +1517,21 @@ CHECK_FN(rt_autocast_set_compute_dtype) {
     VAL(rt_autocast_compute_dtype() == RT_F32);
 }
 
+CHECK_FN(rt_precision_region_begin) {
+    ST(RT_ERR_INVALID_ARG, "region", rt_precision_region_begin(NULL, RT_BF16, true));
+    rt_precision_region r;
+    VAL(rt_precision_region_begin(&r, RT_F32, true) == RT_OK && !r.active); /* f32: nothing entered */
+    VAL(rt_saved_tensors_hooks_depth() == 0);
+    rt_precision_region_end(&r);
+}
+CHECK_FN(rt_precision_region_end) {
+    TOL(rt_precision_region_end(NULL));
+    rt_precision_region r;
+    VAL(rt_precision_region_begin(&r, RT_F16, false) == RT_OK && r.active && rt_saved_tensors_hooks_depth() == 1);
+    rt_precision_region_end(&r);
+    rt_precision_region_end(&r); /* twice: nothing left to undo */
+    VAL(rt_saved_tensors_hooks_depth() == 0 && rt_autocast_dtype() == RT_F32);
+}
 CHECK_FN(rt_precision_region_forward) {
     rt_module *m = linear_module(RT_DEVICE_CPU);
     rt_tensor *x = T(2, 3), *y = NULL;
@@ -2957,7 +2977,7 @@ static const api_entry autograd_entries[] = {
     /* autograd/node.h */
     E(rt_node_create), E(rt_node_retain), E(rt_node_release), E(rt_node_set_output), E(rt_node_needs_grad),
     E(rt_node_save), E(rt_node_saved), E(rt_node_release_saved), E(rt_node_release_unpacked),
-    E(rt_saved_tensors_hooks_push), E(rt_saved_tensors_hooks_pop), E(rt_saved_tensors_hooks_depth),
+    E(rt_saved_tensors_hooks_push), E(rt_saved_tensors_hooks_pop), E(rt_saved_tensors_hooks_depth), E(rt_saved_tensors_hooks_top),
     E(rt_grad_is_enabled), E(rt_grad_set_enabled), E(rt_recompute_is_active), E(rt_recompute_set_active),
     /* autograd/recompute.h */
     E(rt_rng_state_get), E(rt_recompute_begin), E(rt_recompute_rewind), E(rt_recompute_end), E(rt_detached_leaf),
@@ -3031,7 +3051,7 @@ static const api_entry optim_train_entries[] = {
 
 static const api_entry precision_entries[] = {
     E(rt_dtype_round), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
-    E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_conv_bf16_available),
+    E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_conv_bf16_available),
     E(rt_precision_str), E(rt_precision_parse), E(rt_precision_dtype), E(rt_autocast_wrap),
     E(rt_autocast_precision), E(rt_precision_describe), E(rt_grad_scaler_default_opts), E(rt_grad_scaler_create),
     E(rt_grad_scaler_destroy), E(rt_grad_scaler_get_scale), E(rt_grad_scaler_skipped),

@@ -238,9 +238,9 @@ int cli_cmd_memory(int argc, char **argv) {
     int nsz = 1;
     sz[0] = seg ? 128 : 28;
     if (size_arg && (!parse_size(size_arg, sz, &nsz) || (seg ? nsz == 2 : nsz == 3))) {
-        fprintf(stderr, "revtorch memory: --size takes %s (each 1..10^5), got '%s'\n",
-                seg ? "S (a cube) or D,H,W for a segmentation model" : "S (a square) or H,W for an image classifier",
-                size_arg);
+        fprintf(stderr, "revtorch memory: --size '%s' is malformed or out of range; give %s, each 1..10^5\n",
+                size_arg,
+                seg ? "S (a cube) or D,H,W for a segmentation model" : "S (a square) or H,W for an image classifier");
         return 2;
     }
     shape.d = sz[0];

@@ -19,6 +19,7 @@
 #include "io/weights.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
+#include "train/seg_loss.h"
 
 int cli_fail(const char *what) {
     fprintf(stderr, "revtorch: %s: %s\n", what, rt_error_last());
@@ -348,6 +349,20 @@ rt_status cli_predict_memory(const char *model, int64_t in_channels, int64_t num
     cli_strategy_apply(strategy, m);
     int64_t xs[4] = {n, in_channels, h, w};
     rt_status st = rt_memory_predict(m->net, opt, cfg, 4, xs, 1, &n, RT_I32, peaks);
+    rt_model_destroy(m);
+    return st;
+}
+
+rt_status cli_predict_memory_volume(const char *model, int64_t in_channels, int64_t num_classes,
+                                    const cli_strategy *strategy, const rt_optimizer_spec *opt,
+                                    const rt_train_config *cfg, int64_t n, const int64_t size[3], rt_memstats *peaks) {
+    rt_model *m = NULL;
+    RT_TRY(rt_model_create(model, in_channels, num_classes, RT_DEVICE_META, 0, &m));
+    cli_strategy_apply(strategy, m);
+    rt_train_config c = *cfg;
+    c.loss = rt_loss_dice_ce; /* the loss `revtorch segment` trains with */
+    int64_t xs[5] = {n, in_channels, size[0], size[1], size[2]}, ys[4] = {n, size[0], size[1], size[2]};
+    rt_status st = rt_memory_predict(m->net, opt, &c, 5, xs, 4, ys, RT_I32, peaks);
     rt_model_destroy(m);
     return st;
 }

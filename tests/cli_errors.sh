@@ -94,5 +94,13 @@ lacks warmup-short-no-warning "warmup-steps" "$bin" train --model resnet20 --epo
 check resume-threads 0 "trained with --threads 1 (this run: 2): this run continues it but not bit-identically.*pass --threads 1" "$bin" train --model resnet20 --epochs 2 --train-subset 64 --test-subset 64 --warmup-steps 0 --threads 2 --resume "$tmp/t.safetensors"
 rm -rf "$tmp"
 
+# Segmentation models (U-Nets): revtorch memory takes volumes, revtorch train refuses them.
+check memory-unet 0 "batch 1×1×16×16×16 (Dice + cross-entropy)" "$bin" memory --model prunet3d --size 16 --batch 1 --channels 1 --classes 2
+check memory-unet-dhw 0 "unet3d .*standard" "$bin" memory --model unet3d --size 16,8,12 --batch 1
+check memory-unet-2d-size 2 "give S (a cube) or D,H,W" "$bin" memory --model unet3d --size 16,16
+check memory-2d-hw 0 "batch 4×1×32×24" "$bin" memory --model resnet20 --size 32,24 --batch 4
+check memory-unet-plans 2 "checkpointing rows .* segmentation" "$bin" memory --model unet3d --size 16 --measure
+check train-unet 2 "segmentation model.*revtorch segment train" "$bin" train --model unet3d
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -68,6 +68,7 @@
 #include "models/resblock.h"
 #include "models/resnet.h"
 #include "models/revnet.h"
+#include "models/unet.h"
 #include "nn/module.h"
 #include "nn/modules.h"
 #include "nn/modules3d.h"
@@ -79,6 +80,7 @@
 #include "optim/optim.h"
 #include "rt_test.h"
 #include "train/scaler.h"
+#include "train/seg_loss.h"
 #include "train/step.h"
 
 /* ------------------------------------------------------------ the checks */
@@ -2447,6 +2449,42 @@ CHECK_FN(rt_resnet_build) {
     ST(RT_ERR_INVALID_ARG, "class", rt_resnet_build(&cfg, &ctx, 1, -1, &m));
 }
 
+CHECK_FN(rt_model_name_is_segmentation) {
+    VAL(!rt_model_name_is_segmentation(NULL));
+    VAL(!rt_model_name_is_segmentation("nope"));
+}
+
+CHECK_FN(rt_unet_config_get) {
+    rt_unet_config cfg;
+    ST(RT_ERR_INVALID_ARG, "name", rt_unet_config_get(NULL, &cfg));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_unet_config_get("unet3d", NULL));
+    ST(RT_ERR_INVALID_ARG, "U-Net", rt_unet_config_get("unet2d", &cfg));
+}
+
+CHECK_FN(rt_unet_size_multiple) {
+    rt_unet_config cfg = {.levels = 0};
+    VAL(rt_unet_size_multiple(NULL) == 0);
+    VAL(rt_unet_size_multiple(&cfg) == 0);
+    cfg.levels = 5;
+    VAL(rt_unet_size_multiple(&cfg) == 16);
+}
+
+CHECK_FN(rt_unet_build) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
+    rt_unet_config cfg, bad;
+    rt_unet_config_get("prunet3d", &cfg);
+    bad = cfg;
+    bad.widths[1] = 5;
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "out", rt_unet_build(&cfg, &ctx, 1, 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_unet_build(NULL, &ctx, 1, 2, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_unet_build(&cfg, NULL, 1, 2, &m));
+    ST(RT_ERR_INVALID_ARG, "odd", rt_unet_build(&bad, &ctx, 1, 2, &m));
+    ST(RT_ERR_INVALID_ARG, "channel", rt_unet_build(&cfg, &ctx, 0, 2, &m));
+    ST(RT_ERR_INVALID_ARG, "class", rt_unet_build(&cfg, &ctx, 1, 0, &m));
+}
+
 CHECK_FN(rt_revnet_config_get) {
     rt_revnet_config cfg;
     ST(RT_ERR_INVALID_ARG, "name", rt_revnet_config_get(NULL, &cfg));
@@ -3091,6 +3129,8 @@ static const api_entry models_entries[] = {
     /* models/resblock.h, resnet.h, revnet.h */
     E(rt_resblock_create), E(rt_resnet_config_get), E(rt_resnet_build), E(rt_revnet_config_get),
     E(rt_revnet_build),
+    /* models/model.h, unet.h: segmentation models */
+    E(rt_model_name_is_segmentation), E(rt_unet_config_get), E(rt_unet_size_multiple), E(rt_unet_build),
 };
 
 static const api_entry kernels_entries[] = {
@@ -3193,6 +3233,33 @@ CHECK_FN(rt_soft_dice_loss) {
     ST(RT_ERR_INVALID_ARG, "target", rt_soft_dice_loss(x, NULL, 1e-5f, true, false, &y));
     ST(RT_ERR_INVALID_ARG, "smooth", rt_soft_dice_loss(x, t, -1.0f, true, false, &y));
     ST(RT_ERR_SHAPE, "target", rt_soft_dice_loss(T(1, 3, 2, 2), t, 1e-5f, true, false, &y));
+}
+
+CHECK_FN(rt_dice_ce_loss) {
+    rt_tensor *x = T(1, 3, 2, 2, 2), *t = labels3d(), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_dice_ce_loss(x, t, NULL));
+    ST(RT_ERR_INVALID_ARG, "logits", rt_dice_ce_loss(NULL, t, &y));
+    ST(RT_ERR_INVALID_ARG, "target", rt_dice_ce_loss(x, NULL, &y));
+    ST(RT_ERR_SHAPE, "2 classes", rt_dice_ce_loss(T(1, 1, 2, 2, 2), t, &y));
+}
+
+CHECK_FN(rt_loss_dice_ce) {
+    rt_tensor *x = T(1, 3, 2, 2, 2), *t = labels3d(), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_loss_dice_ce(x, t, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "logits", rt_loss_dice_ce(NULL, t, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "target", rt_loss_dice_ce(x, NULL, NULL, &y));
+}
+
+CHECK_FN(rt_pad_constant) {
+    rt_tensor *x = T(1, 2, 3), *y = NULL;
+    int64_t pad[4] = {1, 1, 0, 0}, crop[2] = {-2, -1};
+    ST(RT_ERR_INVALID_ARG, "out", rt_pad_constant(x, 2, pad, 0.0f, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_pad_constant(NULL, 2, pad, 0.0f, &y));
+    ST(RT_ERR_INVALID_ARG, "pad is NULL", rt_pad_constant(x, 2, NULL, 0.0f, &y));
+    ST(RT_ERR_INVALID_ARG, "even", rt_pad_constant(x, 3, pad, 0.0f, &y));
+    ST(RT_ERR_INVALID_ARG, "even", rt_pad_constant(x, -2, pad, 0.0f, &y));
+    ST(RT_ERR_INVALID_ARG, "rank", rt_pad_constant(T(3), 4, pad, 0.0f, &y));
+    ST(RT_ERR_SHAPE, ">= 1", rt_pad_constant(x, 2, crop, 0.0f, &y));
 }
 
 CHECK_FN(rt_conv_transpose_create) {
@@ -3333,6 +3400,8 @@ static const api_entry ops3d_entries[] = {
     /* ops/ops3d.h */
     E(rt_conv_transpose), E(rt_upsample_linear), E(rt_group_norm), E(rt_instance_norm), E(rt_softmax_channels),
     E(rt_cross_entropy_nd), E(rt_soft_dice_loss),
+    /* ops/ops3d.h, train/seg_loss.h: segmentation loss, pad/crop */
+    E(rt_dice_ce_loss), E(rt_loss_dice_ce), E(rt_pad_constant),
     /* nn/modules3d.h */
     E(rt_conv_transpose_create), E(rt_conv_set_dilation), E(rt_upsample_create), E(rt_group_norm_create),
     E(rt_instance_norm_create), E(rt_softmax_create), E(rt_sigmoid_create),
@@ -3395,13 +3464,15 @@ static void test_precision(void) { run_table("precision"); }
 
 /* ------------------------------------------------------------ coverage */
 
-/* Headers not in scope: reversible_impl.h, dnnl_common.h, op_util.h and
- * dist_impl.h are internal helpers of memory/, kernels/, ops/ and dist/. */
+/* Headers not in scope: reversible_impl.h, dnnl_common.h, op_util.h,
+ * dist_impl.h and unet_impl.h are internal helpers of memory/, kernels/,
+ * ops/, dist/ and models/. */
 static int header_excluded(const char *dir, const char *file) {
     if (!strcmp(dir, "memory") && !strcmp(file, "reversible_impl.h")) return 1; /* internal to memory/ */
     if (!strcmp(dir, "kernels") && !strcmp(file, "dnnl_common.h")) return 1;
     if (!strcmp(dir, "ops") && !strcmp(file, "op_util.h")) return 1;
     if (!strcmp(dir, "dist") && !strcmp(file, "dist_impl.h")) return 1; /* internal to dist/ */
+    if (!strcmp(dir, "models") && !strcmp(file, "unet_impl.h")) return 1; /* internal to models/unet*.c */
     return 0;
 }
 

@@ -417,3 +417,18 @@ bool cli_memory_mode(const char *memory, const char *grouping, cli_strategy *s) 
     }
     return true;
 }
+
+bool cli_parse_dims(const char *s, int64_t v[3], int *n) {
+    *n = 0;
+    const char *p = s;
+    while (s && *n < 3) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || x < 1 || x > 100000) return false;
+        v[(*n)++] = x;
+        if (*end == '\0') return true;
+        if (*end != ',') return false;
+        p = end + 1;
+    }
+    return false;
+}

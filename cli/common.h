@@ -135,6 +135,10 @@ bool cli_memory_mode(const char *memory, const char *grouping, cli_strategy *s);
 /* The optimizer --optimizer names (sgd: momentum as given, Nesterov when
  * momentum > 0; adamw: PyTorch's defaults) with lr and weight decay.
  * Prints a message and returns false for an unknown name. */
+/* Parses "S", "H,W" or "D,H,W" (1 to 3 integers in 1..10^5, comma
+ * separated) into v[0..*n-1]; false for anything else. */
+bool cli_parse_dims(const char *s, int64_t v[3], int *n);
+
 bool cli_optimizer_spec(const char *name, float lr, float momentum, float weight_decay, rt_optimizer_spec *out);
 /* "SGD (momentum 0.9, Nesterov)", "SGD (no momentum)" or "AdamW". */
 const char *cli_optimizer_label(const rt_optimizer_spec *s);

@@ -52,21 +52,6 @@ typedef struct mem_shape {
 
 /* --size: "S", "H,W" or "D,H,W" into v[0..*n-1]; false unless 1..3 positive
  * integers up to 10^5. */
-static bool parse_size(const char *s, int64_t v[3], int *n) {
-    *n = 0;
-    const char *p = s;
-    while (*n < 3) {
-        char *end;
-        long long x = strtoll(p, &end, 10);
-        if (end == p || x < 1 || x > 100000) return false;
-        v[(*n)++] = x;
-        if (*end == '\0') return true;
-        if (*end != ',') return false;
-        p = end + 1;
-    }
-    return false;
-}
-
 static rt_status predict(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
                          const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, const mem_shape *s,
                          rt_memstats *p) {
@@ -238,7 +223,7 @@ int cli_cmd_memory(int argc, char **argv) {
     int64_t sz[3];
     int nsz = 1;
     sz[0] = seg ? 128 : 28;
-    if (size_arg && (!parse_size(size_arg, sz, &nsz) || (seg ? nsz == 2 : nsz == 3))) {
+    if (size_arg && (!cli_parse_dims(size_arg, sz, &nsz) || (seg ? nsz == 2 : nsz == 3))) {
         fprintf(stderr, "revtorch memory: --size '%s' is malformed or out of range; give %s, each 1..10^5\n",
                 size_arg,
                 seg ? "S (a cube) or D,H,W for a segmentation model" : "S (a square) or H,W for an image classifier");

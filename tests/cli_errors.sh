@@ -61,6 +61,7 @@ check negative-subset 2 "option --train-subset must be an integer >= 0 (0: all),
 check save-to-dir 1 "is a directory" "$bin" train --save /tmp --train-subset 64 --test-subset 64
 check save-unwritable 1 "cannot write --save" "$bin" train --save /nonexistent/dir/w.safetensors --train-subset 64 --test-subset 64
 check bench-warmup 2 "warmup" "$bin" bench --warmup -1
+check bench-seg-size 2 "D,H,W for a segmentation model" "$bin" bench --model unet3d --size 8,8
 check memory-huge 2 "out of range" "$bin" memory --batch-size 1000000000 --size 10000000
 check bad-conv-algo 2 "choose auto, direct or winograd" "$bin" bench --conv-algo fft
 check eval-bad-conv-algo 2 "choose auto, direct or winograd" "$bin" eval --weights x --conv-algo fast

@@ -14,8 +14,9 @@
 #      (nm -D --defined-only against BUILD_DIR/revtorch_symbols.txt), each
 #      under the version node REVTORCH_<major>: no internal symbol leaks;
 #   4. revtorch.h compiles alone with only -I P/include, as C11 and C++11,
-#      with warnings as errors, and every installed header includes only
-#      installed headers;
+#      with warnings as errors; every installed header includes only
+#      installed headers; every exported function has a comment at its
+#      declaration;
 #   5. the C example (examples/train_random.c, as installed under
 #      P/share/doc/revtorch/examples) builds with
 #      `cc $(pkg-config --cflags --libs revtorch)` against the shared
@@ -103,6 +104,32 @@ c++ -std=c++11 -Wall -Wextra -Werror -c -I"$includedir" "$tmp/alone.cpp" -o "$tm
     fail "revtorch.h does not compile as C++11 with only -I$includedir"
 nm "$tmp/alone_cpp.o" | grep -q ' U rt_error_last$' || fail "C++ sees rt_error_last with C++ linkage (no extern \"C\")"
 ok "revtorch.h compiles alone as C11 and C++11 (extern \"C\" linkage)"
+# every exported function is documented where it is declared: its
+# declaration (at column 0) follows a comment with no blank line between
+# (a group of related declarations may share one comment)
+find "$includedir/revtorch" -name '*.h' | LC_ALL=C sort | xargs awk -v list="$tmp/exported" '
+    BEGIN { while ((getline n < list) > 0) public[n] = 1 }
+    FNR == 1 { documented = 0 }
+    /^[[:space:]]*$/ { documented = 0; next }
+    /\*\/[[:space:]]*$/ { documented = 1; next }
+    /^[A-Za-z_]/ {
+        s = $0
+        while (match(s, /rt_[A-Za-z0-9_]+[[:space:]]*\(/)) {
+            name = substr(s, RSTART, RLENGTH)
+            sub(/[[:space:]]*\($/, "", name)
+            if ((name in public) && !documented && !(name in seen)) {
+                printf "%s:%d: %s has no comment above its declaration\n", FILENAME, FNR, name
+                bad = 1
+            }
+            seen[name] = 1
+            s = substr(s, RSTART + RLENGTH)
+        }
+    }
+    END { exit bad }' > "$tmp/undocumented" || {
+    cat "$tmp/undocumented"
+    fail "public functions without documentation"
+}
+ok "every exported function has a comment at its declaration"
 
 # ---------------------------------------------------------------- 5. C, pkg-config
 work="$tmp/work" # outside the source tree: the examples as installed

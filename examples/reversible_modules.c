@@ -6,13 +6,8 @@
  *
  *   ./build/example_reversible_modules
  */
+#include <revtorch.h>
 #include <stdio.h>
-
-#include "core/rng.h"
-#include "memory/predict.h"
-#include "memory/reversible.h"
-#include "nn/modules.h"
-#include "train/step.h"
 
 enum { WIDTH = 32, BLOCKS = 6, BATCH = 64, SIZE = 32, CLASSES = 10 };
 

@@ -1,14 +1,14 @@
 /* A small conv net trained for a few steps on random data, printing the loss
- * and where the memory went. The shortest complete use of the library:
- * modules in a Sequential, the library training step, the memory report.
+ * and where the memory went, then saving its weights. The shortest complete
+ * use of the library: modules in a Sequential, the library training step,
+ * the memory report, a safetensors file PyTorch can load.
  *
- *   ./build/example_train_random
+ *   ./build/example_train_random [weights.safetensors]
+ * against an installed revtorch (README, "Install and link"):
+ *   cc train_random.c $(pkg-config --cflags --libs revtorch) -o train_random
  */
+#include <revtorch.h>
 #include <stdio.h>
-
-#include "core/rng.h"
-#include "nn/modules.h"
-#include "train/step.h"
 
 static int fail(const char *what) {
     fprintf(stderr, "%s: %s\n", what, rt_error_last());
@@ -29,7 +29,7 @@ static rt_status convnet_fill(rt_module *net, rt_init_ctx *ctx) {
     return RT_OK;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 42);
     rt_module *net = NULL;
     rt_state_dict *sd = NULL;
@@ -60,6 +60,10 @@ int main(void) {
     }
     printf("\n");
     rt_memstats_print(stdout);
+    if (argc > 1) { /* the state dict, torchvision names: load_state_dict(load_file(path)) in PyTorch */
+        if (rt_weights_save(sd, NULL, 0, NULL, 0, argv[1])) return fail("saving the weights");
+        printf("weights saved to %s\n", argv[1]);
+    }
     rt_tensor_release(x);
     rt_tensor_release(y);
     rt_optimizer_destroy(opt);

@@ -12,7 +12,9 @@
 #
 # Only quoted includes are looked at ("folder/name.h"); <system> headers and
 # quoted names whose first component is not a folder of src/ are external.
-# A quoted name without a folder ("name.h") is the including file's own folder.
+# A quoted name without a folder ("name.h") is the including file's own folder;
+# "../folder/name.h" (how the installed public headers include each other,
+# see include/revtorch.h) is "folder/name.h".
 # Output: one line per offence, "FILE:LINE: ...", naming the include and both
 # layers. Exit status: 0 clean, 1 offences found, 2 the table or src/ cannot
 # be read.
@@ -50,26 +52,26 @@ EOF
         echo "$out"
         return 1
     fi
-    # inject includes of higher layers on line 3 of low/low.h and line 2 of mid/mid.c
+    # inject includes of higher layers on line 3 of low/low.h and lines 2-3 of mid/up.c
     printf '/* c */\n#include "low/low.h"\n#include "high/high.h"\n' > "$tmp/src/low/low.c"
-    printf '#include "low/low.h"\n# include "high/x.h" /* upward */\n' > "$tmp/src/mid/up.c"
+    printf '#include "low/low.h"\n# include "high/x.h" /* upward */\n#include "../high/y.h"\n' > "$tmp/src/mid/up.c"
     status=0
     out="$(bash "$script" "$tmp" 2>&1)" || status=$?
     if [ "$status" -ne 1 ]; then
-        echo "self-test: exit status $status with two upward includes, expected 1; output:"
+        echo "self-test: exit status $status with three upward includes, expected 1; output:"
         echo "$out"
         return 1
     fi
     local want
-    for want in 'src/low/low.c:3: ' '"high/high.h"' 'src/mid/up.c:2: ' '"high/x.h"'; do
+    for want in 'src/low/low.c:3: ' '"high/high.h"' 'src/mid/up.c:2: ' '"high/x.h"' 'src/mid/up.c:3: ' '"high/y.h"'; do
         if ! grep -qF -- "$want" <<<"$out"; then
             echo "self-test: the report lacks '$want':"
             echo "$out"
             return 1
         fi
     done
-    if [ "$(grep -c . <<<"$out")" -ne 3 ]; then # two offences + the summary line
-        echo "self-test: expected exactly two offences:"
+    if [ "$(grep -c . <<<"$out")" -ne 4 ]; then # three offences + the summary line
+        echo "self-test: expected exactly three offences:"
         echo "$out"
         return 1
     fi
@@ -167,6 +169,7 @@ awk -v layers="$layers" -v dirs="$dirs" '
         inc = $0
         sub(/^[^"]*"/, "", inc)
         sub(/".*$/, "", inc)
+        sub(/^\.\.\//, "", inc)              # "../core/x.h" (public headers) is src/core/x.h
         slash = index(inc, "/")
         if (slash == 0) next                    # same folder
         dep = substr(inc, 1, slash - 1)

@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "autograd/node.h"
+#include "node.h"
 
 /* Back-propagates from `root`. grad_root is dL/droot (borrowed, same shape);
  * NULL means ones and requires root to be a scalar (numel 1). Without

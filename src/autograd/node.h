@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 typedef struct rt_node rt_node;
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
+#include "status.h"
 
 typedef enum rt_dtype { RT_F32 = 0, RT_BF16, RT_F16, RT_I32, RT_U8 } rt_dtype;
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
+#include "status.h"
 
 typedef enum rt_mem_category {
     RT_MEM_PARAM = 0, /* trainable parameters and buffers (running_mean, ...) */

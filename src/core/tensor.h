@@ -23,10 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
-#include "core/mem.h"
-#include "core/status.h"
-#include "core/layout.h"
+#include "dtype.h"
+#include "mem.h"
+#include "status.h"
+#include "layout.h"
 
 #define RT_MAX_DIMS 5
 

@@ -35,9 +35,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
-#include "core/status.h"
-#include "core/tensor.h"
+#include "../core/dtype.h"
+#include "../core/status.h"
+#include "../core/tensor.h"
 
 /* Most channels a dataset may have (the loader keeps per-channel mean/std in
  * fixed arrays of this size). */

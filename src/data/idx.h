@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
+#include "../core/status.h"
 
 /* The type byte (byte 2 of the file). Values are the ones defined by the IDX
  * format; 0x0A and 0x0F.. are not types. */

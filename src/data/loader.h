@@ -57,9 +57,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/status.h"
-#include "core/tensor.h"
-#include "data/dataset.h"
+#include "../core/status.h"
+#include "../core/tensor.h"
+#include "dataset.h"
 
 /* Largest epoch number (epochs are 0-based; the epoch is a 32-bit Philox
  * counter word). */

@@ -12,8 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/status.h"
-#include "data/dataset.h"
+#include "../core/status.h"
+#include "dataset.h"
 
 /* The usual Normalize constants for Fashion-MNIST: mean and std of the
  * training set's pixels scaled to [0, 1] (value / 255), rounded to 4 digits.

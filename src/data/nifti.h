@@ -56,8 +56,8 @@
 
 #include <stdint.h>
 
-#include "core/status.h"
-#include "core/tensor.h"
+#include "../core/status.h"
+#include "../core/tensor.h"
 
 /* Where the affine of an rt_nifti_info came from. */
 typedef enum rt_nifti_affine_source {

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
+#include "../core/status.h"
 
 /* Most dimensions an entry may have (files with more are rejected). */
 #define RT_ST_MAX_DIMS 8

@@ -9,7 +9,7 @@
 #ifndef RT_IO_WEIGHTS_H
 #define RT_IO_WEIGHTS_H
 
-#include "nn/state_dict.h"
+#include "../nn/state_dict.h"
 
 /* One extra named tensor to store beside the state dict (optimizer state). */
 typedef struct rt_named_tensor {

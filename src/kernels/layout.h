@@ -18,8 +18,8 @@
 
 #include <stdint.h>
 
-#include "core/layout.h"
-#include "core/status.h"
+#include "../core/layout.h"
+#include "../core/status.h"
 
 /* The channel block size B of RT_LAYOUT_BLOCKED in this process: the block
  * oneDNN's convolutions prefer on this CPU, 16 when oneDNN's effective ISA

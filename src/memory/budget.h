@@ -39,9 +39,9 @@
 #ifndef RT_MEMORY_BUDGET_H
 #define RT_MEMORY_BUDGET_H
 
-#include "memory/checkpoint.h"
-#include "memory/planner.h"
-#include "memory/predict.h"
+#include "checkpoint.h"
+#include "planner.h"
+#include "predict.h"
 
 /* Profiles every stage of Checkpoint `ckpt`, whose parameters live on the
  * meta device, on a batch of x_shape (f32, booked DATA): out[0..n_stages-1].

@@ -58,7 +58,7 @@
 
 #include <stdbool.h>
 
-#include "nn/module.h"
+#include "../nn/module.h"
 
 /* torch.utils.checkpoint.CheckpointPolicy, same values. revtorch has no
  * compiler that may override PREFER_*, so MUST_x and PREFER_x act alike. */

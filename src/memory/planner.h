@@ -39,8 +39,8 @@
 
 #include <stdint.h>
 
-#include "core/status.h"
-#include "memory/checkpoint.h"
+#include "../core/status.h"
+#include "checkpoint.h"
 
 /* One stage. Bytes are activation bytes (f32 or whatever the stage
  * books); costs are in any consistent unit (FLOP estimates or seconds).

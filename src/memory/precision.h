@@ -41,7 +41,7 @@
 
 #include <stddef.h>
 
-#include "nn/module.h"
+#include "../nn/module.h"
 
 typedef enum rt_precision { RT_PRECISION_FP32 = 0, RT_PRECISION_BF16, RT_PRECISION_FP16 } rt_precision;
 

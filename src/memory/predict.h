@@ -7,8 +7,8 @@
 #ifndef RT_MEMORY_PREDICT_H
 #define RT_MEMORY_PREDICT_H
 
-#include "core/mem.h"
-#include "train/step.h"
+#include "../core/mem.h"
+#include "../train/step.h"
 
 /* Peak bytes per category (and in total) of one steady-state training step
  * of `meta_net`, a module whose parameters live on the meta device and that

@@ -47,7 +47,7 @@
 
 #include <stdbool.h>
 
-#include "nn/module.h"
+#include "../nn/module.h"
 
 typedef enum rt_coupling { RT_COUPLING_ADDITIVE = 0, RT_COUPLING_AFFINE } rt_coupling;
 

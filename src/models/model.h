@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "nn/module.h"
+#include "../nn/module.h"
 
 typedef struct rt_model {
     char name[32];         /* zoo name, written into weight files as "model" */

@@ -7,7 +7,7 @@
 #ifndef RT_MODELS_RESBLOCK_H
 #define RT_MODELS_RESBLOCK_H
 
-#include "nn/modules.h"
+#include "../nn/modules.h"
 
 typedef enum rt_block_kind { RT_BLOCK_BASIC = 0, RT_BLOCK_BOTTLENECK } rt_block_kind;
 

@@ -17,7 +17,7 @@
 #ifndef RT_MODELS_RESNET_H
 #define RT_MODELS_RESNET_H
 
-#include "models/resblock.h"
+#include "resblock.h"
 
 typedef struct rt_resnet_config {
     rt_block_kind block;

@@ -25,7 +25,7 @@
 #ifndef RT_MODELS_REVNET_H
 #define RT_MODELS_REVNET_H
 
-#include "models/resblock.h"
+#include "resblock.h"
 
 typedef struct rt_revnet_config {
     rt_block_kind block;

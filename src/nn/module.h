@@ -23,8 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/rng.h"
-#include "nn/state_dict.h"
+#include "../core/rng.h"
+#include "state_dict.h"
 
 typedef struct rt_module rt_module;
 

@@ -12,8 +12,8 @@
 #ifndef RT_NN_MODULES_H
 #define RT_NN_MODULES_H
 
-#include "nn/module.h"
-#include "ops/ops.h"
+#include "module.h"
+#include "../ops/ops.h"
 
 /* Fills t with U(-bound, bound) or N(0, std) from ctx's stream (no-op on
  * meta, which only advances the stream by the same amount). No-op, stream

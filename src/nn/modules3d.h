@@ -10,8 +10,8 @@
 #ifndef RT_NN_MODULES3D_H
 #define RT_NN_MODULES3D_H
 
-#include "nn/modules.h"
-#include "ops/ops3d.h"
+#include "modules.h"
+#include "../ops/ops3d.h"
 
 /* torch.nn.ConvTranspose2d (nsp 2) / ConvTranspose3d (nsp 3)(in, out, k,
  * stride, padding, output_padding, groups, bias): weight (in, out/groups,

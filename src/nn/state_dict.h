@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 typedef enum rt_entry_kind { RT_ENTRY_PARAM = 0, RT_ENTRY_BUFFER, RT_ENTRY_COUNTER } rt_entry_kind;
 

@@ -24,8 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/tensor.h"
-#include "kernels/layout.h" /* rt_layout_block(): the channel block of RT_LAYOUT_BLOCKED */
+#include "../core/tensor.h"
+#include "../kernels/layout.h" /* rt_layout_block(): the channel block of RT_LAYOUT_BLOCKED */
 
 /* Convolution options; zero fields take PyTorch's defaults (stride 1,
  * padding 0, dilation 1, groups 1). Index 0 is the outermost spatial dim

@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ops/ops.h"
+#include "ops.h"
 
 /* Transposed-convolution options; zero fields take PyTorch's defaults
  * (stride 1, padding 0, output_padding 0, dilation 1, groups 1). Index 0 is

@@ -5,8 +5,8 @@
 
 #include <stdint.h>
 
-#include "core/status.h"
-#include "core/tensor.h"
+#include "../core/status.h"
+#include "../core/tensor.h"
 
 /* torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=2,
  * error_if_nonfinite=True), PyTorch 1.13:

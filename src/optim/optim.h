@@ -3,8 +3,8 @@
 #ifndef RT_OPTIM_OPTIM_H
 #define RT_OPTIM_OPTIM_H
 
-#include "optim/grad.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
+#include "grad.h"
+#include "optimizer.h"
+#include "schedule.h"
 
 #endif

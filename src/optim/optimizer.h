@@ -32,8 +32,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/status.h"
-#include "core/tensor.h"
+#include "../core/status.h"
+#include "../core/tensor.h"
 
 typedef struct rt_optimizer rt_optimizer;
 

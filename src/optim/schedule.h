@@ -36,7 +36,7 @@
 
 #include <stdint.h>
 
-#include "core/status.h"
+#include "../core/status.h"
 
 #define RT_LR_MAX_MILESTONES 8
 

@@ -45,7 +45,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "train/step.h"
+#include "step.h"
 
 typedef struct rt_grad_scaler rt_grad_scaler;
 

@@ -13,8 +13,8 @@
 
 #include <stdbool.h>
 
-#include "nn/module.h"
-#include "optim/optim.h"
+#include "../nn/module.h"
+#include "../optim/optim.h"
 
 /* A loss: output and target (as the batch gives them) → a 0-d f32 loss with
  * autograd history, mean-reduced over the samples (the micro-batch weights

@@ -741,6 +741,19 @@ static int train_dist_setup(train_run *r) {
     if (rt_dist_attach(r->dist.d, &r->cfg) != RT_OK) return cli_fail("data parallelism");
     if (o->sync_bn && rt_dist_convert_sync_batchnorm(r->dist.d, r->m->net) != RT_OK)
         return cli_fail("--sync-batchnorm");
+    /* the meta prediction ran one process: add the gradient buckets (GRAD,
+     * held for the whole run) that data parallelism allocated since */
+    rt_dist_stats ds;
+    rt_dist_stats_get(r->dist.d, &ds);
+    rt_memstats *preds[2] = {&r->pred, r->mplan.plan.n > 0 ? &r->mplan.predicted : NULL};
+    for (int k = 0; k < 2; k++)
+        if (preds[k]) {
+            preds[k]->peak[RT_MEM_GRAD] += ds.buffer_bytes;
+            preds[k]->peak_total += ds.buffer_bytes;
+        }
+    if (r->dist.rank == 0)
+        printf("data parallel: %.2f MiB of gradient buckets per rank, added to the predicted step peak\n",
+               (double)ds.buffer_bytes / 1048576.0);
     return -1;
 }
 

@@ -399,6 +399,7 @@ static rt_status rt_dist_build_buckets(rt_dist *d, size_t cap) {
             size_t own = (size_t)bk->counts[d->rank] * sizeof(float);
             RT_TRY(rt_mem_alloc(own, RT_MEM_GRAD, (void **)&bk->own));
             bk->own_bytes = own;
+            d->stats.buffer_bytes += (int64_t)own;
         } else {
             int64_t off = 0;
             for (int j = 0; j < bk->n; j++) {
@@ -408,6 +409,7 @@ static rt_status rt_dist_build_buckets(rt_dist *d, size_t cap) {
         }
         bk->buf_bytes = (size_t)bk->numel * sizeof(float);
         RT_TRY(rt_mem_alloc(bk->buf_bytes, RT_MEM_GRAD, (void **)&bk->buf));
+        d->stats.buffer_bytes += (int64_t)bk->buf_bytes;
         for (int j = 0; j < bk->n; j++) d->bucket_of[bk->idx[j]] = d->n_buckets - 1;
     }
     d->reqs = malloc((size_t)d->n_buckets * sizeof *d->reqs);

@@ -147,6 +147,8 @@ typedef struct rt_dist_stats {
     double comm_s;          /* per step: first bucket started → last bucket completed */
     double exposed_s;       /* per step: the step's wait for the buckets after backward */
     double gather_s;        /* ZeRO-1: the parameter all-gather after the step */
+    int64_t buffer_bytes;   /* the bucket buffers (and ZeRO-1 shards) held from creation on,
+                               booked GRAD: what a single-process prediction lacks */
 } rt_dist_stats;
 
 /* Copies the statistics (zeros for NULL d); hidden fraction of the all-reduce

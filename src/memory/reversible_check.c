@@ -17,6 +17,10 @@ static rt_status rt_recon_hook(rt_module *m, rt_tensor *x, rt_tensor *y, void *u
     rt_recon *r = user;
     rt_tensor *h = rt_tensor_retain(x), *t = NULL;
     rt_status st = RT_OK;
+    /* as training runs a sequence: its forward and its rebuild leave a
+     * precision region's reduced compute (memory/precision.h), so F and G
+     * compute in f32 here too, whatever region the check runs in */
+    rt_dtype prev_compute = rt_autocast_set_compute_dtype(RT_F32);
     for (int i = 0; i < m->n_children && st == RT_OK; i++) {
         rt_module *b = m->children[i].module;
         float e1 = 0, e2 = 0;
@@ -43,6 +47,7 @@ static rt_status rt_recon_hook(rt_module *m, rt_tensor *x, rt_tensor *y, void *u
     if (st == RT_OK && m->n_children) r->chain_err = fmax(r->chain_err, rt_rel_difference(back, x));
     rt_tensor_release(back);
     rt_tensor_release(h);
+    rt_autocast_set_compute_dtype(prev_compute);
     return st;
 }
 

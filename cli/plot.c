@@ -1018,11 +1018,15 @@ rt_status cli_training_curves_read(const char *csv_path, const char *steps_path,
         }
         goto out;
     }
-    size_t s_ep = 0, s_loss = 0;
+    size_t s_ep = 0, s_loss = 0, s_skip = 0;
     if ((st = csv_col(&st_csv, steps_path, "epoch", &s_ep)) != RT_OK ||
         (st = csv_col(&st_csv, steps_path, "loss", &s_loss)) != RT_OK)
         goto out;
+    /* steps the loss scaler skipped (a later column; older files lack it) are not on the curve */
+    bool has_skip = csv_col(&st_csv, steps_path, "skipped", &s_skip) == RT_OK;
+    if (!has_skip) rt_error_clear();
     for (size_t r = 0; r < st_csv.nrow && st == RT_OK; r++) {
+        if (has_skip && st_csv.v[r * st_csv.ncol + s_skip] != 0) continue;
         double e = st_csv.v[r * st_csv.ncol + s_ep];
         if (!(e >= 0 && e < 1e7 && e == floor(e)))
             st = rt_error_set(RT_ERR_FORMAT, "%s: row %zu has epoch %g; expected a whole number >= 0", steps_path,

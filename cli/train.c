@@ -35,6 +35,7 @@ typedef struct train_opts {
     bool distributed, shard_optimizer, sync_bn;
     float bucket_mb, dist_timeout;
     bool no_loss_scale; /* --no-loss-scale: fp16 without the GradScaler */
+    float loss_scale_init; /* --loss-scale-init: GradScaler(init_scale=...), 65536 */
 } train_opts;
 
 static void train_usage(FILE *f) {
@@ -67,6 +68,7 @@ static void train_usage(FILE *f) {
     fprintf(f,
             "  --no-loss-scale       fp16 without dynamic loss scaling (on by default for fp16, off for\n"
             "                        bf16 and fp32; see GradScaler)\n"
+            "  --loss-scale-init S   the loss scaler's first scale (GradScaler's init_scale, default 65536)\n"
             "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
             "                        optimizer state goes to FILE with .optim before .safetensors; a symlink\n"
@@ -76,7 +78,8 @@ static void train_usage(FILE *f) {
             "                        --save names other files\n"
             "  --stop-after-epoch N  stop after epoch N of --epochs, as a time-limited job would; the\n"
             "                        schedule still spans --epochs, and --resume continues the run\n"
-            "  --log FILE.csv        per-epoch results; per-step losses go to FILE.steps.csv and the\n"
+            "  --log FILE.csv        per-epoch results; per-step losses (and steps the loss scaler skipped,\n"
+            "                        with the loss scale) go to FILE.steps.csv and the\n"
             "                        curves to FILE.png (a new run replaces them, --resume appends)\n"
             "  --memory-trace F.csv  record every allocation of the second training step (time, bytes,\n"
             "                        category, op) to F.csv and draw the timeline to F.png\n"
@@ -132,6 +135,8 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(a, "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(a, "--no-loss-scale")) o->no_loss_scale = true;
+        else if (!strcmp(a, "--loss-scale-init"))
+            ok = cli_float_in(argc, argv, &i, 1.0f, 3.0e38f, false, "(the first loss scale)", &o->loss_scale_init);
         else if (!strcmp(a, "--threads")) ok = cli_int(argc, argv, &i, &o->threads);
         else if (!strcmp(a, "--seed")) ok = cli_int(argc, argv, &i, &o->seed);
         else if (!strcmp(a, "--warmup-steps"))
@@ -288,7 +293,9 @@ typedef struct train_run {
     char save_path[CLI_PATH_MAX], optim_path[CLI_PATH_MAX], log_path[CLI_PATH_MAX], steps_path[CLI_PATH_MAX],
         png_path[CLI_PATH_MAX], trace_path[CLI_PATH_MAX], trace_png[CLI_PATH_MAX];
     cli_training_curves curves; /* every epoch's and step's results, drawn after each epoch */
-    struct train_step_row { int64_t step; double lr, loss; } *epoch_steps; /* this epoch's, for FILE.steps.csv */
+    /* this epoch's steps, for FILE.steps.csv: skipped by the loss scaler (Inf/NaN gradients, nothing
+     * learnt) or applied, and the loss scale after the step (1 without a scaler) */
+    struct train_step_row { int64_t step; double lr, loss; int skipped; double scale; } *epoch_steps;
     int64_t n_epoch_steps;
     int64_t saved_epoch;    /* epochs held by the saved state (0: nothing saved yet) */
     int64_t stopped_step;   /* steps done in the epoch Ctrl-C interrupted */
@@ -457,7 +464,7 @@ static int train_open_logs(train_run *r) {
                         "peak_grad_mib,peak_optim_mib,peak_saved_mib,peak_temp_mib,peak_data_mib,peak_total_mib\n");
     }
     fseek(r->steps_log, 0, SEEK_END);
-    if (ftell(r->steps_log) == 0) fprintf(r->steps_log, "epoch,step,lr,loss\n");
+    if (ftell(r->steps_log) == 0) fprintf(r->steps_log, "epoch,step,lr,loss,skipped,loss_scale\n");
     if (!flush_ok(r->log) || !flush_ok(r->steps_log)) {
         fprintf(stderr, "revtorch train: cannot write --log %s: %s; nothing was trained: free space or choose "
                         "another --log\n", path, strerror(errno));
@@ -627,8 +634,9 @@ static void train_print_header(const train_run *r) {
            o->lr, (long long)o->epochs, o->epochs == 1 ? "" : "s", rt_get_num_threads(),
            rt_get_num_threads() == 1 ? "" : "s");
     char prec[512];
-    printf("%s%s\n", rt_precision_describe(cli_precision(), prec, sizeof prec),
-           r->scaler ? "; dynamic loss scaling from 65536" : "");
+    printf("%s", rt_precision_describe(cli_precision(), prec, sizeof prec));
+    if (r->scaler) printf("; dynamic loss scaling from %g", (double)rt_grad_scaler_get_scale(r->scaler));
+    printf("\n");
     const double mib = 1048576.0;
     if (rt_model_name_has_reversible(m->name))
         printf("predicted per step (meta run): activations kept for backward %.2f MiB with --memory %s, %.2f MiB "
@@ -821,7 +829,9 @@ static int train_setup(train_run *r) {
     cli_strategy_apply(&r->strategy, r->m);
     r->cfg = (rt_train_config){.accum_steps = o->accum_steps, .clip = o->clip, .label_smoothing = o->label_smoothing};
     if (cli_precision() == RT_PRECISION_FP16 && !o->no_loss_scale) {
-        if (!(r->scaler = rt_grad_scaler_create(NULL))) return cli_fail("cannot create the loss scaler");
+        rt_grad_scaler_opts so = rt_grad_scaler_default_opts();
+        if (o->loss_scale_init > 0) so.init_scale = o->loss_scale_init;
+        if (!(r->scaler = rt_grad_scaler_create(&so))) return cli_fail("cannot create the loss scaler");
         r->cfg.hooks = rt_grad_scaler_hooks(r->scaler);
     }
     rt_optimizer_spec spec;
@@ -966,6 +976,9 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
             cli_progress_finish(&bar);
             return cli_fail("training step failed");
         }
+        const double scale = r->scaler ? (double)rt_grad_scaler_get_scale(r->scaler) : 1.0;
+        if (b < r->per_epoch)
+            r->epoch_steps[r->n_epoch_steps++] = (struct train_step_row){step, lr, res.loss, !res.stepped, scale};
         if (!res.stepped) { /* the loss scaler skipped it (Inf/NaN gradients): nothing was learnt */
             e->skipped++;
             continue;
@@ -973,7 +986,6 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         e->loss_sum += res.loss * (double)n;
         e->correct += res.correct;
         e->seen += n;
-        if (b < r->per_epoch) r->epoch_steps[r->n_epoch_steps++] = (struct train_step_row){step, lr, res.loss};
         if (cli_training_curves_add_step(&r->curves, epoch, res.loss) != RT_OK) {
             cli_progress_finish(&bar);
             return cli_fail("cannot keep the training curves");
@@ -1038,8 +1050,8 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
         for (int c = 0; c < RT_MEM_NCAT; c++) fprintf(r->log, ",%.3f", (double)e->peaks.peak[c] / mib);
         fprintf(r->log, ",%.3f\n", (double)e->peaks.peak_total / mib);
         for (int64_t i = 0; i < r->n_epoch_steps; i++)
-            fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g\n", (long long)epoch, (long long)r->epoch_steps[i].step,
-                    r->epoch_steps[i].lr, r->epoch_steps[i].loss);
+            fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g,%d,%.9g\n", (long long)epoch, (long long)r->epoch_steps[i].step,
+                    r->epoch_steps[i].lr, r->epoch_steps[i].loss, r->epoch_steps[i].skipped, r->epoch_steps[i].scale);
         if (!flush_ok(r->log))
             train_log_lost(r, r->o.log, errno);
         else if (!flush_ok(r->steps_log))

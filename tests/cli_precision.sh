@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# --precision on the command line (needs Fashion-MNIST, else skipped: 77):
+# - fp16 with a loss scale far too large: the loss scaler skips the steps
+#   whose gradients overflow, halving the scale each time (GradScaler), and
+#   FILE.steps.csv records every skipped step with the scale after it, while
+#   the learning-rate schedule does not advance (step stays 0);
+# - `check --precision bf16` measures the rebuild as training runs it (F and
+#   G compute in f32 inside reversible sequences): an fp32-level error.
+set -uo pipefail
+bin="$1"
+data="${RT_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
+[ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ubyte" ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL $*"; }
+
+out="$("$bin" train --model resnet20 --train-subset 512 --test-subset 64 --batch-size 64 --epochs 1 --threads 2 \
+       --warmup-steps 0 --precision fp16 --loss-scale-init 1e12 --log "$dir/l.csv" 2>&1)"
+grep -q "dynamic loss scaling from 1e+12" <<< "$out" && ok || bad "no loss-scale line: $out"
+# 8 steps, every one overflowing: 8 rows skipped=1, the scale halving from 5e11 (1e12 as f32,
+# printed to 9 digits), step 0 throughout
+awk -F, 'NR == 1 {ok = ($5 == "skipped" && $6 == "loss_scale"); next}
+         {n++; if ($5 != 1 || $2 != 0) ok = 0; s[n] = $6}
+         function off(a, b) {return (a > b ? a - b : b - a) / b}
+         END {for (i = 2; i <= n; i++) if (off(2 * s[i], s[i-1]) > 1e-8) ok = 0;
+              exit !(ok && n == 8 && off(s[1], 5e11) < 1e-6)}' \
+    "$dir/l.steps.csv" && ok || bad "steps.csv: $(cat "$dir/l.steps.csv")"
+grep -q "8 steps skipped for Inf/NaN gradients" <<< "$out" && ok || bad "no skipped-steps line: $out"
+
+out="$("$bin" check --model revnet_small --precision bf16 --threads 1 2>&1)"
+err="$(sed -n 's/.*worst block reconstruction error \([0-9.e+-]*\).*/\1/p' <<< "$out")"
+[ -n "$err" ] && awk -v e="$err" 'BEGIN {exit !(e <= 1e-5)}' && ok || bad "check --precision bf16: block error '$err' above 1e-5: $out"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -770,10 +770,12 @@ static int train_dist_setup(train_run *r) {
 static rt_status train_dist_resume(train_run *r, const rt_optimizer_spec *spec) {
     const train_opts *o = &r->o;
     if (!o->shard_optimizer)
-        return cli_train_state_load(o->resume, o->optimizer, r->run_options, r->m, r->opt, &r->start_epoch);
+        return cli_train_state_load(o->resume, o->optimizer, r->run_options, r->m, r->opt, r->scaler,
+                                    &r->start_epoch);
     rt_optimizer *full = rt_optimizer_create(spec, rt_optimizer_params(r->opt), rt_optimizer_param_count(r->opt));
     if (!full) return rt_error_last_status();
-    rt_status st = cli_train_state_load(o->resume, o->optimizer, r->run_options, r->m, full, &r->start_epoch);
+    rt_status st = cli_train_state_load(o->resume, o->optimizer, r->run_options, r->m, full, r->scaler,
+                                                &r->start_epoch);
     if (st == RT_OK) st = rt_dist_scatter_state(r->dist.d, full);
     rt_optimizer_destroy(full);
     return st;
@@ -800,7 +802,8 @@ static rt_status train_save(train_run *r, int64_t epochs) {
     }
     rt_status st = RT_OK;
     if (r->dist.rank == 0)
-        st = cli_train_state_save(r->save_path, r->optim_path, o->optimizer, r->run_options, r->m, save, epochs);
+        st = cli_train_state_save(r->save_path, r->optim_path, o->optimizer, r->run_options, r->m, save, r->scaler,
+                                  epochs);
     rt_optimizer_destroy(full);
     return st;
 }

@@ -72,16 +72,24 @@ static rt_status optim_state_check_finite(void *ud, const char *name, rt_tensor 
 }
 
 rt_status cli_train_state_save(const char *path, const char *opath, const char *optimizer, const char *run_options,
-                               rt_model *m, rt_optimizer *opt, int64_t epoch) {
-    char ep[32], steps[32];
+                               rt_model *m, rt_optimizer *opt, const rt_grad_scaler *scaler, int64_t epoch) {
+    char ep[32], steps[32], scale[32] = "", growth[32] = "", skipped[32] = "";
     snprintf(ep, sizeof ep, "%lld", (long long)epoch);
     snprintf(steps, sizeof steps, "%lld", (long long)rt_optimizer_step_count(opt));
+    float sc = 0;
+    int64_t gt = 0, sk = 0;
+    if (scaler && rt_grad_scaler_state_get(scaler, &sc, &gt, &sk) == RT_OK) {
+        snprintf(scale, sizeof scale, "%.9g", (double)sc); /* %.9g: a float survives the round trip */
+        snprintf(growth, sizeof growth, "%lld", (long long)gt);
+        snprintf(skipped, sizeof skipped, "%lld", (long long)sk);
+    }
     const char *meta[] = {"format", "pt", "model", m->name, "epoch", ep, "optimizer_steps", steps,
-                          "optimizer", optimizer, "run_options", run_options};
+                          "optimizer", optimizer, "run_options", run_options, "loss_scale", scale,
+                          "loss_scale_growth_tracker", growth, "loss_scale_skipped", skipped};
     optim_state s = {0};
     rt_status st = rt_optimizer_state_visit(opt, optim_state_add, &s);
     for (int i = 0; i < s.n; i++) s.items[i].name = s.names[i];
-    if (st == RT_OK) st = rt_weights_save(NULL, s.items, s.n, meta, 6, opath);
+    if (st == RT_OK) st = rt_weights_save(NULL, s.items, s.n, meta, scale[0] ? 9 : 6, opath);
     optim_state_free(&s);
     if (st == RT_OK) st = rt_weights_save(m->sd, NULL, 0, meta, 6, path);
     return st;
@@ -141,7 +149,7 @@ static rt_status check_run_options(const char *path, const char *saved, const ch
 }
 
 rt_status cli_train_state_load(const char *path, const char *optimizer, const char *run_options, rt_model *m,
-                             rt_optimizer *opt, int64_t *epoch) {
+                             rt_optimizer *opt, rt_grad_scaler *scaler, int64_t *epoch) {
     char opath[4096], buf[64];
     cli_train_state_optim_path(path, opath, sizeof opath);
     RT_TRY(rt_weights_read_metadata(path, "model", buf, sizeof buf));
@@ -177,6 +185,19 @@ rt_status cli_train_state_load(const char *path, const char *optimizer, const ch
     rt_status st = rt_optimizer_state_visit(opt, optim_state_fill, f);
     rt_st_close(f);
     if (st == RT_OK) st = rt_optimizer_state_visit(opt, optim_state_check_finite, (void *)opath);
+    char scale[64], growth[64], skipped[64];
+    if (st == RT_OK && scaler) {
+        if (rt_weights_read_metadata(opath, "loss_scale", scale, sizeof scale) == RT_OK &&
+            rt_weights_read_metadata(opath, "loss_scale_growth_tracker", growth, sizeof growth) == RT_OK &&
+            rt_weights_read_metadata(opath, "loss_scale_skipped", skipped, sizeof skipped) == RT_OK) {
+            st = rt_grad_scaler_state_set(scaler, strtof(scale, NULL), strtoll(growth, NULL, 10),
+                                          strtoll(skipped, NULL, 10));
+        } else {
+            rt_error_clear();
+            fprintf(stderr, "revtorch: warning: checkpoint '%s' holds no loss-scaler state (saved without "
+                            "--precision fp16's scaler): the scaler starts from its initial scale\n", opath);
+        }
+    }
     return st;
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "models/model.h"
+#include "train/scaler.h"
 #include "optim/optim.h"
 
 /* "run.safetensors" → "run.optim.safetensors"; other names get
@@ -22,9 +23,13 @@ void cli_train_state_optim_path(const char *weights, char *buf, size_t n);
  * optimizer's CLI name ("sgd", "adamw"); `run_options` the options a resume
  * must repeat, as "name=value" words separated by spaces (name: the CLI
  * option without "--", "-" written "_"), stored as metadata
- * "run_options". Errors: RT_ERR_IO, RT_ERR_OOM. */
+ * "run_options". A loss scaler (NULL: none) stores its state (GradScaler's
+ * scale and growth tracker, and the steps it skipped) as metadata of the
+ * optimizer file, which a resume with a scaler restores (a checkpoint
+ * without it starts the scaler afresh, with a warning). Errors: RT_ERR_IO,
+ * RT_ERR_OOM. */
 rt_status cli_train_state_save(const char *path, const char *opath, const char *optimizer, const char *run_options,
-                               rt_model *m, rt_optimizer *opt, int64_t epoch);
+                               rt_model *m, rt_optimizer *opt, const rt_grad_scaler *scaler, int64_t epoch);
 /* Loads a checkpoint saved for the same model, optimizer and run options
  * into m and opt and returns the completed epochs. Errors: RT_ERR_FORMAT
  * naming the mismatch (model, optimizer, a tensor, files from different
@@ -32,6 +37,6 @@ rt_status cli_train_state_save(const char *path, const char *opath, const char *
  * (checkpoints without "run_options" skip that check), RT_ERR_IO. Nothing is
  * loaded when a check fails. */
 rt_status cli_train_state_load(const char *path, const char *optimizer, const char *run_options, rt_model *m,
-                             rt_optimizer *opt, int64_t *epoch);
+                             rt_optimizer *opt, rt_grad_scaler *scaler, int64_t *epoch);
 
 #endif

@@ -3,7 +3,8 @@
 # - fp16 with a loss scale far too large: the loss scaler skips the steps
 #   whose gradients overflow, halving the scale each time (GradScaler), and
 #   FILE.steps.csv records every skipped step with the scale after it, while
-#   the learning-rate schedule does not advance (step stays 0);
+#   the learning-rate schedule does not advance (step stays 0); --resume
+#   restores the scaler's state;
 # - `check --precision bf16` measures the rebuild as training runs it (F and
 #   G compute in f32 inside reversible sequences): an fp32-level error.
 set -uo pipefail
@@ -28,6 +29,14 @@ awk -F, 'NR == 1 {ok = ($5 == "skipped" && $6 == "loss_scale"); next}
               exit !(ok && n == 8 && off(s[1], 5e11) < 1e-6)}' \
     "$dir/l.steps.csv" && ok || bad "steps.csv: $(cat "$dir/l.steps.csv")"
 grep -q "8 steps skipped for Inf/NaN gradients" <<< "$out" && ok || bad "no skipped-steps line: $out"
+
+# --resume restores the loss scaler (scale, growth tracker, skipped steps) with the optimizer state
+common=(--model resnet20 --train-subset 512 --test-subset 64 --batch-size 64 --epochs 2 --threads 2 --warmup-steps 0
+        --precision fp16 --loss-scale-init 1e12)
+"$bin" train "${common[@]}" --stop-after-epoch 1 --save "$dir/w.safetensors" > /dev/null 2>&1
+out="$("$bin" train "${common[@]}" --resume "$dir/w.safetensors" 2>&1)"
+grep -q "dynamic loss scaling from 3.90625e+09" <<< "$out" && grep -q "16 in all" <<< "$out" && ok ||
+    bad "resume did not restore the loss scaler: $out"
 
 out="$("$bin" check --model revnet_small --precision bf16 --threads 1 2>&1)"
 err="$(sed -n 's/.*worst block reconstruction error \([0-9.e+-]*\).*/\1/p' <<< "$out")"

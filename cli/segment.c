@@ -32,7 +32,7 @@ typedef struct seg_opts {
     const char *cmd; /* "train", "predict", "eval" */
     const char *image, *labels, *model, *optimizer, *out, *weights;
     bool binary;           /* labels > 0 → 1 (default task); else every label value is a class */
-    bool labels_given;
+    bool labels_given, patch_given;
     bool augment, norm_nonzero;
     float holdout, lr, momentum, weight_decay, overlap, fg_fraction;
     int64_t patch[3], batch, epochs, steps, seed, threads, eval_batch, eval_every;
@@ -65,7 +65,8 @@ static void seg_usage(FILE *f) {
             "  --binary              classes: label > 0 (1) and 0 (background)\n"
             "  --holdout F           the top fraction F of the axial slices (k) is held out (default 0.3)\n"
             "  --model NAME          %s or standin (3 convolutions; default unet3d when built in)\n"
-            "  --patch D,H,W         patch and window size in voxels (default 64,64,64)\n"
+            "  --patch D,H,W         patch and window size in voxels (default 64,64,64; predict and eval:\n"
+            "                        the training patch, recorded in the weights)\n"
             "  --batch N             patches per step (default 2)\n"
             "  --epochs N            epochs (default 4)\n"
             "  --steps N             steps per epoch (default 60)\n"
@@ -145,6 +146,7 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
         else if (!strcmp(a, "--patch")) {
             const char *v = NULL;
             ok = cli_str(argc, argv, &i, &v);
+            o->patch_given = true;
             if (ok && !parse_triple(v, o->patch)) {
                 fprintf(stderr, "revtorch segment %s: --patch wants D,H,W (three integers 1..4096), got '%s'\n",
                         o->cmd, v);
@@ -703,15 +705,20 @@ done:
 }
 
 /* predict and eval: the model, classes and label values from the weights file. */
-static int seg_apply(const seg_opts *o, bool score) {
+static int seg_apply(const seg_opts *o_in, bool score) {
+    char model[64], classes[16], values[SEG_MAX_CLASSES * 12], binary[8], norm[16], patch[64];
+    if (access(o_in->weights, R_OK) != 0) {
+        fprintf(stderr, "revtorch segment %s: cannot read --weights %s: %s\n", o_in->cmd, o_in->weights,
+                strerror(errno));
+        return 1;
+    }
+    seg_opts oo = *o_in;
+    const seg_opts *o = &oo;
+    if (!o->patch_given && rt_weights_read_metadata(o->weights, "patch", patch, sizeof patch) == RT_OK)
+        parse_triple(patch, oo.patch);
     rt_nifti_info hdr;
     int rc = seg_check_inputs(o, score, &hdr);
     if (rc >= 0) return rc;
-    char model[64], classes[16], values[SEG_MAX_CLASSES * 12], binary[8], norm[16];
-    if (access(o->weights, R_OK) != 0) {
-        fprintf(stderr, "revtorch segment %s: cannot read --weights %s: %s\n", o->cmd, o->weights, strerror(errno));
-        return 1;
-    }
     if (rt_weights_read_metadata(o->weights, "model", model, sizeof model) != RT_OK ||
         rt_weights_read_metadata(o->weights, "num_classes", classes, sizeof classes) != RT_OK ||
         rt_weights_read_metadata(o->weights, "label_values", values, sizeof values) != RT_OK) {
@@ -719,7 +726,6 @@ static int seg_apply(const seg_opts *o, bool score) {
                 o->cmd, o->weights, rt_error_last());
         return 1;
     }
-    seg_opts oo = *o;
     if (rt_weights_read_metadata(o->weights, "binary", binary, sizeof binary) == RT_OK && !o->labels_given)
         oo.binary = !strcmp(binary, "1");
     if (rt_weights_read_metadata(o->weights, "norm", norm, sizeof norm) == RT_OK)

@@ -23,6 +23,7 @@
 #include "progress.h"
 #include "segment.h"
 #include "train/seg_loss.h"
+#include "train/seg_metric.h"
 #include "train/sliding_window.h"
 
 #define SEG_TEMPLATES "/usr/share/mricron/templates"
@@ -582,8 +583,7 @@ static int seg_train(const seg_opts *o) {
     }
     rt_optimizer_spec spec;
     cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
-    rt_dice_ce_options loss_opts = rt_dice_ce_defaults();
-    rt_train_config cfg = {.accum_steps = 1, .loss = rt_dice_ce_loss, .loss_user = &loss_opts};
+    rt_train_config cfg = {.accum_steps = 1, .loss = rt_loss_dice_ce};
     if (cli_ckpt_given(&o->ckpt)) {
         int prc = seg_plan_memory(o, m, &strategy, &spec, &cfg, C);
         if (prc >= 0) {

@@ -80,6 +80,7 @@
 #include "optim/optim.h"
 #include "rt_test.h"
 #include "train/seg_loss.h"
+#include "train/seg_metric.h"
 #include "train/sliding_window.h"
 #include "train/scaler.h"
 #include "train/step.h"
@@ -3377,13 +3378,11 @@ CHECK_FN(rt_patch_sampler_next) {
     rt_patch_sampler_destroy(s);
 }
 
-CHECK_FN(rt_dice_ce_defaults) { VAL(rt_dice_ce_defaults().smooth > 0.0f); }
-
-CHECK_FN(rt_dice_ce_loss) {
+CHECK_FN(rt_loss_dice_ce) {
     rt_tensor *x = T(1, 3, 2, 2, 2), *t = labels3d(), *y = NULL;
-    ST(RT_ERR_INVALID_ARG, "loss", rt_dice_ce_loss(x, t, NULL, NULL));
-    ST(RT_ERR_INVALID_ARG, "logits", rt_dice_ce_loss(NULL, t, NULL, &y));
-    ST(RT_ERR_INVALID_ARG, "target", rt_dice_ce_loss(x, NULL, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "loss", rt_loss_dice_ce(x, t, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "logits", rt_loss_dice_ce(NULL, t, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "target", rt_loss_dice_ce(x, NULL, NULL, &y));
 }
 
 CHECK_FN(rt_dice_per_class) {
@@ -3439,8 +3438,8 @@ static const api_entry segment_entries[] = {
     E(rt_volume_zscore), E(rt_volume_crop), E(rt_volume_flip), E(rt_volume_intensity_augment),
     E(rt_patch_sampler_create), E(rt_patch_sampler_destroy), E(rt_patch_sampler_foreground_voxels),
     E(rt_patch_sampler_next),
-    /* train/seg_loss.h, train/sliding_window.h */
-    E(rt_dice_ce_defaults), E(rt_dice_ce_loss), E(rt_dice_per_class), E(rt_sliding_window_defaults),
+    /* train/seg_loss.h (the U-Net branch holds the same entry), seg_metric.h, sliding_window.h */
+    E(rt_loss_dice_ce), E(rt_dice_per_class), E(rt_sliding_window_defaults),
     E(rt_sliding_window_starts), E(rt_gaussian_importance_map), E(rt_sliding_window_predict),
 };
 

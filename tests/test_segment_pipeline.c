@@ -15,6 +15,7 @@
 #include "ops/ops3d.h"
 #include "rt_test.h"
 #include "train/seg_loss.h"
+#include "train/seg_metric.h"
 #include "train/sliding_window.h"
 
 enum { VD = 20, VH = 24, VW = 28 };
@@ -374,7 +375,7 @@ static void test_dice_ce_gradient(void) {
     rt_tensor *t = rt_tensor_from_data(4, ts, RT_I32, tv, RT_MEM_DATA);
     CHECK_OK(rt_tensor_set_requires_grad(x, true));
     rt_tensor *loss = NULL;
-    CHECK_OK(rt_dice_ce_loss(x, t, NULL, &loss));
+    CHECK_OK(rt_loss_dice_ce(x, t, NULL, &loss));
     CHECK_NEAR(rt_tensor_f32(loss)[0], dice_ce_reference(rt_tensor_f32(x), tv, N, K, S), 1e-5);
     CHECK_OK(rt_backward(loss, NULL, false));
     rt_tensor_release(loss);

@@ -424,7 +424,7 @@ static void out_path(const seg_opts *o, const char *name, char *buf, size_t n) {
 /* Writes dice.csv and dice.json (via temporaries renamed over them). */
 static rt_status seg_write_dice(const seg_opts *o, const seg_data *d, const double *dice, double mean,
                                 double seconds) {
-    char path[2][CLI_PATH_MAX], tmp[CLI_PATH_MAX];
+    char path[2][CLI_PATH_MAX], tmp[CLI_PATH_MAX + 32];
     out_path(o, "dice.csv", path[0], sizeof path[0]);
     out_path(o, "dice.json", path[1], sizeof path[1]);
     for (int f = 0; f < 2; f++) {

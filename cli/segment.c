@@ -77,7 +77,9 @@ static void seg_usage(FILE *f) {
             "  --weight-decay X      (default 3e-5, nnU-Net's)\n"
             "  --foreground X        fraction of patches centred on a foreground voxel (default 0.33)\n"
             "  --no-augment          no flips and no intensity augmentation\n"
-            "  --norm volume|nonzero z-score over the whole volume (default) or its non-zero voxels\n"
+            "  --norm nonzero|volume z-score over the non-zero voxels, the rest set to 0 (default: then the\n"
+            "                        background equals the zero padding of patches and convolutions), or\n"
+            "                        over the whole volume\n"
             "  --overlap X           sliding-window overlap in [0, 1) (default 0.5)\n"
             "  --eval-batch N        windows per forward in inference (default 2)\n"
             "  --eval-every N        score the held-out slab every N epochs (default 1; 0: only at the end)\n"
@@ -111,7 +113,7 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
                     .out = "segment-out", .augment = true, .holdout = 0.3f, .lr = NAN, .momentum = 0.99f,
                     .weight_decay = 3e-5f, .overlap = 0.5f, .fg_fraction = 0.33f, .patch = {64, 64, 64},
                     .batch = 2, .epochs = 4, .steps = 60, .eval_batch = 2, .eval_every = 1};
-    const char *norm = "volume";
+    const char *norm = "nonzero";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;

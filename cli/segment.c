@@ -33,7 +33,7 @@ typedef struct seg_opts {
     const char *cmd; /* "train", "predict", "eval" */
     const char *image, *labels, *model, *optimizer, *out, *weights;
     bool binary;           /* labels > 0 → 1 (default task); else every label value is a class */
-    bool labels_given, patch_given;
+    bool labels_given, patch_given, holdout_given;
     bool augment, norm_nonzero;
     float holdout, lr, momentum, weight_decay, overlap, fg_fraction;
     int64_t patch[3], batch, epochs, steps, seed, threads, eval_batch, eval_every;
@@ -64,7 +64,8 @@ static void seg_usage(FILE *f) {
             "  --labels FILE         label map in the image's grid; every value is a class, remapped to 0..K-1\n"
             "                        (default: %s/ch2bet.nii.gz with --binary)\n"
             "  --binary              classes: label > 0 (1) and 0 (background)\n"
-            "  --holdout F           the top fraction F of the axial slices (k) is held out (default 0.3)\n"
+            "  --holdout F           the top fraction F of the axial slices (k) is held out (default 0.3;\n"
+            "                        eval: the training run's, recorded in the weights)\n"
             "  --model NAME          %s or standin (3 convolutions; default unet3d when built in)\n"
             "  --patch D,H,W         patch and window size in voxels (default 64,64,64; predict and eval:\n"
             "                        the training patch, recorded in the weights)\n"
@@ -129,7 +130,7 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
         else if (!strcmp(a, "--weights")) ok = cli_str(argc, argv, &i, &o->weights);
         else if (!strcmp(a, "--norm")) ok = cli_str(argc, argv, &i, &norm);
         else if (!strcmp(a, "--no-augment")) o->augment = false;
-        else if (!strcmp(a, "--holdout"))
+        else if (!strcmp(a, "--holdout") && (o->holdout_given = true))
             ok = cli_float_in(argc, argv, &i, 0, 1, true, "(fraction of the axial slices held out)", &o->holdout);
         else if (!strcmp(a, "--lr")) ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->lr);
         else if (!strcmp(a, "--momentum")) ok = cli_float_in(argc, argv, &i, 0, 1, true, NULL, &o->momentum);
@@ -485,9 +486,10 @@ static rt_status seg_write_png(const seg_opts *o, const seg_data *d, const rt_te
 
 /* Metadata written with the weights, read back by predict and eval. */
 static rt_status seg_save_weights(const seg_opts *o, const rt_model *m, const seg_data *d, const char *path) {
-    char classes[16], values[SEG_MAX_CLASSES * 12] = "", patch[64], channels[16];
+    char classes[16], values[SEG_MAX_CLASSES * 12] = "", patch[64], channels[16], holdout[32];
     snprintf(classes, sizeof classes, "%lld", (long long)d->K);
     snprintf(channels, sizeof channels, "%lld", (long long)d->image->shape[0]);
+    snprintf(holdout, sizeof holdout, "%.9g", (double)o->holdout);
     snprintf(patch, sizeof patch, "%lld,%lld,%lld", (long long)o->patch[0], (long long)o->patch[1],
              (long long)o->patch[2]);
     for (int64_t k = 0; k < d->K; k++) {
@@ -496,7 +498,7 @@ static rt_status seg_save_weights(const seg_opts *o, const rt_model *m, const se
     }
     const char *meta[] = {"model", m->name, "task", "segment", "num_classes", classes, "in_channels", channels,
                           "label_values", values, "patch", patch, "binary", o->binary ? "1" : "0",
-                          "norm", o->norm_nonzero ? "nonzero" : "volume"};
+                          "norm", o->norm_nonzero ? "nonzero" : "volume", "holdout", holdout};
     return rt_weights_save(m->sd, NULL, 0, meta, (int)(sizeof meta / sizeof meta[0]) / 2, path);
 }
 
@@ -718,6 +720,9 @@ static int seg_apply(const seg_opts *o_in, bool score) {
     const seg_opts *o = &oo;
     if (!o->patch_given && rt_weights_read_metadata(o->weights, "patch", patch, sizeof patch) == RT_OK)
         parse_triple(patch, oo.patch);
+    char holdout[32];
+    if (!o->holdout_given && rt_weights_read_metadata(o->weights, "holdout", holdout, sizeof holdout) == RT_OK)
+        oo.holdout = strtof(holdout, NULL);
     rt_nifti_info hdr;
     int rc = seg_check_inputs(o, score, &hdr);
     if (rc >= 0) return rc;

@@ -130,8 +130,10 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
         else if (!strcmp(a, "--weights")) ok = cli_str(argc, argv, &i, &o->weights);
         else if (!strcmp(a, "--norm")) ok = cli_str(argc, argv, &i, &norm);
         else if (!strcmp(a, "--no-augment")) o->augment = false;
-        else if (!strcmp(a, "--holdout") && (o->holdout_given = true))
+        else if (!strcmp(a, "--holdout")) {
+            o->holdout_given = true;
             ok = cli_float_in(argc, argv, &i, 0, 1, true, "(fraction of the axial slices held out)", &o->holdout);
+        }
         else if (!strcmp(a, "--lr")) ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->lr);
         else if (!strcmp(a, "--momentum")) ok = cli_float_in(argc, argv, &i, 0, 1, true, NULL, &o->momentum);
         else if (!strcmp(a, "--weight-decay"))

@@ -10,14 +10,18 @@
 #include "kernels/threads.h"
 #include "optim/optim.h"
 #include "progress.h"
+#include "train/seg_loss.h"
 
 static void bench_usage(FILE *f) {
     fprintf(f, "usage: revtorch bench [options]\n"
-               "Times full training steps (forward, cross-entropy, backward, SGD step) on random data.\n\n"
+               "Times full training steps (forward, loss, backward, SGD step) on random data.\n\n"
                "  --model NAME        (default resnet20)\n"
                "  --batch-size N      (default 128)\n"
-               "  --size S            input height and width (default 28)\n"
-               "  --channels C        input channels (default 1)\n"
+               "  --size S|D,H,W      input height and width (default 28); segmentation models (unet3d,\n"
+               "                      prunet3d, ...): S (a cube) or D,H,W (default 64), i32 labels per voxel\n"
+               "                      and the Dice + cross-entropy loss of revtorch segment\n"
+               "  --channels C        input channels (default 1; 4 for segmentation models)\n"
+               "  --classes K         outputs (default 10; 4 for segmentation models)\n"
                "  --steps N           timed steps (default 10)\n"
                "  --warmup N          untimed steps first (default 3)\n"
                "  --threads N         (default: all cores)\n");
@@ -25,8 +29,9 @@ static void bench_usage(FILE *f) {
     cli_precision_help(f, 22);
     fprintf(f,
                "  --memory MODE       reversible or standard, for RevNets (default reversible)\n"
-               "Prints one line: model, batch, median/min step seconds, images/s, peak tracked MiB and the\n"
-               "system allocations per timed step (0 once the caching allocator holds every block).\n");
+               "Prints one line: model, batch, median/min step seconds, images/s, the peak tracked MiB of the\n"
+               "timed steps and the meta prediction of that peak, and the system allocations per timed step\n"
+               "(0 once the caching allocator holds every block).\n");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -35,8 +40,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int cli_cmd_bench(int argc, char **argv) {
-    const char *model = "resnet20", *memory = "reversible";
-    int64_t batch = 128, size = 28, channels = 1, steps = 10, warmup = 3, threads = 0;
+    const char *model = "resnet20", *memory = "reversible", *size_arg = NULL;
+    int64_t batch = 128, channels = 0, classes = 0, steps = 10, warmup = 3, threads = 0;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -44,8 +49,9 @@ int cli_cmd_bench(int argc, char **argv) {
             return 0;
         } else if (!strcmp(argv[i], "--model")) ok = cli_str(argc, argv, &i, &model);
         else if (!strcmp(argv[i], "--batch-size")) ok = cli_int(argc, argv, &i, &batch);
-        else if (!strcmp(argv[i], "--size")) ok = cli_int(argc, argv, &i, &size);
+        else if (!strcmp(argv[i], "--size")) ok = cli_str(argc, argv, &i, &size_arg);
         else if (!strcmp(argv[i], "--channels")) ok = cli_int(argc, argv, &i, &channels);
+        else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
         else if (!strcmp(argv[i], "--steps")) ok = cli_int(argc, argv, &i, &steps);
         else if (!strcmp(argv[i], "--warmup")) ok = cli_int(argc, argv, &i, &warmup);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
@@ -58,8 +64,21 @@ int cli_cmd_bench(int argc, char **argv) {
         }
         if (!ok) return 2;
     }
-    if (steps < 1 || warmup < 0 || batch < 1 || size < 1 || channels < 1) {
-        fprintf(stderr, "revtorch bench: --steps, --batch-size, --size and --channels must be >= 1, --warmup >= 0\n");
+    if (!cli_model_known("bench", model)) return 2;
+    /* segmentation models: volumes and per-voxel labels, BraTS-like defaults as revtorch memory */
+    const bool seg = rt_model_name_is_segmentation(model);
+    int64_t sz[3] = {seg ? 64 : 28, 0, 0};
+    int nsz = 1;
+    if (size_arg && (!cli_parse_dims(size_arg, sz, &nsz) || nsz == (seg ? 2 : 3))) {
+        fprintf(stderr, "revtorch bench: --size '%s' is malformed; give %s, each 1..10^5\n", size_arg,
+                seg ? "S (a cube) or D,H,W for a segmentation model" : "S (a square) or H,W for an image classifier");
+        return 2;
+    }
+    const int64_t d = sz[0], h = nsz == 1 ? sz[0] : sz[nsz - 2], w = sz[nsz - 1];
+    if (!channels) channels = seg ? 4 : 1;
+    if (!classes) classes = seg ? 4 : 10;
+    if (steps < 1 || warmup < 0 || batch < 1 || channels < 1 || classes < 1) {
+        fprintf(stderr, "revtorch bench: --steps, --batch-size, --channels and --classes must be >= 1, --warmup >= 0\n");
         return 2;
     }
     cli_strategy strategy;
@@ -67,17 +86,27 @@ int cli_cmd_bench(int argc, char **argv) {
     if (!cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
     rt_model *m = NULL;
-    if (rt_model_create(model, channels, 10, RT_DEVICE_CPU, 0, &m) != RT_OK) return cli_fail("model");
+    if (rt_model_create(model, channels, classes, RT_DEVICE_CPU, 0, &m) != RT_OK) return cli_fail("model");
     cli_strategy_apply(&strategy, m);
+    /* the meta prediction of the same step, to print beside the measured peak */
+    rt_optimizer_spec spec = {.kind = RT_OPTIM_SGD, .sgd = rt_sgd_default_opts(0.01f)};
+    spec.sgd.momentum = 0.9f;
+    const rt_train_config pcfg = {.accum_steps = 1};
+    rt_memstats pred = {0};
+    const int64_t vol[3] = {d, h, w};
+    rt_status pst = seg ? cli_predict_memory_volume(model, channels, classes, &strategy, &spec, &pcfg, batch, vol, &pred)
+                        : cli_predict_memory(model, channels, classes, &strategy, &spec, &pcfg, batch, h, w, &pred);
+    if (pst != RT_OK) return cli_fail("memory prediction");
     int np = rt_state_dict_num_params(m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
     rt_state_dict_params(m->sd, params, np);
     rt_sgd_opts so = rt_sgd_default_opts(0.01f);
     so.momentum = 0.9f;
     rt_optimizer *opt = rt_sgd_create(params, np, &so);
-    int64_t xs[4] = {batch, channels, size, size};
-    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
-    rt_tensor *y = rt_tensor_create(1, &batch, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
+    int64_t xs[5] = {batch, channels, d, h, w}, ys[4] = {batch, d, h, w};
+    if (!seg) xs[2] = h, xs[3] = w;
+    rt_tensor *x = rt_tensor_create(seg ? 5 : 4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *y = rt_tensor_create(seg ? 4 : 1, ys, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
     double *times = malloc((size_t)steps * sizeof *times);
     int rc = 1;
     if (!opt || !x || !y || !times || !params) {
@@ -86,9 +115,10 @@ int cli_cmd_bench(int argc, char **argv) {
     }
     rt_generator g = {1, 0};
     rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
-    for (int64_t i = 0; i < batch; i++) ((int32_t *)rt_tensor_data(y))[i] = (int32_t)(i % 10);
+    for (int64_t i = 0; i < rt_tensor_numel(y); i++) /* every class present, in a fixed pattern */
+        ((int32_t *)rt_tensor_data(y))[i] = (int32_t)((i * 7 + i / 97) % classes);
     int64_t sys_allocs0 = 0;
-    const rt_train_config cfg = {.accum_steps = 1};
+    const rt_train_config cfg = {.accum_steps = 1, .loss = seg ? rt_loss_dice_ce : NULL};
     for (int64_t s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
             rt_memstats_reset_peaks();
@@ -115,12 +145,15 @@ int cli_cmd_bench(int argc, char **argv) {
                         : cli_precision() == RT_PRECISION_FP16 ? "fp16-storage-only(f32-compute)"
                         : rt_conv_bf16_available() ? "bf16-compute(conv)+bf16-storage"
                                                    : "bf16-storage-only(no-bf16-kernels,f32-compute)";
-    printf("revtorch model=%s memory=%s precision=%s case=%s conv_algo=%s batch=%lld size=%lld threads=%d median_step_s=%.4f "
-           "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f sys_allocs_per_step=%.1f\n",
-           model, memory, rt_precision_str(cli_precision()), pcase, rt_conv_algo_name(rt_conv_algo_get()), (long long)batch, (long long)size,
-           rt_get_num_threads(), median, times[0],
-           (double)batch / median, (double)ms.peak_total / 1048576.0,
-           (double)(ms.n_sys_alloc - sys_allocs0) / (double)steps);
+    char size_str[64];
+    if (seg) snprintf(size_str, sizeof size_str, "%lldx%lldx%lld", (long long)d, (long long)h, (long long)w);
+    else if (h == w) snprintf(size_str, sizeof size_str, "%lld", (long long)h);
+    else snprintf(size_str, sizeof size_str, "%lldx%lld", (long long)h, (long long)w);
+    printf("revtorch model=%s memory=%s precision=%s case=%s conv_algo=%s batch=%lld size=%s threads=%d median_step_s=%.4f "
+           "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f predicted_peak_mib=%.1f sys_allocs_per_step=%.1f\n",
+           model, memory, rt_precision_str(cli_precision()), pcase, rt_conv_algo_name(rt_conv_algo_get()), (long long)batch,
+           size_str, rt_get_num_threads(), median, times[0], (double)batch / median, (double)ms.peak_total / 1048576.0,
+           (double)pred.peak_total / 1048576.0, (double)(ms.n_sys_alloc - sys_allocs0) / (double)steps);
     rc = 0;
 out:
     free(times);

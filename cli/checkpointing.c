@@ -14,8 +14,9 @@ void cli_ckpt_help(FILE *f) {
                "                        recompute, checked on a meta run, enforced as a hard limit; an\n"
                "                        impossible budget is refused with the smallest feasible one\n"
                "  --checkpoint-segments K  checkpoint_sequential: K segments that keep only their inputs\n"
+               "                        (reversible stages keep rebuilding under it and --recompute)\n"
                "  --recompute selective keep convolution/linear outputs, recompute batch norm and activations\n"
-               "                        (with --memory-mode/--memory-budget: the planner may use it per stage)\n");
+               "                        (--memory-mode/--memory-budget always let the planner use it per stage)\n");
 }
 
 bool cli_ckpt_given(const cli_ckpt_args *a) { return a->mode || a->budget || a->recompute || a->segments > 0; }
@@ -31,22 +32,29 @@ bool cli_ckpt_option(int argc, char **argv, int *i, cli_ckpt_args *a, bool *ok) 
     return true;
 }
 
-bool cli_parse_size(const char *s, int64_t *bytes) {
-    if (!s || !*s) return false;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !isfinite(v)) return false;
+bool cli_parse_size(const char *cmd, const char *option, const char *s, int64_t *bytes) {
+    /* A bare number is refused: "--memory-budget 30" meaning 30 bytes (or
+     * 30 GiB?) was a trap. K/M/G/T alone are binary, as in docker and ulimit. */
     static const struct { const char *unit; double f; } units[] = {
-        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+        {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+        {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}, {"T", 1099511627776.0},
         {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
     };
-    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
-        if (!strcmp(end, units[k].unit)) {
-            double b = v * units[k].f;
-            if (!(b >= 1.0) || b > 4.6e18) return false;
-            *bytes = (int64_t)b;
-            return true;
-        }
+    char *end = NULL;
+    double v = s && *s ? strtod(s, &end) : NAN;
+    if (end && end != s && isfinite(v) && v > 0)
+        for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+            if (!strcmp(end, units[k].unit)) {
+                double b = v * units[k].f;
+                if (b >= 1.0 && b <= 4.6e18) {
+                    *bytes = (int64_t)b;
+                    return true;
+                }
+            }
+    fprintf(stderr,
+            "revtorch %s: %s takes a positive size with a unit, e.g. 1.5GiB, 600MiB or 2GB, got '%s'; units: B, "
+            "KiB/K, MiB/M, GiB/G, TiB/T (powers of 1024), kB, MB, GB, TB (powers of 1000)\n",
+            cmd, option, s ? s : "(nothing)");
     return false;
 }
 
@@ -57,17 +65,16 @@ bool cli_ckpt_config(const char *cmd, const cli_ckpt_args *a, rt_memory_config *
                 a->mode);
         return false;
     }
-    if (a->budget && !cli_parse_size(a->budget, &mc->budget)) {
-        fprintf(stderr, "revtorch %s: --memory-budget takes a size such as 1.5GiB, 600MiB or 2GB, got '%s'\n", cmd,
-                a->budget);
-        return false;
-    }
+    if (a->budget && !cli_parse_size(cmd, "--memory-budget", a->budget, &mc->budget)) return false;
     if (a->recompute && strcmp(a->recompute, "selective")) {
         fprintf(stderr, "revtorch %s: --recompute takes 'selective' (keep convolution outputs, recompute the "
                         "rest), got '%s'\n", cmd, a->recompute);
         return false;
     }
-    mc->selective = a->recompute != NULL;
+    /* A mode or budget lets the planner use selective recompute per stage
+     * (the least recompute for the memory); alone, --recompute selective
+     * makes every stage selective. train and memory plan alike. */
+    mc->selective = a->recompute != NULL || a->mode != NULL || a->budget != NULL;
     mc->segments = (int)a->segments;
     if ((a->mode != NULL) + (a->budget != NULL) + (a->segments > 0) > 1) {
         fprintf(stderr, "revtorch %s: give one of --memory-mode, --memory-budget and --checkpoint-segments (each "

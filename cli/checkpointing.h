@@ -26,10 +26,12 @@ bool cli_ckpt_option(int argc, char **argv, int *i, cli_ckpt_args *a, bool *ok);
 /* True when any of the four was given. */
 bool cli_ckpt_given(const cli_ckpt_args *a);
 
-/* Parses a size: a number with an optional unit B, KiB, MiB, GiB, TiB
- * (powers of 1024) or kB, MB, GB, TB (powers of 1000), "1.5GiB", "600MiB".
- * False for anything else, a value below 1 byte or above 2^62. */
-bool cli_parse_size(const char *s, int64_t *bytes);
+/* Parses a size given to `option` of command `cmd`: a positive number and a
+ * unit, B, KiB/K, MiB/M, GiB/G, TiB/T (powers of 1024) or kB/KB, MB, GB, TB
+ * (powers of 1000): "1.5GiB", "600M". A bare number, another unit, a value
+ * below 1 byte or above 2^62 prints an error that lists the units and
+ * returns false. */
+bool cli_parse_size(const char *cmd, const char *option, const char *s, int64_t *bytes);
 
 /* Checks the combination and fills *mc (message naming `cmd` and returns
  * false on a bad value or combination). */

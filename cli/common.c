@@ -19,6 +19,7 @@
 #include "io/weights.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
+#include "train/seg_loss.h"
 
 int cli_fail(const char *what) {
     fprintf(stderr, "revtorch: %s: %s\n", what, rt_error_last());
@@ -352,6 +353,20 @@ rt_status cli_predict_memory(const char *model, int64_t in_channels, int64_t num
     return st;
 }
 
+rt_status cli_predict_memory_volume(const char *model, int64_t in_channels, int64_t num_classes,
+                                    const cli_strategy *strategy, const rt_optimizer_spec *opt,
+                                    const rt_train_config *cfg, int64_t n, const int64_t size[3], rt_memstats *peaks) {
+    rt_model *m = NULL;
+    RT_TRY(rt_model_create(model, in_channels, num_classes, RT_DEVICE_META, 0, &m));
+    cli_strategy_apply(strategy, m);
+    rt_train_config c = *cfg;
+    c.loss = rt_loss_dice_ce; /* the loss `revtorch segment` trains with */
+    int64_t xs[5] = {n, in_channels, size[0], size[1], size[2]}, ys[4] = {n, size[0], size[1], size[2]};
+    rt_status st = rt_memory_predict(m->net, opt, &c, 5, xs, 4, ys, RT_I32, peaks);
+    rt_model_destroy(m);
+    return st;
+}
+
 bool cli_optimizer_spec(const char *name, float lr, float momentum, float weight_decay, rt_optimizer_spec *out) {
     *out = (rt_optimizer_spec){0};
     if (!strcmp(name, "adamw")) {
@@ -401,4 +416,19 @@ bool cli_memory_mode(const char *memory, const char *grouping, cli_strategy *s) 
         *k = (int)v;
     }
     return true;
+}
+
+bool cli_parse_dims(const char *s, int64_t v[3], int *n) {
+    *n = 0;
+    const char *p = s;
+    while (s && *n < 3) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || x < 1 || x > 100000) return false;
+        v[(*n)++] = x;
+        if (*end == '\0') return true;
+        if (*end != ',') return false;
+        p = end + 1;
+    }
+    return false;
 }

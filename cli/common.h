@@ -121,12 +121,24 @@ rt_status cli_predict_memory(const char *model, int64_t in_channels, int64_t num
                                 const cli_strategy *strategy, const rt_optimizer_spec *opt,
                                 const rt_train_config *cfg, int64_t n, int64_t h, int64_t w, rt_memstats *peaks);
 
+/* The same for a segmentation model (rt_model_name_is_segmentation): a
+ * batch (n, in_channels, D, H, W) = size[0..2] with i32 labels
+ * (n, D, H, W) and the Dice + cross-entropy loss (train/seg_loss.h) in
+ * place of cfg's loss. */
+rt_status cli_predict_memory_volume(const char *model, int64_t in_channels, int64_t num_classes,
+                                    const cli_strategy *strategy, const rt_optimizer_spec *opt,
+                                    const rt_train_config *cfg, int64_t n, const int64_t size[3], rt_memstats *peaks);
+
 /* Parses --memory (standard|reversible) and --grouping (full|auto|K). */
 bool cli_memory_mode(const char *memory, const char *grouping, cli_strategy *s);
 
 /* The optimizer --optimizer names (sgd: momentum as given, Nesterov when
  * momentum > 0; adamw: PyTorch's defaults) with lr and weight decay.
  * Prints a message and returns false for an unknown name. */
+/* Parses "S", "H,W" or "D,H,W" (1 to 3 integers in 1..10^5, comma
+ * separated) into v[0..*n-1]; false for anything else. */
+bool cli_parse_dims(const char *s, int64_t v[3], int *n);
+
 bool cli_optimizer_spec(const char *name, float lr, float momentum, float weight_decay, rt_optimizer_spec *out);
 /* "SGD (momentum 0.9, Nesterov)", "SGD (no momentum)" or "AdamW". */
 const char *cli_optimizer_label(const rt_optimizer_spec *s);

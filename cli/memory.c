@@ -13,31 +13,51 @@ static void memory_usage(FILE *f) {
                "Predicts the bytes of one training step (forward, cross-entropy, backward) per category\n"
                "by running it on meta tensors, which have shapes but no data: instant, and exact.\n\n"
                "  --model NAME       (default revnet_small, as revtorch train)\n"
-               "  --batch-size N     (default 128)\n"
-               "  --size S           input height and width (default 28, Fashion-MNIST)\n"
-               "  --channels C       input channels (default 1)\n"
+               "  --batch-size N     (or --batch; default 128, 2 for segmentation models)\n"
+               "  --size S|H,W|D,H,W input size: classifiers S (square) or H,W (default 28, Fashion-MNIST);\n"
+               "                     segmentation models (unet3d, prunet3d, ..._brats) S (cube) or D,H,W (default\n"
+               "                     128), with i32 labels per voxel and the Dice + cross-entropy loss\n"
+               "  --channels C       input channels (default 1; 4 for segmentation models, BraTS' modalities)\n"
                "  --memory MODE      reversible or standard (default: both, side by side)\n"
                "  --grouping G       full, auto or K (default full)\n"
                "  --optimizer sgd|adamw  as revtorch train (default sgd; its state is part of the step)\n"
                "  --momentum X       SGD momentum (default 0.9; 0: plain SGD, no state)\n"
                "  --accum-steps K    micro-batches per step, as revtorch train (default 1)\n"
-               "  --classes K        outputs of the model (default 10, Fashion-MNIST)\n"
+               "  --classes K        outputs of the model (default 10, Fashion-MNIST; 4 for segmentation models:\n"
+               "                     background and BraTS' 3 tumour labels)\n"
                "  --threads N        (default: all cores; oneDNN's scratchpads depend on it)\n"
                "  --by-module        per module of the tree (one memory mode: --memory, else reversible where\n"
                "                     the model has it): the activations it keeps for backward (SAVED at the end\n"
                "                     of forward) and its transient peak (the most TEMP bytes above what was live\n"
                "                     when it began, in its forward or its backward), from the meta run's trace\n");
     cli_conv_algo_help(f, 21);
-    fprintf(f, "Checkpointing rows (after the table above: plain, selective, 2/4/8 segments, each mode, the\n"
-               "budget's plan), planned on meta; --measure runs real steps of each and adds the measured peak and\n"
-               "the step-time overhead:\n"
+    fprintf(f, "Checkpointing rows (after the table above: plain, selective, 2/4/8 segments, each mode, and a\n"
+               "row marked * for the --memory-mode, --memory-budget, --checkpoint-segments or --recompute given,\n"
+               "planned as train plans them), planned on meta; --measure runs real steps of each and adds the\n"
+               "measured peak and the step-time overhead:\n"
                "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
-               "  --memory-timeline F.csv  one step of the budget's plan (else balanced) as CSV and F.png, and\n"
+               "  --memory-timeline F.csv  one step of the * row's plan (else balanced) as CSV and F.png, and\n"
                "                     F.combined.png: plain, 4 segments and that plan side by side\n");
     cli_precision_help(f, 21);
     fprintf(f,
                "Models without reversible parts show the standard row only.\n");
+}
+
+/* The batch --size describes: an image (h, w) or a volume (d, h, w). */
+typedef struct mem_shape {
+    bool volume;
+    int64_t d, h, w;
+} mem_shape;
+
+/* --size: "S", "H,W" or "D,H,W" into v[0..*n-1]; false unless 1..3 positive
+ * integers up to 10^5. */
+static rt_status predict(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
+                         const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, const mem_shape *s,
+                         rt_memstats *p) {
+    if (!s->volume) return cli_predict_memory(model, channels, classes, strategy, spec, cfg, batch, s->h, s->w, p);
+    const int64_t size[3] = {s->d, s->h, s->w};
+    return cli_predict_memory_volume(model, channels, classes, strategy, spec, cfg, batch, size, p);
 }
 
 /* One module of the tree and what the trace says of it. */
@@ -83,7 +103,8 @@ static bool by_module_inside(const by_module_row *row, bool root, const char *ev
 /* The per-module table of `revtorch memory --by-module`: a meta run with the
  * trace on, its events summed per module path in tree order. */
 static int print_by_module(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
-                           const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size) {
+                           const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch,
+                           const mem_shape *size) {
     rt_model *m = NULL;
     if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) return cli_fail("model");
     cli_strategy_apply(strategy, m);
@@ -93,7 +114,7 @@ static int print_by_module(const char *model, int64_t channels, int64_t classes,
     rt_memstats p;
     if (st == RT_OK) {
         rt_mem_trace_enable(1);
-        st = cli_predict_memory(model, channels, classes, strategy, spec, cfg, batch, size, size, &p);
+        st = predict(model, channels, classes, strategy, spec, cfg, batch, size, &p);
     }
     size_t n = 0;
     const rt_mem_event *ev = rt_mem_trace_events(&n);
@@ -151,7 +172,8 @@ static void print_row(const char *model, const char *mode, int64_t params, const
 int cli_cmd_memory(int argc, char **argv) {
     const char *model = "revnet_small", *memory = NULL, *grouping = "full";
     const char *optimizer = "sgd";
-    int64_t batch = 128, size = 28, channels = 1, threads = 0, accum = 1, classes = 10;
+    int64_t batch = 0, channels = 0, threads = 0, accum = 1, classes = 0; /* 0: the model kind's default */
+    const char *size_arg = NULL;
     float momentum = 0.9f;
     bool by_module = false, measure = false;
     cli_ckpt_args ck = {0};
@@ -164,8 +186,8 @@ int cli_cmd_memory(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--model")) ok = cli_str(argc, argv, &i, &model);
         else if (!strcmp(argv[i], "--memory")) ok = cli_str(argc, argv, &i, &memory);
         else if (!strcmp(argv[i], "--grouping")) ok = cli_str(argc, argv, &i, &grouping);
-        else if (!strcmp(argv[i], "--batch-size")) ok = cli_int(argc, argv, &i, &batch);
-        else if (!strcmp(argv[i], "--size")) ok = cli_int(argc, argv, &i, &size);
+        else if (!strcmp(argv[i], "--batch-size") || !strcmp(argv[i], "--batch")) ok = cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--size")) ok = cli_str(argc, argv, &i, &size_arg);
         else if (!strcmp(argv[i], "--channels")) ok = cli_int(argc, argv, &i, &channels);
         else if (!strcmp(argv[i], "--threads")) ok = cli_int(argc, argv, &i, &threads);
         else if (!strcmp(argv[i], "--optimizer")) ok = cli_str(argc, argv, &i, &optimizer);
@@ -195,6 +217,30 @@ int cli_cmd_memory(int argc, char **argv) {
     if (!cli_model_known("memory", model) ||
         !cli_strategy_fits_model("memory", model, memory && strategy.reversible, grouping_given))
         return 2;
+    /* segmentation models: volumes, BraTS-like defaults (4 modalities, 4 labels, 128³, batch 2) */
+    bool seg = rt_model_name_is_segmentation(model);
+    mem_shape shape = {.volume = seg};
+    int64_t sz[3];
+    int nsz = 1;
+    sz[0] = seg ? 128 : 28;
+    if (size_arg && (!cli_parse_dims(size_arg, sz, &nsz) || (seg ? nsz == 2 : nsz == 3))) {
+        fprintf(stderr, "revtorch memory: --size '%s' is malformed or out of range; give %s, each 1..10^5\n",
+                size_arg,
+                seg ? "S (a cube) or D,H,W for a segmentation model" : "S (a square) or H,W for an image classifier");
+        return 2;
+    }
+    shape.d = sz[0];
+    shape.h = nsz == 1 ? sz[0] : sz[nsz - 2];
+    shape.w = sz[nsz - 1];
+    if (!batch) batch = seg ? 2 : 128;
+    if (!channels) channels = seg ? 4 : 1;
+    if (!classes) classes = seg ? 4 : 10;
+    if (seg && (cli_ckpt_given(&ck) || measure || timeline)) {
+        fprintf(stderr, "revtorch memory: the checkpointing rows (--memory-budget, --measure, --memory-timeline and "
+                        "the other checkpointing options) are for the image classifiers; %s is a segmentation "
+                        "model, drop them\n", model);
+        return 2;
+    }
     rt_optimizer_spec spec;
     if (!cli_optimizer_spec(optimizer, 0.1f, momentum, 5e-4f, &spec)) return 2;
     if (accum < 1 || accum > batch || classes < 1 || classes > 1000000) {
@@ -202,8 +248,8 @@ int cli_cmd_memory(int argc, char **argv) {
         return 2;
     }
     const rt_train_config cfg = {.accum_steps = accum};
-    if (batch < 1 || size < 1 || channels < 1 || batch > 1000000 || size > 100000 || channels > 100000) {
-        fprintf(stderr, "revtorch memory: --batch-size (1..10^6), --size and --channels (1..10^5) out of range\n");
+    if (batch < 1 || channels < 1 || batch > 1000000 || channels > 100000) {
+        fprintf(stderr, "revtorch memory: --batch-size (1..10^6) or --channels (1..10^5) out of range\n");
         return 2;
     }
     if (!cli_threads_ok(threads)) return 2;
@@ -211,15 +257,21 @@ int cli_cmd_memory(int argc, char **argv) {
     if (by_module) {
         cli_strategy s = strategy;
         if (!memory) s.reversible = rt_model_name_has_reversible(model);
-        return print_by_module(model, channels, classes, &s, &spec, &cfg, batch, size);
+        return print_by_module(model, channels, classes, &s, &spec, &cfg, batch, &shape);
     }
     rt_model *m = NULL;
     if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) return cli_fail("model");
     int64_t params = rt_state_dict_num_param_elements(m->sd);
     rt_model_destroy(m);
-    printf("one training step of %s, batch %lld×%lld×%lld×%lld in %lld micro-batch%s, %s, precision %s, peak MiB "
-           "per category (meta run):\n", model, (long long)batch, (long long)channels, (long long)size, (long long)size,
-           (long long)accum, accum == 1 ? "" : "es", cli_optimizer_label(&spec), rt_precision_str(cli_precision()));
+    char dims[64];
+    if (seg)
+        snprintf(dims, sizeof dims, "%lld×%lld×%lld", (long long)shape.d, (long long)shape.h, (long long)shape.w);
+    else
+        snprintf(dims, sizeof dims, "%lld×%lld", (long long)shape.h, (long long)shape.w);
+    printf("one training step of %s, batch %lld×%lld×%s%s in %lld micro-batch%s, %s, precision %s, peak MiB "
+           "per category (meta run):\n", model, (long long)batch, (long long)channels, dims,
+           seg ? " (Dice + cross-entropy)" : "", (long long)accum, accum == 1 ? "" : "es", cli_optimizer_label(&spec),
+           rt_precision_str(cli_precision()));
     printf("%-12s %-11s %10s", "model", "memory", "params");
     for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %9s", rt_mem_category_str((rt_mem_category)c));
     printf(" %9s\n", "total");
@@ -232,11 +284,17 @@ int cli_cmd_memory(int argc, char **argv) {
         rt_memstats p;
         cli_strategy row = strategy;
         row.reversible = r;
-        if (cli_predict_memory(model, channels, classes, &row, &spec, &cfg, batch, size, size, &p) != RT_OK)
+        if (predict(model, channels, classes, &row, &spec, &cfg, batch, &shape, &p) != RT_OK)
             return cli_fail("prediction");
         print_row(model, r ? "reversible" : "standard", params, &p);
     }
+    if (seg) return 0; /* the checkpointing rows below plan image classifiers */
+    if (shape.h != shape.w) {
+        printf("(checkpointing rows: planned for square images only; give --size S to see them)\n");
+        return 0;
+    }
     cli_strategy plans_strategy = strategy;
     plans_strategy.reversible = false; /* the planner decides which reversible stages rebuild */
-    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &cfg, batch, size, &ck, measure, timeline);
+    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &cfg, batch, shape.h, &ck, measure,
+                            timeline);
 }

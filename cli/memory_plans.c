@@ -234,6 +234,14 @@ out:
     return rc;
 }
 
+/* The row name of the strategy the options ask for, marked with '*'. */
+static void describe_request(const cli_ckpt_args *a, char *buf, size_t n) {
+    if (a->mode) snprintf(buf, n, "*%s%s", a->mode, a->recompute ? "+sel" : "");
+    else if (a->budget) snprintf(buf, n, "*budget %s", a->budget);
+    else if (a->segments > 0) snprintf(buf, n, "*%lld segments", (long long)a->segments);
+    else snprintf(buf, n, "*selective");
+}
+
 int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
                      const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
                      const cli_ckpt_args *args, bool measure, const char *timeline) {
@@ -252,14 +260,13 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
         rows[n].mc.mode = (rt_memory_mode)md;
         rows[n++].mc.selective = true;
     }
-    if (args->budget) {
-        snprintf(rows[n].name, sizeof rows[0].name, "budget %s", args->budget);
-        if (!cli_parse_size(args->budget, &rows[n].mc.budget)) {
-            fprintf(stderr, "revtorch memory: --memory-budget takes a size such as 1.5GiB or 600MiB, got '%s'\n",
-                    args->budget);
-            return 2;
-        }
-        rows[n++].mc.selective = true;
+    /* The strategy the options ask for, as its own row, so that memory
+     * answers what train would do with the same options. */
+    int requested = -1;
+    if (cli_ckpt_given(args)) {
+        if (!cli_ckpt_config("memory", args, &rows[n].mc)) return 2;
+        describe_request(args, rows[n].name, sizeof rows[0].name);
+        requested = n++;
     }
     for (int k = 0; k < n; k++)
         if (cli_ckpt_plan(model, channels, classes, strategy, spec, cfg, batch, size, size, &rows[k].mc, &rows[k].p) !=
@@ -271,7 +278,7 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
     int rc = 0;
     if (timeline) {
         /* plain, 4 segments, and the budget's plan (else balanced) */
-        int pick[3] = {0, 3, args->budget ? n - 1 : 6};
+        int pick[3] = {0, 3, requested >= 0 ? requested : 6};
         rc = write_timelines(timeline, model, channels, classes, strategy, spec, cfg, batch, size, rows, pick, 3);
     }
     if (measure && !rc) {
@@ -290,7 +297,7 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
     printf("\n");
     for (int k = 0; k < n; k++) {
         const rt_memstats *s = &rows[k].p.predicted;
-        printf("%-18s", rows[k].name);
+        printf("%-18.18s", rows[k].name);
         for (int c = 0; c < RT_MEM_NCAT; c++) printf(" %8.1f", (double)s->peak[c] / mib);
         printf(" %9.1f %7.1f%% %7.1f%% %8.1f%%", (double)s->peak_total / mib,
                100.0 * (1.0 - (double)(s->peak_total - base) / act_plain),
@@ -308,6 +315,7 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
         printf("  %-16s %s\n", rows[k].name, d);
         rt_memory_plan_free(&rows[k].p);
     }
+    if (requested >= 0) printf("*: the strategy of the options given, as train plans it\n");
     if (measure && !rc)
         printf("measured: the tracked peak of a real step; step s: median of 3 steps per strategy, strategies "
                "alternating step by step on one model (after a warm-up round); overhead vs plain's median. Other "

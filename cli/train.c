@@ -182,6 +182,11 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         return 2;
     }
     if (!cli_model_known("train", o->model)) return 2;
+    if (rt_model_name_is_segmentation(o->model)) {
+        fprintf(stderr, "revtorch train: %s is a segmentation model (volumes in, a label per voxel out); "
+                        "revtorch train trains image classifiers, train it with revtorch segment train\n", o->model);
+        return 2;
+    }
     cli_strategy strategy;
     if (!cli_memory_mode(o->memory, o->grouping, &strategy)) return 2;
     if (!cli_strategy_fits_model("train", o->model, strategy.reversible && strstr_arg(argc, argv, "--memory"),

@@ -16,6 +16,11 @@ check() { # name, expected exit code, grep pattern for stderr+stdout, command...
 }
 check bad_mode 2 "conservative, balanced or aggressive" "$bin" train --memory-mode fast
 check bad_size 2 "1.5GiB" "$bin" train --memory-budget 12parsecs
+# a bare number is refused (it would be bytes), and the message lists the units
+check bare_number 2 "units: B, KiB/K, MiB/M" "$bin" train --memory-budget 30
+check bare_number_memory 2 "units: B" "$bin" memory --model resnet20 --batch-size 8 --size 8 --channels 3 --memory-budget 30
+check negative 2 "positive size" "$bin" train --memory-budget -1GiB
+check short_unit 0 "budget 600M" "$bin" memory --model resnet20 --batch-size 8 --size 8 --channels 3 --memory-budget 600M
 check two_strategies 2 "give one of" "$bin" train --memory-mode balanced --checkpoint-segments 4
 check bad_recompute 2 "selective" "$bin" memory --recompute everything --model resnet20 --batch-size 8 --size 8 --channels 3
 check help 0 "memory-budget" "$bin" train --help
@@ -29,6 +34,12 @@ if [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ub
     small=(--model resnet20 --train-subset 256 --test-subset 64 --epochs 1 --batch-size 64 --warmup-steps 0 --threads 1)
     check train_refused 1 "smallest feasible budget" "$bin" train "${small[@]}" --memory-budget 1MiB
     check train_selective 0 "memory plan: step peak" "$bin" train "${small[@]}" --recompute selective
+    # memory shows the plan train makes from the same options (same stage counts)
+    tplan="$("$bin" train "${small[@]}" --memory-mode aggressive 2>&1 | sed -n 's/^memory plan (aggressive): \([^;]*\);.*/\1/p')"
+    mplan="$("$bin" memory --model resnet20 --batch-size 64 --size 28 --channels 1 --memory-mode aggressive 2>&1 |
+             sed -n 's/^  \*aggressive *//p')"
+    if [ -n "$tplan" ] && [ "$tplan" = "$mplan" ]; then pass=$((pass+1));
+    else fail=$((fail+1)); echo "FAIL train/memory plans differ: train '$tplan', memory '$mplan'"; fi
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -61,6 +61,7 @@ check negative-subset 2 "option --train-subset must be an integer >= 0 (0: all),
 check save-to-dir 1 "is a directory" "$bin" train --save /tmp --train-subset 64 --test-subset 64
 check save-unwritable 1 "cannot write --save" "$bin" train --save /nonexistent/dir/w.safetensors --train-subset 64 --test-subset 64
 check bench-warmup 2 "warmup" "$bin" bench --warmup -1
+check bench-seg-size 2 "D,H,W for a segmentation model" "$bin" bench --model unet3d --size 8,8
 check memory-huge 2 "out of range" "$bin" memory --batch-size 1000000000 --size 10000000
 check bad-conv-algo 2 "choose auto, direct or winograd" "$bin" bench --conv-algo fft
 check eval-bad-conv-algo 2 "choose auto, direct or winograd" "$bin" eval --weights x --conv-algo fast
@@ -93,6 +94,14 @@ lacks warmup-short-no-warning "warmup-steps" "$bin" train --model resnet20 --epo
 "$bin" train --model resnet20 --epochs 2 --stop-after-epoch 1 --train-subset 64 --test-subset 64 --warmup-steps 0 --threads 1 --save "$tmp/t.safetensors" > /dev/null 2>&1
 check resume-threads 0 "trained with --threads 1 (this run: 2): this run continues it but not bit-identically.*pass --threads 1" "$bin" train --model resnet20 --epochs 2 --train-subset 64 --test-subset 64 --warmup-steps 0 --threads 2 --resume "$tmp/t.safetensors"
 rm -rf "$tmp"
+
+# Segmentation models (U-Nets): revtorch memory takes volumes, revtorch train refuses them.
+check memory-unet 0 "batch 1×1×16×16×16 (Dice + cross-entropy)" "$bin" memory --model prunet3d --size 16 --batch 1 --channels 1 --classes 2
+check memory-unet-dhw 0 "unet3d .*standard" "$bin" memory --model unet3d --size 16,8,12 --batch 1
+check memory-unet-2d-size 2 "give S (a cube) or D,H,W" "$bin" memory --model unet3d --size 16,16
+check memory-2d-hw 0 "batch 4×1×32×24" "$bin" memory --model resnet20 --size 32,24 --batch 4
+check memory-unet-plans 2 "checkpointing rows .* segmentation" "$bin" memory --model unet3d --size 16 --measure
+check train-unet 2 "segmentation model.*revtorch segment train" "$bin" train --model unet3d
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -20,6 +20,8 @@
 #include "core/mem.h"
 #include "core/tensor.h"
 #include "memory/budget.h"
+#include "memory/predict.h"
+#include "memory/reversible.h"
 #include "models/model.h"
 #include "optim/optim.h"
 #include "core/rng.h"
@@ -105,6 +107,35 @@ static void budgets_revnet_meta(void) {
     CHECK(rebuild > 0);
     CHECK(p.predicted.peak_total < p.predicted_plain.peak_total);
     rt_memory_plan_free(&p);
+    /* The manual strategies keep the reversible stages rebuilding: every
+     * stage that can rebuild does, and the peak stays below that of the
+     * same strategy with the reversible stages treated as ordinary ones. */
+    rt_memory_config manual[2] = {{.segments = 2}, {.selective = true}};
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(plan(&f, manual[k], &p));
+        rt_checkpoint *ck = rt_checkpoint_of(f.w);
+        int rev = 0, rebuilt = 0;
+        for (int i = 0; i < p.plan.n; i++) {
+            rev += rt_rev_sequence_of(ck->stages[i]) != NULL;
+            rebuilt += p.plan.kind[i] == RT_STAGE_REBUILD;
+        }
+        printf("  revnet38 b32 %s: %.1f MiB, %d of %d reversible stages rebuilt\n",
+               k ? "selective" : "2 segments", p.predicted.peak_total / MiB, rebuilt, rev);
+        CHECK(rev > 0);
+        CHECK_EQ_INT(rebuilt, rev);
+        /* the same plan with those stages checkpointed/selective instead */
+        rt_plan q = p.plan;
+        rt_stage_kind kinds[64];
+        CHECK(q.n <= 64);
+        for (int i = 0; i < q.n; i++)
+            kinds[i] = q.kind[i] == RT_STAGE_REBUILD ? (k ? RT_STAGE_SELECTIVE : RT_STAGE_CHECKPOINT) : q.kind[i];
+        CHECK_OK(rt_checkpoint_set_plan(f.w, kinds, q.segment, q.n));
+        rt_memstats without;
+        CHECK_OK(rt_memory_predict(f.w, &f.opt, &f.cfg, 4, f.x, 1, f.y, RT_I32, &without));
+        printf("    with them %s instead: %.1f MiB\n", k ? "selective" : "checkpointed", without.peak_total / MiB);
+        CHECK(p.predicted.peak_total < without.peak_total);
+        rt_memory_plan_free(&p);
+    }
     rt_model_destroy(f.model);
 }
 

@@ -19,12 +19,14 @@
 #include "kernels/blas.h"
 #include "kernels/cache.h"
 #include "kernels/conv.h"
+#include "kernels/cpu.h"
 #include "kernels/eltwise.h"
 #include "kernels/layout.h"
 #include "kernels/norm.h"
 #include "kernels/pool.h"
 #include "kernels/reference.h"
 #include "kernels/threads.h"
+#include "kernels/vec_table.h"
 #include "rt_test.h"
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -1450,6 +1452,56 @@ static void test_dry_run_blocked(void) {
 #undef DRY_VS_REAL
 #undef MEASURE_TEMP
 
+/* Every ISA copy of the batch-norm moment loops and of the reversible
+ * fingerprint that this CPU can run (dispatch picks one; other CPUs pick the
+ * others) against a plain double reference: sums of x and of (x - mean)^2
+ * for plain channels and blocks of 8 and 16, over a length that is not a
+ * multiple of anything, and the fingerprint with a base offset. */
+static void test_vec_moments_tables(void) {
+    const rt_vec_table *tables[3] = {&rt_vec_table_baseline, NULL, NULL};
+    if (rt_cpu_level_get() >= RT_CPU_AVX2) tables[1] = &rt_vec_table_avx2;
+    if (rt_cpu_level_get() >= RT_CPU_AVX512) tables[2] = &rt_vec_table_avx512;
+    enum { SP = 37, BMAX = 16 };
+    float x[SP * BMAX];
+    double mean[BMAX];
+    lcg_seed(11);
+    for (int i = 0; i < SP * BMAX; i++) x[i] = lcg_uniform(1.0f, 5.0f);
+    for (int k = 0; k < BMAX; k++) mean[k] = 3.0 + 0.1 * k;
+    const int blocks[3] = {1, 8, 16};
+    for (int t = 0; t < 3; t++) {
+        if (!tables[t]) continue;
+        for (int bi = 0; bi < 3; bi++) {
+            const int B = blocks[bi];
+            for (int centred = 0; centred < 2; centred++) {
+                double got[BMAX], want[BMAX];
+                for (int k = 0; k < B; k++) {
+                    got[k] = 0.5; /* accumulates onto what is there */
+                    want[k] = 0.5;
+                    for (int j = 0; j < SP; j++) {
+                        const double v = x[j * B + k], d = centred ? v - mean[k] : v;
+                        want[k] += centred ? d * d : d;
+                    }
+                }
+                if (B == 1)
+                    tables[t]->moments_plain(SP, x, centred ? mean : NULL, got);
+                else
+                    tables[t]->moments_blocked(SP, B, x, centred ? mean : NULL, got);
+                for (int k = 0; k < B; k++) CHECK_NEAR(got[k], want[k], 1e-12 * fabs(want[k]));
+            }
+        }
+        /* the reversible fingerprint, with a base offset */
+        double got[3] = {1.0, 2.0, 3.0}, want[3] = {1.0, 2.0, 3.0};
+        for (int i = 0; i < SP * BMAX; i++) {
+            const uint32_t h = (100u + (uint32_t)i) * 2654435761u;
+            want[0] += x[i];
+            want[1] += (double)x[i] * x[i];
+            want[2] += (h >> 31) ? -(double)x[i] : x[i];
+        }
+        tables[t]->fingerprint(SP * BMAX, x, 100u, got);
+        for (int k = 0; k < 3; k++) CHECK_NEAR(got[k], want[k], 1e-12 * fabs(want[k]) + 1e-12);
+    }
+}
+
 RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
              {"conv3d", test_conv3d}, {"conv_winograd", test_conv_winograd},
              {"conv_algo_policy", test_conv_algo_policy}, {"conv_empty_batch", test_conv_empty_batch},
@@ -1462,4 +1514,5 @@ RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
              {"dry_run", test_dry_run}, {"reorder_layout", test_reorder_layout},
              {"conv_blocked", test_conv_blocked}, {"pool_blocked", test_pool_blocked},
              {"batchnorm_blocked", test_batchnorm_blocked},
-             {"dry_run_blocked", test_dry_run_blocked})
+             {"dry_run_blocked", test_dry_run_blocked},
+             {"vec_moments_tables", test_vec_moments_tables})

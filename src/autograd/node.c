@@ -50,6 +50,16 @@ rt_status rt_saved_tensors_hooks_pop(void) {
 
 int rt_saved_tensors_hooks_depth(void) { return rt_tls_n_hooks; }
 
+bool rt_saved_tensors_hooks_top(rt_saved_hooks *out) {
+    if (!out) return false;
+    if (rt_tls_n_hooks == 0) {
+        *out = (rt_saved_hooks){0};
+        return false;
+    }
+    *out = rt_tls_hooks[rt_tls_n_hooks - 1];
+    return true;
+}
+
 static _Thread_local bool rt_tls_grad_disabled; /* zero-initialised: grad mode on */
 
 static _Thread_local bool rt_tls_recompute;

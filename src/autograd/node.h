@@ -203,6 +203,12 @@ rt_status rt_saved_tensors_hooks_push(const rt_saved_hooks *h);
 rt_status rt_saved_tensors_hooks_pop(void);
 /* Number of hooks pushed on this thread (0 when saving is plain). */
 int rt_saved_tensors_hooks_depth(void);
+/* Copies the innermost hooks into *out and returns true; with none pushed
+ * (or out NULL) returns false and zeroes *out (when not NULL). A hook that
+ * pushes itself over another reads it first to chain to it: a checkpoint
+ * region inside a precision region hands the tensors it keeps to the
+ * precision hooks, which store them in half precision. */
+bool rt_saved_tensors_hooks_top(rt_saved_hooks *out);
 
 /* Grad mode (torch.set_grad_enabled / torch.no_grad), thread-local by design.
  * rt_grad_set_enabled returns the previous state for restoring. */

@@ -9,6 +9,7 @@
 
 #include "core/mem.h"
 #include "kernels/dnnl_common.h"
+#include "kernels/vec.h"
 
 static void bn_desc(const rt_bn_shape *s, const char *what, char *buf, size_t n) {
     if (s->layout == RT_LAYOUT_BLOCKED)
@@ -88,42 +89,18 @@ static rt_status bn_geom_init(const rt_bn_shape *s, bn_geom *g, const char *desc
  * blocks rebuild drifted up to 2e-3 relative instead of 1e-5 on
  * revnet_small, enough to fail the drift check. So oneDNN only normalises,
  * with these (dnnl_use_global_stats); its backward takes them as inputs. */
-/* The blocked case of bn_partial_sums for a block of B channels; inlined
- * with B = 8 and B = 16 so the inner loop has a constant trip count. */
-static inline __attribute__((always_inline)) void bn_block_sums(const float *p, int64_t sp, int B,
-                                                                 const double *mk, double *a) {
-    double t[RT_LAYOUT_BLOCK_MAX] = {0};
-    for (int64_t j = 0; j < sp; j++)
-#pragma omp simd
-        for (int k = 0; k < B; k++) {
-            const double v = p[j * B + k];
-            t[k] += mk ? (v - mk[k]) * (v - mk[k]) : v;
-        }
-    for (int k = 0; k < B; k++) a[k] += t[k];
-}
-
 /* Adds image i's part of channel group g (one channel plain, B =
  * rt_layout_block() channels blocked) to a: sums of x, or of (x - mean)^2
- * when mean is given. */
+ * when mean is given. The loops are kernels/vec.h's, built per ISA. */
 static void bn_partial_sums(const rt_bn_shape *s, const float *x, int64_t i, int64_t g, const double *mean,
                             double *a) {
     const int64_t sp = s->spatial;
     if (s->layout != RT_LAYOUT_BLOCKED) {
-        const float *p = x + (i * s->c + g) * sp;
-        const double mu = mean ? mean[g] : 0.0;
-        double t = 0.0;
-#pragma omp simd reduction(+ : t)
-        for (int64_t j = 0; j < sp; j++) t += mean ? ((double)p[j] - mu) * ((double)p[j] - mu) : p[j];
-        a[0] += t;
+        rt_vec_moments_plain(sp, x + (i * s->c + g) * sp, mean ? mean + g : NULL, a);
         return;
     }
     const int B = rt_layout_block();
-    const float *p = x + (i * (s->c / B) + g) * sp * B;
-    const double *mk = mean ? mean + g * B : NULL;
-    if (B == 16)
-        bn_block_sums(p, sp, 16, mk, a);
-    else
-        bn_block_sums(p, sp, 8, mk, a);
+    rt_vec_moments_blocked(sp, B, x + (i * (s->c / B) + g) * sp * B, mean ? mean + g * B : NULL, a);
 }
 
 /* acc[c] = per-channel sums over images and space (see bn_partial_sums). */

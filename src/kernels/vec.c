@@ -91,3 +91,15 @@ void rt_vec_sigmoid(int64_t n, const float *x, float *out) {
 void rt_vec_sigmoid_backward(int64_t n, const float *y, const float *dy, float *dx) {
     if (y && dy && dx && n > 0) vec_table()->sigmoid_backward(n, y, dy, dx);
 }
+
+void rt_vec_moments_plain(int64_t sp, const float *p, const double *mean, double *a) {
+    if (p && a && sp > 0) vec_table()->moments_plain(sp, p, mean, a);
+}
+
+void rt_vec_moments_blocked(int64_t sp, int block, const float *p, const double *mean, double *a) {
+    if (p && a && sp > 0 && block >= 1) vec_table()->moments_blocked(sp, block, p, mean, a);
+}
+
+void rt_vec_fingerprint(int64_t n, const float *x, uint32_t base, double out[3]) {
+    if (x && out && n > 0) vec_table()->fingerprint(n, x, base, out);
+}

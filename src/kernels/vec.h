@@ -39,4 +39,21 @@ void rt_vec_tanh_backward(int64_t n, const float *y, const float *dy, float *dx)
 void rt_vec_sigmoid(int64_t n, const float *x, float *out);                       /* out = 1/(1+e^-x) */
 void rt_vec_sigmoid_backward(int64_t n, const float *y, const float *dy, float *dx); /* dx = dy·(1-y)·y */
 
+/* Per-channel moment sums of batch normalisation, serial (no OpenMP: the
+ * caller shares channels and images out). Plain: a[0] += Σ_j p[j] (mean
+ * NULL) or Σ_j (p[j] − mean[0])² over j < sp. Blocked (block = B channels
+ * interleaved, nC(hw){B}c): a[k] += Σ_j p[j·B + k] or Σ_j (p[j·B + k] −
+ * mean[k])² for k < B. Accumulated in double; a is owned by the caller.
+ * Nothing happens for NULL p or a, sp <= 0 or block < 1. */
+void rt_vec_moments_plain(int64_t sp, const float *p, const double *mean, double *a);
+void rt_vec_moments_blocked(int64_t sp, int block, const float *p, const double *mean, double *a);
+
+/* out[0] += Σ x[i], out[1] += Σ x[i]², out[2] += Σ ±x[i] with the sign of
+ * element i the top bit of (base + i)·2654435761 mod 2³² (a fixed ±1
+ * projection), all in double: the 3-number fingerprint with which reversible
+ * sequences check a rebuilt input (memory/reversible.h). base offsets the
+ * signs so a tensor in two parts gets the projection of the whole. Nothing
+ * happens for NULL x or out or n <= 0. */
+void rt_vec_fingerprint(int64_t n, const float *x, uint32_t base, double out[3]);
+
 #endif

@@ -27,6 +27,9 @@ typedef struct rt_vec_table {
     void (*tanh_backward)(int64_t n, const float *y, const float *dy, float *dx);
     void (*sigmoid)(int64_t n, const float *x, float *out);
     void (*sigmoid_backward)(int64_t n, const float *y, const float *dy, float *dx);
+    void (*moments_plain)(int64_t sp, const float *p, const double *mean, double *a);
+    void (*moments_blocked)(int64_t sp, int block, const float *p, const double *mean, double *a);
+    void (*fingerprint)(int64_t n, const float *x, uint32_t base, double *out);
 } rt_vec_table;
 
 extern const rt_vec_table rt_vec_table_baseline; /* vec.c, x86-64-v2 */

@@ -377,7 +377,18 @@ rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const 
     } else if (st == RT_OK) {
         if (mc->segments > 0) st = rt_checkpoint_set_segments(w, mc->segments);
         else if (mc->selective) st = rt_checkpoint_set_selective(w, ck->policy, ck->policy_user);
+        /* Reversible stages keep rebuilding under the manual strategies:
+         * checkpointing or selectively recomputing a RevNet stage would
+         * keep more than its output and raise the peak. A REBUILD stage
+         * inside a segment splits it in two, each keeping its own input. */
         if (st == RT_OK) st = rt_plan_from_wrapper(ck, prof, &out->plan);
+        if (st == RT_OK && (mc->segments > 0 || mc->selective)) {
+            for (int i = 0; i < n; i++)
+                if (prof[i].saved_rev >= 0) out->plan.kind[i] = RT_STAGE_REBUILD;
+            st = rt_checkpoint_set_plan(w, out->plan.kind, out->plan.segment, n);
+            rt_plan_free(&out->plan);
+            if (st == RT_OK) st = rt_plan_from_wrapper(ck, prof, &out->plan); /* re-evaluated */
+        }
         if (st == RT_OK) st = rt_apply_predict(&c, &out->plan, &out->predicted);
         out->iterations = 1;
     }

@@ -70,7 +70,10 @@ double rt_memory_mode_fraction(rt_memory_mode m);
 /* What the user asked for. At most one of mode, budget and segments is
  * set; selective may go with none of them (every stage SELECTIVE) or with
  * a mode or budget (the planner may then use SELECTIVE stages; without it,
- * only STORE, CHECKPOINT and REBUILD). */
+ * only STORE, CHECKPOINT and REBUILD). Under segments or selective alone,
+ * ReversibleSequence stages are REBUILD (checkpointing them would keep
+ * more than the output they need); a rebuilt stage inside a segment splits
+ * it in two. */
 typedef struct rt_memory_config {
     rt_memory_mode mode;
     int64_t budget;    /* bytes for the whole step's tracked peak, 0: none */

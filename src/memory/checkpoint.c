@@ -7,6 +7,7 @@
 
 #include "autograd/node.h"
 #include "autograd/recompute.h"
+#include "memory/precision.h"
 #include "memory/reversible.h"
 #include "nn/modules.h"
 
@@ -31,6 +32,9 @@ typedef struct rt_ckpt_slot {
     int64_t shape[RT_MAX_DIMS];
     rt_layout layout;
     bool dead;                 /* its node released it: a recompute leaves it empty */
+    bool chained;              /* held packed by a precision region's hooks, not in t */
+    void *packed;
+    rt_saved_hooks by;         /* the hooks that packed it */
 } rt_ckpt_slot;
 
 /* A kept leaf module call of a SELECTIVE region: its output replaces the
@@ -41,6 +45,11 @@ typedef struct rt_ckpt_call {
     int64_t x_numel;
     rt_tensor *out;
     rt_rng_state gen_after;
+    /* In a precision region the output is kept as the region keeps saved
+     * tensors (a half copy, shared with the slots that saved it), not out. */
+    bool chained, out_requires_grad;
+    void *packed;
+    rt_saved_hooks by;
 } rt_ckpt_call;
 
 typedef struct rt_ckpt_frame {
@@ -61,6 +70,15 @@ typedef struct rt_ckpt_frame {
     int cur_call;              /* kept call running at forward, or -1 */
     bool recomputing;
     int rc_drop, rc_call;      /* recompute cursors */
+    /* The saved-tensor hooks the region was pushed over (a precision
+     * region's, say): kept tensors go to them, as if the region were not
+     * there; and the precision in force, which the recompute re-enters so
+     * it computes what the forward computed. */
+    rt_saved_hooks outer;
+    bool has_outer;
+    rt_dtype autocast, autocast_compute;
+    rt_saved_hooks rc_outer;   /* during a recompute: its precision region's hooks */
+    bool has_rc_outer;
 } rt_ckpt_frame;
 
 typedef struct rt_ckpt_handle {
@@ -72,17 +90,31 @@ static void rt_keep(rt_tensor *t, int delta) {
     if (t) rt_storage_mark_saved(t->storage, delta);
 }
 
+/* Lets go of what a slot holds: the tensor, or its packed form in the outer hooks. */
+static void rt_ckpt_slot_clear(rt_ckpt_frame *f, rt_ckpt_slot *s) {
+    (void)f;
+    if (s->chained) {
+        if (s->by.free_packed) s->by.free_packed(s->by.user, s->packed);
+        s->chained = false;
+        s->packed = NULL;
+    }
+    if (s->kind == RT_SLOT_KEEP) rt_keep(s->t, -1);
+    rt_tensor_release(s->t);
+    s->t = NULL;
+}
+
 static void rt_frame_release(rt_ckpt_frame *f) {
     if (!f || --f->refcount > 0) return;
     rt_keep(f->input, -1);
     rt_tensor_release(f->input);
     for (int i = 0; i < f->n_slots; i++) {
-        if (f->slots[i].kind == RT_SLOT_KEEP) rt_keep(f->slots[i].t, -1);
-        rt_tensor_release(f->slots[i].t);
+        rt_ckpt_slot_clear(f, &f->slots[i]);
     }
     for (int i = 0; i < f->n_calls; i++) {
-        rt_keep(f->calls[i].out, -1);
-        rt_tensor_release(f->calls[i].out);
+        rt_ckpt_call *c = &f->calls[i];
+        if (c->chained && c->by.free_packed) c->by.free_packed(c->by.user, c->packed);
+        rt_keep(c->out, -1);
+        rt_tensor_release(c->out);
     }
     free(f->slots);
     free(f->drop_slot);
@@ -115,7 +147,14 @@ static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
                             "checkpointed region must run the same ops in both (no data-dependent control flow)",
                             f->n_drop);
     rt_ckpt_slot *s = &f->slots[f->drop_slot[f->rc_drop++]];
-    if (!s->t && !s->dead) s->t = rt_tensor_retain(t);
+    if (s->t || s->chained || s->dead) return RT_OK;
+    if (f->has_rc_outer) { /* stored as the precision region stores it, as if never dropped */
+        RT_TRY(f->rc_outer.pack(f->rc_outer.user, t, &s->packed));
+        s->chained = true;
+        s->by = f->rc_outer;
+    } else {
+        s->t = rt_tensor_retain(t);
+    }
     return RT_OK;
 }
 
@@ -132,12 +171,29 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
     rt_ckpt_frame *f = user;
     if (f->rc_call >= f->n_calls || f->calls[f->rc_call].m != m) return RT_OK;
     int k = f->rc_call++;
-    rt_tensor *o = rt_tensor_detach(f->calls[k].out);
-    if (!o) return RT_ERR_OOM;
-    o->requires_grad = f->calls[k].out->requires_grad;
-    for (int i = 0; i < f->n_slots; i++)
-        if (f->slots[i].kind == RT_SLOT_INPUT && f->slots[i].call == k && !f->slots[i].t && !f->slots[i].dead)
-            f->slots[i].t = rt_tensor_retain(x);
+    rt_ckpt_call *c = &f->calls[k];
+    rt_tensor *o = NULL;
+    if (c->chained) {
+        RT_TRY(c->by.unpack(c->by.user, c->packed, &o));
+    } else if (!(o = rt_tensor_detach(c->out))) {
+        return RT_ERR_OOM;
+    }
+    o->requires_grad = c->out_requires_grad;
+    for (int i = 0; i < f->n_slots; i++) {
+        rt_ckpt_slot *s = &f->slots[i];
+        if (s->kind != RT_SLOT_INPUT || s->call != k || s->t || s->chained || s->dead) continue;
+        if (f->has_rc_outer) { /* as the precision region stores it */
+            rt_status st = f->rc_outer.pack(f->rc_outer.user, x, &s->packed);
+            if (st != RT_OK) {
+                rt_tensor_release(o);
+                return st;
+            }
+            s->chained = true;
+            s->by = f->rc_outer;
+        } else {
+            s->t = rt_tensor_retain(x);
+        }
+    }
     rt_status st = rt_recompute_rewind(&f->calls[k].gen_after);
     if (st != RT_OK) {
         rt_tensor_release(o);
@@ -152,7 +208,8 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
  * early stop: the rest of the region need not run again). */
 static bool rt_frame_complete(const rt_ckpt_frame *f) {
     for (int i = 0; i < f->n_slots; i++)
-        if (f->slots[i].kind != RT_SLOT_KEEP && !f->slots[i].dead && !f->slots[i].t) return false;
+        if (f->slots[i].kind != RT_SLOT_KEEP && !f->slots[i].dead && !f->slots[i].t && !f->slots[i].chained)
+            return false;
     return true;
 }
 
@@ -173,6 +230,12 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     rt_recompute_begin(&scope);
     if (st == RT_OK) st = rt_recompute_rewind(&f->gen_at);
     bool grad = rt_grad_set_enabled(true);
+    /* The precision region the forward ran in, entered again: the ops
+     * compute what they computed then, and what they save is stored as
+     * that region stored it (rt_rc_pack hands it to the region's hooks). */
+    rt_precision_region region = {0};
+    if (st == RT_OK) st = rt_precision_region_begin(&region, f->autocast, f->autocast_compute == f->autocast);
+    f->has_rc_outer = region.active && rt_saved_tensors_hooks_top(&f->rc_outer);
     rt_saved_hooks hooks = {rt_rc_pack, rt_rc_unpack, NULL, f};
     bool pushed = false;
     if (st == RT_OK) st = rt_saved_tensors_hooks_push(&hooks);
@@ -193,6 +256,8 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     rt_ckpt_depth--;
     rt_module_set_interceptor(prev);
     if (pushed) rt_saved_tensors_hooks_pop();
+    rt_precision_region_end(&region);
+    f->has_rc_outer = false;
     rt_grad_set_enabled(grad);
     rt_recompute_end(&scope);
     rt_tensor_release(h);
@@ -212,7 +277,8 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
     RT_TRY(rt_grow((void **)&f->slots, &f->cap_slots, f->n_slots, sizeof *f->slots));
     rt_ckpt_handle *h = malloc(sizeof *h);
     if (!h) return rt_error_set(RT_ERR_OOM, "out of memory in a checkpoint region");
-    rt_ckpt_slot s = {RT_SLOT_DROP, -1, NULL, t->storage, t->storage->serial, t->ndim, {0}, t->layout, false};
+    rt_ckpt_slot s = {RT_SLOT_DROP, -1, NULL, t->storage, t->storage->serial, t->ndim, {0}, t->layout, false,
+                      false, NULL, {0}};
     memcpy(s.shape, t->shape, sizeof s.shape);
     if (f->cur_call >= 0) {
         s.call = f->cur_call;
@@ -220,8 +286,18 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
             s.kind = RT_SLOT_INPUT;
         } else {
             s.kind = RT_SLOT_KEEP;
-            s.t = rt_tensor_retain(t);
-            rt_keep(t, +1);
+            if (f->has_outer) { /* as the precision region keeps it (a half copy) */
+                rt_status st = f->outer.pack(f->outer.user, t, &s.packed);
+                if (st != RT_OK) {
+                    free(h);
+                    return st;
+                }
+                s.chained = true;
+                s.by = f->outer;
+            } else {
+                s.t = rt_tensor_retain(t);
+                rt_keep(t, +1);
+            }
         }
     } else {
         rt_status st = rt_grow((void **)&f->drop_slot, &f->cap_drop, f->n_drop, sizeof *f->drop_slot);
@@ -245,10 +321,18 @@ static rt_status rt_fw_unpack(void *user, void *packed, rt_tensor **out) {
     rt_ckpt_frame *f = h->f;
     rt_ckpt_slot *s = &f->slots[h->slot];
     if (s->kind == RT_SLOT_KEEP) {
+        if (s->chained) return s->by.unpack(s->by.user, s->packed, out);
         *out = rt_tensor_retain(s->t);
         return RT_OK;
     }
-    if (!s->t) RT_TRY(rt_frame_recompute(f));
+    if (!s->t && !s->chained) RT_TRY(rt_frame_recompute(f));
+    if (s->chained) { /* unpacked by the precision hooks; the slot lets go of the packed form */
+        rt_status st = s->by.unpack(s->by.user, s->packed, out);
+        if (s->by.free_packed) s->by.free_packed(s->by.user, s->packed);
+        s->chained = false;
+        s->packed = NULL;
+        return st;
+    }
     if (!s->t)
         return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute did not rebuild a tensor the forward saved");
     *out = s->t; /* the node that saved it owns it now and frees it once it has run */
@@ -262,9 +346,7 @@ static void rt_fw_free(void *user, void *packed) {
     if (!h) return;
     rt_ckpt_frame *f = h->f;
     rt_ckpt_slot *s = &f->slots[h->slot];
-    if (s->kind == RT_SLOT_KEEP) rt_keep(s->t, -1);
-    rt_tensor_release(s->t);
-    s->t = NULL;
+    rt_ckpt_slot_clear(f, s);
     s->dead = true;
     free(h);
     rt_frame_release(f);
@@ -314,6 +396,9 @@ static rt_status rt_region_begin(rt_checkpoint *ck, int i, rt_tensor *x) {
     f->input_requires_grad = x->requires_grad;
     f->gen_at = rt_rng_state_get();
     f->cur_call = -1;
+    f->has_outer = rt_saved_tensors_hooks_top(&f->outer);
+    f->autocast = rt_autocast_dtype();
+    f->autocast_compute = rt_autocast_compute_dtype();
     rt_saved_hooks hooks = {rt_fw_pack, rt_fw_unpack, rt_fw_free, f};
     rt_status st = rt_saved_tensors_hooks_push(&hooks);
     if (st != RT_OK) {
@@ -336,6 +421,17 @@ static void rt_keep_output(rt_ckpt_frame *f, rt_tensor *y) {
             continue;
         rt_tensor *a = rt_tensor_detach(y);
         if (!a) return; /* out of memory: the slot is recomputed instead */
+        if (f->has_outer) { /* inside a precision region: kept as the region keeps it */
+            void *packed = NULL;
+            rt_status st = f->outer.pack(f->outer.user, a, &packed);
+            rt_tensor_release(a);
+            if (st != RT_OK) return; /* the slot is recomputed instead */
+            s->kind = RT_SLOT_KEEP;
+            s->chained = true;
+            s->packed = packed;
+            s->by = f->outer;
+            continue;
+        }
         s->kind = RT_SLOT_KEEP;
         s->t = a;
         rt_keep(a, +1);
@@ -353,6 +449,10 @@ static void rt_region_end(rt_checkpoint *ck, rt_tensor *y) {
         rt_tensor_release(f->input);
         f->input = NULL;
     }
+    /* A region keeps its input exact (f32) also inside a precision region,
+     * as torch.utils.checkpoint under autocast does: a recompute from the
+     * rounded input drifted through batch norm to 28x the region's own
+     * gradient error (resnet20, fp16, 2 segments). */
     rt_saved_tensors_hooks_pop();
     rt_ckpt_depth--;
     rt_frame_release(ck->frame);
@@ -380,7 +480,7 @@ static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x) {
         rt_checkpoint_policy p = f->policy(f->policy_user, m);
         if (p == RT_CKPT_MUST_SAVE || p == RT_CKPT_PREFER_SAVE) {
             RT_TRY(rt_grow((void **)&f->calls, &f->cap_calls, f->n_calls, sizeof *f->calls));
-            f->calls[f->n_calls] = (rt_ckpt_call){m, x->storage, rt_tensor_numel(x), NULL, {0}};
+            f->calls[f->n_calls] = (rt_ckpt_call){m, x->storage, rt_tensor_numel(x), NULL, {0}, false, false, NULL, {0}};
             f->cur_call = f->n_calls++;
         }
     }
@@ -396,11 +496,20 @@ static rt_status rt_ck_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *
         rt_ckpt_call *c = &f->calls[f->cur_call];
         f->cur_call = -1;
         if (st == RT_OK) { /* detached: the output's graph holds this frame */
-            c->out = rt_tensor_detach(y);
-            if (!c->out) return RT_ERR_OOM;
-            c->out->requires_grad = y->requires_grad;
-            rt_keep(y, +1);
+            rt_tensor *d = rt_tensor_detach(y);
+            if (!d) return RT_ERR_OOM;
+            c->out_requires_grad = y->requires_grad;
             c->gen_after = rt_rng_state_get();
+            if (f->has_outer) {
+                rt_status sp = f->outer.pack(f->outer.user, d, &c->packed);
+                rt_tensor_release(d);
+                if (sp != RT_OK) return sp;
+                c->chained = true;
+                c->by = f->outer;
+            } else {
+                c->out = d;
+                rt_keep(y, +1);
+            }
         }
     }
     if (m == ck->stages[f->last]) rt_region_end(ck, st == RT_OK ? y : NULL);
@@ -456,13 +565,24 @@ rt_status rt_checkpoint_run_stages(rt_module *m, int first, int last, rt_tensor 
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_run_stages: stages %d..%d outside 0..%d", first, last,
                             ck->n_stages - 1);
     if (ck->frame) return rt_error_set(RT_ERR_STATE, "rt_checkpoint_run_stages: the wrapper is running");
+    rt_precision_region region;
+    RT_TRY(rt_precision_region_begin(&region, ck->region_dtype, true));
+    rt_status st = RT_OK;
     if (!rt_ckpt_any_region(ck, first, last) || !rt_grad_is_enabled() || rt_ckpt_depth > 0) {
         rt_tensor *h = rt_tensor_retain(x);
-        for (int i = first; i <= last; i++) RT_SEQ(h, next, rt_module_forward(ck->stages[i], h, &next));
-        *y = h;
-        return RT_OK;
+        for (int i = first; i <= last && st == RT_OK; i++) {
+            rt_tensor *next = NULL;
+            st = rt_module_forward(ck->stages[i], h, &next);
+            rt_tensor_release(h);
+            h = next;
+        }
+        if (st == RT_OK) *y = h;
+        else rt_tensor_release(h);
+    } else {
+        st = rt_ckpt_run(ck, NULL, first, last, x, y);
     }
-    return rt_ckpt_run(ck, NULL, first, last, x, y);
+    rt_precision_region_end(&region);
+    return st;
 }
 
 static void rt_ckpt_destroy(rt_module *m) {
@@ -483,6 +603,11 @@ rt_checkpoint *rt_checkpoint_of(rt_module *m) {
 static bool rt_is_sequential(const rt_module *m) { return !strcmp(m->cls->type, "Sequential"); }
 
 static rt_status rt_collect_stages(rt_checkpoint *ck, rt_module *m, int *cap) {
+    if (!strcmp(m->cls->type, "Autocast") && m->n_children == 1 && ck->n_stages == 0) {
+        /* a precision region around the model: the stages are the model's */
+        ck->region_dtype = rt_precision_dtype(rt_autocast_precision(m));
+        return rt_collect_stages(ck, m->children[0].module, cap);
+    }
     if (rt_is_sequential(m) && m->n_children > 0) {
         for (int i = 0; i < m->n_children; i++) RT_TRY(rt_collect_stages(ck, m->children[i].module, cap));
         return RT_OK;
@@ -504,6 +629,7 @@ rt_status rt_checkpoint_create(rt_module *m, rt_module **out) {
         return rt_error_last_status();
     }
     ck->base.training = m->training;
+    ck->region_dtype = RT_F32;
     rt_status st = rt_module_add_child(&ck->base, "", m);
     int cap = 0;
     if (st == RT_OK) st = rt_collect_stages(ck, m, &cap);

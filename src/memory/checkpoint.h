@@ -98,6 +98,11 @@ typedef struct rt_checkpoint {
     int *segment;             /* per stage: CHECKPOINT stages with equal numbers, adjacent, form a region */
     rt_checkpoint_policy_fn policy; /* for SELECTIVE stages */
     void *policy_user;
+    /* The dtype of an Autocast between the wrapper and its stages
+     * (Checkpoint(Autocast(net)): the stages are net's), RT_F32 without:
+     * stages run on their own (profiling, rt_checkpoint_run_stages) run
+     * inside that precision region, as the whole forward does. */
+    rt_dtype region_dtype;
     /* forward state, valid during the wrapper's forward only */
     struct rt_ckpt_frame *frame;
     int cursor;

@@ -119,23 +119,47 @@ static void rt_autocast_free(void *user, void *packed) {
     free(p);
 }
 
+rt_status rt_precision_region_begin(rt_precision_region *r, rt_dtype dt, bool compute) {
+    if (!r) return rt_error_set(RT_ERR_INVALID_ARG, "rt_precision_region_begin: the region is NULL");
+    memset(r, 0, sizeof *r);
+    if (dt != RT_BF16 && dt != RT_F16) return RT_OK; /* f32: nothing to enter */
+    r->table = calloc(1, sizeof(rt_pack_table));
+    if (!r->table) return rt_error_set(RT_ERR_OOM, "out of memory entering a precision region");
+    /* the table lives for the region only; unpack and free_packed never read it */
+    rt_saved_hooks h = {rt_autocast_pack, rt_autocast_unpack, rt_autocast_free, r->table};
+    rt_status st = rt_saved_tensors_hooks_push(&h);
+    if (st != RT_OK) {
+        free(r->table);
+        r->table = NULL;
+        return st;
+    }
+    r->active = true;
+    r->prev = rt_autocast_set_dtype(dt);
+    r->prev_compute = rt_autocast_set_compute_dtype(compute ? dt : RT_F32);
+    return RT_OK;
+}
+
+void rt_precision_region_end(rt_precision_region *r) {
+    if (!r || !r->active) return;
+    rt_autocast_set_compute_dtype(r->prev_compute);
+    rt_autocast_set_dtype(r->prev);
+    rt_saved_tensors_hooks_pop();
+    rt_pack_table *tab = r->table;
+    rt_autocast_table_clear(tab);
+    free(tab->e);
+    free(tab);
+    r->table = NULL;
+    r->active = false;
+}
+
 rt_status rt_precision_region_forward(rt_module *m, rt_dtype dt, bool compute, rt_tensor *x, rt_tensor **y) {
     if (!m || !x || !y)
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_precision_region_forward: %s is NULL",
                             !m ? "the module" : !x ? "x" : "y");
-    if (dt != RT_BF16 && dt != RT_F16) return rt_module_forward(m, x, y);
-    /* the table lives for this forward only; unpack and free_packed never read it */
-    rt_pack_table tab = {0};
-    rt_saved_hooks h = {rt_autocast_pack, rt_autocast_unpack, rt_autocast_free, &tab};
-    RT_TRY(rt_saved_tensors_hooks_push(&h));
-    rt_dtype prev = rt_autocast_set_dtype(dt);
-    rt_dtype prev_compute = rt_autocast_set_compute_dtype(compute ? dt : RT_F32);
+    rt_precision_region r;
+    RT_TRY(rt_precision_region_begin(&r, dt, compute));
     rt_status st = rt_module_forward(m, x, y);
-    rt_autocast_set_compute_dtype(prev_compute);
-    rt_autocast_set_dtype(prev);
-    rt_saved_tensors_hooks_pop();
-    rt_autocast_table_clear(&tab);
-    free(tab.e);
+    rt_precision_region_end(&r);
     return st;
 }
 

@@ -71,6 +71,23 @@ rt_status rt_autocast_wrap(rt_module *inner, rt_precision p, rt_module **out);
  * when the saved-tensor hook stack is full; those of the forward. */
 rt_status rt_precision_region_forward(rt_module *m, rt_dtype dt, bool compute, rt_tensor *x, rt_tensor **y);
 
+/* A precision region entered and left around code that is not one module
+ * call (a Checkpoint runs stages of the model inside its Autocast's region
+ * one by one): begin pushes the region's saved-tensor hooks and sets the
+ * thread's autocast dtypes as rt_precision_region_forward does; end
+ * restores both. Regions nest like the hooks (end them in reverse order,
+ * on the thread that began them). dt other than RT_BF16/RT_F16: begin does
+ * nothing and end has nothing to undo. begin errors: RT_ERR_INVALID_ARG for
+ * a NULL r, RT_ERR_STATE when the hook stack is full, RT_ERR_OOM; after an
+ * error end is a no-op. end accepts NULL. */
+typedef struct rt_precision_region {
+    bool active;
+    rt_dtype prev, prev_compute;
+    void *table; /* the region's half copies, by source storage (internal) */
+} rt_precision_region;
+rt_status rt_precision_region_begin(rt_precision_region *r, rt_dtype dt, bool compute);
+void rt_precision_region_end(rt_precision_region *r);
+
 /* The region's precision of an Autocast module, FP32 for any other module or NULL. */
 rt_precision rt_autocast_precision(const rt_module *m);
 

@@ -13,7 +13,10 @@
 typedef struct rt_model {
     char name[32];         /* zoo name, written into weight files as "model" */
     int64_t in_channels, num_classes;
-    rt_module *net;        /* (N, in_channels, H, W) f32 → logits (N, num_classes) */
+    /* classifiers: (N, in_channels, H, W) f32 → logits (N, num_classes);
+     * segmentation models (rt_zoo_entry.segmentation, models/unet.h):
+     * (N, in_channels, D, H, W) f32 → per-voxel logits (N, num_classes, D, H, W) */
+    rt_module *net;
     rt_state_dict *sd;     /* the tree's state dict (torchvision names), built once */
 } rt_model;
 
@@ -21,7 +24,8 @@ typedef struct rt_model {
 typedef struct rt_zoo_entry {
     const char *name;        /* "resnet20" */
     const char *description; /* one line for --help */
-    bool has_reversible;     /* contains ReversibleSequences (the RevNets) */
+    bool has_reversible;     /* contains ReversibleSequences (the RevNets, prunet3d*) */
+    bool segmentation;       /* 3-D input, per-voxel logits (the U-Nets); else an image classifier */
 } rt_zoo_entry;
 
 /* The zoo: *n entries, in the order --help lists them. NULL +
@@ -34,6 +38,9 @@ const rt_zoo_entry *rt_zoo_find(const char *name);
 const char *rt_model_names(void);
 /* Whether model `name` has reversible parts; false for unknown names and NULL. */
 bool rt_model_name_has_reversible(const char *name);
+/* Whether model `name` is a segmentation model (input (N, C, D, H, W),
+ * logits (N, K, D, H, W)); false for unknown names and NULL. */
+bool rt_model_name_is_segmentation(const char *name);
 
 /* Creates zoo model `name` for `in_channels` input channels and
  * `num_classes` outputs, parameters on `device` (cpu, or meta for memory

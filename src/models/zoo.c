@@ -6,21 +6,26 @@
 #include "models/model.h"
 #include "models/resnet.h"
 #include "models/revnet.h"
+#include "models/unet.h"
 
 static const rt_zoo_entry rt_zoo[] = {
-    {"revnet38", "RevNet-38 (Gomez et al. 2017), reversible, 32/32-64-112 filters", true},
-    {"revnet110", "RevNet-110, reversible, 32/32-64-128 filters", true},
-    {"revnet164", "RevNet-164, reversible bottleneck units", true},
-    {"revnet_small", "RevNet-38's units at ResNet-20's widths (revtorch's quick default)", true},
-    {"resnet20", "CIFAR ResNet-20 (He et al. 2016, section 4.2)", false},
-    {"resnet32", "CIFAR ResNet-32", false},
-    {"resnet44", "CIFAR ResNet-44", false},
-    {"resnet56", "CIFAR ResNet-56", false},
-    {"resnet110", "CIFAR ResNet-110", false},
-    {"resnet164", "CIFAR ResNet-164 (bottleneck)", false},
-    {"resnet18", "torchvision resnet18", false},
-    {"resnet34", "torchvision resnet34", false},
-    {"resnet50", "torchvision resnet50 (v1.5)", false},
+    {"revnet38", "RevNet-38 (Gomez et al. 2017), reversible, 32/32-64-112 filters", true, false},
+    {"revnet110", "RevNet-110, reversible, 32/32-64-128 filters", true, false},
+    {"revnet164", "RevNet-164, reversible bottleneck units", true, false},
+    {"revnet_small", "RevNet-38's units at ResNet-20's widths (revtorch's quick default)", true, false},
+    {"resnet20", "CIFAR ResNet-20 (He et al. 2016, section 4.2)", false, false},
+    {"resnet32", "CIFAR ResNet-32", false, false},
+    {"resnet44", "CIFAR ResNet-44", false, false},
+    {"resnet56", "CIFAR ResNet-56", false, false},
+    {"resnet110", "CIFAR ResNet-110", false, false},
+    {"resnet164", "CIFAR ResNet-164 (bottleneck)", false, false},
+    {"resnet18", "torchvision resnet18", false, false},
+    {"resnet34", "torchvision resnet34", false, false},
+    {"resnet50", "torchvision resnet50 (v1.5)", false, false},
+    {"unet3d", "3-D U-Net, 4 levels 16/32/64/128, GroupNorm, concatenated skips (segmentation)", false, true},
+    {"prunet3d", "partially reversible U-Net (Bruegger et al. 2019) at unet3d's depth and widths", true, true},
+    {"unet3d_brats", "3-D U-Net at the paper's 5 levels 60/120/240/360/480", false, true},
+    {"prunet3d_brats", "partially reversible U-Net, the paper's 5 levels 60/120/240/360/480", true, true},
 };
 enum { RT_ZOO_N = sizeof rt_zoo / sizeof rt_zoo[0] };
 
@@ -59,12 +64,19 @@ bool rt_model_name_has_reversible(const char *name) {
     return e && e->has_reversible;
 }
 
+bool rt_model_name_is_segmentation(const char *name) {
+    const rt_zoo_entry *e = name ? rt_zoo_find(name) : NULL;
+    return e && e->segmentation;
+}
+
 static rt_status rt_zoo_build(const char *name, rt_init_ctx *ctx, int64_t in_channels, int64_t num_classes,
                               rt_module **net) {
     rt_resnet_config cfg;
     rt_revnet_config rcfg;
+    rt_unet_config ucfg;
     if (rt_resnet_config_get(name, &cfg) == RT_OK) return rt_resnet_build(&cfg, ctx, in_channels, num_classes, net);
     if (rt_revnet_config_get(name, &rcfg) == RT_OK) return rt_revnet_build(&rcfg, ctx, in_channels, num_classes, net);
+    if (rt_unet_config_get(name, &ucfg) == RT_OK) return rt_unet_build(&ucfg, ctx, in_channels, num_classes, net);
     return rt_error_set(RT_ERR_INVALID_ARG, "unknown model '%s'; choose one of: %s", name, rt_model_names());
 }
 

@@ -122,4 +122,30 @@ rt_status rt_cross_entropy_nd(rt_tensor *logits, rt_tensor *target, rt_tensor *w
 rt_status rt_soft_dice_loss(rt_tensor *probs, rt_tensor *target, float smooth, bool batch_dice,
                             bool include_background, rt_tensor **out);
 
+/* The segmentation loss of nnU-Net (DC_and_CE_loss with weights 1 and 1):
+ *   loss = rt_soft_dice_loss(softmax(logits), target, smooth 1e-5,
+ *                            batch_dice true, background excluded)
+ *        + rt_cross_entropy_nd(logits, target, no class weights)
+ * for logits (N, K, spatial...) f32 with K >= 2 (the Dice term skips the
+ * background class 0 and needs another; RT_ERR_SHAPE) and target
+ * (N, spatial...) int32 labels in [0, K). Output: 0-d, >= 0 (1 + CE for
+ * a prediction that misses every foreground voxel, → 0 when perfect).
+ * Errors: those of the three ops (they name the argument). Saves what
+ * softmax, soft Dice and cross-entropy save (the probabilities, the target,
+ * the logits). `revtorch memory` predicts segmentation models' steps with it
+ * (train/seg_loss.h adapts it to a train-step loss). */
+rt_status rt_dice_ce_loss(rt_tensor *logits, rt_tensor *target, rt_tensor **out);
+
+/* torch.nn.functional.pad(x, pad, mode="constant", value): pad holds npad
+ * (even, at most 2·ndim) sizes in pairs (before, after), the last dim's pair
+ * first, then the one before it, and so on; dims without a pair keep their
+ * size. A negative size removes that many elements (F.pad's cropping), so
+ * rt_pad_constant also crops: the window [s, s + n) of a dim of size i is
+ * the pair (−s, n + s − i). Every output size must be >= 1 (RT_ERR_SHAPE);
+ * an odd npad or more pairs than dims is RT_ERR_INVALID_ARG. x of rank 1..5;
+ * the output is PLAIN (a BLOCKED x is reordered first). Backward copies the
+ * gradient's window back (the same op with the pads negated, value 0).
+ * Saves nothing (only shapes). */
+rt_status rt_pad_constant(rt_tensor *x, int npad, const int64_t *pad, float value, rt_tensor **out);
+
 #endif

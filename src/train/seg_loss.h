@@ -1,21 +1,19 @@
-/* The segmentation loss as a training-step loss (train/step.h rt_loss_fn):
- * rt_train_config.loss = rt_loss_dice_ce. Interim definition until the
- * U-Net branch's (same name and contract) is merged. */
+/* The segmentation loss as a training-step loss (train/step.h rt_loss_fn),
+ * so that `revtorch segment`, `revtorch memory` and the tests train U-Nets
+ * with one definition: rt_train_config.loss = rt_loss_dice_ce. */
 #ifndef RT_TRAIN_SEG_LOSS_H
 #define RT_TRAIN_SEG_LOSS_H
 
 #include "train/step.h"
 
-/* nnU-Net's DC_and_CE_loss (nnunet/training/loss_functions/dice_loss.py,
- * weights 1 and 1) for logits output (N, K, D, H, W) and int32 labels
- * target (N, D, H, W):
- *   loss = CE(output, target) + (1 − mean_{c ≥ 1} dice_c)
- * CE = rt_cross_entropy_nd (mean over voxels); dice_c the soft Dice of
- * softmax(output) with smooth 1e-5, batch Dice, background excluded
- * (rt_soft_dice_loss). nnU-Net adds −mean dice; the constant 1 only shifts
- * the value. `user` is unused (may be NULL). Output 0-d with autograd
- * history. Errors: those of the three ops (RT_ERR_INVALID_ARG for a NULL
- * output, target or loss; RT_ERR_SHAPE for K < 2). */
+/* *loss = rt_dice_ce_loss(output, target) (ops/ops3d.h: nnU-Net's Dice +
+ * cross-entropy) for per-voxel logits output (N, K, D, H, W) and int32
+ * labels target (N, D, H, W); `user` is unused (may be NULL). A mean over
+ * the samples as rt_train_step expects, except that the Dice term is a
+ * batch Dice (one ratio over the whole micro-batch, nnU-Net's batch_dice):
+ * with gradient accumulation the micro-batches' Dice terms are averaged,
+ * not pooled. Errors: those of rt_dice_ce_loss (RT_ERR_INVALID_ARG for a
+ * NULL output, target or loss). */
 rt_status rt_loss_dice_ce(rt_tensor *output, rt_tensor *target, void *user, rt_tensor **loss);
 
 #endif

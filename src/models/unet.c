@@ -1,0 +1,279 @@
+/* The U-Nets' configurations, their checks, the shared root (padding,
+ * skips, cropping) and the standard 3-D U-Net (models/unet.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "models/unet_impl.h"
+#include "nn/modules3d.h"
+#include "ops/ops3d.h"
+
+rt_status rt_unet_config_get(const char *name, rt_unet_config *cfg) {
+    if (!name || !cfg)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_unet_config_get: %s is NULL", !name ? "the name" : "cfg");
+    static const struct {
+        const char *name;
+        bool reversible;
+        int levels;
+        int64_t widths[5], groups;
+    } table[] = {
+        {"unet3d", false, 4, {16, 32, 64, 128}, 8},
+        {"prunet3d", true, 4, {16, 32, 64, 128}, 8},
+        {"unet3d_brats", false, 5, {60, 120, 240, 360, 480}, 30},
+        {"prunet3d_brats", true, 5, {60, 120, 240, 360, 480}, 30},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strcmp(table[i].name, name)) continue;
+        *cfg = (rt_unet_config){.reversible = table[i].reversible, .levels = table[i].levels,
+                                .norm = RT_UNET_NORM_GROUP, .groups = table[i].groups,
+                                .upsample = table[i].reversible ? RT_UNET_UP_TRILINEAR : RT_UNET_UP_TRANSPOSED};
+        for (int l = 0; l < table[i].levels; l++) {
+            cfg->widths[l] = table[i].widths[l];
+            cfg->enc_blocks[l] = cfg->dec_blocks[l] = 1;
+        }
+        return RT_OK;
+    }
+    return rt_error_set(RT_ERR_INVALID_ARG, "unknown U-Net '%s' (unet3d, prunet3d, unet3d_brats, prunet3d_brats)",
+                        name);
+}
+
+int64_t rt_unet_size_multiple(const rt_unet_config *cfg) {
+    if (!cfg || cfg->levels < 1 || cfg->levels > RT_UNET_MAX_LEVELS) return 0;
+    return (int64_t)1 << (cfg->levels - 1);
+}
+
+int64_t rt_unet_width(const rt_unet_config *cfg, int l) {
+    return cfg->widths[0] ? cfg->widths[l] : cfg->base_width << l;
+}
+
+/* Every configuration error, with the fix. */
+static rt_status rt_unet_check(const rt_unet_config *cfg) {
+    const char *kind = cfg->reversible ? "partially reversible U-Net" : "3-D U-Net";
+    if (cfg->levels < 1 || cfg->levels > RT_UNET_MAX_LEVELS)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: levels = %d; use 1..%d", kind, cfg->levels, RT_UNET_MAX_LEVELS);
+    if (cfg->norm != RT_UNET_NORM_BATCH && cfg->norm != RT_UNET_NORM_INSTANCE && cfg->norm != RT_UNET_NORM_GROUP)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown norm kind %d (batch, instance or group)", kind,
+                            (int)cfg->norm);
+    if (cfg->upsample != RT_UNET_UP_TRANSPOSED && cfg->upsample != RT_UNET_UP_TRILINEAR)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown upsampling kind %d (transposed or trilinear)", kind,
+                            (int)cfg->upsample);
+    if (!cfg->widths[0] && (cfg->base_width < 1 || cfg->base_width > ((int64_t)1 << 40)))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: widths[0] is 0, so base_width (%lld) sets the widths; give "
+                            "base_width >= 1 or every width", kind, (long long)cfg->base_width);
+    if (cfg->norm == RT_UNET_NORM_GROUP && cfg->groups < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: GroupNorm needs groups >= 1, got %lld", kind,
+                            (long long)cfg->groups);
+    for (int l = 0; l < cfg->levels; l++) {
+        int64_t w = rt_unet_width(cfg, l), normed = cfg->reversible ? w / 2 : w;
+        if (w < 1)
+            return rt_error_set(RT_ERR_INVALID_ARG, "%s: widths[%d] = %lld; every level needs >= 1 channel", kind, l,
+                                (long long)w);
+        if (cfg->reversible && w % 2)
+            return rt_error_set(RT_ERR_INVALID_ARG, "%s: widths[%d] = %lld is odd; the additive couplings split the "
+                                "channels into two equal halves, so every width must be even", kind, l, (long long)w);
+        if (cfg->norm == RT_UNET_NORM_GROUP && normed % cfg->groups)
+            return rt_error_set(RT_ERR_INVALID_ARG, "%s: GroupNorm(%lld) does not divide the %lld channels it "
+                                "normalises at level %d (%s); choose groups dividing every %s", kind,
+                                (long long)cfg->groups, (long long)normed, l,
+                                cfg->reversible ? "half the width, F and G see one half" : "the level's width",
+                                cfg->reversible ? "half width" : "width");
+        if (cfg->reversible && (cfg->enc_blocks[l] < 0 || cfg->dec_blocks[l] < 0))
+            return rt_error_set(RT_ERR_INVALID_ARG, "%s: level %d has %d encoder and %d decoder blocks; counts must "
+                                "be >= 0", kind, l, cfg->enc_blocks[l], cfg->dec_blocks[l]);
+    }
+    return RT_OK;
+}
+
+rt_status rt_unet_norm_create(rt_init_ctx *ctx, const rt_unet_config *cfg, int64_t c, rt_module **m) {
+    if (cfg->norm == RT_UNET_NORM_BATCH) return rt_batchnorm_create(ctx, 3, c, false, m);
+    if (cfg->norm == RT_UNET_NORM_INSTANCE) return rt_instance_norm_create(ctx, 3, c, true, false, m);
+    return rt_group_norm_create(ctx, cfg->groups, c, 1e-5f, true, m);
+}
+
+/* ------------------------------------------------------------ forward */
+
+/* The network on an input whose sizes are multiples of 2^(levels−1). */
+static rt_status rt_unet_body(rt_unet *u, rt_tensor *x, rt_tensor **out) {
+    rt_tensor *skip[RT_UNET_MAX_LEVELS] = {0}, *h = rt_tensor_retain(x), *y = NULL;
+    rt_status st = RT_OK;
+    /* h = call(h); after a failure every later call is skipped and h is NULL */
+#define RT_UNET_STEP(call)                                                                                       \
+    do {                                                                                                         \
+        if (st == RT_OK) st = (call);                                                                            \
+        rt_tensor_release(h);                                                                                    \
+        h = y;                                                                                                   \
+        y = NULL;                                                                                                \
+    } while (0)
+    if (u->first) RT_UNET_STEP(rt_module_forward(u->first, h, &y));
+    if (u->to_blocked) RT_UNET_STEP(rt_module_forward(u->to_blocked, h, &y));
+    for (int l = 0; l < u->levels && st == RT_OK; l++) {
+        RT_UNET_STEP(rt_module_forward(u->enc[l], h, &y));
+        if (st == RT_OK && l < u->levels - 1) skip[l] = rt_tensor_retain(h);
+    }
+    if (u->reversible) {
+        for (int l = u->levels - 1; l >= 0 && st == RT_OK; l--) {
+            RT_UNET_STEP(rt_module_forward(u->dec[l], h, &y));
+            if (l == 0) continue;
+            RT_UNET_STEP(rt_add(h, skip[l - 1], &y)); /* skips added, not concatenated (the paper) */
+            rt_tensor_release(skip[l - 1]);
+            skip[l - 1] = NULL;
+        }
+    } else {
+        for (int l = u->levels - 2; l >= 0 && st == RT_OK; l--) {
+            RT_UNET_STEP(rt_module_forward(u->up[l], h, &y));
+            rt_tensor *pair[2] = {skip[l], h}; /* torch.cat([skip, up], 1) */
+            RT_UNET_STEP(rt_cat_channels(2, pair, &y));
+            rt_tensor_release(skip[l]);
+            skip[l] = NULL;
+            RT_UNET_STEP(rt_module_forward(u->dec[l], h, &y));
+        }
+    }
+    RT_UNET_STEP(rt_module_forward(u->last, h, &y));
+#undef RT_UNET_STEP
+    for (int l = 0; l < RT_UNET_MAX_LEVELS; l++) rt_tensor_release(skip[l]);
+    if (st != RT_OK) {
+        rt_tensor_release(h);
+        return st;
+    }
+    *out = h;
+    return RT_OK;
+}
+
+static rt_status rt_unet_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    rt_unet *u = (rt_unet *)m;
+    *y = NULL;
+    char a[64];
+    if (x->ndim != 5)
+        return rt_error_set(RT_ERR_SHAPE, "%s expects (N, C, D, H, W), got %s", m->cls->type,
+                            rt_tensor_shape_str(x, a, sizeof a));
+    /* zero-pad each spatial axis at its end up to the next multiple; F.pad
+     * pairs run from the last dim (W) backwards */
+    int64_t mult = (int64_t)1 << (u->levels - 1), pad[6] = {0}, crop[6] = {0};
+    bool padded = false;
+    for (int d = 0; d < 3; d++) {
+        int64_t size = x->shape[2 + d], extra = (mult - size % mult) % mult;
+        pad[2 * (2 - d) + 1] = extra;
+        crop[2 * (2 - d) + 1] = -extra;
+        padded = padded || extra;
+    }
+    rt_tensor *h = NULL, *o = NULL;
+    if (padded) RT_TRY(rt_pad_constant(x, 6, pad, 0.0f, &h));
+    rt_status st = rt_unet_body(u, padded ? h : x, &o);
+    rt_tensor_release(h);
+    if (st == RT_OK && padded) { /* the output's window over the input's voxels */
+        rt_tensor *c = NULL;
+        st = rt_pad_constant(o, 6, crop, 0.0f, &c);
+        rt_tensor_release(o);
+        o = c;
+    }
+    if (st == RT_OK && o->layout != RT_LAYOUT_PLAIN) { /* logits PLAIN, as documented */
+        rt_tensor *p = NULL;
+        st = rt_to_layout(o, RT_LAYOUT_PLAIN, &p);
+        rt_tensor_release(o);
+        o = p;
+    }
+    if (st != RT_OK) {
+        rt_tensor_release(o);
+        return st;
+    }
+    *y = o;
+    return RT_OK;
+}
+
+static const rt_module_class rt_unet_class = {"UNet3d", rt_unet_forward, NULL};
+static const rt_module_class rt_prunet_class = {"PartiallyReversibleUNet3d", rt_unet_forward, NULL};
+
+rt_unet *rt_unet_alloc(bool reversible) {
+    rt_unet *u = (rt_unet *)rt_module_alloc(sizeof *u, reversible ? &rt_prunet_class : &rt_unet_class);
+    if (u) u->reversible = reversible;
+    return u;
+}
+
+/* ------------------------------------------------------------ standard U-Net */
+
+/* Two units Conv3d(3×3×3, no bias) → norm → LeakyReLU(0.01) into `level`,
+ * in → w → w channels (after a MaxPool3d(2) "pool" when `pool`; the first
+ * level turns the activations into the convolutions' blocked order after
+ * its first conv). */
+static rt_status rt_unet_level_fill(rt_module *level, rt_init_ctx *ctx, const rt_unet_config *cfg, int64_t in,
+                                    int64_t w, bool pool, bool to_blocked) {
+    if (pool) RT_ADD_CHILD(level, "pool", rt_max_pool_create(3, 2, 2, 0, &m));
+    for (int i = 0; i < 2; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "conv%d", i + 1);
+        RT_ADD_CHILD(level, name, rt_conv_create(ctx, 3, i ? w : in, w, 3, 1, 1, 1, false, RT_INIT_DEFAULT, &m));
+        if (i == 0 && to_blocked) RT_ADD_CHILD(level, "to_blocked", rt_preferred_layout_create(&m));
+        snprintf(name, sizeof name, "norm%d", i + 1);
+        RT_ADD_CHILD(level, name, rt_unet_norm_create(ctx, cfg, w, &m));
+        snprintf(name, sizeof name, "act%d", i + 1);
+        RT_ADD_CHILD(level, name, rt_leaky_relu_create(0.01f, &m));
+    }
+    return RT_OK;
+}
+
+/* A new Sequential holder child `name` of parent (torch's ModuleList). */
+static rt_status rt_unet_holder(rt_module *parent, const char *name, rt_module **out) {
+    RT_TRY(rt_sequential_create(out));
+    return rt_module_add_child(parent, name, *out);
+}
+
+/* A new Sequential as child `name` of holder; *out borrowed. */
+static rt_status rt_unet_child_seq(rt_module *holder, int index, rt_module **out) {
+    char name[16];
+    snprintf(name, sizeof name, "%d", index);
+    RT_TRY(rt_sequential_create(out));
+    return rt_module_add_child(holder, name, *out);
+}
+
+static rt_status rt_unet_fill(rt_unet *u, const rt_unet_config *cfg, rt_init_ctx *ctx, int64_t in_channels,
+                              int64_t num_classes) {
+    rt_module *encoders, *ups = NULL, *decoders = NULL;
+    RT_TRY(rt_unet_holder(&u->base, "encoders", &encoders));
+    for (int l = 0; l < cfg->levels; l++) {
+        RT_TRY(rt_unet_child_seq(encoders, l, &u->enc[l]));
+        RT_TRY(rt_unet_level_fill(u->enc[l], ctx, cfg, l ? rt_unet_width(cfg, l - 1) : in_channels,
+                                  rt_unet_width(cfg, l), l > 0, l == 0));
+    }
+    if (cfg->levels > 1) {
+        RT_TRY(rt_unet_holder(&u->base, "ups", &ups));
+        RT_TRY(rt_unet_holder(&u->base, "decoders", &decoders));
+    }
+    for (int l = 0; l < cfg->levels - 1; l++) {
+        int64_t w = rt_unet_width(cfg, l), below = rt_unet_width(cfg, l + 1);
+        char name[16];
+        snprintf(name, sizeof name, "%d", l);
+        if (cfg->upsample == RT_UNET_UP_TRANSPOSED) {
+            RT_TRY(rt_conv_transpose_create(ctx, 3, below, w, 2, 2, 0, 0, 1, true, &u->up[l]));
+            RT_TRY(rt_module_add_child(ups, name, u->up[l]));
+        } else {
+            RT_TRY(rt_unet_child_seq(ups, l, &u->up[l]));
+            RT_ADD_CHILD(u->up[l], "conv", rt_conv_create(ctx, 3, below, w, 1, 1, 0, 1, true, RT_INIT_DEFAULT, &m));
+            RT_ADD_CHILD(u->up[l], "upsample", rt_upsample_create(3, 0, 2.0, &m));
+        }
+        RT_TRY(rt_unet_child_seq(decoders, l, &u->dec[l]));
+        RT_TRY(rt_unet_level_fill(u->dec[l], ctx, cfg, 2 * w, w, false, false));
+    }
+    RT_TRY(rt_conv_create(ctx, 3, rt_unet_width(cfg, 0), num_classes, 1, 1, 0, 1, true, RT_INIT_DEFAULT, &u->last));
+    return rt_module_add_child(&u->base, "last_conv", u->last);
+}
+
+rt_status rt_unet_build(const rt_unet_config *cfg, rt_init_ctx *ctx, int64_t in_channels, int64_t num_classes,
+                        rt_module **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_unet_build: out is NULL");
+    *out = NULL;
+    if (!cfg || !ctx) return rt_error_set(RT_ERR_INVALID_ARG, "rt_unet_build: %s is NULL", !cfg ? "cfg" : "ctx");
+    if (in_channels < 1 || num_classes < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_unet_build: need >= 1 input channel and >= 1 class, got "
+                            "%lld and %lld", (long long)in_channels, (long long)num_classes);
+    RT_TRY(rt_unet_check(cfg));
+    rt_unet *u = rt_unet_alloc(cfg->reversible);
+    if (!u) return rt_error_last_status();
+    u->levels = cfg->levels;
+    rt_status st = cfg->reversible ? rt_prunet_fill(u, cfg, ctx, in_channels, num_classes)
+                                   : rt_unet_fill(u, cfg, ctx, in_channels, num_classes);
+    if (st != RT_OK) {
+        rt_module_destroy(&u->base);
+        return st;
+    }
+    *out = &u->base;
+    return RT_OK;
+}

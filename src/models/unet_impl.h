@@ -1,0 +1,32 @@
+/* Internal to models/unet*.c and models/prunet.c: the root module both
+ * U-Nets share (padding, skips, cropping) and the builders' helpers. */
+#ifndef RT_MODELS_UNET_IMPL_H
+#define RT_MODELS_UNET_IMPL_H
+
+#include "models/unet.h"
+
+/* The root: children in the order of the state dict; the pointers below
+ * are borrowed from them. */
+typedef struct rt_unet {
+    rt_module base;
+    bool reversible;
+    int levels;
+    rt_module *first;                  /* reversible: first_conv (then to_blocked); standard: NULL */
+    rt_module *to_blocked;             /* reversible: after first_conv */
+    rt_module *enc[RT_UNET_MAX_LEVELS]; /* encoder level l (pooling included) */
+    rt_module *up[RT_UNET_MAX_LEVELS];  /* standard: level l+1 → l upsampling */
+    rt_module *dec[RT_UNET_MAX_LEVELS]; /* decoder level l (reversible: upsampling included) */
+    rt_module *last;                   /* last_conv */
+} rt_unet;
+
+/* A new empty root of the given kind (NULL + message on failure). */
+rt_unet *rt_unet_alloc(bool reversible);
+/* The norm of cfg on c channels (BatchNorm3d, InstanceNorm3d(affine) or GroupNorm(cfg->groups)). */
+rt_status rt_unet_norm_create(rt_init_ctx *ctx, const rt_unet_config *cfg, int64_t c, rt_module **m);
+/* widths[l] of cfg, base_width doubling when widths[0] is 0. */
+int64_t rt_unet_width(const rt_unet_config *cfg, int l);
+/* Fills the reversible net's levels into u (models/prunet.c). */
+rt_status rt_prunet_fill(rt_unet *u, const rt_unet_config *cfg, rt_init_ctx *ctx, int64_t in_channels,
+                         int64_t num_classes);
+
+#endif

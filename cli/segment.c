@@ -66,7 +66,8 @@ static void seg_usage(FILE *f) {
             "  --binary              classes: label > 0 (1) and 0 (background)\n"
             "  --holdout F           the top fraction F of the axial slices (k) is held out (default 0.3;\n"
             "                        eval: the training run's, recorded in the weights)\n"
-            "  --model NAME          %s or standin (3 convolutions; default unet3d when built in)\n"
+            "  --model NAME          unet3d (default), prunet3d, unet3d_brats, prunet3d_brats, or standin\n"
+            "                        (3 convolutions, for trying the pipeline in seconds)\n"
             "  --patch D,H,W         patch and window size in voxels (default 64,64,64; predict and eval:\n"
             "                        the training patch, recorded in the weights)\n"
             "  --batch N             patches per step (default 2)\n"
@@ -89,7 +90,7 @@ static void seg_usage(FILE *f) {
             "  --weights FILE        train: where to save (default OUT/weights.safetensors);\n"
             "                        predict/eval: the weights to load (required)\n"
             "  --threads N           threads (default: all cores)\n",
-            SEG_TEMPLATES, SEG_TEMPLATES, SEG_TEMPLATES, rt_model_names());
+            SEG_TEMPLATES, SEG_TEMPLATES, SEG_TEMPLATES);
     cli_precision_help(f, 24);
     fprintf(f, "Checkpointing (zoo models):\n");
     cli_ckpt_help(f);
@@ -107,7 +108,7 @@ static bool parse_triple(const char *s, int64_t out[3]) {
     return true;
 }
 
-static const char *default_model(void) { return rt_zoo_find("unet3d") ? "unet3d" : "standin"; }
+static const char *default_model(void) { return "unet3d"; }
 
 static int seg_parse(int argc, char **argv, seg_opts *o) {
     *o = (seg_opts){.cmd = argv[0], .image = SEG_TEMPLATES "/ch2.nii.gz", .model = NULL, .optimizer = "adamw",
@@ -178,7 +179,14 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
         o->labels = SEG_TEMPLATES "/ch2bet.nii.gz";
         o->binary = true;
     }
-    if (o->model && strcmp(o->model, "standin") && !cli_model_known("segment", o->model)) return 2;
+    if (o->model && strcmp(o->model, "standin")) {
+        if (!cli_model_known("segment", o->model)) return 2;
+        if (!rt_model_name_is_segmentation(o->model)) {
+            fprintf(stderr, "revtorch segment %s: --model %s is an image classifier; segmentation needs per-voxel "
+                            "logits: unet3d, prunet3d, unet3d_brats, prunet3d_brats or standin\n", o->cmd, o->model);
+            return 2;
+        }
+    }
     if (!cli_threads_ok(o->threads)) return 2;
     if (strcmp(o->cmd, "train") && !o->weights) {
         fprintf(stderr, "revtorch segment %s: --weights FILE is required (the file `revtorch segment train` "
@@ -512,7 +520,7 @@ static int seg_plan_memory(const seg_opts *o, rt_model *m, const cli_strategy *s
                            const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t C) {
     if (!strcmp(m->name, "standin")) {
         fprintf(stderr, "revtorch segment train: --memory-mode and --memory-budget plan zoo models; the stand-in "
-                        "is not one (use --model %s)\n", rt_model_names());
+                        "is not one (use --model unet3d or prunet3d)\n");
         return 2;
     }
     rt_memory_config mc;

@@ -62,6 +62,7 @@ check bad-sub 2 "unknown subcommand" "$bin" segment fit
 check bad-option 2 "unknown option '--nope'" "$bin" segment train --nope
 check bad-patch 2 "three integers" "$bin" segment train --patch 32,32
 check patch-too-big 2 "larger than the volume" "$bin" segment train --patch 182,64,64 --out "$tmp/x"
+check classifier-model 2 "image classifier" "$bin" segment train --model resnet20
 check holdout 2 "--holdout" "$bin" segment train --holdout 1
 check missing-image 1 "cannot read --image" "$bin" segment train --image "$tmp/none.nii.gz" --out "$tmp/x"
 check grid-mismatch 1 "in the image's grid" "$bin" segment train --labels "$tpl/JHU-WhiteMatter-labels-2mm.nii.gz" \

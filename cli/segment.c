@@ -68,13 +68,13 @@ static void seg_usage(FILE *f) {
             "                        eval: the training run's, recorded in the weights)\n"
             "  --model NAME          unet3d (default), prunet3d, unet3d_brats, prunet3d_brats, or standin\n"
             "                        (3 convolutions, for trying the pipeline in seconds)\n"
-            "  --patch D,H,W         patch and window size in voxels (default 64,64,64; predict and eval:\n"
+            "  --patch D,H,W         patch and window size in voxels (default 48,48,48; predict and eval:\n"
             "                        the training patch, recorded in the weights)\n"
-            "  --batch N             patches per step (default 2)\n"
-            "  --epochs N            epochs (default 4)\n"
-            "  --steps N             steps per epoch (default 60)\n"
+            "  --batch N             patches per step (default 3)\n"
+            "  --epochs N            epochs (default 6)\n"
+            "  --steps N             steps per epoch (default 150)\n"
             "  --optimizer sgd|adamw (default adamw; sgd: Nesterov momentum --momentum)\n"
-            "  --lr X                peak learning rate, cosine schedule (default 2e-3 adamw, 1e-2 sgd)\n"
+            "  --lr X                peak learning rate, cosine schedule (default 3e-3 adamw, 1e-2 sgd)\n"
             "  --momentum X          SGD momentum (default 0.99, nnU-Net's)\n"
             "  --weight-decay X      (default 3e-5, nnU-Net's)\n"
             "  --foreground X        fraction of patches centred on a foreground voxel (default 0.33)\n"
@@ -84,7 +84,7 @@ static void seg_usage(FILE *f) {
             "                        over the whole volume\n"
             "  --overlap X           sliding-window overlap in [0, 1) (default 0.5)\n"
             "  --eval-batch N        windows per forward in inference (default 2)\n"
-            "  --eval-every N        score the held-out slab every N epochs (default 1; 0: only at the end)\n"
+            "  --eval-every N        also score the held-out slab every N epochs (default 0: only at the end)\n"
             "  --seed N              initialisation and sampling seed (default 0)\n"
             "  --out DIR             output directory (default segment-out; created)\n"
             "  --weights FILE        train: where to save (default OUT/weights.safetensors);\n"
@@ -113,8 +113,8 @@ static const char *default_model(void) { return "unet3d"; }
 static int seg_parse(int argc, char **argv, seg_opts *o) {
     *o = (seg_opts){.cmd = argv[0], .image = SEG_TEMPLATES "/ch2.nii.gz", .model = NULL, .optimizer = "adamw",
                     .out = "segment-out", .augment = true, .holdout = 0.3f, .lr = NAN, .momentum = 0.99f,
-                    .weight_decay = 3e-5f, .overlap = 0.5f, .fg_fraction = 0.33f, .patch = {64, 64, 64},
-                    .batch = 2, .epochs = 4, .steps = 60, .eval_batch = 2, .eval_every = 1};
+                    .weight_decay = 3e-5f, .overlap = 0.5f, .fg_fraction = 0.33f, .patch = {48, 48, 48},
+                    .batch = 3, .epochs = 6, .steps = 150, .eval_batch = 2, .eval_every = 0};
     const char *norm = "nonzero";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -193,7 +193,7 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
                         "saved)\n", o->cmd);
         return 2;
     }
-    if (isnan(o->lr)) o->lr = strcmp(o->optimizer, "sgd") ? 2e-3f : 1e-2f;
+    if (isnan(o->lr)) o->lr = strcmp(o->optimizer, "sgd") ? 3e-3f : 1e-2f;
     rt_memory_config mc;
     if (cli_ckpt_given(&o->ckpt) && !cli_ckpt_config("segment", &o->ckpt, &mc)) return 2;
     return -1;

@@ -528,7 +528,7 @@ static int seg_plan_memory(const seg_opts *o, rt_model *m, const cli_strategy *s
     const int64_t xs[5] = {o->batch, C, o->patch[0], o->patch[1], o->patch[2]};
     const int64_t ys[4] = {o->batch, o->patch[0], o->patch[1], o->patch[2]};
     rt_memory_plan plan;
-    if (cli_ckpt_plan_shape(o->model, C, m->num_classes, strategy, spec, cfg, 5, xs, 4, ys, &mc, &plan) != RT_OK) {
+    if (cli_ckpt_plan_shape(m->name, C, m->num_classes, strategy, spec, cfg, 5, xs, 4, ys, &mc, &plan) != RT_OK) {
         fprintf(stderr, "revtorch segment train: %s\n", rt_error_last());
         return 1;
     }

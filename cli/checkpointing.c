@@ -99,14 +99,21 @@ rt_status cli_ckpt_apply(rt_model *m, const rt_plan *p) {
 rt_status cli_ckpt_plan(const char *model, int64_t in_channels, int64_t num_classes, const cli_strategy *strategy,
                         const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t n, int64_t h, int64_t w,
                         const rt_memory_config *mc, rt_memory_plan *out) {
+    const int64_t xs[4] = {n, in_channels, h, w}, ys[1] = {n};
+    return cli_ckpt_plan_shape(model, in_channels, num_classes, strategy, spec, cfg, 4, xs, 1, ys, mc, out);
+}
+
+rt_status cli_ckpt_plan_shape(const char *model, int64_t in_channels, int64_t num_classes,
+                              const cli_strategy *strategy, const rt_optimizer_spec *spec, const rt_train_config *cfg,
+                              int x_ndim, const int64_t *xs, int y_ndim, const int64_t *ys,
+                              const rt_memory_config *mc, rt_memory_plan *out) {
     rt_model *m = NULL;
     RT_TRY(rt_model_create(model, in_channels, num_classes, RT_DEVICE_META, 0, &m));
     cli_strategy_apply(strategy, m);
     rt_module *wrap = NULL;
     rt_status st = rt_checkpoint_create(m->net, &wrap);
     m->net = wrap;
-    const int64_t xs[4] = {n, in_channels, h, w}, ys[1] = {n};
-    if (st == RT_OK) st = rt_memory_plan_make(wrap, spec, cfg, 4, xs, 1, ys, RT_I32, mc, out);
+    if (st == RT_OK) st = rt_memory_plan_make(wrap, spec, cfg, x_ndim, xs, y_ndim, ys, RT_I32, mc, out);
     rt_model_destroy(m);
     return st;
 }

@@ -44,6 +44,14 @@ rt_status cli_ckpt_plan(const char *model, int64_t in_channels, int64_t num_clas
                         const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t n, int64_t h, int64_t w,
                         const rt_memory_config *mc, rt_memory_plan *out);
 
+/* The same for any input shape: x (x_ndim dims xs, e.g. a 3-D batch
+ * [N, C, D, H, W]) and i32 targets (y_ndim dims ys, [N, D, H, W] for
+ * segmentation). `revtorch segment` plans its patches with it. */
+rt_status cli_ckpt_plan_shape(const char *model, int64_t in_channels, int64_t num_classes,
+                              const cli_strategy *strategy, const rt_optimizer_spec *spec, const rt_train_config *cfg,
+                              int x_ndim, const int64_t *xs, int y_ndim, const int64_t *ys,
+                              const rt_memory_config *mc, rt_memory_plan *out);
+
 /* Wraps m->net in a Checkpoint with plan p (m->net becomes the wrapper). */
 rt_status cli_ckpt_apply(rt_model *m, const rt_plan *p);
 

@@ -452,8 +452,7 @@ static cairo_status_t png_write_cb(void *closure, const unsigned char *data, uns
     return fwrite(data, 1, len, (FILE *)closure) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
-/* Writes the surface to path via path.tmp + rename; removes the .tmp on failure. */
-static rt_status png_save(cairo_surface_t *s, const char *path) {
+rt_status cli_png_save(cairo_surface_t *s, const char *path) {
     cairo_surface_flush(s);
     if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS)
         return rt_error_set(RT_ERR_BACKEND, "cannot draw chart '%s': cairo: %s", path,
@@ -518,7 +517,7 @@ static rt_status canvas_save_close(rt_canvas *c, const char *path) {
         st = rt_error_set(RT_ERR_BACKEND, "cannot draw chart '%s': cairo: %s", path,
                           cairo_status_to_string(cairo_status(c->cr)));
     else
-        st = png_save(c->surface, path);
+        st = cli_png_save(c->surface, path);
     cairo_destroy(c->cr);
     cairo_surface_destroy(c->surface);
     return st;

@@ -23,6 +23,13 @@
 #include "core/mem.h"
 #include "core/status.h"
 
+/* Writes a cairo image surface to png_path as PNG, via png_path.tmp and a
+ * rename (removed on failure), for the commands that draw their own
+ * pictures (cli/segment_png.c). RT_ERR_BACKEND when cairo failed drawing,
+ * RT_ERR_IO naming the path, RT_ERR_OOM. */
+typedef struct _cairo_surface cairo_surface_t;
+rt_status cli_png_save(cairo_surface_t *s, const char *png_path);
+
 /* Pixel size of cli_plot_lines and cli_plot_memory_timeline images. */
 #define RT_PLOT_WIDTH 800
 #define RT_PLOT_HEIGHT 500

@@ -39,6 +39,7 @@
 #include "data/loader.h"
 #include "data/mnist.h"
 #include "data/nifti.h"
+#include "data/patches.h"
 #include "dist/dist.h"
 #include "dist/sync_bn.h"
 #include "io/safetensors.h"
@@ -79,6 +80,9 @@
 #include "ops/ops3d.h"
 #include "optim/optim.h"
 #include "rt_test.h"
+#include "train/seg_loss.h"
+#include "train/seg_metric.h"
+#include "train/sliding_window.h"
 #include "train/scaler.h"
 #include "train/seg_loss.h"
 #include "train/step.h"
@@ -3412,6 +3416,143 @@ static const api_entry ops3d_entries[] = {
     E(rt_kernel_softmax_channels_forward), E(rt_kernel_softmax_channels_backward), E(rt_kernel_logsumexp_channels),
 };
 
+/* ------------------------------------------------------------ segmentation pipeline (data/patches.h,
+ * train/seg_loss.h, train/sliding_window.h) */
+
+/* A (1, 2, 3, 4) f32 image and its (2, 3, 4) int32 labels (zeros). */
+static rt_tensor *seg_image(void) { return T(1, 2, 3, 4); }
+static rt_tensor *seg_labels(void) {
+    return own(rt_tensor_zeros(3, SHAPE(2, 3, 4), RT_I32, RT_DEVICE_CPU, RT_MEM_DATA));
+}
+static rt_patch_options seg_opts(void) {
+    return (rt_patch_options){.patch = {2, 2, 2}, .region_lo = {0, 0, 0}, .region_hi = {2, 3, 4},
+                              .foreground_fraction = 0.33f};
+}
+
+CHECK_FN(rt_volume_zscore) {
+    ST(RT_ERR_INVALID_ARG, "image", rt_volume_zscore(NULL, false, NULL, NULL));
+    ST(RT_ERR_SHAPE, "[C, D, H, W]", rt_volume_zscore(T(2, 3, 4), false, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "mask", rt_volume_zscore(own(rt_tensor_zeros(4, SHAPE(1, 2, 2, 2), RT_F32,
+                                                                         RT_DEVICE_CPU, RT_MEM_DATA)),
+                                                    true, NULL, NULL));
+}
+
+CHECK_FN(rt_volume_crop) {
+    const int64_t lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1}, bad[3] = {0, 0, 0};
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_volume_crop(seg_image(), lo, hi, NULL));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_volume_crop(NULL, lo, hi, &y));
+    ST(RT_ERR_INVALID_ARG, "lo", rt_volume_crop(seg_image(), HIDDEN_NULL(const int64_t *), hi, &y));
+    ST(RT_ERR_INVALID_ARG, "empty", rt_volume_crop(seg_image(), lo, bad, &y));
+    ST(RT_ERR_SHAPE, "rank", rt_volume_crop(T(2, 3), lo, hi, &y));
+}
+
+CHECK_FN(rt_volume_flip) {
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_volume_flip(NULL, 0));
+    ST(RT_ERR_INVALID_ARG, "axis", rt_volume_flip(seg_image(), 3));
+    ST(RT_ERR_SHAPE, "rank", rt_volume_flip(T(2, 3), 0));
+}
+
+CHECK_FN(rt_volume_intensity_augment) {
+    rt_generator g = {.seed = 1};
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_volume_intensity_augment(NULL, &g));
+    ST(RT_ERR_INVALID_ARG, "generator", rt_volume_intensity_augment(seg_image(), NULL));
+}
+
+CHECK_FN(rt_patch_sampler_create) {
+    rt_patch_options o = seg_opts();
+    rt_patch_sampler *s = (rt_patch_sampler *)&o;
+    ST(RT_ERR_INVALID_ARG, "out", rt_patch_sampler_create(seg_image(), seg_labels(), &o, NULL));
+    ST(RT_ERR_INVALID_ARG, "image", rt_patch_sampler_create(NULL, seg_labels(), &o, &s));
+    VAL(s == NULL);
+    ST(RT_ERR_INVALID_ARG, "labels", rt_patch_sampler_create(seg_image(), NULL, &o, &s));
+    ST(RT_ERR_INVALID_ARG, "options", rt_patch_sampler_create(seg_image(), seg_labels(), NULL, &s));
+    o.patch[1] = 0;
+    ST(RT_ERR_INVALID_ARG, "patch", rt_patch_sampler_create(seg_image(), seg_labels(), &o, &s));
+    o = seg_opts();
+    o.region_hi[2] = 5;
+    ST(RT_ERR_INVALID_ARG, "region", rt_patch_sampler_create(seg_image(), seg_labels(), &o, &s));
+    o = seg_opts();
+    o.foreground_fraction = 2.0f;
+    ST(RT_ERR_INVALID_ARG, "foreground_fraction", rt_patch_sampler_create(seg_image(), seg_labels(), &o, &s));
+    o = seg_opts();
+    ST(RT_ERR_SHAPE, "differ", rt_patch_sampler_create(T(1, 2, 3, 5), seg_labels(), &o, &s));
+}
+
+CHECK_FN(rt_patch_sampler_destroy) { TOL(rt_patch_sampler_destroy(NULL)); }
+
+CHECK_FN(rt_patch_sampler_foreground_voxels) { VAL(rt_patch_sampler_foreground_voxels(NULL) == 0); }
+
+CHECK_FN(rt_patch_sampler_next) {
+    rt_patch_options o = seg_opts();
+    rt_patch_sampler *s = NULL;
+    if (rt_patch_sampler_create(seg_image(), seg_labels(), &o, &s) != RT_OK) abort();
+    rt_tensor *x = NULL, *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "sampler", rt_patch_sampler_next(NULL, 1, &x, &y, NULL));
+    ST(RT_ERR_INVALID_ARG, "x", rt_patch_sampler_next(s, 1, NULL, &y, NULL));
+    ST(RT_ERR_INVALID_ARG, "y", rt_patch_sampler_next(s, 1, &x, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "batch", rt_patch_sampler_next(s, 0, &x, &y, NULL));
+    rt_patch_sampler_destroy(s);
+}
+
+CHECK_FN(rt_dice_per_class) {
+    rt_tensor *t = labels3d();
+    double d[2];
+    ST(RT_ERR_INVALID_ARG, "pred", rt_dice_per_class(NULL, t, 2, d));
+    ST(RT_ERR_INVALID_ARG, "target", rt_dice_per_class(t, NULL, 2, d));
+    ST(RT_ERR_INVALID_ARG, "dice", rt_dice_per_class(t, t, 2, HIDDEN_NULL(double *)));
+    ST(RT_ERR_INVALID_ARG, "num_classes", rt_dice_per_class(t, t, 0, d));
+    ST(RT_ERR_DTYPE, "int32", rt_dice_per_class(T(1, 2, 2, 2), t, 2, d));
+    ST(RT_ERR_SHAPE, "shape", rt_dice_per_class(t, seg_labels(), 2, d));
+}
+
+CHECK_FN(rt_sliding_window_defaults) { VAL(rt_sliding_window_defaults().overlap == 0.5f); }
+
+CHECK_FN(rt_sliding_window_starts) {
+    int64_t st[4], n;
+    ST(RT_ERR_INVALID_ARG, "starts", rt_sliding_window_starts(8, 4, 0.5f, NULL, 4, &n));
+    ST(RT_ERR_INVALID_ARG, "n", rt_sliding_window_starts(8, 4, 0.5f, st, 4, NULL));
+    ST(RT_ERR_INVALID_ARG, "overlap", rt_sliding_window_starts(8, 4, 1.5f, st, 4, &n));
+    ST(RT_ERR_INVALID_ARG, "size", rt_sliding_window_starts(0, 4, 0.5f, st, 4, &n));
+    ST(RT_ERR_INVALID_ARG, "windows", rt_sliding_window_starts(100, 4, 0.5f, st, 4, &n));
+}
+
+CHECK_FN(rt_gaussian_importance_map) {
+    const int64_t p[3] = {2, 2, 2}, bad[3] = {2, 0, 2};
+    rt_tensor *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_gaussian_importance_map(p, 0.125f, NULL));
+    ST(RT_ERR_INVALID_ARG, "patch", rt_gaussian_importance_map(HIDDEN_NULL(const int64_t *), 0.125f, &m));
+    ST(RT_ERR_INVALID_ARG, "patch sizes", rt_gaussian_importance_map(bad, 0.125f, &m));
+    ST(RT_ERR_INVALID_ARG, "sigma_scale", rt_gaussian_importance_map(p, 0.0f, &m));
+}
+
+CHECK_FN(rt_sliding_window_predict) {
+    rt_module *net = linear_module(RT_DEVICE_CPU);
+    rt_sliding_window_options o = rt_sliding_window_defaults();
+    o.patch[0] = o.patch[1] = o.patch[2] = 2;
+    rt_tensor *p = NULL, *l = NULL;
+    ST(RT_ERR_INVALID_ARG, "net", rt_sliding_window_predict(NULL, seg_image(), 2, &o, &p, &l));
+    ST(RT_ERR_INVALID_ARG, "image", rt_sliding_window_predict(net, NULL, 2, &o, &p, &l));
+    ST(RT_ERR_INVALID_ARG, "options", rt_sliding_window_predict(net, seg_image(), 2, NULL, &p, &l));
+    ST(RT_ERR_INVALID_ARG, "both NULL", rt_sliding_window_predict(net, seg_image(), 2, &o, NULL, NULL));
+    ST(RT_ERR_SHAPE, "[C, D, H, W]", rt_sliding_window_predict(net, T(2, 3, 4), 2, &o, &p, &l));
+    ST(RT_ERR_INVALID_ARG, "num_classes", rt_sliding_window_predict(net, seg_image(), 0, &o, &p, &l));
+    /* a network whose output is not [batch, classes, window]: Linear refuses 5-D input or the shape check does */
+    rt_status st = rt_sliding_window_predict(net, seg_image(), 2, &o, &p, &l);
+    VAL(st != RT_OK && p == NULL && l == NULL);
+    rt_module_destroy(net);
+}
+
+static const api_entry segment_entries[] = {
+    /* data/patches.h */
+    E(rt_volume_zscore), E(rt_volume_crop), E(rt_volume_flip), E(rt_volume_intensity_augment),
+    E(rt_patch_sampler_create), E(rt_patch_sampler_destroy), E(rt_patch_sampler_foreground_voxels),
+    E(rt_patch_sampler_next),
+    /* train/seg_metric.h, sliding_window.h (train/seg_loss.h's entry is with the U-Nets') */
+    E(rt_dice_per_class), E(rt_sliding_window_defaults),
+    E(rt_sliding_window_starts), E(rt_gaussian_importance_map), E(rt_sliding_window_predict),
+};
+
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const struct {
@@ -3429,6 +3570,7 @@ static const struct {
     {"models", models_entries, N_OF(models_entries)},
     {"kernels", kernels_entries, N_OF(kernels_entries)},
     {"ops3d", ops3d_entries, N_OF(ops3d_entries)},
+    {"segment", segment_entries, N_OF(segment_entries)},
 };
 
 /* Runs every check of one table; each entry point must check at least one
@@ -3460,6 +3602,7 @@ static void test_data_io(void) { run_table("data_io"); }
 static void test_models(void) { run_table("models"); }
 static void test_kernels(void) { run_table("kernels"); }
 static void test_ops3d(void) { run_table("ops3d"); }
+static void test_segment(void) { run_table("segment"); }
 static void test_precision(void) { run_table("precision"); }
 
 /* ------------------------------------------------------------ coverage */
@@ -3572,4 +3715,4 @@ static void test_summary(void) {
 RT_TEST_MAIN({"core", test_core}, {"autograd", test_autograd}, {"ops", test_ops}, {"nn", test_nn},
              {"optim_train", test_optim_train}, {"data_io", test_data_io}, {"models", test_models},
              {"precision", test_precision}, {"kernels", test_kernels}, {"ops3d", test_ops3d},
-             {"coverage", test_coverage}, {"summary", test_summary})
+             {"segment", test_segment}, {"coverage", test_coverage}, {"summary", test_summary})

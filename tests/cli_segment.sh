@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# `revtorch segment train|predict|eval` end to end on the Colin27 template
+# (Debian's mricron-data; without it the test exits 77): a few steps of the
+# stand-in network on small patches, then the outputs — weights, a NIfTI
+# with the input's shape and geometry, the overlay PNG, dice.csv/json that
+# parse, eval reproducing train's Dice from the saved weights — and the
+# refusals (exit 2 usage, 1 runtime).
+set -uo pipefail
+bin="$1"
+tpl=/usr/share/mricron/templates
+if [ ! -r "$tpl/ch2.nii.gz" ] || [ ! -r "$tpl/ch2bet.nii.gz" ]; then
+    echo "SKIP: $tpl/ch2.nii.gz and ch2bet.nii.gz missing (apt-get install mricron-data)"; exit 77; fi
+pass=0; fail=0
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+check() { # name, expected exit code, grep pattern for stderr+stdout, command...
+    local name="$1" want="$2" pat="$3"; shift 3
+    local out rc
+    out="$("$@" 2>&1)"; rc=$?
+    if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
+    else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | tail -8; fi
+}
+py() { # name, python program (exit status decides)
+    local name="$1"; shift
+    if python3 -c "$@"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $name"; fi
+}
+fast=(--model standin --patch 32,32,32 --batch 2 --epochs 1 --steps 3 --overlap 0 --eval-every 0 --threads 2)
+check train 0 "held-out mean foreground Dice" "$bin" segment train "${fast[@]}" --out "$tmp/run"
+for f in weights.safetensors prediction.nii.gz overlay.png dice.csv dice.json; do
+    if [ -s "$tmp/run/$f" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL output $f missing"; fi
+done
+"$bin" inspect --json "$tpl/ch2.nii.gz" > "$tmp/in.json" && "$bin" inspect --json "$tmp/run/prediction.nii.gz" > "$tmp/out.json"
+py nifti-geometry "
+import json
+a = json.load(open('$tmp/in.json')); b = json.load(open('$tmp/out.json'))
+assert a['shape'] == b['shape'] == [181, 217, 181], (a['shape'], b['shape'])
+assert all(abs(x - y) < 1e-5 for r, s in zip(a['affine'], b['affine']) for x, y in zip(r, s)), (a['affine'], b['affine'])
+assert b['min'] == 0 and b['max'] <= 1 and b['integer_valued']"
+py dice-files "
+import csv, json, math
+j = json.load(open('$tmp/run/dice.json'))
+assert j['classes'] == 2 and len(j['dice']) == 2 and j['heldout_first_axial_index'] == 127
+assert all(0 <= d <= 1 for d in j['dice']) and abs(j['mean_foreground_dice'] - j['dice'][1]) < 1e-6
+rows = list(csv.DictReader(open('$tmp/run/dice.csv')))
+assert [r['class'] for r in rows] == ['0', '1'] and abs(float(rows[1]['dice']) - j['dice'][1]) < 1e-6"
+py png "
+d = open('$tmp/run/overlay.png', 'rb').read(24)
+assert d[:8] == b'\x89PNG\r\n\x1a\n' and int.from_bytes(d[16:20], 'big') > 600"
+# eval from the saved weights (patch and classes recorded there) gives train's Dice
+check eval 0 "mean foreground Dice" "$bin" segment eval --weights "$tmp/run/weights.safetensors" --overlap 0 \
+    --out "$tmp/ev"
+py eval-same-dice "
+import json
+a = json.load(open('$tmp/run/dice.json')); b = json.load(open('$tmp/ev/dice.json'))
+assert a['dice'] == b['dice'], (a['dice'], b['dice'])"
+check predict 0 "prediction.nii.gz" "$bin" segment predict --weights "$tmp/run/weights.safetensors" --overlap 0 \
+    --out "$tmp/pr"
+[ -s "$tmp/pr/prediction.nii.gz" ] && [ ! -e "$tmp/pr/dice.json" ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL predict outputs"; }
+
+# refusals
+check no-sub 2 "usage: revtorch segment" "$bin" segment
+check bad-sub 2 "unknown subcommand" "$bin" segment fit
+check bad-option 2 "unknown option '--nope'" "$bin" segment train --nope
+check bad-patch 2 "three integers" "$bin" segment train --patch 32,32
+check patch-too-big 2 "larger than the volume" "$bin" segment train --patch 182,64,64 --out "$tmp/x"
+check classifier-model 2 "image classifier" "$bin" segment train --model resnet20
+check holdout 2 "--holdout" "$bin" segment train --holdout 1
+check missing-image 1 "cannot read --image" "$bin" segment train --image "$tmp/none.nii.gz" --out "$tmp/x"
+check grid-mismatch 1 "in the image's grid" "$bin" segment train --labels "$tpl/JHU-WhiteMatter-labels-2mm.nii.gz" \
+    --out "$tmp/x"
+check predict-no-weights 2 "--weights FILE is required" "$bin" segment predict
+check missing-weights 1 "cannot read --weights" "$bin" segment eval --weights "$tmp/none.safetensors"
+check not-segment-weights 1 "revtorch segment train" "$bin" segment predict --weights "$tmp/run/dice.json" --out "$tmp/x"
+touch "$tmp/file"
+check out-not-dir 1 "not a directory" "$bin" segment train "${fast[@]}" --out "$tmp/file"
+echo "cli_segment: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -88,12 +88,16 @@ extern "C" {
 #include "revtorch/data/loader.h"
 #include "revtorch/data/mnist.h"
 #include "revtorch/data/nifti.h"
+#include "revtorch/data/patches.h"
 /* safetensors files; a module tree's weights to and from them */
 #include "revtorch/io/safetensors.h"
 #include "revtorch/io/weights.h"
 /* the library training step; dynamic loss scaling */
 #include "revtorch/train/step.h"
 #include "revtorch/train/scaler.h"
+#include "revtorch/train/seg_loss.h"
+#include "revtorch/train/seg_metric.h"
+#include "revtorch/train/sliding_window.h"
 /* memory strategies: checkpointing, reversible blocks, the planner,
  * budgets, precision regions; memory prediction on the meta device */
 #include "revtorch/memory/checkpoint.h"
@@ -107,6 +111,7 @@ extern "C" {
 #include "revtorch/models/resnet.h"
 #include "revtorch/models/revnet.h"
 #include "revtorch/models/model.h"
+#include "revtorch/models/unet.h"
 
 #ifdef __cplusplus
 }

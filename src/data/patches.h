@@ -19,9 +19,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/rng.h"
-#include "core/status.h"
-#include "core/tensor.h"
+#include "../core/rng.h"
+#include "../core/status.h"
+#include "../core/tensor.h"
 
 /* Per-channel z-score of image [C, D, H, W] f32 in place: x ← (x − mean)/
  * max(std, 1e-8), statistics in double (population std, as numpy's std in

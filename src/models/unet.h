@@ -54,7 +54,7 @@
 
 #include <stdbool.h>
 
-#include "nn/module.h"
+#include "../nn/module.h"
 
 #define RT_UNET_MAX_LEVELS 8
 

@@ -4,7 +4,7 @@
 #ifndef RT_TRAIN_SEG_LOSS_H
 #define RT_TRAIN_SEG_LOSS_H
 
-#include "train/step.h"
+#include "step.h"
 
 /* *loss = rt_dice_ce_loss(output, target) (ops/ops3d.h: nnU-Net's Dice +
  * cross-entropy) for per-voxel logits output (N, K, D, H, W) and int32

@@ -5,8 +5,8 @@
 
 #include <stdint.h>
 
-#include "core/status.h"
-#include "core/tensor.h"
+#include "../core/status.h"
+#include "../core/tensor.h"
 
 /* Dice of hard label maps per class: pred and target int32 of the same
  * shape (any rank), classes c = 0..num_classes−1:

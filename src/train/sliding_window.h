@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "nn/module.h"
+#include "../nn/module.h"
 
 typedef struct rt_sliding_window_options {
     int64_t patch[3];  /* window size (D, H, W), each ≥ 1 */

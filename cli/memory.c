@@ -243,15 +243,16 @@ int cli_cmd_memory(int argc, char **argv) {
     }
     rt_optimizer_spec spec;
     if (!cli_optimizer_spec(optimizer, 0.1f, momentum, 5e-4f, &spec)) return 2;
+    if (batch < 1 || channels < 1 || batch > 1000000 || channels > 100000) {
+        fprintf(stderr, "revtorch memory: --batch-size / --batch (1..10^6) or --channels (1..10^5) out of range, "
+                        "got %lld and %lld\n", (long long)batch, (long long)channels);
+        return 2;
+    }
     if (accum < 1 || accum > batch || classes < 1 || classes > 1000000) {
         fprintf(stderr, "revtorch memory: need 1 <= --accum-steps <= --batch-size and --classes in 1..10^6\n");
         return 2;
     }
     const rt_train_config cfg = {.accum_steps = accum};
-    if (batch < 1 || channels < 1 || batch > 1000000 || channels > 100000) {
-        fprintf(stderr, "revtorch memory: --batch-size (1..10^6) or --channels (1..10^5) out of range\n");
-        return 2;
-    }
     if (!cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
     if (by_module) {

@@ -1007,9 +1007,14 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
     const train_opts *o = &r->o;
     double test_loss, test_acc, seen = (double)e->seen;
     if (cli_evaluate(r->m, r->test, 256, &test_loss, &test_acc) != RT_OK) return cli_fail("evaluation failed");
-    printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f s\n",
-           (long long)epoch + 1, e->loss_sum / seen, 100.0 * (double)e->correct / seen, test_loss, 100.0 * test_acc,
-           seen / e->secs, e->secs);
+    if (e->seen == 0) /* every step skipped by the loss scaler: no training loss to average */
+        printf("epoch %lld: no optimizer step taken (all %lld steps skipped for Inf/NaN gradients) | test loss %.4f "
+               "acc %.2f%% | %.1f s\n", (long long)epoch + 1, (long long)e->skipped, test_loss, 100.0 * test_acc,
+               e->secs);
+    else
+        printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f s\n",
+               (long long)epoch + 1, e->loss_sum / seen, 100.0 * (double)e->correct / seen, test_loss,
+               100.0 * test_acc, seen / e->secs, e->secs);
     cli_print_peaks(stdout, "  ", &e->peaks);
     if (r->mplan.plan.n > 0)
         printf("  memory plan: step peak %.2f MiB measured (tracked peak less the %.2f MiB of data sets), %.2f MiB "

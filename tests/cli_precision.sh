@@ -29,6 +29,8 @@ awk -F, 'NR == 1 {ok = ($5 == "skipped" && $6 == "loss_scale"); next}
               exit !(ok && n == 8 && off(s[1], 5e11) < 1e-6)}' \
     "$dir/l.steps.csv" && ok || bad "steps.csv: $(cat "$dir/l.steps.csv")"
 grep -q "8 steps skipped for Inf/NaN gradients" <<< "$out" && ok || bad "no skipped-steps line: $out"
+grep -q "no optimizer step taken (all 8 steps skipped" <<< "$out" && ! grep -q "nan" <<< "$out" && ok ||
+    bad "an epoch of skipped steps printed NaN statistics: $out"
 
 # --resume restores the loss scaler (scale, growth tracker, skipped steps) with the optimizer state
 common=(--model resnet20 --train-subset 512 --test-subset 64 --batch-size 64 --epochs 2 --threads 2 --warmup-steps 0

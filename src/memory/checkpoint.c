@@ -91,8 +91,7 @@ static void rt_keep(rt_tensor *t, int delta) {
 }
 
 /* Lets go of what a slot holds: the tensor, or its packed form in the outer hooks. */
-static void rt_ckpt_slot_clear(rt_ckpt_frame *f, rt_ckpt_slot *s) {
-    (void)f;
+static void rt_ckpt_slot_clear(rt_ckpt_slot *s) {
     if (s->chained) {
         if (s->by.free_packed) s->by.free_packed(s->by.user, s->packed);
         s->chained = false;
@@ -108,7 +107,7 @@ static void rt_frame_release(rt_ckpt_frame *f) {
     rt_keep(f->input, -1);
     rt_tensor_release(f->input);
     for (int i = 0; i < f->n_slots; i++) {
-        rt_ckpt_slot_clear(f, &f->slots[i]);
+        rt_ckpt_slot_clear(&f->slots[i]);
     }
     for (int i = 0; i < f->n_calls; i++) {
         rt_ckpt_call *c = &f->calls[i];
@@ -346,7 +345,7 @@ static void rt_fw_free(void *user, void *packed) {
     if (!h) return;
     rt_ckpt_frame *f = h->f;
     rt_ckpt_slot *s = &f->slots[h->slot];
-    rt_ckpt_slot_clear(f, s);
+    rt_ckpt_slot_clear(s);
     s->dead = true;
     free(h);
     rt_frame_release(f);
@@ -522,25 +521,29 @@ static bool rt_ckpt_any_region(const rt_checkpoint *ck, int first, int last) {
     return false;
 }
 
+/* y = stage_last(…stage_first(x)), each stage an ordinary module call. */
+static rt_status rt_stage_chain(rt_checkpoint *ck, int first, int last, rt_tensor *x, rt_tensor **y) {
+    rt_status st = RT_OK;
+    rt_tensor *h = rt_tensor_retain(x);
+    for (int i = first; i <= last && st == RT_OK; i++) {
+        rt_tensor *next = NULL;
+        st = rt_module_forward(ck->stages[i], h, &next);
+        rt_tensor_release(h);
+        h = next;
+    }
+    if (st == RT_OK) *y = h;
+    else rt_tensor_release(h);
+    return st;
+}
+
 /* Runs `child` (the whole module) or, when child is NULL, stages
  * first..last, with the wrapper's interceptor installed. */
 static rt_status rt_ckpt_run(rt_checkpoint *ck, rt_module *child, int first, int last, rt_tensor *x, rt_tensor **y) {
     ck->cursor = first;
     ck->outer = rt_module_set_interceptor((rt_module_interceptor){rt_ck_before, rt_ck_after, ck});
     rt_status st = RT_OK;
-    if (child) {
-        st = rt_module_forward(child, x, y);
-    } else {
-        rt_tensor *h = rt_tensor_retain(x);
-        for (int i = first; i <= last && st == RT_OK; i++) {
-            rt_tensor *next = NULL;
-            st = rt_module_forward(ck->stages[i], h, &next);
-            rt_tensor_release(h);
-            h = next;
-        }
-        if (st == RT_OK) *y = h;
-        else rt_tensor_release(h);
-    }
+    if (child) st = rt_module_forward(child, x, y);
+    else st = rt_stage_chain(ck, first, last, x, y);
     rt_module_set_interceptor(ck->outer);
     ck->outer = (rt_module_interceptor){0};
     rt_region_end(ck, NULL); /* a forward that failed inside a region */
@@ -568,19 +571,10 @@ rt_status rt_checkpoint_run_stages(rt_module *m, int first, int last, rt_tensor 
     rt_precision_region region;
     RT_TRY(rt_precision_region_begin(&region, ck->region_dtype, true));
     rt_status st = RT_OK;
-    if (!rt_ckpt_any_region(ck, first, last) || !rt_grad_is_enabled() || rt_ckpt_depth > 0) {
-        rt_tensor *h = rt_tensor_retain(x);
-        for (int i = first; i <= last && st == RT_OK; i++) {
-            rt_tensor *next = NULL;
-            st = rt_module_forward(ck->stages[i], h, &next);
-            rt_tensor_release(h);
-            h = next;
-        }
-        if (st == RT_OK) *y = h;
-        else rt_tensor_release(h);
-    } else {
+    if (!rt_ckpt_any_region(ck, first, last) || !rt_grad_is_enabled() || rt_ckpt_depth > 0)
+        st = rt_stage_chain(ck, first, last, x, y);
+    else
         st = rt_ckpt_run(ck, NULL, first, last, x, y);
-    }
     rt_precision_region_end(&region);
     return st;
 }

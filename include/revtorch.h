@@ -56,9 +56,11 @@ extern "C" {
  * ("tensor.h", "../core/tensor.h"), so that it works in src/ and installed. */
 
 /* status codes and messages; dtypes and bf16/f16 conversion; the tracked
- * allocator (memory categories, live/peak, budgets); tensors on cpu or meta;
+ * allocator (memory categories, live/peak, budgets); devices and their
+ * memory tables; tensors on cpu or meta;
  * Philox random numbers */
 #include "revtorch/core/status.h"
+#include "revtorch/core/device.h"
 #include "revtorch/core/dtype.h"
 #include "revtorch/core/layout.h"
 #include "revtorch/core/mem.h"

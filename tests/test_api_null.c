@@ -34,6 +34,7 @@
 #include "core/rng.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "backend/backend.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/loader.h"
@@ -523,6 +524,22 @@ CHECK_FN(rt_tensor_set_requires_grad) {
     ST(RT_ERR_INVALID_ARG, "tensor", rt_tensor_set_requires_grad(NULL, true));
     ST(RT_ERR_DTYPE, "float32", rt_tensor_set_requires_grad(labels(2, 2), true));
 }
+
+/* ------------------------------------------------ core/device.h, backend/backend.h */
+
+CHECK_FN(rt_device_memory_get) {
+    VAL(rt_device_memory_get((rt_device)77) == NULL);
+    VAL(rt_device_memory_get(RT_DEVICE_META) == &rt_device_memory_meta);
+}
+
+CHECK_FN(rt_device_name) { VAL(!strcmp(rt_device_name((rt_device)77), "unknown")); }
+
+CHECK_FN(rt_backend_get) {
+    VAL(rt_backend_get((rt_device)77) == NULL && rt_error_last_status() == RT_ERR_INVALID_ARG);
+    VAL(rt_backend_get(RT_DEVICE_CPU)->memory == &rt_device_memory_cpu);
+}
+
+CHECK_FN(rt_backend_of) { VAL(rt_backend_of(NULL) == NULL && strstr(rt_error_last(), "NULL")); }
 
 CHECK_FN(rt_tensor_fill) { ST(RT_ERR_INVALID_ARG, "tensor", rt_tensor_fill(NULL, 1.0f)); }
 
@@ -3138,6 +3155,8 @@ static const api_entry models_entries[] = {
 };
 
 static const api_entry kernels_entries[] = {
+    /* core/device.h, backend/backend.h */
+    E(rt_device_memory_get), E(rt_device_name), E(rt_backend_get), E(rt_backend_of),
     /* kernels/blas.h, cache.h */
     E(rt_kernel_sgemm), E(rt_kernels_release_cache), E(rt_kernels_cache_size), E(rt_kernels_primitives_created),
     /* kernels/conv.h */
@@ -3607,13 +3626,14 @@ static void test_precision(void) { run_table("precision"); }
 
 /* ------------------------------------------------------------ coverage */
 
-/* Headers not in scope: reversible_impl.h, dnnl_common.h, op_util.h,
+/* Headers not in scope: reversible_impl.h, dnnl_common.h, op_util.h, tables.h,
  * dist_impl.h and unet_impl.h are internal helpers of memory/, kernels/,
- * ops/, dist/ and models/. */
+ * ops/, dist/, models/ and backend/. */
 static int header_excluded(const char *dir, const char *file) {
     if (!strcmp(dir, "memory") && !strcmp(file, "reversible_impl.h")) return 1; /* internal to memory/ */
     if (!strcmp(dir, "kernels") && !strcmp(file, "dnnl_common.h")) return 1;
     if (!strcmp(dir, "ops") && !strcmp(file, "op_util.h")) return 1;
+    if (!strcmp(dir, "backend") && !strcmp(file, "tables.h")) return 1; /* internal to backend/ */
     if (!strcmp(dir, "dist") && !strcmp(file, "dist_impl.h")) return 1; /* internal to dist/ */
     if (!strcmp(dir, "models") && !strcmp(file, "unet_impl.h")) return 1; /* internal to models/unet*.c */
     return 0;
@@ -3652,7 +3672,7 @@ static void declared_name(const char *line, char *name, size_t n) {
 
 static void test_coverage(void) {
     static const char *dirs[] = {"core", "autograd", "ops", "nn", "optim", "train",
-                                 "data", "io", "models", "memory", "kernels", "dist"};
+                                 "data", "io", "models", "memory", "kernels", "dist", "backend"};
     int found = 0, headers = 0, missing = 0, table_size = 0;
     static char seen[512][64];
     for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {

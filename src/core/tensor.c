@@ -14,8 +14,9 @@ static rt_storage *rt_storage_create(size_t nbytes, rt_device device, rt_mem_cat
         rt_error_set(RT_ERR_OOM, "out of memory allocating a storage header");
         return NULL;
     }
-    rt_status st = device == RT_DEVICE_META ? rt_mem_account(nbytes, cat)
-                                            : rt_mem_alloc(nbytes, cat, &s->data);
+    const rt_device_memory *mem = rt_device_memory_get(device);
+    rt_status st = mem ? mem->alloc(nbytes, cat, &s->data)
+                       : rt_error_set(RT_ERR_INVALID_ARG, "unknown device %d", (int)device);
     if (st != RT_OK) {
         free(s);
         return NULL;
@@ -34,10 +35,7 @@ static rt_mem_category rt_storage_booked(const rt_storage *s) {
 
 static void rt_storage_release(rt_storage *s) {
     if (!s || --s->refcount > 0) return;
-    if (s->device == RT_DEVICE_META)
-        rt_mem_unaccount(s->nbytes, rt_storage_booked(s));
-    else
-        rt_mem_free(s->data, s->nbytes, rt_storage_booked(s));
+    rt_device_memory_get(s->device)->free(s->data, s->nbytes, rt_storage_booked(s));
     free(s);
 }
 

@@ -23,14 +23,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device.h"
 #include "dtype.h"
 #include "mem.h"
 #include "status.h"
 #include "layout.h"
 
 #define RT_MAX_DIMS 5
-
-typedef enum rt_device { RT_DEVICE_CPU = 0, RT_DEVICE_META = 1 } rt_device;
 
 /* Memory order of a 4-D/5-D activation (rt_layout, core/layout.h and kernels/layout.h):
  * PLAIN is PyTorch's contiguous NCHW / NCDHW; BLOCKED is oneDNN's

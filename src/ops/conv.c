@@ -1,7 +1,7 @@
 /* Convolution op (2-D and 3-D) over the oneDNN kernels in kernels/conv.h. */
 #include <string.h>
 
-#include "kernels/conv.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -13,8 +13,7 @@ static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_
     if (rt_node_needs_grad(self, 0)) {
         grad_in[0] = rt_tensor_empty_like(x, RT_MEM_TEMP);
         if (!grad_in[0]) return RT_ERR_OOM;
-        /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
-        RT_TRY(rt_kernel_conv_backward_data(s, rt_tensor_f32(w), rt_tensor_f32(dy),
+        RT_TRY(rt_backend_of(x)->conv_backward_data(s, rt_tensor_f32(w), rt_tensor_f32(dy),
                                             rt_tensor_f32(grad_in[0])));
     }
     bool need_w = rt_node_needs_grad(self, 1), need_b = s->has_bias && rt_node_needs_grad(self, 2);
@@ -28,7 +27,7 @@ static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_
             rt_tensor_release(db);
             return RT_ERR_OOM;
         }
-        rt_status st = rt_kernel_conv_backward_weights(s, rt_tensor_f32(x), rt_tensor_f32(dy),
+        rt_status st = rt_backend_of(x)->conv_backward_weights(s, rt_tensor_f32(x), rt_tensor_f32(dy),
                                                        rt_tensor_f32(dw), db ? rt_tensor_f32(db) : NULL);
         if (st == RT_OK && need_w) grad_in[1] = rt_tensor_retain(dw);
         if (st == RT_OK && need_b) grad_in[2] = rt_tensor_retain(db);
@@ -97,8 +96,7 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
     y->layout = s.dst_layout;
-    /* On meta all pointers are NULL: the kernel's dry run books its TEMP bytes. */
-    rt_status st = rt_kernel_conv_forward(&s, rt_tensor_f32(x), rt_tensor_f32(weight),
+    rt_status st = rt_backend_of(x)->conv_forward(&s, rt_tensor_f32(x), rt_tensor_f32(weight),
                                           bias ? rt_tensor_f32(bias) : NULL, rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_tensor *inputs[3] = {x, weight, bias};

@@ -70,9 +70,12 @@ def setup(args):
 
 def chain(torch, model):
     """The model's top-level children in forward order, with the flatten
-    its forward does before fc as a module."""
+    its forward does before fc as a module. The stem's ReLU is a fresh
+    out-of-place one: torchvision's is in-place, and a segment that starts
+    with it would modify the reentrant checkpoint's leaf input, which
+    autograd refuses (the module holds no state, so the step is the same)."""
     m = model
-    mods = [m.conv1, m.bn1, m.relu, m.maxpool]
+    mods = [m.conv1, m.bn1, torch.nn.ReLU(inplace=False), m.maxpool]
     mods += [getattr(m, f"layer{i + 1}") for i in range(m.num_stages)]
     return mods + [m.avgpool, torch.nn.Flatten(1), m.fc]
 

@@ -1,5 +1,6 @@
 #include "progress.h"
 
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@ void cli_progress_start(cli_progress *p, FILE *out, const char *label, int64_t t
     p->total = total;
     p->t0 = p->last_print = cli_now_s();
     p->line_every_s = 15.0;
+    p->unit = "img";
 }
 
 static void rt_format_eta(double s, char *buf, size_t n) {
@@ -33,17 +35,19 @@ void cli_progress_update(cli_progress *p, int64_t done, double loss, int64_t ima
     double eta = done > 0 ? elapsed * (double)(p->total - done) / (double)done : 0.0;
     char eta_s[16];
     rt_format_eta(eta, eta_s, sizeof eta_s);
+    char loss_s[32] = "";
+    if (!isnan(loss)) snprintf(loss_s, sizeof loss_s, " loss %.4f", loss);
     if (p->tty) {
         const int width = 30;
         int filled = p->total > 0 ? (int)(width * done / p->total) : width;
         char bar[32];
         for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
         bar[width] = '\0';
-        fprintf(p->out, "\r%s [%s] %lld/%lld loss %.4f %.0f img/s ETA %s ", p->label, bar, (long long)done,
-                (long long)p->total, loss, ips, eta_s);
+        fprintf(p->out, "\r%s [%s] %lld/%lld%s %.*f %s/s ETA %s ", p->label, bar, (long long)done,
+                (long long)p->total, loss_s, ips < 10 ? 2 : 0, ips, p->unit, eta_s);
     } else {
-        fprintf(p->out, "%s step %lld/%lld loss %.4f %.0f img/s ETA %s\n", p->label, (long long)done,
-                (long long)p->total, loss, ips, eta_s);
+        fprintf(p->out, "%s step %lld/%lld%s %.*f %s/s ETA %s\n", p->label, (long long)done, (long long)p->total,
+                loss_s, ips < 10 ? 2 : 0, ips, p->unit, eta_s);
     }
     fflush(p->out);
 }

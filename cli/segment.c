@@ -359,15 +359,29 @@ static rt_status seg_model_create(const char *name, int64_t C, int64_t K, uint64
     return rt_model_create(name, C, K, RT_DEVICE_CPU, seed, out);
 }
 
+/* The sliding window's progress as a bar (terminal) or lines (logs). */
+static void seg_progress(void *user, int64_t done, int64_t total) {
+    cli_progress *bar = user;
+    if (!bar->out) { /* the first call, before any window */
+        cli_progress_start(bar, stdout, "predict", total);
+        bar->unit = "windows";
+    }
+    cli_progress_update(bar, done, NAN, done);
+}
+
 /* Sliding-window prediction of image box [lo, hi) (context included; the
  * caller scores only what it needs). */
 static rt_status seg_predict(const seg_opts *o, rt_model *m, const rt_tensor *image, int64_t K, rt_tensor **labels) {
     rt_sliding_window_options so = rt_sliding_window_defaults();
+    cli_progress bar = {0};
+    so.progress = seg_progress;
+    so.progress_user = &bar;
     memcpy(so.patch, o->patch, sizeof so.patch);
     so.overlap = o->overlap;
     so.batch = o->eval_batch;
     rt_module_train(m->net, false);
     rt_status st = rt_sliding_window_predict(m->net, image, K, &so, NULL, labels);
+    if (bar.out) cli_progress_finish(&bar);
     rt_module_train(m->net, true);
     return st;
 }

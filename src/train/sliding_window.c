@@ -153,7 +153,9 @@ rt_status rt_sliding_window_predict(rt_module *net, const rt_tensor *image, int6
     if (st == RT_OK && !(starts = malloc((size_t)o->batch * sizeof *starts)))
         st = rt_error_set(RT_ERR_OOM, "%s: out of memory", fn);
     const int64_t pn = o->patch[0] * o->patch[1] * o->patch[2];
-    int64_t nb = 0;
+    const int64_t total = n_axis[0] * n_axis[1] * n_axis[2];
+    int64_t nb = 0, done = 0;
+    if (st == RT_OK && o->progress) o->progress(o->progress_user, 0, total);
     for (int64_t i = 0; st == RT_OK && i < n_axis[0]; i++)
         for (int64_t j = 0; st == RT_OK && j < n_axis[1]; j++)
             for (int64_t k = 0; st == RT_OK && k < n_axis[2]; k++) {
@@ -181,7 +183,9 @@ rt_status rt_sliding_window_predict(rt_module *net, const rt_tensor *image, int6
                     st = run_windows(net, x, nb, (const int64_t(*)[3])starts, wmap, K, vol, rt_tensor_f32(acc),
                                      rt_tensor_f32(wsum));
                     if (x != bx) rt_tensor_release(x);
+                    done += nb;
                     nb = 0;
+                    if (st == RT_OK && o->progress) o->progress(o->progress_user, done, total);
                 }
             }
     rt_tensor *P = NULL, *L = NULL;

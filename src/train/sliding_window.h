@@ -18,9 +18,15 @@ typedef struct rt_sliding_window_options {
     float overlap;     /* in [0, 1): 0.5 is nnU-Net's tile_step_size 0.5 */
     float sigma_scale; /* σ = sigma_scale·patch per axis; 0.125 in nnU-Net and MONAI */
     int64_t batch;     /* windows per forward, ≥ 1 */
+    /* Called once with done = 0 before the first window, then after each
+     * forward with the windows done so far and their total (a whole volume
+     * at small patches is hundreds of windows, minutes of work); NULL:
+     * silent. Runs on the calling thread. */
+    void (*progress)(void *user, int64_t done, int64_t total);
+    void *progress_user;
 } rt_sliding_window_options;
 
-/* {patch 0, overlap 0.5, sigma_scale 0.125, batch 1}: set patch. */
+/* {patch 0, overlap 0.5, sigma_scale 0.125, batch 1, no progress}: set patch. */
 rt_sliding_window_options rt_sliding_window_defaults(void);
 
 /* Window starts on one axis of `size` voxels (nnU-Net's

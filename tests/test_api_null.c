@@ -3303,6 +3303,16 @@ CHECK_FN(rt_conv_set_dilation) {
     rt_module_destroy(m);
 }
 
+CHECK_FN(rt_conv_set_preferred_output) {
+    rt_module *m = NULL;
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_conv_set_preferred_output(NULL, true));
+    ST(RT_OK, NULL, rt_relu_create(&m));
+    ST(RT_ERR_INVALID_ARG, "not a Conv", rt_conv_set_preferred_output(m, true));
+    rt_module_destroy(m);
+}
+
+CHECK_FN(rt_conv_follow_blocked) { TOL(rt_conv_follow_blocked(NULL, false)); }
+
 CHECK_FN(rt_upsample_create) {
     rt_module *m = (rt_module *)&m;
     ST(RT_ERR_INVALID_ARG, "m", rt_upsample_create(3, 0, 2.0, NULL));
@@ -3426,7 +3436,8 @@ static const api_entry ops3d_entries[] = {
     /* ops/ops3d.h, train/seg_loss.h: segmentation loss, pad/crop */
     E(rt_dice_ce_loss), E(rt_loss_dice_ce), E(rt_pad_constant),
     /* nn/modules3d.h */
-    E(rt_conv_transpose_create), E(rt_conv_set_dilation), E(rt_upsample_create), E(rt_group_norm_create),
+    E(rt_conv_transpose_create), E(rt_conv_set_dilation), E(rt_conv_set_preferred_output),
+    E(rt_conv_follow_blocked), E(rt_upsample_create), E(rt_group_norm_create),
     E(rt_instance_norm_create), E(rt_softmax_create), E(rt_sigmoid_create),
     /* kernels/deconv.h, chanwise.h, upsample.h, softmax.h */
     E(rt_deconv_shape_check), E(rt_kernel_deconv_forward), E(rt_kernel_deconv_backward_data),

@@ -72,6 +72,46 @@ static void test_resnet20_blocked_equals_plain(void) { check_model("resnet20", f
 static void test_revnet38_blocked_equals_plain(void) { check_model("revnet38", true); }
 static void test_revnet_small_blocked_equals_plain(void) { check_model("revnet_small", true); }
 
+/* A stem convolution asked for a preferred output writes the blocked order
+ * from a plain input, with the same values as its plain output, and a
+ * following PreferredLayout passes it on unchanged; rt_module_set_blocked
+ * (false) turns it back to plain. (ResNets ask it of conv1.) */
+static void test_stem_conv_writes_blocked(void) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 3);
+    rt_module *seq = NULL, *conv = NULL, *to = NULL;
+    CHECK_OK(rt_sequential_create(&seq));
+    CHECK_OK(rt_conv_create(&ctx, 2, 3, 2 * rt_layout_block(), 3, 2, 1, 1, true, RT_INIT_DEFAULT, &conv));
+    CHECK_OK(rt_module_add_child(seq, "conv1", conv));
+    CHECK_OK(rt_preferred_layout_create(&to));
+    CHECK_OK(rt_module_add_child(seq, "to_blocked", to));
+    int64_t xs[4] = {2, 3, 9, 11};
+    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *plain = NULL, *blocked = NULL,
+              *back = NULL, *y = NULL;
+    rt_generator g = {5, 0};
+    rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
+    CHECK_OK(rt_module_forward(conv, x, &plain));
+    CHECK(plain->layout == RT_LAYOUT_PLAIN);
+    CHECK_OK(rt_conv_set_preferred_output(conv, true));
+    CHECK_OK(rt_module_forward(conv, x, &blocked));
+    CHECK(blocked->layout == RT_LAYOUT_BLOCKED);
+    CHECK_OK(rt_to_layout(blocked, RT_LAYOUT_PLAIN, &back));
+    double m = 0, scale = 0;
+    CHECK_OK(rt_compare(back, plain, &m, &scale));
+    CHECK(m == 0.0); /* the same kernel, only the last reorder differs */
+    CHECK_OK(rt_module_forward(seq, x, &y));
+    CHECK(y->layout == RT_LAYOUT_BLOCKED && y->storage != NULL);
+    rt_tensor_release(y);
+    rt_module_set_blocked(seq, false);
+    CHECK_OK(rt_module_forward(seq, x, &y));
+    CHECK(y->layout == RT_LAYOUT_PLAIN);
+    rt_tensor_release(y);
+    rt_tensor_release(back);
+    rt_tensor_release(blocked);
+    rt_tensor_release(plain);
+    rt_tensor_release(x);
+    rt_module_destroy(seq);
+}
+
 /* to_layout round trip is exact; its gradient is the reorder back; split at
  * unaligned channels and reshape fall back to plain with correct values. */
 static void test_to_layout_and_fallbacks(void) {
@@ -162,4 +202,5 @@ RT_TEST_MAIN({"block_is_onednns_choice", test_block_is_onednns_choice},
              {"resnet20_blocked_equals_plain", test_resnet20_blocked_equals_plain},
              {"revnet38_blocked_equals_plain", test_revnet38_blocked_equals_plain},
              {"revnet_small_blocked_equals_plain", test_revnet_small_blocked_equals_plain},
+             {"stem_conv_writes_blocked", test_stem_conv_writes_blocked},
              {"to_layout_and_fallbacks", test_to_layout_and_fallbacks})

@@ -64,6 +64,7 @@ rt_status rt_prunet_fill(rt_unet *u, const rt_unet_config *cfg, rt_init_ctx *ctx
     int64_t w0 = rt_unet_width(cfg, 0);
     RT_TRY(rt_conv_create(ctx, 3, in_channels, w0, 3, 1, 1, 1, false, RT_INIT_DEFAULT, &u->first));
     RT_TRY(rt_module_add_child(&u->base, "first_conv", u->first));
+    RT_TRY(rt_conv_set_preferred_output(u->first, true)); /* to_blocked then has nothing to convert */
     RT_TRY(rt_preferred_layout_create(&u->to_blocked));
     RT_TRY(rt_module_add_child(&u->base, "to_blocked", u->to_blocked));
     rt_module *encoders, *decoders;

@@ -32,8 +32,11 @@ static rt_status rt_resnet_fill(rt_module *net, const rt_resnet_config *cfg, rt_
                                 int64_t num_classes) {
     int64_t stem = cfg->widths[0];
     bool big = cfg->imagenet_stem; /* 7×7/2 conv + 3×3/2 max pool instead of 3×3/1 conv */
-    RT_ADD_CHILD(net, "conv1", rt_conv_create(ctx, 2, in_channels, stem, big ? 7 : 3, big ? 2 : 1, big ? 3 : 1, 1, false,
-                                        RT_INIT_KAIMING_FAN_OUT, &m));
+    rt_module *conv1;
+    RT_TRY(rt_conv_create(ctx, 2, in_channels, stem, big ? 7 : 3, big ? 2 : 1, big ? 3 : 1, 1, false,
+                          RT_INIT_KAIMING_FAN_OUT, &conv1));
+    RT_TRY(rt_module_add_child(net, "conv1", conv1));
+    RT_TRY(rt_conv_set_preferred_output(conv1, true)); /* to_blocked then has nothing to convert */
     RT_ADD_CHILD(net, "to_blocked", rt_preferred_layout_create(&m));
     RT_ADD_CHILD(net, "bn1", rt_batchnorm_create(ctx, 2, stem, true, &m));
     if (big) RT_ADD_CHILD(net, "maxpool", rt_max_pool_create(2, 3, 2, 1, &m));

@@ -200,8 +200,13 @@ static rt_status rt_unet_level_fill(rt_module *level, rt_init_ctx *ctx, const rt
     for (int i = 0; i < 2; i++) {
         char name[16];
         snprintf(name, sizeof name, "conv%d", i + 1);
-        RT_ADD_CHILD(level, name, rt_conv_create(ctx, 3, i ? w : in, w, 3, 1, 1, 1, false, RT_INIT_DEFAULT, &m));
-        if (i == 0 && to_blocked) RT_ADD_CHILD(level, "to_blocked", rt_preferred_layout_create(&m));
+        rt_module *conv;
+        RT_TRY(rt_conv_create(ctx, 3, i ? w : in, w, 3, 1, 1, 1, false, RT_INIT_DEFAULT, &conv));
+        RT_TRY(rt_module_add_child(level, name, conv));
+        if (i == 0 && to_blocked) {
+            RT_TRY(rt_conv_set_preferred_output(conv, true)); /* to_blocked then has nothing to convert */
+            RT_ADD_CHILD(level, "to_blocked", rt_preferred_layout_create(&m));
+        }
         snprintf(name, sizeof name, "norm%d", i + 1);
         RT_ADD_CHILD(level, name, rt_unet_norm_create(ctx, cfg, w, &m));
         snprintf(name, sizeof name, "act%d", i + 1);

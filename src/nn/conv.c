@@ -8,6 +8,7 @@ typedef struct rt_conv_module {
     rt_module base;
     rt_tensor *weight, *bias; /* borrowed from the module's entries */
     rt_conv_opts opts;
+    bool preferred_output; /* asked by rt_conv_set_preferred_output; opts follow rt_module_set_blocked */
 } rt_conv_module;
 
 static rt_status rt_conv_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
@@ -69,4 +70,21 @@ rt_status rt_conv_set_dilation(rt_module *m, int64_t dilation) {
     rt_conv_module *c = (rt_conv_module *)m;
     for (int i = 0; i < 3; i++) c->opts.dilation[i] = dilation;
     return RT_OK;
+}
+
+static bool rt_is_conv(const rt_module *m) { return rt_module_is(m, &rt_conv2d_class) || rt_module_is(m, &rt_conv3d_class); }
+
+rt_status rt_conv_set_preferred_output(rt_module *m, bool on) {
+    if (!rt_is_conv(m))
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_conv_set_preferred_output: the module is %s, not a Conv2d/Conv3d",
+                            m ? m->cls->type : "NULL");
+    rt_conv_module *c = (rt_conv_module *)m;
+    c->preferred_output = c->opts.preferred_output = on;
+    return RT_OK;
+}
+
+void rt_conv_follow_blocked(rt_module *m, bool blocked) {
+    if (!rt_is_conv(m)) return;
+    rt_conv_module *c = (rt_conv_module *)m;
+    c->opts.preferred_output = c->preferred_output && blocked;
 }

@@ -39,6 +39,18 @@ typedef enum rt_conv_init {
 rt_status rt_conv_create(rt_init_ctx *ctx, int nsp, int64_t in, int64_t out, int64_t k, int64_t stride,
                          int64_t padding, int64_t groups, bool bias, rt_conv_init init, rt_module **m);
 
+/* Lets a convolution write its output in the blocked order although its
+ * input is plain (rt_conv_opts.preferred_output): for the stem convolution
+ * that a PreferredLayout follows, which then has nothing to convert. The
+ * output's values are the same; only its memory order differs. It follows
+ * rt_module_set_blocked: a tree set plain gets plain outputs again.
+ * RT_ERR_INVALID_ARG when m is not a Conv2d/Conv3d (NULL included). */
+rt_status rt_conv_set_preferred_output(rt_module *m, bool on);
+/* rt_module_set_blocked's part for one module: a convolution asked for a
+ * preferred output writes blocked exactly when `blocked`. No-op for any
+ * other module and for NULL. */
+void rt_conv_follow_blocked(rt_module *m, bool blocked);
+
 /* torch.nn.BatchNorm2d/3d(channels): weight 1, bias 0, running_mean 0,
  * running_var 1, num_batches_tracked 0, momentum 0.1, eps 1e-5; batch
  * statistics and a running update in training, running statistics in eval.

@@ -41,6 +41,7 @@ rt_status rt_preferred_layout_create(rt_module **m) {
 static rt_status rt_set_blocked_visit(rt_module *m, const char *path, void *user) {
     (void)path;
     if (rt_module_is(m, &rt_layout_class)) ((rt_layout_module *)m)->enabled = *(bool *)user;
+    rt_conv_follow_blocked(m, *(bool *)user);
     return RT_OK;
 }
 

@@ -88,8 +88,8 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     /* The output stays in the blocked order when the input is in it and the
      * output channels fill whole blocks: no reorder around the primitive. */
     s.src_layout = x->layout;
-    s.dst_layout = x->layout == RT_LAYOUT_BLOCKED && s.c_out % rt_layout_block() == 0 ? RT_LAYOUT_BLOCKED
-                                                                                   : RT_LAYOUT_PLAIN;
+    bool blocked_out = x->layout == RT_LAYOUT_BLOCKED || o.preferred_output;
+    s.dst_layout = blocked_out && s.c_out % rt_layout_block() == 0 ? RT_LAYOUT_BLOCKED : RT_LAYOUT_PLAIN;
     /* a bf16 precision region computes in bf16 where oneDNN has the kernel
      * (memory/precision.h); backward reuses s, so its passes match */
     s.compute_bf16 = rt_autocast_compute_dtype() == RT_BF16 && rt_conv_bf16_available();

@@ -9,13 +9,15 @@
 # passes alternate the two systems so that load on a shared machine hits
 # both. Per row it prints the median over passes of the step-time overhead
 # against the same system's plain step, and the activation saving. Raw
-# outputs go to $OUT (default bench/out/checkpoint).
+# outputs go to $OUT (default bench/out/checkpoint); $ROUNDS (default 3)
+# timed steps per row and pass on each side.
 set -euo pipefail
 bin="${REVTORCH:-build/revtorch}"
 model="${1:-resnet50}" size="${2:-224}" batch="${3:-8}" passes="${4:-2}"
 shift $(($# < 4 ? $# : 4))
 budgets=("${@:-600MiB}")
 out="${OUT:-bench/out/checkpoint}"
+rounds="${ROUNDS:-3}"
 mkdir -p "$out"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 echo "isa: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512bw|avx512_bf16|amx_tile)$' | tr '\n' ' ')"
@@ -24,11 +26,11 @@ for p in $(seq 1 "$passes"); do
     for b in "${budgets[@]}"; do
         echo "pass $p: revtorch memory --measure, budget $b"
         "$bin" memory --model "$model" --batch-size "$batch" --size "$size" --channels 3 --memory-budget "$b" \
-            --measure > "$out/revtorch_${p}_${b}.txt"
+            --measure-rounds "$rounds" > "$out/revtorch_${p}_${b}.txt"
     done
     echo "pass $p: pytorch checkpoint_sequential"
     /usr/bin/python3 bench/checkpoint_pytorch.py --model "$model" --batch-size "$batch" --size "$size" \
-        --rounds 3 > "$out/pytorch_$p.txt"
+        --rounds "$rounds" > "$out/pytorch_$p.txt"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$out" "$passes" "${budgets[@]}" <<'PY'

@@ -62,12 +62,13 @@ void cli_ckpt_describe(const rt_plan *p, char *buf, size_t n);
 /* `revtorch memory`'s strategy rows (plain, selective, 2/4/8 segments, the
  * three modes, the budget's plan when --memory-budget is given) for zoo
  * model `model` at batch (batch, channels, size, size): predicted peaks per
- * category, activation and step saving, modelled recompute; with measure,
- * real steps add the measured peak and the step-time overhead; timeline
+ * category, activation and step saving, modelled recompute; with
+ * measure_rounds > 0 (≤ 16), that many rounds of real steps add the
+ * measured peak and the median step-time overhead; timeline
  * (NULL: none) names the CSV of the planned step's allocation timeline
  * (with .png and .combined.png next to it). Returns the exit code. */
 int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
                      const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
-                     const cli_ckpt_args *args, bool measure, const char *timeline);
+                     const cli_ckpt_args *args, int measure_rounds, const char *timeline);
 
 #endif

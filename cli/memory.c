@@ -37,6 +37,7 @@ static void memory_usage(FILE *f) {
                "measured peak and the step-time overhead:\n"
                "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
+               "  --measure-rounds N as --measure with N timed steps per row (1..16; more for a noisy machine)\n"
                "  --memory-timeline F.csv  one step of the * row's plan (else balanced) as CSV and F.png, and\n"
                "                     F.combined.png: plain, 4 segments and that plan side by side\n");
     cli_precision_help(f, 21);
@@ -175,7 +176,8 @@ int cli_cmd_memory(int argc, char **argv) {
     int64_t batch = 0, channels = 0, threads = 0, accum = 1, classes = 0; /* 0: the model kind's default */
     const char *size_arg = NULL;
     float momentum = 0.9f;
-    bool by_module = false, measure = false;
+    bool by_module = false;
+    int64_t measure = 0; /* rounds of real steps; 0: none */
     cli_ckpt_args ck = {0};
     const char *timeline = NULL;
     for (int i = 1; i < argc; i++) {
@@ -199,7 +201,8 @@ int cli_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--by-module")) by_module = true;
-        else if (!strcmp(argv[i], "--measure")) measure = true;
+        else if (!strcmp(argv[i], "--measure")) measure = measure ? measure : 3;
+        else if (!strcmp(argv[i], "--measure-rounds")) ok = cli_int(argc, argv, &i, &measure);
         else if (!strcmp(argv[i], "--memory-timeline")) ok = cli_str(argc, argv, &i, &timeline);
         else if (cli_ckpt_option(argc, argv, &i, &ck, &ok)) (void)0;
         else {
@@ -207,6 +210,11 @@ int cli_cmd_memory(int argc, char **argv) {
             return 2;
         }
         if (!ok) return 2;
+    }
+    if (measure < 0 || measure > 16) {
+        fprintf(stderr, "revtorch memory: --measure-rounds %lld is out of range; give 1..16 timed steps per row\n",
+                (long long)measure);
+        return 2;
     }
     rt_memory_config ck_config;
     if (cli_ckpt_given(&ck) && !cli_ckpt_config("memory", &ck, &ck_config)) return 2;
@@ -296,6 +304,6 @@ int cli_cmd_memory(int argc, char **argv) {
     }
     cli_strategy plans_strategy = strategy;
     plans_strategy.reversible = false; /* the planner decides which reversible stages rebuild */
-    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &cfg, batch, shape.h, &ck, measure,
+    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &cfg, batch, shape.h, &ck, (int)measure,
                             timeline);
 }

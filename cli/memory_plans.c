@@ -253,7 +253,8 @@ static void describe_request(const cli_ckpt_args *a, char *buf, size_t n) {
 
 int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
                      const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
-                     const cli_ckpt_args *args, bool measure, const char *timeline) {
+                     const cli_ckpt_args *args, int measure_rounds, const char *timeline) {
+    const bool measure = measure_rounds > 0;
     plan_row rows[12];
     int n = 0;
     memset(rows, 0, sizeof rows);
@@ -292,7 +293,7 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
     }
     if (measure && !rc) {
         print_cpu();
-        rc = measure_rows(model, channels, classes, strategy, spec, cfg, batch, size, rows, n, 3);
+        rc = measure_rows(model, channels, classes, strategy, spec, cfg, batch, size, rows, n, measure_rounds);
     }
     const double mib = 1048576.0;
     const rt_memstats *pl = &rows[0].p.predicted;
@@ -326,9 +327,10 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
     }
     if (requested >= 0) printf("*: the strategy of the options given, as train plans it\n");
     if (measure && !rc)
-        printf("measured: the tracked peak of a real step; step s: median of 3 timed steps per strategy, strategies "
+        printf("measured: the tracked peak of a real step; step s: median of %d timed steps per strategy, strategies "
                "alternating on one model (after a warm-up round; each turn one untimed step first, which refills the "
                "allocator's cache for that plan); overhead vs plain's median. Other "
-               "processes on this machine may load it: compare ratios, not absolute times.\n");
+               "processes on this machine may load it: compare ratios, not absolute times.\n",
+               measure_rounds);
     return rc;
 }

@@ -711,7 +711,7 @@ static int seg_train(const seg_opts *o) {
     printf("%s\nheld-out mean foreground Dice %.4f after %.1f s of training, %.1f s in all\n", d.K > 12 ? " ..." : "",
            mean, train_s, total_s);
     char title[256];
-    snprintf(title, sizeof title, "%s, %s: held-out Dice %.4f (k >= %lld below the dashed line is held out)",
+    snprintf(title, sizeof title, "%s, %s: held-out Dice %.4f (k >= %lld, above the dashed line, is held out)",
              m->name, d.K == 2 ? "brain extraction" : "parcellation", mean, (long long)d.split);
     rt_status st = seg_write_nifti(o, &d, pred);
     if (st == RT_OK) st = seg_write_png(o, &d, pred, title);
@@ -793,7 +793,7 @@ static int seg_apply(const seg_opts *o_in, bool score) {
         if (score && (st = seg_score(&d, pred, d.split, dice, &mean)) == RT_OK) {
             printf("held-out slab (k >= %lld) mean foreground Dice %.4f over %lld classes\n", (long long)d.split,
                    mean, (long long)d.K);
-            snprintf(title, sizeof title, "%s: held-out Dice %.4f (k >= %lld below the dashed line)", m->name, mean,
+            snprintf(title, sizeof title, "%s: held-out Dice %.4f (k >= %lld, above the dashed line)", m->name, mean,
                      (long long)d.split);
             st = seg_write_dice(&oo, &d, dice, mean, cli_now_s() - t0);
         }

@@ -54,6 +54,7 @@
 #include "kernels/eltwise.h"
 #include "kernels/layout.h"
 #include "kernels/norm.h"
+#include "kernels/plan.h"
 #include "kernels/pool.h"
 #include "kernels/reference.h"
 #include "kernels/softmax.h"
@@ -2758,7 +2759,7 @@ CHECK_FN(rt_kernel_avgpool_backward) {
     ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_avgpool_backward(&s, kb[0], NULL));
 }
 
-/* The reference kernels have no dry run: every required buffer is checked. */
+/* The reference kernels, like the oneDNN ones, check every required buffer. */
 CHECK_FN(rt_ref_conv_forward) {
     rt_conv_shape s = conv_shape();
     ST(RT_ERR_INVALID_ARG, "shape", rt_ref_conv_forward(NULL, kb[0], kb[1], kb[2], kb[3]));
@@ -3347,6 +3348,65 @@ static rt_deconv_shape deconv_shape(void) {
                              .k = {2, 2, 2}, .stride = {2, 2, 2}, .dil = {1, 1, 1}, .has_bias = 1};
 }
 
+/* The plans (kernels/plan.h): a NULL shape or plan is refused, a valid
+ * shape plans without data. */
+/* fn(shape, ARGS, plan) with ARGS given as PLAN_ARGSn(...) */
+#define PLAN_CHECKS(fn, type, shape_expr, ARGS)                                          \
+    CHECK_FN(fn) {                                                                       \
+        type s = shape_expr;                                                             \
+        rt_kernel_plan p;                                                                \
+        ST(RT_ERR_INVALID_ARG, "shape", fn(NULL ARGS, &p));                              \
+        ST(RT_ERR_INVALID_ARG, "plan", fn(&s ARGS, HIDDEN_NULL(rt_kernel_plan *)));      \
+        ST(RT_OK, NULL, fn(&s ARGS, &p));                                                \
+    }
+#define PLAN_NOARGS
+#define PLAN_ARGS1 , 1
+#define PLAN_ARGS2 , 1, 1
+#define PLAN_ARGS3 , 1, 1, 1
+PLAN_CHECKS(rt_kernel_conv_forward_plan, rt_conv_shape, conv_shape(), PLAN_NOARGS)
+PLAN_CHECKS(rt_kernel_conv_backward_data_plan, rt_conv_shape, conv_shape(), PLAN_NOARGS)
+PLAN_CHECKS(rt_kernel_conv_backward_weights_plan, rt_conv_shape, conv_shape(), PLAN_ARGS1)
+PLAN_CHECKS(rt_kernel_deconv_forward_plan, rt_deconv_shape, deconv_shape(), PLAN_NOARGS)
+PLAN_CHECKS(rt_kernel_deconv_backward_data_plan, rt_deconv_shape, deconv_shape(), PLAN_NOARGS)
+PLAN_CHECKS(rt_kernel_deconv_backward_weights_plan, rt_deconv_shape, deconv_shape(), PLAN_ARGS1)
+PLAN_CHECKS(rt_kernel_maxpool_forward_plan, rt_pool_shape, pool_shape(), PLAN_ARGS1)
+PLAN_CHECKS(rt_kernel_maxpool_backward_plan, rt_pool_shape, pool_shape(), PLAN_NOARGS)
+PLAN_CHECKS(rt_kernel_avgpool_forward_plan, rt_pool_shape, pool_shape(), PLAN_NOARGS)
+PLAN_CHECKS(rt_kernel_avgpool_backward_plan, rt_pool_shape, pool_shape(), PLAN_NOARGS)
+PLAN_CHECKS(rt_kernel_batchnorm_forward_train_plan, rt_bn_shape, bn_shape(), PLAN_ARGS2)
+PLAN_CHECKS(rt_kernel_batchnorm_forward_eval_plan, rt_bn_shape, bn_shape(), PLAN_ARGS2)
+PLAN_CHECKS(rt_kernel_batchnorm_backward_plan, rt_bn_shape, bn_shape(), PLAN_ARGS3)
+PLAN_CHECKS(rt_kernel_batchnorm_relu_forward_train_plan, rt_bn_shape, bn_shape(), PLAN_ARGS2)
+PLAN_CHECKS(rt_kernel_batchnorm_relu_backward_plan, rt_bn_shape, bn_shape(), PLAN_ARGS3)
+#undef PLAN_NOARGS
+#undef PLAN_ARGS1
+#undef PLAN_ARGS2
+#undef PLAN_ARGS3
+#undef PLAN_CHECKS
+
+CHECK_FN(rt_kernel_relu_forward_plan) {
+    rt_kernel_plan p;
+    ST(RT_ERR_INVALID_ARG, "plan", rt_kernel_relu_forward_plan(16, 0.0f, HIDDEN_NULL(rt_kernel_plan *)));
+    ST(RT_ERR_INVALID_ARG, "relu", rt_kernel_relu_forward_plan(-1, 0.0f, &p));
+    ST(RT_OK, NULL, rt_kernel_relu_forward_plan(16, 0.0f, &p));
+}
+
+CHECK_FN(rt_kernel_relu_backward_plan) {
+    rt_kernel_plan p;
+    ST(RT_ERR_INVALID_ARG, "plan", rt_kernel_relu_backward_plan(16, 0.0f, HIDDEN_NULL(rt_kernel_plan *)));
+    ST(RT_ERR_INVALID_ARG, "relu", rt_kernel_relu_backward_plan(16, -0.5f, &p));
+    ST(RT_OK, NULL, rt_kernel_relu_backward_plan(16, 0.0f, &p));
+}
+
+CHECK_FN(rt_kernel_reorder_layout_plan) {
+    const int64_t shape[4] = {2, rt_layout_block(), 3, 3};
+    rt_kernel_plan p;
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_reorder_layout_plan(4, NULL, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, &p));
+    ST(RT_ERR_INVALID_ARG, "plan",
+       rt_kernel_reorder_layout_plan(4, shape, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, HIDDEN_NULL(rt_kernel_plan *)));
+    ST(RT_OK, NULL, rt_kernel_reorder_layout_plan(4, shape, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, &p));
+}
+
 CHECK_FN(rt_deconv_shape_check) {
     rt_deconv_shape s = deconv_shape();
     int64_t out[3];
@@ -3441,7 +3501,15 @@ static const api_entry ops3d_entries[] = {
     E(rt_instance_norm_create), E(rt_softmax_create), E(rt_sigmoid_create),
     /* kernels/deconv.h, chanwise.h, upsample.h, softmax.h */
     E(rt_deconv_shape_check), E(rt_kernel_deconv_forward), E(rt_kernel_deconv_backward_data),
-    E(rt_kernel_deconv_backward_weights), E(rt_kernel_chan_sums), E(rt_kernel_chan_affine),
+    E(rt_kernel_deconv_backward_weights),
+    /* the plans: kernels/conv.h, deconv.h, pool.h, norm.h, eltwise.h, plan.h */
+    E(rt_kernel_conv_forward_plan), E(rt_kernel_conv_backward_data_plan), E(rt_kernel_conv_backward_weights_plan),
+    E(rt_kernel_deconv_forward_plan), E(rt_kernel_deconv_backward_data_plan),
+    E(rt_kernel_deconv_backward_weights_plan), E(rt_kernel_maxpool_forward_plan), E(rt_kernel_maxpool_backward_plan),
+    E(rt_kernel_avgpool_forward_plan), E(rt_kernel_avgpool_backward_plan), E(rt_kernel_batchnorm_forward_train_plan),
+    E(rt_kernel_batchnorm_forward_eval_plan), E(rt_kernel_batchnorm_backward_plan),
+    E(rt_kernel_batchnorm_relu_forward_train_plan), E(rt_kernel_batchnorm_relu_backward_plan),
+    E(rt_kernel_relu_forward_plan), E(rt_kernel_relu_backward_plan), E(rt_kernel_reorder_layout_plan), E(rt_kernel_chan_sums), E(rt_kernel_chan_affine),
     E(rt_kernel_upsample_linear_forward), E(rt_kernel_upsample_linear_backward),
     E(rt_kernel_softmax_channels_forward), E(rt_kernel_softmax_channels_backward), E(rt_kernel_logsumexp_channels),
 };

@@ -2,12 +2,13 @@
  * (conv 2D/3D with stride, padding, dilation, groups, depthwise, bias; max and
  * avg pooling; batchnorm train/eval/backward; (leaky) ReLU), sgemm against a
  * naive loop, the primitive cache (a repeated shape creates nothing), the
- * TEMP accounting (back to zero after every call), the dry run (all data
- * pointers NULL: the same TEMP peak as the real call, no data touched), and
- * argument errors. Blocked layouts (layout.h): rt_kernel_reorder_layout
+ * TEMP accounting (back to zero after every call), the plans (kernels/plan.h)
+ * booked by the meta backend's entries against the cpu calls (the same TEMP
+ * peak and allocation count, no data touched; the plan's parts against the
+ * buffer sizes), and argument errors. Blocked layouts (layout.h): rt_kernel_reorder_layout
  * against the index formula (exact, round trip), every conv/pool/batchnorm
  * kernel in blocked (and mixed plain/blocked conv) layouts against the same
- * call in plain layout, C % B != 0 refused, blocked dry runs = real calls.
+ * call in plain layout, C % B != 0 refused, blocked meta entries = real calls.
  * Tolerance: max|a-b| <= 1e-4 * max(1, max|ref|) against the reference,
  * 1e-5 * max(1, max|ref|) blocked against plain. */
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/mem.h"
 #include "kernels/blas.h"
 #include "kernels/cache.h"
@@ -23,6 +25,7 @@
 #include "kernels/eltwise.h"
 #include "kernels/layout.h"
 #include "kernels/norm.h"
+#include "kernels/plan.h"
 #include "kernels/pool.h"
 #include "kernels/reference.h"
 #include "kernels/threads.h"
@@ -783,7 +786,10 @@ static void test_thread_local_cache(void) {
     CHECK_EQ_INT(rt_kernels_cache_size(), 0); /* the worker's cache was its own */
 }
 
-/* ---- dry run (meta tensors) ------------------------------------------ */
+/* ---- meta entries (plan and book) vs real calls ----------------------- */
+
+/* The meta backend's table: its oneDNN entries plan and book, execute nothing. */
+#define META rt_backend_get(RT_DEVICE_META)
 
 /* TEMP use of one kernel call: peak above the live bytes before the call, and
  * the number of tracked allocations/frees it made. */
@@ -804,25 +810,25 @@ typedef struct temp_use {
         (out).n_free = m1_.n_free - m0_.n_free;                                          \
     } while (0)
 
-/* The dry run (all data pointers NULL) first, on a cold cache: it must create
- * the primitive, so the real call after it creates none, and both book the
- * same TEMP peak with the same number of allocations. */
-#define DRY_VS_REAL(what, dry_expr, real_expr)                                           \
+/* The meta entry (all data pointers NULL) first, on a cold cache: its plan
+ * must create the primitive, so the real call after it creates none, and
+ * both book the same TEMP peak with the same number of allocations. */
+#define META_VS_REAL(what, meta_expr, real_expr)                                           \
     do {                                                                                 \
         temp_use d_, r_;                                                                 \
-        MEASURE_TEMP(dry_expr, d_);                                                      \
+        MEASURE_TEMP(meta_expr, d_);                                                      \
         int64_t created_ = rt_kernels_primitives_created();                              \
         MEASURE_TEMP(real_expr, r_);                                                     \
         CHECK_EQ_INT(rt_kernels_primitives_created(), created_);                         \
         if (d_.peak != r_.peak || d_.n_alloc != r_.n_alloc || d_.n_free != r_.n_free)    \
-            fprintf(stderr, "  %s: dry peak %lld (%lld allocs) vs real %lld (%lld)\n",   \
+            fprintf(stderr, "  %s: meta peak %lld (%lld allocs) vs real %lld (%lld)\n",   \
                     what, (long long)d_.peak, (long long)d_.n_alloc, (long long)r_.peak, \
                     (long long)r_.n_alloc);                                              \
         CHECK_EQ_INT(d_.peak, r_.peak);                                                  \
         CHECK_EQ_INT(d_.n_alloc, r_.n_alloc);                                            \
         CHECK_EQ_INT(d_.n_free, r_.n_free);                                              \
         total_peak += r_.peak;                                                           \
-        printf("  %-28s TEMP peak %lld bytes (dry = real)\n", what, (long long)r_.peak); \
+        printf("  %-28s TEMP peak %lld bytes (meta = real)\n", what, (long long)r_.peak); \
     } while (0)
 
 /* ---- blocked layouts (nChw{B}c / nCdhw{B}c) --------------------------- */
@@ -1216,7 +1222,7 @@ static void test_batchnorm_blocked(void) {
     tb_free_all();
 }
 
-static void test_dry_run(void) {
+static void test_meta_vs_real(void) {
     tb_free_all();
     rt_kernels_release_cache();
     int64_t total_peak = 0;
@@ -1240,13 +1246,13 @@ static void test_dry_run(void) {
         float *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx), *dw = tb(nw), *db = tb(s->c_out);
         CHECK(db != NULL);
         const float *bias = s->has_bias ? b : NULL;
-        DRY_VS_REAL("conv forward", rt_kernel_conv_forward(s, NULL, NULL, NULL, NULL),
+        META_VS_REAL("conv forward", META->conv_forward(s, NULL, NULL, NULL, NULL),
                     rt_kernel_conv_forward(s, x, w, bias, y));
-        DRY_VS_REAL("conv backward_data", rt_kernel_conv_backward_data(s, NULL, NULL, NULL),
+        META_VS_REAL("conv backward_data", META->conv_backward_data(s, NULL, NULL, NULL),
                     rt_kernel_conv_backward_data(s, w, dy, dx));
-        /* a dry run books the variant with db exactly when the shape has a bias */
-        DRY_VS_REAL("conv backward_weights",
-                    rt_kernel_conv_backward_weights(s, NULL, NULL, NULL, NULL),
+        /* meta plans the variant with db exactly when the shape has a bias */
+        META_VS_REAL("conv backward_weights",
+                    META->conv_backward_weights(s, NULL, NULL, NULL, NULL),
                     rt_kernel_conv_backward_weights(s, x, dy, dw, s->has_bias ? db : NULL));
     }
     /* pooling, 2D and 3D */
@@ -1263,16 +1269,16 @@ static void test_dry_run(void) {
         void *ws = tb((int64_t)(wsb + 3) / 4);
         CHECK(ws != NULL);
         /* the workspace query already cached the training forward */
-        DRY_VS_REAL("maxpool forward", rt_kernel_maxpool_forward(s, NULL, NULL, NULL),
+        META_VS_REAL("maxpool forward", META->maxpool_forward(s, NULL, NULL, NULL),
                     rt_kernel_maxpool_forward(s, x, y, ws));
-        DRY_VS_REAL("maxpool backward", rt_kernel_maxpool_backward(s, NULL, NULL, NULL),
+        META_VS_REAL("maxpool backward", META->maxpool_backward(s, NULL, NULL, NULL),
                     rt_kernel_maxpool_backward(s, dy, ws, dx));
-        DRY_VS_REAL("avgpool forward", rt_kernel_avgpool_forward(s, NULL, NULL),
+        META_VS_REAL("avgpool forward", META->avgpool_forward(s, NULL, NULL),
                     rt_kernel_avgpool_forward(s, x, y));
-        DRY_VS_REAL("avgpool backward", rt_kernel_avgpool_backward(s, NULL, NULL),
+        META_VS_REAL("avgpool backward", META->avgpool_backward(s, NULL, NULL),
                     rt_kernel_avgpool_backward(s, dy, dx));
     }
-    /* batchnorm: a dry run books the affine variant with both gradients */
+    /* batchnorm: meta plans the affine variant with both gradients */
     rt_bn_shape bs[2] = {{4, 16, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}},
                          {2, 8, 3 * 4 * 5, 1e-3f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}}};
     for (int i = 0; i < 2; i++) {
@@ -1282,15 +1288,14 @@ static void test_dry_run(void) {
         float *wt = tb_rand(c, 0.5f, 1.5f), *bsh = tb_rand(c, -1, 1), *mean = tb(c), *var = tb(c);
         float *rm = tb_rand(c, -0.5f, 0.5f), *rv = tb_rand(c, 0.5f, 2.0f), *dw = tb(c), *db = tb(c);
         CHECK(db != NULL);
-        DRY_VS_REAL("batchnorm forward_train",
-                    rt_kernel_batchnorm_forward_train(s, NULL, NULL, NULL, NULL, NULL, NULL),
+        META_VS_REAL("batchnorm forward_train",
+                    META->batchnorm_forward_train(s, NULL, NULL, NULL, NULL, NULL, NULL),
                     rt_kernel_batchnorm_forward_train(s, x, wt, bsh, y, mean, var));
-        DRY_VS_REAL("batchnorm forward_eval",
-                    rt_kernel_batchnorm_forward_eval(s, NULL, NULL, NULL, NULL, NULL, NULL),
+        META_VS_REAL("batchnorm forward_eval",
+                    META->batchnorm_forward_eval(s, NULL, NULL, NULL, NULL, NULL, NULL),
                     rt_kernel_batchnorm_forward_eval(s, x, wt, bsh, rm, rv, y));
-        DRY_VS_REAL("batchnorm backward",
-                    rt_kernel_batchnorm_backward(s, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                                 NULL),
+        META_VS_REAL("batchnorm backward",
+                    META->batchnorm_backward(s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
                     rt_kernel_batchnorm_backward(s, x, dy, mean, var, wt, dx, dw, db));
     }
     /* relu / leaky relu */
@@ -1299,27 +1304,28 @@ static void test_dry_run(void) {
     CHECK(dx != NULL);
     for (int t = 0; t < 2; t++) {
         float a = t ? 0.1f : 0.0f;
-        DRY_VS_REAL("relu forward", rt_kernel_relu_forward(n, a, NULL, NULL),
+        META_VS_REAL("relu forward", META->relu_forward(n, a, NULL, NULL),
                     rt_kernel_relu_forward(n, a, x, y));
-        DRY_VS_REAL("relu backward", rt_kernel_relu_backward(n, a, NULL, NULL, NULL),
+        META_VS_REAL("relu backward", META->relu_backward(n, a, NULL, NULL, NULL),
                     rt_kernel_relu_backward(n, a, y, dy, dx));
     }
     CHECK(total_peak > 0); /* the comparison above was not vacuous */
-    /* a dry run obeys the allocator's limit like the real call */
+    /* meta booking obeys the allocator's limit like the real call */
     if (cs[0].n > 0) {
         temp_use r;
-        MEASURE_TEMP(rt_kernel_conv_forward(&cs[0], NULL, NULL, NULL, NULL), r);
+        MEASURE_TEMP(META->conv_forward(&cs[0], NULL, NULL, NULL, NULL), r);
         if (r.peak > 0) {
             rt_memstats st;
             rt_memstats_get(&st);
             rt_mem_set_limit(st.live_total + r.peak - 1);
-            rt_status rs = rt_kernel_conv_forward(&cs[0], NULL, NULL, NULL, NULL);
+            rt_status rs = META->conv_forward(&cs[0], NULL, NULL, NULL, NULL);
             rt_mem_set_limit(0);
             CHECK_EQ_INT(rs, RT_ERR_OOM);
             CHECK_EQ_INT(temp_live(), 0);
         }
     }
-    /* a mix of NULL and non-NULL data pointers is a caller error */
+    /* a NULL data pointer is a caller error: only the meta entries run
+     * without data, and they never call the kernels */
     float buf[64] = {0};
     CHECK_EQ_INT(rt_kernel_conv_forward(&cs[0], NULL, buf, buf, NULL), RT_ERR_INVALID_ARG);
     CHECK_EQ_INT(rt_kernel_conv_backward_data(&cs[0], buf, NULL, NULL), RT_ERR_INVALID_ARG);
@@ -1342,8 +1348,8 @@ static void test_dry_run(void) {
     rt_kernels_release_cache();
     tb_free_all();
 }
-/* Dry runs in blocked layouts book exactly the TEMP of the real calls. */
-static void test_dry_run_blocked(void) {
+/* Meta entries in blocked layouts book exactly the TEMP of the real calls. */
+static void test_meta_vs_real_blocked(void) {
     tb_free_all();
     rt_kernels_release_cache();
     int64_t total_peak = 0;
@@ -1367,13 +1373,13 @@ static void test_dry_run_blocked(void) {
         float *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx), *dw = tb(nw), *db = tb(s->c_out);
         CHECK(db != NULL);
         const float *bias = s->has_bias ? b : NULL;
-        DRY_VS_REAL("blocked conv forward", rt_kernel_conv_forward(s, NULL, NULL, NULL, NULL),
+        META_VS_REAL("blocked conv forward", META->conv_forward(s, NULL, NULL, NULL, NULL),
                     rt_kernel_conv_forward(s, x, w, bias, y));
-        DRY_VS_REAL("blocked conv backward_data",
-                    rt_kernel_conv_backward_data(s, NULL, NULL, NULL),
+        META_VS_REAL("blocked conv backward_data",
+                    META->conv_backward_data(s, NULL, NULL, NULL),
                     rt_kernel_conv_backward_data(s, w, dy, dx));
-        DRY_VS_REAL("blocked conv backward_weights",
-                    rt_kernel_conv_backward_weights(s, NULL, NULL, NULL, NULL),
+        META_VS_REAL("blocked conv backward_weights",
+                    META->conv_backward_weights(s, NULL, NULL, NULL, NULL),
                     rt_kernel_conv_backward_weights(s, x, dy, dw, s->has_bias ? db : NULL));
     }
     const int64_t pin2[3] = {9, 9}, pin3[3] = {5, 6, 7};
@@ -1386,13 +1392,13 @@ static void test_dry_run_blocked(void) {
         int64_t nx = s->n * s->c * prod3(s->in, s->nsp), ny = s->n * s->c * prod3(out, s->nsp);
         float *x = tb_rand(nx, -1, 1), *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx);
         CHECK(dx != NULL);
-        /* dry forward first (the workspace query would cache the primitive) */
-        DRY_VS_REAL("blocked avgpool forward", rt_kernel_avgpool_forward(s, NULL, NULL),
+        /* meta forward first (the workspace query would cache the primitive) */
+        META_VS_REAL("blocked avgpool forward", META->avgpool_forward(s, NULL, NULL),
                     rt_kernel_avgpool_forward(s, x, y));
-        DRY_VS_REAL("blocked avgpool backward", rt_kernel_avgpool_backward(s, NULL, NULL),
+        META_VS_REAL("blocked avgpool backward", META->avgpool_backward(s, NULL, NULL),
                     rt_kernel_avgpool_backward(s, dy, dx));
         temp_use d_;
-        MEASURE_TEMP(rt_kernel_maxpool_forward(s, NULL, NULL, NULL), d_);
+        MEASURE_TEMP(META->maxpool_forward(s, NULL, NULL, NULL), d_);
         size_t wsb = rt_kernel_maxpool_workspace_bytes(s);
         CHECK(wsb > 0);
         void *ws = tb((int64_t)(wsb + 3) / 4);
@@ -1403,7 +1409,7 @@ static void test_dry_run_blocked(void) {
         CHECK_EQ_INT(rt_kernels_primitives_created(), created);
         CHECK_EQ_INT(d_.peak, r_.peak);
         CHECK_EQ_INT(d_.n_alloc, r_.n_alloc);
-        DRY_VS_REAL("blocked maxpool backward", rt_kernel_maxpool_backward(s, NULL, NULL, NULL),
+        META_VS_REAL("blocked maxpool backward", META->maxpool_backward(s, NULL, NULL, NULL),
                     rt_kernel_maxpool_backward(s, dy, ws, dx));
     }
     rt_bn_shape bs[2] = {{4, BLK, 49, 1e-5f, RT_LAYOUT_BLOCKED, 2, {7, 7, 0}},
@@ -1415,15 +1421,14 @@ static void test_dry_run_blocked(void) {
         float *wt = tb_rand(c, 0.5f, 1.5f), *bsh = tb_rand(c, -1, 1), *mean = tb(c), *var = tb(c);
         float *rm = tb_rand(c, -0.5f, 0.5f), *rv = tb_rand(c, 0.5f, 2.0f), *dw = tb(c), *db = tb(c);
         CHECK(db != NULL);
-        DRY_VS_REAL("blocked bn forward_train",
-                    rt_kernel_batchnorm_forward_train(s, NULL, NULL, NULL, NULL, NULL, NULL),
+        META_VS_REAL("blocked bn forward_train",
+                    META->batchnorm_forward_train(s, NULL, NULL, NULL, NULL, NULL, NULL),
                     rt_kernel_batchnorm_forward_train(s, x, wt, bsh, y, mean, var));
-        DRY_VS_REAL("blocked bn forward_eval",
-                    rt_kernel_batchnorm_forward_eval(s, NULL, NULL, NULL, NULL, NULL, NULL),
+        META_VS_REAL("blocked bn forward_eval",
+                    META->batchnorm_forward_eval(s, NULL, NULL, NULL, NULL, NULL, NULL),
                     rt_kernel_batchnorm_forward_eval(s, x, wt, bsh, rm, rv, y));
-        DRY_VS_REAL("blocked bn backward",
-                    rt_kernel_batchnorm_backward(s, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                                 NULL),
+        META_VS_REAL("blocked bn backward",
+                    META->batchnorm_backward(s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
                     rt_kernel_batchnorm_backward(s, x, dy, mean, var, wt, dx, dw, db));
     }
     const int64_t rsh[2][5] = {{2, 2 * BLK, 6, 7, 1}, {2, BLK, 3, 4, 5}};
@@ -1433,14 +1438,12 @@ static void test_dry_run_blocked(void) {
         for (int d = 0; d < nd; d++) cnt *= rsh[i][d];
         float *a = tb_rand(cnt, -1, 1), *bb = tb(cnt);
         CHECK(bb != NULL);
-        DRY_VS_REAL("reorder plain->blocked",
-                    rt_kernel_reorder_layout(nd, rsh[i], RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED,
-                                             NULL, NULL),
+        META_VS_REAL("reorder plain->blocked",
+                    META->reorder_layout(nd, rsh[i], RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, NULL, NULL),
                     rt_kernel_reorder_layout(nd, rsh[i], RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, a,
                                              bb));
-        DRY_VS_REAL("reorder blocked->plain",
-                    rt_kernel_reorder_layout(nd, rsh[i], RT_LAYOUT_BLOCKED, RT_LAYOUT_PLAIN,
-                                             NULL, NULL),
+        META_VS_REAL("reorder blocked->plain",
+                    META->reorder_layout(nd, rsh[i], RT_LAYOUT_BLOCKED, RT_LAYOUT_PLAIN, NULL, NULL),
                     rt_kernel_reorder_layout(nd, rsh[i], RT_LAYOUT_BLOCKED, RT_LAYOUT_PLAIN, bb,
                                              a));
     }
@@ -1449,7 +1452,73 @@ static void test_dry_run_blocked(void) {
     rt_kernels_release_cache();
     tb_free_all();
 }
-#undef DRY_VS_REAL
+
+/* The parts a plan reports against the buffer sizes they stand for: a
+ * plain-layout convolution reorders x, w and y into the blocked layout
+ * oneDNN picks (the test above: blocked saves the x and y buffers), a
+ * blocked one only w; the block is the sum of its parts; the batch-norm
+ * backward's helper vectors come first, under the caller's op; a
+ * same-layout reorder plans nothing. */
+static void test_plan_parts(void) {
+    tb_free_all();
+    rt_kernels_release_cache();
+    rt_conv_shape s = conv2(2, 2 * BLK, 2 * BLK, 1, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1, 0);
+    size_t nx = (size_t)(2 * 2 * BLK * 144) * sizeof(float), nw = (size_t)(2 * BLK * 2 * BLK * 9) * sizeof(float);
+    rt_kernel_plan p;
+    CHECK_OK(rt_kernel_conv_forward_plan(&s, &p));
+    CHECK(p.entry != NULL);
+    CHECK_EQ_INT(p.src_reorder_bytes, (nx + 63) / 64 * 64);
+    CHECK_EQ_INT(p.dst_reorder_bytes, (nx + 63) / 64 * 64);
+    CHECK_EQ_INT(p.weights_reorder_bytes, (nw + 63) / 64 * 64);
+    CHECK_EQ_INT(p.n_temp, 1);
+    CHECK_EQ_INT(p.temp[0].bytes,
+                 p.src_reorder_bytes + p.weights_reorder_bytes + p.dst_reorder_bytes + p.scratchpad_bytes);
+    CHECK(p.temp[0].op && strstr(p.temp[0].op, "conv2d forward") != NULL);
+    s.src_layout = s.dst_layout = RT_LAYOUT_BLOCKED;
+    CHECK_OK(rt_kernel_conv_forward_plan(&s, &p));
+    CHECK_EQ_INT(p.src_reorder_bytes, 0);
+    CHECK_EQ_INT(p.dst_reorder_bytes, 0);
+    CHECK_EQ_INT(p.weights_reorder_bytes, (nw + 63) / 64 * 64);
+    /* planning created the primitive: the real call creates none */
+    float *x = tb_rand(2 * 2 * BLK * 144, -1, 1), *w = tb_rand(2 * BLK * 2 * BLK * 9, -1, 1), *y = tb(2 * 2 * BLK * 144);
+    CHECK(y != NULL);
+    int64_t created = rt_kernels_primitives_created();
+    CHECK_OK(rt_kernel_conv_forward(&s, x, w, NULL, y));
+    CHECK_EQ_INT(rt_kernels_primitives_created(), created);
+    s.n = 0;
+    CHECK_OK(rt_kernel_conv_forward_plan(&s, &p));
+    CHECK(p.entry == NULL);
+    CHECK_EQ_INT(p.n_temp, 0);
+    CHECK_EQ_INT(rt_kernel_conv_forward_plan(&s, NULL), RT_ERR_INVALID_ARG);
+    /* batch norm backward with weight, no weight gradient, a bias gradient:
+     * two helper vectors (the unwanted dweight and the shift input) */
+    rt_bn_shape bs = {4, 16, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}};
+    CHECK_OK(rt_kernel_batchnorm_backward_plan(&bs, 1, 0, 1, &p));
+    CHECK_EQ_INT(p.helper_bytes, 2 * 16 * sizeof(float));
+    CHECK(p.n_temp >= 1 && p.temp[0].bytes == p.helper_bytes && p.temp[0].op == NULL);
+    CHECK_OK(rt_kernel_batchnorm_backward_plan(&bs, 1, 1, 1, &p));
+    CHECK_EQ_INT(p.helper_bytes, 16 * sizeof(float)); /* the shift input only */
+    CHECK_EQ_INT(rt_kernel_batchnorm_backward_plan(&bs, 0, 1, 0, &p), RT_ERR_INVALID_ARG);
+    /* workspaces: the size the pooling and fused batch-norm queries give */
+    const int64_t pin[3] = {9, 9};
+    rt_pool_shape ps = pool_s(2, 2, 16, pin, 3, 2, 1);
+    CHECK_OK(rt_kernel_maxpool_forward_plan(&ps, 1, &p));
+    CHECK(p.workspace_bytes > 0);
+    CHECK_EQ_INT(p.workspace_bytes, rt_kernel_maxpool_workspace_bytes(&ps));
+    CHECK_OK(rt_kernel_batchnorm_relu_forward_train_plan(&bs, 1, 1, &p));
+    CHECK(p.workspace_bytes > 0);
+    CHECK_EQ_INT(p.workspace_bytes, rt_kernel_batchnorm_relu_workspace_bytes(&bs));
+    /* a reorder between equal layouts is a copy: no primitive, no TEMP */
+    const int64_t sh[4] = {2, BLK, 3, 3};
+    CHECK_OK(rt_kernel_reorder_layout_plan(4, sh, RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN, &p));
+    CHECK(p.entry == NULL && p.n_temp == 0);
+    CHECK_OK(rt_kernel_reorder_layout_plan(4, sh, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, &p));
+    CHECK(p.entry != NULL);
+    CHECK_EQ_INT(temp_live(), 0);
+    rt_kernels_release_cache();
+    tb_free_all();
+}
+#undef META_VS_REAL
 #undef MEASURE_TEMP
 
 /* Every ISA copy of the batch-norm moment loops and of the reversible
@@ -1511,8 +1580,8 @@ RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
              {"batchnorm_wide", test_batchnorm_wide}, {"batchnorm_errors", test_batchnorm_errors},
              {"relu", test_relu}, {"sgemm", test_sgemm}, {"cache_reuse", test_cache_reuse},
              {"threads", test_threads}, {"thread_local_cache", test_thread_local_cache},
-             {"dry_run", test_dry_run}, {"reorder_layout", test_reorder_layout},
+             {"meta_vs_real", test_meta_vs_real}, {"reorder_layout", test_reorder_layout},
              {"conv_blocked", test_conv_blocked}, {"pool_blocked", test_pool_blocked},
              {"batchnorm_blocked", test_batchnorm_blocked},
-             {"dry_run_blocked", test_dry_run_blocked},
+             {"meta_vs_real_blocked", test_meta_vs_real_blocked}, {"plan_parts", test_plan_parts},
              {"vec_moments_tables", test_vec_moments_tables})

@@ -8,7 +8,9 @@
  * CUDA backend fills in, entry by entry.
  *
  *   cpu   (backend/cpu.c)  the oneDNN 2.6 primitives, OpenBLAS sgemm and
- *                          revtorch's own OpenMP loops of src/kernels.
+ *                          revtorch's own OpenMP loops of src/kernels. Each
+ *                          oneDNN entry plans (kernels/plan.h: the primitive
+ *                          created or found in the cache) and executes.
  *   meta  (backend/meta.c) an accounting backend: each oneDNN kernel is
  *                          *planned* (its primitive created or found in the
  *                          cache, which tells its scratchpad, workspace and
@@ -17,17 +19,23 @@
  *                          entry allocates and frees them; nothing executes.
  *                          Loops that allocate no temporaries do nothing.
  *                          A meta step's per-category peaks therefore equal
- *                          the real step's (tests/test_meta.c).
+ *                          the real step's (tests/test_predict.c,
+ *                          tests/test_memory.c; per kernel
+ *                          tests/test_kernels.c).
  *
  * Each entry has the contract of the src/kernels function of the same name
  * (shapes, dtypes, layouts, errors are documented there); on meta every data
  * pointer is NULL (rt_tensor_f32 of a meta tensor) and only the shape
- * arguments are read. Entries returning void cannot fail for valid
- * arguments. The tables are static constants: no state, usable from any
- * thread. */
+ * arguments are read, so meta plans the variant the ops call (listed in
+ * backend/meta.c: db when the shape has a bias, affine batch norm with both
+ * parameter gradients, max pooling with its workspace). Entries returning
+ * void cannot fail for valid arguments. The tables are static constants:
+ * no state, usable from any thread. */
 #ifndef RT_BACKEND_BACKEND_H
 #define RT_BACKEND_BACKEND_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/device.h"
@@ -55,7 +63,14 @@ typedef struct rt_backend {
     rt_status (*deconv_backward_weights)(const rt_deconv_shape *s, const float *x, const float *dy,
                                          float *dw, float *db);
 
+    /* 1 when the device computes convolutions in bf16 (kernels/conv.h
+     * rt_conv_bf16_available); meta answers for the cpu it predicts. */
+    bool (*conv_bf16_available)(void);
+
     /* ---- pooling (kernels/pool.h) ---- */
+    /* bytes of the argmax workspace a max-pool forward writes; 0 with the
+     * message set when the shape is invalid or oneDNN refuses */
+    size_t (*maxpool_workspace_bytes)(const rt_pool_shape *s);
     rt_status (*maxpool_forward)(const rt_pool_shape *s, const float *x, float *y, void *workspace);
     rt_status (*maxpool_backward)(const rt_pool_shape *s, const float *dy, const void *workspace,
                                   float *dx);
@@ -70,6 +85,8 @@ typedef struct rt_backend {
     rt_status (*batchnorm_backward)(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,
                                     const float *var, const float *weight, float *dx, float *dweight,
                                     float *dbias);
+    /* bytes of the fused ReLU's mask; 0 with the message set on failure */
+    size_t (*batchnorm_relu_workspace_bytes)(const rt_bn_shape *s);
     rt_status (*batchnorm_relu_forward_train)(const rt_bn_shape *s, const float *x, const float *weight,
                                               const float *bias, float *y, float *mean, float *var,
                                               void *workspace);

@@ -11,7 +11,7 @@ static void rt_cpu_copy(void *dst, const void *src, size_t nbytes) {
 }
 
 /* Meta books exactly what the CPU would allocate, so a meta run's peak is
- * the real run's (tests/test_meta.c). */
+ * the real run's (tests/test_memory.c meta_matches_real, tests/test_predict.c). */
 static rt_status rt_meta_alloc(size_t nbytes, rt_mem_category cat, void **out) {
     *out = NULL;
     return rt_mem_account(nbytes, cat);

@@ -248,24 +248,18 @@ static rt_status conv_fwd_pd(conv_geom *g, int with_bias, const char *desc,
     return RT_OK;
 }
 
-rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const float *w,
-                                 const float *b, float *y) {
+rt_status rt_kernel_conv_forward_plan(const rt_conv_shape *s, rt_kernel_plan *plan) {
     int64_t out[3];
+    RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_forward_plan"));
+    rt_dnnl_plan_init(plan);
     RT_TRY(rt_conv_shape_check(s, out));
-    char desc[RT_DNNL_DESC_LEN];
-    conv_desc(s, "forward", desc, sizeof desc);
-    int dry = !x && !w && !b && !y;
-    if (!dry && (!x || !w || !y || (s->has_bias && !b)))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: x, w, y%s must be non-NULL (or all NULL for a dry run)", desc,
-                            s->has_bias ? " and b" : "");
-    if (!s->has_bias && b)
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: b given but has_bias is 0", desc);
     if (s->n == 0) return RT_OK;
     rt_dnnl_key key;
     conv_key(&key, RT_DNNL_CONV_FWD, s, s->has_bias);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
     if (!e) {
+        char desc[RT_DNNL_DESC_LEN];
+        conv_desc(s, "forward", desc, sizeof desc);
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
         dnnl_primitive_desc_t pd = NULL;
@@ -284,9 +278,25 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const f
                                     {DNNL_ARG_BIAS, 0, &g.bias_md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, s->has_bias ? 4 : 3, specs, &e));
     }
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
+}
+
+rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const float *w,
+                                 const float *b, float *y) {
+    RT_TRY(rt_conv_shape_check(s, NULL));
+    char desc[RT_DNNL_DESC_LEN];
+    conv_desc(s, "forward", desc, sizeof desc);
+    if (!x || !w || !y || (s->has_bias && !b))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, w, y%s must be non-NULL", desc,
+                            s->has_bias ? " and b" : "");
+    if (!s->has_bias && b)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: b given but has_bias is 0", desc);
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_conv_forward_plan(s, &p));
+    if (!p.entry) return RT_OK; /* n == 0 */
     void *ptrs[4] = {(void *)x, (void *)w, y, (void *)b};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 /* The end of both backward primitives' creation: from the status of the
@@ -336,21 +346,18 @@ static rt_status conv_bwd_data_pd(conv_geom *g, bool bf16, const char *desc, dnn
     return conv_bwd_pd_create(st, &cd, "backward-data", desc, hint, pd);
 }
 
-rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy,
-                                       float *dx) {
+rt_status rt_kernel_conv_backward_data_plan(const rt_conv_shape *s, rt_kernel_plan *plan) {
     int64_t out[3];
+    RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_backward_data_plan"));
+    rt_dnnl_plan_init(plan);
     RT_TRY(rt_conv_shape_check(s, out));
-    char desc[RT_DNNL_DESC_LEN];
-    conv_desc(s, "backward_data", desc, sizeof desc);
-    int dry = !w && !dy && !dx;
-    if (!dry && (!w || !dy || !dx))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: w, dy, dx must be non-NULL (or all NULL for a dry run)", desc);
     if (s->n == 0) return RT_OK;
     rt_dnnl_key key;
     conv_key(&key, RT_DNNL_CONV_BWD_DATA, s, 0);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
     if (!e) {
+        char desc[RT_DNNL_DESC_LEN];
+        conv_desc(s, "backward_data", desc, sizeof desc);
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
         dnnl_primitive_desc_t hint = NULL, pd = NULL;
@@ -361,9 +368,22 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
                                     {DNNL_ARG_DIFF_SRC, 1, &g.src_user}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, 3, specs, &e));
     }
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
+}
+
+rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy,
+                                       float *dx) {
+    RT_TRY(rt_conv_shape_check(s, NULL));
+    char desc[RT_DNNL_DESC_LEN];
+    conv_desc(s, "backward_data", desc, sizeof desc);
+    if (!w || !dy || !dx)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: w, dy, dx must be non-NULL", desc);
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_conv_backward_data_plan(s, &p));
+    if (!p.entry) return RT_OK;
     void *ptrs[3] = {(void *)dy, (void *)w, dx};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 /* Backward-weights primitive and its forward hint; bf16: x and dy in bf16,
@@ -383,31 +403,19 @@ static rt_status conv_bwd_weights_pd(conv_geom *g, int with_db, bool bf16, const
     return conv_bwd_pd_create(st, &cd, "backward-weights", desc, hint, pd);
 }
 
-rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,
-                                          const float *dy, float *dw, float *db) {
+rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_db, rt_kernel_plan *plan) {
     int64_t out[3];
+    RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_backward_weights_plan"));
+    rt_dnnl_plan_init(plan);
     RT_TRY(rt_conv_shape_check(s, out));
-    char desc[RT_DNNL_DESC_LEN];
-    conv_desc(s, "backward_weights", desc, sizeof desc);
-    int dry = !x && !dy && !dw && !db;
-    if (!dry && (!x || !dy || !dw))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: x, dy, dw must be non-NULL (or all NULL for a dry run)", desc);
-    /* A dry run cannot see whether db is wanted: it books the call with db
-     * exactly when the shape has a bias (what the conv op does). */
-    int with_db = dry ? s->has_bias != 0 : db != NULL;
-    if (s->n == 0 && dry) return RT_OK;
-    if (s->n == 0) { /* empty batch: the gradient of an empty sum is zero */
-        int64_t nw = s->c_out * (s->c_in / s->groups);
-        for (int i = 0; i < s->nsp; i++) nw *= s->k[i];
-        memset(dw, 0, sizeof(float) * (size_t)nw);
-        if (db) memset(db, 0, sizeof(float) * (size_t)s->c_out);
-        return RT_OK;
-    }
+    if (s->n == 0) return RT_OK;
+    with_db = with_db != 0;
     rt_dnnl_key key;
     conv_key(&key, RT_DNNL_CONV_BWD_WEIGHTS, s, with_db);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
     if (!e) {
+        char desc[RT_DNNL_DESC_LEN];
+        conv_desc(s, "backward_weights", desc, sizeof desc);
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
         dnnl_primitive_desc_t hint = NULL, pd = NULL;
@@ -419,9 +427,28 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
                                     {DNNL_ARG_DIFF_BIAS, 1, &g.bias_md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, with_db ? 4 : 3, specs, &e));
     }
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
+}
+
+rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,
+                                          const float *dy, float *dw, float *db) {
+    RT_TRY(rt_conv_shape_check(s, NULL));
+    char desc[RT_DNNL_DESC_LEN];
+    conv_desc(s, "backward_weights", desc, sizeof desc);
+    if (!x || !dy || !dw)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, dy, dw must be non-NULL", desc);
+    if (s->n == 0) { /* empty batch: the gradient of an empty sum is zero */
+        int64_t nw = s->c_out * (s->c_in / s->groups);
+        for (int i = 0; i < s->nsp; i++) nw *= s->k[i];
+        memset(dw, 0, sizeof(float) * (size_t)nw);
+        if (db) memset(db, 0, sizeof(float) * (size_t)s->c_out);
+        return RT_OK;
+    }
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_conv_backward_weights_plan(s, db != NULL, &p));
     void *ptrs[4] = {(void *)x, (void *)dy, dw, db};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 static _Thread_local int rt_tls_bf16_conv; /* 0 unknown, 1 yes, 2 no */

@@ -27,14 +27,12 @@
  * allocated per call as RT_MEM_TEMP and freed before return, so after a call
  * the live TEMP bytes are back where they were.
  *
- * Dry run (meta tensors): all data pointers NULL (x, w, b, y / w, dy, dx /
- * x, dy, dw, db) → dry run: books the call's temporary bytes, computes
- * nothing. The kernel checks the shape, creates or looks up the cached
- * primitive (so its sizes are known) and books and releases exactly the
- * RT_MEM_TEMP bytes a real call of that shape allocates, at the same moments,
- * through rt_mem_account/rt_mem_unaccount; it never reads or writes data. A
- * dry backward_weights books the variant with db exactly when s->has_bias.
- * A mix of NULL and non-NULL required pointers is RT_ERR_INVALID_ARG.
+ * Plan and execute (plan.h): each kernel has a plan function,
+ * rt_kernel_conv_<pass>_plan, that checks the shape, creates or finds the
+ * cached primitive and reports the TEMP blocks the call will allocate
+ * (reorder buffers, scratchpad) without touching data; the kernel itself
+ * plans and then executes, and needs every data pointer. The meta backend
+ * (backend/meta.c) books a plan's blocks instead of executing.
  *
  * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, non-positive
  * size/stride/dilation, negative padding, unknown layout value, blocked
@@ -50,6 +48,7 @@
 
 #include "core/status.h"
 #include "kernels/layout.h"
+#include "kernels/plan.h"
 
 typedef struct rt_conv_shape {
     int nsp;                  /* 2 or 3 spatial dims */
@@ -96,6 +95,15 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
 rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,
                                           const float *dy, float *dw, float *db);
 
+/* The plans of the three kernels above (plan.h): same shape rules and
+ * errors, plus RT_ERR_INVALID_ARG for a NULL plan; n == 0 plans no
+ * primitive. with_db: plan the backward-weights variant that also writes db
+ * (what a call with a non-NULL db runs). The primitive is created here
+ * when the cache lacks it, so the kernel call after the plan creates none. */
+rt_status rt_kernel_conv_forward_plan(const rt_conv_shape *s, rt_kernel_plan *plan);
+rt_status rt_kernel_conv_backward_data_plan(const rt_conv_shape *s, rt_kernel_plan *plan);
+rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_db, rt_kernel_plan *plan);
+
 /* Convolution algorithm policy, per thread (every thread starts at
  * RT_CONV_ALGO_AUTO). It plays the part of torch.backends.cudnn.benchmark /
  * .deterministic: which algorithm computes the same convolution.
@@ -114,7 +122,7 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
  * depend on the batch size, so evaluating with another batch may round
  * differently (~1e-6 relative). Winograd rounds differently from direct
  * (at most 4e-6 of the largest output on ResNet-50 layers) and needs a larger scratchpad
- * (RT_MEM_TEMP, booked by dry runs too). The policy is read when a primitive
+ * (RT_MEM_TEMP, reported by the plans too). The policy is read when a primitive
  * is created and is part of the cache key. rt_conv_algo_set returns the
  * previous policy; an unknown value is ignored (and returned unchanged). */
 typedef enum rt_conv_algo {

@@ -202,62 +202,77 @@ static rt_status deconv_entry(rt_dnnl_kind kind, const rt_deconv_shape *s, const
     return rt_dnnl_entry_create(&key, desc, pd, hint, with_bias ? 4 : 3, sp, e);
 }
 
+/* The plan of one pass: shape check, entry found or created, its block. */
+static rt_status deconv_plan(rt_dnnl_kind kind, const char *what, const rt_deconv_shape *s, int with_bias,
+                             rt_kernel_plan *plan, const char *fn) {
+    int64_t out[3];
+    RT_TRY(rt_dnnl_plan_check(plan, fn));
+    rt_dnnl_plan_init(plan);
+    RT_TRY(rt_deconv_shape_check(s, out));
+    if (s->n == 0) return RT_OK;
+    char desc[RT_DNNL_DESC_LEN];
+    deconv_desc(s, what, desc, sizeof desc);
+    rt_dnnl_entry *e;
+    RT_TRY(deconv_entry(kind, s, out, with_bias != 0, desc, &e));
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
+}
+
+rt_status rt_kernel_deconv_forward_plan(const rt_deconv_shape *s, rt_kernel_plan *plan) {
+    return deconv_plan(RT_DNNL_DECONV_FWD, "forward", s, s && s->has_bias, plan, "rt_kernel_deconv_forward_plan");
+}
+
+rt_status rt_kernel_deconv_backward_data_plan(const rt_deconv_shape *s, rt_kernel_plan *plan) {
+    return deconv_plan(RT_DNNL_DECONV_BWD_DATA, "backward_data", s, 0, plan, "rt_kernel_deconv_backward_data_plan");
+}
+
+rt_status rt_kernel_deconv_backward_weights_plan(const rt_deconv_shape *s, int with_db, rt_kernel_plan *plan) {
+    return deconv_plan(RT_DNNL_DECONV_BWD_WEIGHTS, "backward_weights", s, with_db, plan,
+                       "rt_kernel_deconv_backward_weights_plan");
+}
+
 rt_status rt_kernel_deconv_forward(const rt_deconv_shape *s, const float *x, const float *w, const float *b,
                                    float *y) {
-    int64_t out[3];
-    RT_TRY(rt_deconv_shape_check(s, out));
+    RT_TRY(rt_deconv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     deconv_desc(s, "forward", desc, sizeof desc);
-    int dry = !x && !w && !b && !y;
-    if (!dry && (!x || !w || !y || (s->has_bias && !b)))
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, w, y%s must be non-NULL (or all NULL for a dry run)", desc,
-                            s->has_bias ? " and b" : "");
+    if (!x || !w || !y || (s->has_bias && !b))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, w, y%s must be non-NULL", desc, s->has_bias ? " and b" : "");
     if (!s->has_bias && b) return rt_error_set(RT_ERR_INVALID_ARG, "%s: b given but has_bias is 0", desc);
-    if (s->n == 0) return RT_OK;
-    rt_dnnl_entry *e;
-    RT_TRY(deconv_entry(RT_DNNL_DECONV_FWD, s, out, s->has_bias, desc, &e));
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_deconv_forward_plan(s, &p));
+    if (!p.entry) return RT_OK; /* n == 0 */
     void *ptrs[4] = {(void *)x, (void *)w, y, (void *)b};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 rt_status rt_kernel_deconv_backward_data(const rt_deconv_shape *s, const float *w, const float *dy, float *dx) {
-    int64_t out[3];
-    RT_TRY(rt_deconv_shape_check(s, out));
+    RT_TRY(rt_deconv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     deconv_desc(s, "backward_data", desc, sizeof desc);
-    int dry = !w && !dy && !dx;
-    if (!dry && (!w || !dy || !dx))
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: w, dy, dx must be non-NULL (or all NULL for a dry run)", desc);
-    if (s->n == 0) return RT_OK;
-    rt_dnnl_entry *e;
-    RT_TRY(deconv_entry(RT_DNNL_DECONV_BWD_DATA, s, out, 0, desc, &e));
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    if (!w || !dy || !dx) return rt_error_set(RT_ERR_INVALID_ARG, "%s: w, dy, dx must be non-NULL", desc);
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_deconv_backward_data_plan(s, &p));
+    if (!p.entry) return RT_OK;
     void *ptrs[3] = {(void *)dy, (void *)w, dx};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 rt_status rt_kernel_deconv_backward_weights(const rt_deconv_shape *s, const float *x, const float *dy, float *dw,
                                             float *db) {
-    int64_t out[3];
-    RT_TRY(rt_deconv_shape_check(s, out));
+    RT_TRY(rt_deconv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     deconv_desc(s, "backward_weights", desc, sizeof desc);
-    int dry = !x && !dy && !dw && !db;
-    if (!dry && (!x || !dy || !dw))
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, dy, dw must be non-NULL (or all NULL for a dry run)", desc);
-    int with_db = dry ? s->has_bias != 0 : db != NULL;
-    if (s->n == 0) {
-        if (dry) return RT_OK;
+    if (!x || !dy || !dw) return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, dy, dw must be non-NULL", desc);
+    if (s->n == 0) { /* empty batch: zero gradients */
         int64_t nw = s->c_in * (s->c_out / s->groups);
         for (int i = 0; i < s->nsp; i++) nw *= s->k[i];
         memset(dw, 0, sizeof(float) * (size_t)nw);
         if (db) memset(db, 0, sizeof(float) * (size_t)s->c_out);
         return RT_OK;
     }
-    rt_dnnl_entry *e;
-    RT_TRY(deconv_entry(RT_DNNL_DECONV_BWD_WEIGHTS, s, out, with_db, desc, &e));
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_deconv_backward_weights_plan(s, db != NULL, &p));
     void *ptrs[4] = {(void *)x, (void *)dy, dw, db};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }

@@ -15,8 +15,8 @@
  * high end are computed, not zero-filled.
  * Everything else (buffer ownership, format_any primitives with cached
  * reorders to the caller's layout, per-thread primitive cache, RT_MEM_TEMP
- * scratchpads, dry runs with all data pointers NULL, the error codes) is as
- * for the convolution kernels, conv.h. */
+ * scratchpads, plan functions (plan.h) and execution that needs every data
+ * pointer, the error codes) is as for the convolution kernels, conv.h. */
 #ifndef RT_KERNELS_DECONV_H
 #define RT_KERNELS_DECONV_H
 
@@ -24,6 +24,7 @@
 
 #include "core/status.h"
 #include "kernels/layout.h"
+#include "kernels/plan.h"
 
 typedef struct rt_deconv_shape {
     int nsp; /* 2 or 3 */
@@ -49,5 +50,13 @@ rt_status rt_kernel_deconv_backward_data(const rt_deconv_shape *s, const float *
  * space; overwrites both (n == 0 gives zeros). */
 rt_status rt_kernel_deconv_backward_weights(const rt_deconv_shape *s, const float *x, const float *dy, float *dw,
                                             float *db);
+
+/* The plans of the three kernels (plan.h), as for the convolution
+ * (conv.h): the shape rules and errors of the kernels, RT_ERR_INVALID_ARG
+ * for a NULL plan, no primitive for n == 0; with_db plans the
+ * backward-weights variant that writes db. */
+rt_status rt_kernel_deconv_forward_plan(const rt_deconv_shape *s, rt_kernel_plan *plan);
+rt_status rt_kernel_deconv_backward_data_plan(const rt_deconv_shape *s, rt_kernel_plan *plan);
+rt_status rt_kernel_deconv_backward_weights_plan(const rt_deconv_shape *s, int with_db, rt_kernel_plan *plan);
 
 #endif

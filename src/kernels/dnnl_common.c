@@ -368,17 +368,39 @@ static size_t rt_dnnl_block_layout(const rt_dnnl_entry *e, size_t *off, size_t *
     return total + rt_round64(e->scratch_bytes);
 }
 
-rt_status rt_dnnl_entry_dry_run(const rt_dnnl_entry *e) {
+void rt_dnnl_plan_init(rt_kernel_plan *p) { memset(p, 0, sizeof *p); }
+
+void rt_dnnl_plan_add(rt_kernel_plan *p, size_t bytes, const char *op) {
+    /* the kernels add at most RT_KERNEL_PLAN_MAX_TEMP blocks (fixed code) */
+    if (bytes == 0 || p->n_temp >= RT_KERNEL_PLAN_MAX_TEMP) return;
+    p->temp[p->n_temp++] = (rt_kernel_temp){bytes, op};
+}
+
+rt_status rt_dnnl_plan_check(const rt_kernel_plan *p, const char *what) {
+    if (!p) return rt_error_set(RT_ERR_INVALID_ARG, "%s: plan is NULL (pass the address of an rt_kernel_plan)", what);
+    return RT_OK;
+}
+
+void rt_dnnl_entry_plan(rt_dnnl_entry *e, rt_kernel_plan *p) {
     size_t off[RT_DNNL_MAX_ARGS], scratch_off;
     size_t total = rt_dnnl_block_layout(e, off, &scratch_off);
-    if (total == 0) return RT_OK;
-    /* Same bytes, category, op name and order as rt_dnnl_entry_exec's block. */
-    const char *prev = rt_mem_set_op(e->desc);
-    rt_status rs = rt_mem_account(total, RT_MEM_TEMP);
-    rt_mem_set_op(prev);
-    if (rs != RT_OK) return rs;
-    rt_mem_unaccount(total, RT_MEM_TEMP);
-    return RT_OK;
+    p->entry = e;
+    for (int i = 0; i < e->nargs; i++) {
+        const rt_dnnl_arg *a = &e->args[i];
+        if (!a->prim) continue;
+        size_t b = rt_round64(a->prim_bytes);
+        switch (a->id) {
+        case DNNL_ARG_SRC:
+        case DNNL_ARG_DIFF_SRC: p->src_reorder_bytes += b; break;
+        case DNNL_ARG_WEIGHTS:
+        case DNNL_ARG_DIFF_WEIGHTS: p->weights_reorder_bytes += b; break;
+        default: p->dst_reorder_bytes += b; break; /* DST, DIFF_DST (others are never reordered) */
+        }
+    }
+    p->scratchpad_bytes = rt_round64(e->scratch_bytes);
+    if (e->workspace_bytes) p->workspace_bytes = e->workspace_bytes;
+    /* Same bytes and op name as rt_dnnl_entry_exec's block. */
+    rt_dnnl_plan_add(p, total, e->desc);
 }
 
 rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs) {

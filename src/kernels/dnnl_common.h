@@ -21,6 +21,7 @@
 #include "core/status.h"
 #include "kernels/cache.h"
 #include "kernels/layout.h"
+#include "kernels/plan.h"
 
 /* Kinds of cached kernels (first word of every key). */
 typedef enum rt_dnnl_kind {
@@ -113,11 +114,22 @@ rt_status rt_dnnl_entry_create(const rt_dnnl_key *key, const char *desc, dnnl_pr
  * only read; the const is cast away because oneDNN handles are void*). */
 rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs);
 
-/* Dry run of an entry (the kernels' dry-run mode, for meta tensors): books
- * and releases exactly the TEMP block rt_dnnl_entry_exec would allocate
- * (same bytes, category, op name and order, same limit check, so the same
- * RT_ERR_OOM) through rt_mem_account/rt_mem_unaccount, and executes nothing. */
-rt_status rt_dnnl_entry_dry_run(const rt_dnnl_entry *e);
+/* Adds the entry to a plan (plan.h): sets p->entry, the block's parts
+ * (reorder buffers by argument side, scratchpad) and appends the one TEMP
+ * block rt_dnnl_entry_exec allocates (none when it needs no bytes) after
+ * the blocks already in p->temp. The caller zeroed *p first
+ * (rt_dnnl_plan_init) and added any block allocated before it. */
+void rt_dnnl_entry_plan(rt_dnnl_entry *e, rt_kernel_plan *p);
+
+/* Zeroes *p (no entry, no blocks). */
+void rt_dnnl_plan_init(rt_kernel_plan *p);
+
+/* Appends a TEMP block of `bytes` (recorded under `op`, NULL: the caller's)
+ * to p->temp; nothing when bytes is 0. */
+void rt_dnnl_plan_add(rt_kernel_plan *p, size_t bytes, const char *op);
+
+/* RT_ERR_INVALID_ARG naming `what` when p is NULL. */
+rt_status rt_dnnl_plan_check(const rt_kernel_plan *p, const char *what);
 
 /* Records "oneDNN <step> failed for <desc>: <status>" and returns RT_ERR_BACKEND. */
 rt_status rt_dnnl_fail(dnnl_status_t st, const char *step, const char *desc);

@@ -45,9 +45,8 @@ static rt_status relu_pd(int64_t n, float slope, int backward, const char *desc,
     return RT_OK;
 }
 
-/* Validates a call; *dry is set when every buffer is NULL (dry run). */
-static rt_status relu_check(int64_t n, float slope, int backward, const void *a, const void *b,
-                            const void *c, char *desc, int *dry) {
+/* Validates a call's scalars and writes its description. */
+static rt_status relu_check(int64_t n, float slope, int backward, char *desc) {
     snprintf(desc, RT_DNNL_DESC_LEN, "%s %s (n=%lld negative_slope=%g)",
              slope == 0.0f ? "relu" : "leaky_relu", backward ? "backward" : "forward",
              (long long)n, (double)slope);
@@ -57,55 +56,60 @@ static rt_status relu_check(int64_t n, float slope, int backward, const void *a,
     if (backward && slope < 0.0f)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: the backward from the output needs negative_slope >= 0", desc);
-    *dry = !a && !b && !c;
-    if (n > 0 && !*dry && (!a || !b || (backward && !c)))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: buffers must be non-NULL (or all NULL for a dry run)", desc);
     return RT_OK;
+}
+
+static rt_status relu_plan(int64_t n, float slope, int backward, rt_kernel_plan *plan, const char *fn) {
+    RT_TRY(rt_dnnl_plan_check(plan, fn));
+    rt_dnnl_plan_init(plan);
+    char desc[RT_DNNL_DESC_LEN];
+    RT_TRY(relu_check(n, slope, backward, desc));
+    if (n == 0) return RT_OK;
+    rt_dnnl_key key;
+    rt_dnnl_key_init(&key, backward ? RT_DNNL_RELU_BWD : RT_DNNL_RELU_FWD);
+    rt_dnnl_key_push(&key, n);
+    rt_dnnl_key_push_f32(&key, slope);
+    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
+    if (!e) {
+        dnnl_primitive_desc_t pd, hint = NULL;
+        dnnl_memory_desc_t md;
+        RT_TRY(relu_pd(n, slope, backward, desc, &pd, backward ? &hint : NULL, &md));
+        rt_dnnl_argspec fwd[2] = {{DNNL_ARG_SRC, 0, &md}, {DNNL_ARG_DST, 1, &md}};
+        rt_dnnl_argspec bwd[3] = {{DNNL_ARG_DST, 0, &md}, {DNNL_ARG_DIFF_DST, 0, &md}, {DNNL_ARG_DIFF_SRC, 1, &md}};
+        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, backward ? 3 : 2, backward ? bwd : fwd, &e));
+    }
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
+}
+
+rt_status rt_kernel_relu_forward_plan(int64_t n, float negative_slope, rt_kernel_plan *plan) {
+    return relu_plan(n, negative_slope, 0, plan, "rt_kernel_relu_forward_plan");
+}
+
+rt_status rt_kernel_relu_backward_plan(int64_t n, float negative_slope, rt_kernel_plan *plan) {
+    return relu_plan(n, negative_slope, 1, plan, "rt_kernel_relu_backward_plan");
 }
 
 rt_status rt_kernel_relu_forward(int64_t n, float negative_slope, const float *x, float *y) {
     char desc[RT_DNNL_DESC_LEN];
-    int dry;
-    RT_TRY(relu_check(n, negative_slope, 0, x, y, NULL, desc, &dry));
-    if (n == 0) return RT_OK;
-    rt_dnnl_key key;
-    rt_dnnl_key_init(&key, RT_DNNL_RELU_FWD);
-    rt_dnnl_key_push(&key, n);
-    rt_dnnl_key_push_f32(&key, negative_slope);
-    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
-    if (!e) {
-        dnnl_primitive_desc_t pd;
-        dnnl_memory_desc_t md;
-        RT_TRY(relu_pd(n, negative_slope, 0, desc, &pd, NULL, &md));
-        rt_dnnl_argspec specs[2] = {{DNNL_ARG_SRC, 0, &md}, {DNNL_ARG_DST, 1, &md}};
-        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, 2, specs, &e));
-    }
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    RT_TRY(relu_check(n, negative_slope, 0, desc));
+    if (n > 0 && (!x || !y)) return rt_error_set(RT_ERR_INVALID_ARG, "%s: x and y must be non-NULL", desc);
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_relu_forward_plan(n, negative_slope, &p));
+    if (!p.entry) return RT_OK; /* n == 0 */
     void *ptrs[2] = {(void *)x, y};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 rt_status rt_kernel_relu_backward(int64_t n, float negative_slope, const float *y,
                                   const float *dy, float *dx) {
     char desc[RT_DNNL_DESC_LEN];
-    int dry;
-    RT_TRY(relu_check(n, negative_slope, 1, y, dy, dx, desc, &dry));
-    if (n == 0) return RT_OK;
-    rt_dnnl_key key;
-    rt_dnnl_key_init(&key, RT_DNNL_RELU_BWD);
-    rt_dnnl_key_push(&key, n);
-    rt_dnnl_key_push_f32(&key, negative_slope);
-    rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
-    if (!e) {
-        dnnl_primitive_desc_t pd, hint;
-        dnnl_memory_desc_t md;
-        RT_TRY(relu_pd(n, negative_slope, 1, desc, &pd, &hint, &md));
-        rt_dnnl_argspec specs[3] = {
-            {DNNL_ARG_DST, 0, &md}, {DNNL_ARG_DIFF_DST, 0, &md}, {DNNL_ARG_DIFF_SRC, 1, &md}};
-        RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, 3, specs, &e));
-    }
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    RT_TRY(relu_check(n, negative_slope, 1, desc));
+    if (n > 0 && (!y || !dy || !dx))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: y, dy and dx must be non-NULL", desc);
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_relu_backward_plan(n, negative_slope, &p));
+    if (!p.entry) return RT_OK;
     void *ptrs[3] = {(void *)y, (void *)dy, dx};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }

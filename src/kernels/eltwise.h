@@ -5,12 +5,11 @@
  * order, so a blocked x gives a blocked y (likewise dy/dx). The caller owns
  * them. In-place use is allowed (y == x, dx == dy). Primitives
  * are cached per thread by (n, slope) (see cache.h).
- * Dry run (meta tensors): all data pointers NULL → dry run: books the call's
- * temporary bytes, computes nothing (the cached primitive is created or
- * looked up and exactly the RT_MEM_TEMP bytes of a real call, if any, are
- * booked and released through rt_mem_account/rt_mem_unaccount; no data is
- * touched). A mix of NULL and non-NULL pointers with n > 0 is
- * RT_ERR_INVALID_ARG.
+ * Plan and execute (plan.h): rt_kernel_relu_*_plan checks the arguments,
+ * creates or finds the cached primitive and reports its TEMP blocks (an
+ * eltwise primitive on plain 1-D memory normally has none), touching no
+ * data; the kernels plan and then execute, and need every pointer when
+ * n > 0.
  * Errors: RT_ERR_INVALID_ARG (NULL pointer with n > 0, n < 0, slope not
  * finite, backward with slope < 0), RT_ERR_OOM, RT_ERR_BACKEND. */
 #ifndef RT_KERNELS_ELTWISE_H
@@ -19,6 +18,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "kernels/plan.h"
 
 /* y = x > 0 ? x : negative_slope * x. negative_slope 0 is torch.relu,
  * > 0 is F.leaky_relu(x, negative_slope). */
@@ -30,5 +30,10 @@ rt_status rt_kernel_relu_forward(int64_t n, float negative_slope, const float *x
  * y = sign of x); negative slopes are rejected. */
 rt_status rt_kernel_relu_backward(int64_t n, float negative_slope, const float *y,
                                   const float *dy, float *dx);
+
+/* The plans of the two kernels (plan.h): the argument rules and errors of
+ * the kernels, RT_ERR_INVALID_ARG for a NULL plan; no primitive for n == 0. */
+rt_status rt_kernel_relu_forward_plan(int64_t n, float negative_slope, rt_kernel_plan *plan);
+rt_status rt_kernel_relu_backward_plan(int64_t n, float negative_slope, rt_kernel_plan *plan);
 
 #endif

@@ -7,20 +7,19 @@
 
 #include "kernels/dnnl_common.h"
 
-rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout from, rt_layout to,
-                                   const float *src, float *dst) {
+/* Checks a reorder's arguments and writes its description. */
+static rt_status reorder_check(int ndim, const int64_t *shape, rt_layout from, rt_layout to, char *desc) {
     if (!shape || (ndim != 4 && ndim != 5))
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "reorder_layout: need a 4-D or 5-D shape (got ndim=%d%s)", ndim,
                             shape ? "" : ", shape NULL");
-    char desc[RT_DNNL_DESC_LEN];
-    int n = snprintf(desc, sizeof desc, "reorder_layout %s->%s [",
+    int n = snprintf(desc, RT_DNNL_DESC_LEN, "reorder_layout %s->%s [",
                      from == RT_LAYOUT_BLOCKED ? "blocked" : "plain",
                      to == RT_LAYOUT_BLOCKED ? "blocked" : "plain");
-    for (int i = 0; i < ndim && n > 0 && (size_t)n < sizeof desc; i++)
-        n += snprintf(desc + n, sizeof desc - (size_t)n, "%s%lld", i ? "," : "",
+    for (int i = 0; i < ndim && n > 0 && n < RT_DNNL_DESC_LEN; i++)
+        n += snprintf(desc + n, (size_t)(RT_DNNL_DESC_LEN - n), "%s%lld", i ? "," : "",
                       (long long)shape[i]);
-    if (n > 0 && (size_t)n < sizeof desc) snprintf(desc + n, sizeof desc - (size_t)n, "]");
+    if (n > 0 && n < RT_DNNL_DESC_LEN) snprintf(desc + n, (size_t)(RT_DNNL_DESC_LEN - n), "]");
     if ((from != RT_LAYOUT_PLAIN && from != RT_LAYOUT_BLOCKED) ||
         (to != RT_LAYOUT_PLAIN && to != RT_LAYOUT_BLOCKED))
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown layout value (%d -> %d)", desc,
@@ -35,19 +34,16 @@ rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout fro
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: the blocked layout needs C (%lld) to be a multiple of %d", desc,
                             (long long)shape[1], rt_layout_block());
-    int dry = !src && !dst;
-    if (!dry && (!src || !dst))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: src and dst must both be non-NULL (or both NULL for a dry run)",
-                            desc);
-    if (shape[0] == 0) return RT_OK;
-    if (from == to) { /* no layout change: a copy, no TEMP */
-        if (dry) return RT_OK;
-        size_t cnt = 1;
-        for (int i = 0; i < ndim; i++) cnt *= (size_t)shape[i];
-        memcpy(dst, src, cnt * sizeof(float));
-        return RT_OK;
-    }
+    return RT_OK;
+}
+
+rt_status rt_kernel_reorder_layout_plan(int ndim, const int64_t *shape, rt_layout from, rt_layout to,
+                                        rt_kernel_plan *plan) {
+    RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_reorder_layout_plan"));
+    rt_dnnl_plan_init(plan);
+    char desc[RT_DNNL_DESC_LEN];
+    RT_TRY(reorder_check(ndim, shape, from, to, desc));
+    if (shape[0] == 0 || from == to) return RT_OK; /* nothing, or a copy: no primitive, no TEMP */
     rt_dnnl_key key;
     rt_dnnl_key_init(&key, RT_DNNL_REORDER);
     rt_dnnl_key_push(&key, ndim);
@@ -71,9 +67,26 @@ rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout fro
         rt_dnnl_argspec specs[2] = {{DNNL_ARG_FROM, 0, &smd}, {DNNL_ARG_TO, 1, &dmd}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, 2, specs, &e));
     }
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
+}
+
+rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout from, rt_layout to,
+                                   const float *src, float *dst) {
+    char desc[RT_DNNL_DESC_LEN];
+    RT_TRY(reorder_check(ndim, shape, from, to, desc));
+    if (!src || !dst)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: src and dst must both be non-NULL", desc);
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_reorder_layout_plan(ndim, shape, from, to, &p));
+    if (!p.entry) { /* N == 0, or no layout change: a copy */
+        size_t cnt = 1;
+        for (int i = 0; i < ndim; i++) cnt *= (size_t)shape[i];
+        if (cnt) memcpy(dst, src, cnt * sizeof(float));
+        return RT_OK;
+    }
     void *ptrs[2] = {(void *)src, dst};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 int rt_layout_block(void) {

@@ -36,14 +36,13 @@ int rt_layout_block(void);
  * from layout `from` in src to layout `to` in dst (oneDNN reorder primitive,
  * cached per thread by shape and layouts, see cache.h; from == to is a plain
  * copy). src and dst are caller-owned, contiguous, shape-product floats each
- * and must not overlap. Dry run: src and dst both NULL → checks the
- * arguments, creates or looks up the primitive and books and releases
- * exactly the RT_MEM_TEMP bytes a real call allocates (a scratchpad, if
- * oneDNN wants one; usually none); touches no data. N == 0 is a valid empty
+ * and must not overlap. Its plan (rt_kernel_reorder_layout_plan, internal:
+ * kernels/plan.h) reports the RT_MEM_TEMP bytes a call allocates (a
+ * scratchpad, if oneDNN wants one; usually none). N == 0 is a valid empty
  * call.
  * Errors: RT_ERR_INVALID_ARG (ndim not 4 or 5, shape NULL, N < 0, C or a
  * spatial size < 1, a layout value other than the two above, a blocked side
- * with C % rt_layout_block() != 0, exactly one of src/dst NULL), RT_ERR_OOM,
+ * with C % rt_layout_block() != 0, src or dst NULL), RT_ERR_OOM,
  * RT_ERR_BACKEND. */
 rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout from, rt_layout to,
                                    const float *src, float *dst);

@@ -215,33 +215,53 @@ static rt_status bn_fwd_entry(const rt_bn_shape *s, rt_dnnl_kind kind, dnnl_prop
     return rt_dnnl_entry_create(&key, desc, pd, NULL, na, specs, out);
 }
 
+/* The flags of a forward entry from the affine inputs given. */
+static unsigned bn_fwd_flags(int has_w, int has_b, int relu) {
+    return (has_w ? dnnl_use_scale : 0u) | (has_b ? dnnl_use_shift : 0u) | (relu ? dnnl_fuse_norm_relu : 0u);
+}
+
+static rt_status bn_forward_train_plan(const rt_bn_shape *s, int relu, int has_w, int has_b,
+                                       rt_kernel_plan *plan, const char *fn) {
+    RT_TRY(rt_dnnl_plan_check(plan, fn));
+    rt_dnnl_plan_init(plan);
+    char desc[RT_DNNL_DESC_LEN];
+    RT_TRY(bn_check(s, 1, relu ? "relu forward_train" : "forward_train", desc));
+    rt_dnnl_entry *e;
+    RT_TRY(bn_fwd_entry(s, RT_DNNL_BN_FWD_TRAIN, dnnl_forward_training, bn_fwd_flags(has_w, has_b, relu), desc,
+                        &e));
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
+}
+
+rt_status rt_kernel_batchnorm_forward_train_plan(const rt_bn_shape *s, int has_weight, int has_bias,
+                                                 rt_kernel_plan *plan) {
+    return bn_forward_train_plan(s, 0, has_weight, has_bias, plan, "rt_kernel_batchnorm_forward_train_plan");
+}
+
+rt_status rt_kernel_batchnorm_relu_forward_train_plan(const rt_bn_shape *s, int has_weight, int has_bias,
+                                                      rt_kernel_plan *plan) {
+    return bn_forward_train_plan(s, 1, has_weight, has_bias, plan, "rt_kernel_batchnorm_relu_forward_train_plan");
+}
+
 static rt_status bn_forward_train(const rt_bn_shape *s, int relu, const float *x,
                                   const float *weight, const float *bias, float *y, float *mean,
                                   float *var, void *workspace) {
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 1, relu ? "relu forward_train" : "forward_train", desc));
-    int dry = !x && !weight && !bias && !y && !mean && !var && !workspace;
-    if (!dry && (!x || !y || !mean || !var || (relu && !workspace)))
+    if (!x || !y || !mean || !var || (relu && !workspace))
         return rt_error_set(RT_ERR_INVALID_ARG,
-                            relu ? "%s: x, y, mean, var and workspace must be non-NULL (or all "
-                                   "NULL for a dry run)"
-                                 : "%s: x, y, mean and var must be non-NULL (or all NULL for a dry "
-                                   "run)",
+                            relu ? "%s: x, y, mean, var and workspace must be non-NULL"
+                                 : "%s: x, y, mean and var must be non-NULL",
                             desc);
-    /* A dry run books the affine variant (weight and bias given), as the op runs. */
-    int has_w = dry || weight, has_b = dry || bias;
-    unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_b ? dnnl_use_shift : 0u) |
-                     (relu ? dnnl_fuse_norm_relu : 0u);
-    rt_dnnl_entry *e;
-    RT_TRY(bn_fwd_entry(s, RT_DNNL_BN_FWD_TRAIN, dnnl_forward_training, flags, desc, &e));
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    rt_kernel_plan p;
+    RT_TRY(bn_forward_train_plan(s, relu, weight != NULL, bias != NULL, &p, "batchnorm forward_train"));
     RT_TRY(bn_batch_stats(s, x, mean, var));
     void *ptrs[7] = {(void *)x, y, mean, var};
     int na = 4;
     if (weight) ptrs[na++] = (void *)weight;
     if (bias) ptrs[na++] = (void *)bias;
     if (relu) ptrs[na++] = workspace;
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x,
@@ -257,14 +277,24 @@ rt_status rt_kernel_batchnorm_relu_forward_train(const rt_bn_shape *s, const flo
 }
 
 size_t rt_kernel_batchnorm_relu_workspace_bytes(const rt_bn_shape *s) {
-    char desc[RT_DNNL_DESC_LEN];
-    if (bn_check(s, 1, "relu forward_train", desc) != RT_OK) return 0;
     /* The workspace does not depend on the affine flags; ask the entry the op runs. */
+    rt_kernel_plan p;
+    if (rt_kernel_batchnorm_relu_forward_train_plan(s, 1, 1, &p) != RT_OK) return 0;
+    return p.workspace_bytes;
+}
+
+rt_status rt_kernel_batchnorm_forward_eval_plan(const rt_bn_shape *s, int has_weight, int has_bias,
+                                                rt_kernel_plan *plan) {
+    RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_batchnorm_forward_eval_plan"));
+    rt_dnnl_plan_init(plan);
+    char desc[RT_DNNL_DESC_LEN];
+    RT_TRY(bn_check(s, 0, "forward_eval", desc));
+    if (s->n == 0) return RT_OK;
     rt_dnnl_entry *e;
-    if (bn_fwd_entry(s, RT_DNNL_BN_FWD_TRAIN, dnnl_forward_training,
-                     dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu, desc, &e) != RT_OK)
-        return 0;
-    return e->workspace_bytes;
+    RT_TRY(bn_fwd_entry(s, RT_DNNL_BN_FWD_EVAL, dnnl_forward_inference, bn_fwd_flags(has_weight, has_bias, 0),
+                        desc, &e));
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
 }
 
 rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
@@ -272,51 +302,36 @@ rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
                                            const float *mean, const float *var, float *y) {
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 0, "forward_eval", desc));
-    int dry = !x && !weight && !bias && !mean && !var && !y;
-    if (!dry && (!x || !y || !mean || !var))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: x, y, mean and var must be non-NULL (or all NULL for a dry run)",
-                            desc);
-    if (s->n == 0) return RT_OK;
-    /* A dry run books the affine variant (weight and bias given), as the op runs. */
-    int has_w = dry || weight, has_b = dry || bias;
-    unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_b ? dnnl_use_shift : 0u);
-    rt_dnnl_entry *e;
-    RT_TRY(bn_fwd_entry(s, RT_DNNL_BN_FWD_EVAL, dnnl_forward_inference, flags, desc, &e));
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    if (!x || !y || !mean || !var)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, y, mean and var must be non-NULL", desc);
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_batchnorm_forward_eval_plan(s, weight != NULL, bias != NULL, &p));
+    if (!p.entry) return RT_OK; /* n == 0 */
     void *ptrs[6] = {(void *)x, y, (void *)mean, (void *)var};
     int na = 4;
     if (weight) ptrs[na++] = (void *)weight;
     if (bias) ptrs[na++] = (void *)bias;
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
-static rt_status bn_backward(const rt_bn_shape *s, int relu, const float *x, const float *dy,
-                             const float *mean, const float *var, const float *weight,
-                             const void *workspace, float *dx, float *dweight, float *dbias) {
+/* oneDNN 2.6 implements backward_data with dnnl_use_scale only for some
+ * layouts, so any affine backward runs dnnl_backward (diff_scale always
+ * computed; a weight gradient the caller does not want goes to a TEMP
+ * vector). diff_shift needs dnnl_use_shift, whose shift (beta) input
+ * oneDNN demands although its value enters no gradient: a second TEMP
+ * vector. The plan's first block holds those vectors (allocated before the
+ * primitive's block and freed after it). */
+static rt_status bn_backward_plan(const rt_bn_shape *s, int relu, int has_w, int has_dw, int has_db,
+                                  rt_kernel_plan *plan, const char *fn) {
+    RT_TRY(rt_dnnl_plan_check(plan, fn));
+    rt_dnnl_plan_init(plan);
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 1, relu ? "relu backward" : "backward", desc));
-    int dry = !x && !dy && !mean && !var && !weight && !workspace && !dx && !dweight && !dbias;
-    if (!dry && (!x || !dy || !mean || !var || !dx || (relu && !workspace)))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            relu ? "%s: x, dy, mean, var, workspace and dx must be non-NULL (the "
-                                   "workspace comes from rt_kernel_batchnorm_relu_forward_train), "
-                                   "or all NULL for a dry run"
-                                 : "%s: x, dy, mean, var and dx must be non-NULL (or all NULL for "
-                                   "a dry run)",
-                            desc);
-    if (dweight && !weight)
+    if (has_dw && !has_w)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: dweight requested but weight is NULL (affine=False has no "
                             "weight gradient)",
                             desc);
-    /* oneDNN 2.6 implements backward_data with dnnl_use_scale only for some
-     * layouts, so any affine backward runs dnnl_backward (diff_scale always
-     * computed; a weight gradient the caller does not want goes to a TEMP
-     * buffer). diff_shift needs dnnl_use_shift. */
-    /* A dry run books the affine variant with both parameter gradients
-     * requested (weight, dweight and dbias given), as the op runs. */
-    int has_w = dry || weight, has_dw = dry || dweight, has_db = dry || dbias;
     int full = has_w || has_db;
     dnnl_prop_kind_t prop = full ? dnnl_backward : dnnl_backward_data;
     unsigned flags = (has_w ? dnnl_use_scale : 0u) | (has_db ? dnnl_use_shift : 0u) |
@@ -348,22 +363,43 @@ static rt_status bn_backward(const rt_bn_shape *s, int relu, const float *x, con
         if (relu) specs[na++] = (rt_dnnl_argspec){DNNL_ARG_WORKSPACE, 0, NULL};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, na, specs, &e));
     }
-    /* TEMP block of up to two [c] vectors: a weight gradient nobody asked
-     * for, and the shift (beta) input that oneDNN's backward demands with
-     * dnnl_use_shift although its value does not enter any gradient. */
     size_t vec = sizeof(float) * (size_t)s->c;
     int need_dw = has_w && full && !has_dw, need_shift = has_db;
-    size_t tmp_bytes = vec * (size_t)(need_dw + need_shift);
-    if (dry) { /* the same TEMP vectors, booked around the entry's dry run */
-        if (tmp_bytes) RT_TRY(rt_mem_account(tmp_bytes, RT_MEM_TEMP));
-        rt_status rs = rt_dnnl_entry_dry_run(e);
-        if (tmp_bytes) rt_mem_unaccount(tmp_bytes, RT_MEM_TEMP);
-        return rs;
-    }
+    plan->helper_bytes = vec * (size_t)(need_dw + need_shift);
+    rt_dnnl_plan_add(plan, plan->helper_bytes, NULL); /* under the caller's op, as allocated */
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
+}
+
+rt_status rt_kernel_batchnorm_backward_plan(const rt_bn_shape *s, int has_weight, int want_dweight,
+                                            int want_dbias, rt_kernel_plan *plan) {
+    return bn_backward_plan(s, 0, has_weight, want_dweight, want_dbias, plan, "rt_kernel_batchnorm_backward_plan");
+}
+
+rt_status rt_kernel_batchnorm_relu_backward_plan(const rt_bn_shape *s, int has_weight, int want_dweight,
+                                                 int want_dbias, rt_kernel_plan *plan) {
+    return bn_backward_plan(s, 1, has_weight, want_dweight, want_dbias, plan,
+                            "rt_kernel_batchnorm_relu_backward_plan");
+}
+
+static rt_status bn_backward(const rt_bn_shape *s, int relu, const float *x, const float *dy,
+                             const float *mean, const float *var, const float *weight,
+                             const void *workspace, float *dx, float *dweight, float *dbias) {
+    char desc[RT_DNNL_DESC_LEN];
+    RT_TRY(bn_check(s, 1, relu ? "relu backward" : "backward", desc));
+    if (!x || !dy || !mean || !var || !dx || (relu && !workspace))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            relu ? "%s: x, dy, mean, var, workspace and dx must be non-NULL (the "
+                                   "workspace comes from rt_kernel_batchnorm_relu_forward_train)"
+                                 : "%s: x, dy, mean, var and dx must be non-NULL",
+                            desc);
+    rt_kernel_plan p;
+    RT_TRY(bn_backward_plan(s, relu, weight != NULL, dweight != NULL, dbias != NULL, &p, "batchnorm backward"));
+    int full = weight || dbias, need_dw = weight && full && !dweight;
     float *tmp = NULL;
-    if (tmp_bytes) {
-        RT_TRY(rt_mem_alloc(tmp_bytes, RT_MEM_TEMP, (void **)&tmp));
-        memset(tmp, 0, tmp_bytes);
+    if (p.helper_bytes) {
+        RT_TRY(rt_mem_alloc(p.helper_bytes, RT_MEM_TEMP, (void **)&tmp));
+        memset(tmp, 0, p.helper_bytes);
     }
     void *ptrs[RT_DNNL_MAX_ARGS] = {(void *)x, (void *)dy, (void *)mean, (void *)var, dx};
     int na = 5;
@@ -372,8 +408,8 @@ static rt_status bn_backward(const rt_bn_shape *s, int relu, const float *x, con
     if (dbias) ptrs[na++] = tmp + (need_dw ? s->c : 0);
     if (dbias) ptrs[na++] = dbias;
     if (relu) ptrs[na++] = (void *)workspace;
-    rt_status rs = rt_dnnl_entry_exec(e, ptrs);
-    if (tmp) rt_mem_free(tmp, tmp_bytes, RT_MEM_TEMP);
+    rt_status rs = rt_dnnl_entry_exec(p.entry, ptrs);
+    if (tmp) rt_mem_free(tmp, p.helper_bytes, RT_MEM_TEMP);
     return rs;
 }
 

@@ -25,16 +25,13 @@
  * relative when |mean| >> std, which reversible blocks amplify. The fused
  * ReLU's workspace is oneDNN's 1-bit mask.
  *
- * Dry run (meta tensors): all data pointers NULL (every buffer argument of
- * the call, optional ones included) → dry run: books the call's temporary
- * bytes, computes nothing. The kernel checks the shape, creates or looks up
- * the cached primitive and books and releases exactly the RT_MEM_TEMP bytes
- * (scratchpad and the backward's helper vectors) a real call allocates, at
- * the same moments, through rt_mem_account/rt_mem_unaccount; it never
- * touches data. Since NULL cannot say which optional buffers are meant, a dry
- * run books the affine variant: weight and bias given, and for the backward
- * dweight and dbias requested (what the batch_norm op does). A mix of NULL
- * and non-NULL required pointers is RT_ERR_INVALID_ARG.
+ * Plan and execute (plan.h): each kernel has a plan function that checks
+ * the shape, creates or finds the cached primitive and reports the TEMP
+ * blocks of the call (scratchpad, the NCHW <-> NHWC reorder buffers of
+ * plain data, the backward's helper vectors) and the fused ReLU's
+ * workspace size, touching no data; since it sees no pointers it is told
+ * which optional buffers the call passes. The kernels plan and then
+ * execute, and need every required pointer.
  *
  * Errors: RT_ERR_INVALID_ARG (NULL required pointer, c < 1, spatial < 1,
  * n < 0, eps negative or not finite, dweight without weight, unknown
@@ -50,6 +47,7 @@
 
 #include "core/status.h"
 #include "kernels/layout.h"
+#include "kernels/plan.h"
 
 typedef struct rt_bn_shape {
     int64_t n, c, spatial; /* spatial = product of spatial dims */
@@ -99,11 +97,9 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
  * rt_kernel_batchnorm_backward with dy replaced by dy masked with the
  * forward's workspace (dy where the fused output was positive, else 0), i.e.
  * the gradient through relu(bn(x)); keep the workspace alive from forward to
- * backward. Same shapes, layouts, errors and dry-run rules as the unfused
- * kernels (a dry run passes every pointer, workspace included, as NULL and
- * books the affine variant); a NULL workspace in a real call is
- * RT_ERR_INVALID_ARG. Cached separately from the unfused primitives (the
- * fuse flag is part of the key). */
+ * backward. Same shapes, layouts, errors and plans as the unfused kernels;
+ * a NULL workspace is RT_ERR_INVALID_ARG. Cached separately from the
+ * unfused primitives (the fuse flag is part of the key). */
 /* 0, message set, on a bad or NULL shape. */
 size_t rt_kernel_batchnorm_relu_workspace_bytes(const rt_bn_shape *s);
 
@@ -115,5 +111,24 @@ rt_status rt_kernel_batchnorm_relu_backward(const rt_bn_shape *s, const float *x
                                             const float *mean, const float *var,
                                             const float *weight, const void *workspace, float *dx,
                                             float *dweight, float *dbias);
+
+/* The plans of the kernels above (plan.h): the shape rules and errors of
+ * the kernels, RT_ERR_INVALID_ARG for a NULL plan. has_weight / has_bias:
+ * the call passes weight / bias; want_dweight / want_dbias: it passes
+ * dweight / dbias (want_dweight needs has_weight, RT_ERR_INVALID_ARG
+ * otherwise). The eval plan has no primitive for n == 0. The backward
+ * plans report the helper vectors (plan->helper_bytes) as their first TEMP
+ * block, the primitive's block second; the fused forward's
+ * plan->workspace_bytes is rt_kernel_batchnorm_relu_workspace_bytes. */
+rt_status rt_kernel_batchnorm_forward_train_plan(const rt_bn_shape *s, int has_weight, int has_bias,
+                                                 rt_kernel_plan *plan);
+rt_status rt_kernel_batchnorm_forward_eval_plan(const rt_bn_shape *s, int has_weight, int has_bias,
+                                                rt_kernel_plan *plan);
+rt_status rt_kernel_batchnorm_backward_plan(const rt_bn_shape *s, int has_weight, int want_dweight,
+                                            int want_dbias, rt_kernel_plan *plan);
+rt_status rt_kernel_batchnorm_relu_forward_train_plan(const rt_bn_shape *s, int has_weight, int has_bias,
+                                                      rt_kernel_plan *plan);
+rt_status rt_kernel_batchnorm_relu_backward_plan(const rt_bn_shape *s, int has_weight, int want_dweight,
+                                                 int want_dbias, rt_kernel_plan *plan);
 
 #endif

@@ -179,88 +179,92 @@ static rt_status pool_bwd_entry(const rt_pool_shape *s, const int64_t out[3], rt
     return rt_dnnl_entry_create(&key, desc, pd, hint, is_max ? 3 : 2, specs, e);
 }
 
-size_t rt_kernel_maxpool_workspace_bytes(const rt_pool_shape *s) {
+/* The plan of one pooling kernel: shape check, entry of `kind` found or
+ * created, its block. */
+static rt_status pool_plan(const rt_pool_shape *s, rt_dnnl_kind kind, rt_kernel_plan *plan, const char *fn) {
     int64_t out[3];
-    if (rt_pool_shape_check(s, out) != RT_OK || s->n == 0) return 0;
+    RT_TRY(rt_dnnl_plan_check(plan, fn));
+    rt_dnnl_plan_init(plan);
+    RT_TRY(rt_pool_shape_check(s, out));
+    if (s->n == 0) return RT_OK;
+    int avg = kind == RT_DNNL_AVGPOOL_FWD || kind == RT_DNNL_AVGPOOL_BWD;
+    int bwd = kind == RT_DNNL_MAXPOOL_BWD || kind == RT_DNNL_AVGPOOL_BWD;
     char desc[RT_DNNL_DESC_LEN];
-    pool_desc(s, "maxpool", "forward", desc, sizeof desc);
+    pool_desc(s, avg ? "avgpool" : "maxpool", bwd ? "backward" : "forward", desc, sizeof desc);
     rt_dnnl_entry *e;
-    if (pool_fwd_entry(s, out, RT_DNNL_MAXPOOL_FWD_TRAIN, desc, &e) != RT_OK) return 0;
-    return e->workspace_bytes;
+    RT_TRY(bwd ? pool_bwd_entry(s, out, kind, desc, &e) : pool_fwd_entry(s, out, kind, desc, &e));
+    rt_dnnl_entry_plan(e, plan);
+    return RT_OK;
+}
+
+rt_status rt_kernel_maxpool_forward_plan(const rt_pool_shape *s, int with_workspace, rt_kernel_plan *plan) {
+    return pool_plan(s, with_workspace ? RT_DNNL_MAXPOOL_FWD_TRAIN : RT_DNNL_MAXPOOL_FWD_INFER, plan,
+                     "rt_kernel_maxpool_forward_plan");
+}
+
+rt_status rt_kernel_maxpool_backward_plan(const rt_pool_shape *s, rt_kernel_plan *plan) {
+    return pool_plan(s, RT_DNNL_MAXPOOL_BWD, plan, "rt_kernel_maxpool_backward_plan");
+}
+
+rt_status rt_kernel_avgpool_forward_plan(const rt_pool_shape *s, rt_kernel_plan *plan) {
+    return pool_plan(s, RT_DNNL_AVGPOOL_FWD, plan, "rt_kernel_avgpool_forward_plan");
+}
+
+rt_status rt_kernel_avgpool_backward_plan(const rt_pool_shape *s, rt_kernel_plan *plan) {
+    return pool_plan(s, RT_DNNL_AVGPOOL_BWD, plan, "rt_kernel_avgpool_backward_plan");
+}
+
+size_t rt_kernel_maxpool_workspace_bytes(const rt_pool_shape *s) {
+    rt_kernel_plan p;
+    if (rt_kernel_maxpool_forward_plan(s, 1, &p) != RT_OK) return 0;
+    return p.workspace_bytes;
+}
+
+/* Checks a call's buffers (shape first, for the message). */
+static rt_status pool_need(const rt_pool_shape *s, const char *name, const char *what, int ok,
+                           const char *which) {
+    RT_TRY(rt_pool_shape_check(s, NULL));
+    if (ok) return RT_OK;
+    char desc[RT_DNNL_DESC_LEN];
+    pool_desc(s, name, what, desc, sizeof desc);
+    return rt_error_set(RT_ERR_INVALID_ARG, "%s: %s must be non-NULL", desc, which);
 }
 
 rt_status rt_kernel_maxpool_forward(const rt_pool_shape *s, const float *x, float *y,
                                     void *workspace) {
-    int64_t out[3];
-    RT_TRY(rt_pool_shape_check(s, out));
-    char desc[RT_DNNL_DESC_LEN];
-    pool_desc(s, "maxpool", "forward", desc, sizeof desc);
-    int dry = !x && !y && !workspace;
-    if (!dry && (!x || !y))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: x and y must be non-NULL (or x, y, workspace all NULL for a dry "
-                            "run)",
-                            desc);
-    if (s->n == 0) return RT_OK;
-    /* A dry run books the training forward (with workspace), as the op runs. */
-    rt_dnnl_kind kind = (workspace || dry) ? RT_DNNL_MAXPOOL_FWD_TRAIN : RT_DNNL_MAXPOOL_FWD_INFER;
-    rt_dnnl_entry *e;
-    RT_TRY(pool_fwd_entry(s, out, kind, desc, &e));
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    RT_TRY(pool_need(s, "maxpool", "forward", x && y, "x and y"));
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_maxpool_forward_plan(s, workspace != NULL, &p));
+    if (!p.entry) return RT_OK; /* n == 0 */
     void *ptrs[3] = {(void *)x, y, workspace};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 rt_status rt_kernel_maxpool_backward(const rt_pool_shape *s, const float *dy,
                                      const void *workspace, float *dx) {
-    int64_t out[3];
-    RT_TRY(rt_pool_shape_check(s, out));
-    char desc[RT_DNNL_DESC_LEN];
-    pool_desc(s, "maxpool", "backward", desc, sizeof desc);
-    int dry = !dy && !workspace && !dx;
-    if (!dry && (!dy || !workspace || !dx))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: dy, workspace and dx must be non-NULL (the workspace comes from "
-                            "rt_kernel_maxpool_forward), or all NULL for a dry run",
-                            desc);
-    if (s->n == 0) return RT_OK;
-    rt_dnnl_entry *e;
-    RT_TRY(pool_bwd_entry(s, out, RT_DNNL_MAXPOOL_BWD, desc, &e));
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    RT_TRY(pool_need(s, "maxpool", "backward", dy && workspace && dx,
+                     "dy, workspace and dx (the workspace comes from rt_kernel_maxpool_forward)"));
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_maxpool_backward_plan(s, &p));
+    if (!p.entry) return RT_OK;
     void *ptrs[3] = {(void *)dy, dx, (void *)workspace};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 rt_status rt_kernel_avgpool_forward(const rt_pool_shape *s, const float *x, float *y) {
-    int64_t out[3];
-    RT_TRY(rt_pool_shape_check(s, out));
-    char desc[RT_DNNL_DESC_LEN];
-    pool_desc(s, "avgpool", "forward", desc, sizeof desc);
-    int dry = !x && !y;
-    if (!dry && (!x || !y))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: x and y must be non-NULL (or both NULL for a dry run)", desc);
-    if (s->n == 0) return RT_OK;
-    rt_dnnl_entry *e;
-    RT_TRY(pool_fwd_entry(s, out, RT_DNNL_AVGPOOL_FWD, desc, &e));
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    RT_TRY(pool_need(s, "avgpool", "forward", x && y, "x and y"));
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_avgpool_forward_plan(s, &p));
+    if (!p.entry) return RT_OK;
     void *ptrs[2] = {(void *)x, y};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
 rt_status rt_kernel_avgpool_backward(const rt_pool_shape *s, const float *dy, float *dx) {
-    int64_t out[3];
-    RT_TRY(rt_pool_shape_check(s, out));
-    char desc[RT_DNNL_DESC_LEN];
-    pool_desc(s, "avgpool", "backward", desc, sizeof desc);
-    int dry = !dy && !dx;
-    if (!dry && (!dy || !dx))
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: dy and dx must be non-NULL (or both NULL for a dry run)", desc);
-    if (s->n == 0) return RT_OK;
-    rt_dnnl_entry *e;
-    RT_TRY(pool_bwd_entry(s, out, RT_DNNL_AVGPOOL_BWD, desc, &e));
-    if (dry) return rt_dnnl_entry_dry_run(e);
+    RT_TRY(pool_need(s, "avgpool", "backward", dy && dx, "dy and dx"));
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_avgpool_backward_plan(s, &p));
+    if (!p.entry) return RT_OK;
     void *ptrs[2] = {(void *)dy, dx};
-    return rt_dnnl_entry_exec(e, ptrs);
+    return rt_dnnl_entry_exec(p.entry, ptrs);
 }

@@ -19,14 +19,11 @@
  * scratchpad is RT_MEM_TEMP freed before return. Ties in max pooling may pick
  * a different (equal) element than PyTorch.
  *
- * Dry run (meta tensors): all data pointers NULL (x, y, workspace / dy,
- * workspace, dx / x, y / dy, dx) → dry run: books the call's temporary bytes,
- * computes nothing. The kernel checks the shape, creates or looks up the
- * cached primitive and books and releases exactly the RT_MEM_TEMP bytes a
- * real call of that shape allocates, at the same moments, through
- * rt_mem_account/rt_mem_unaccount; it never touches data. A dry max-pool
- * forward books the training variant (as if a workspace were given). A mix
- * of NULL and non-NULL required pointers is RT_ERR_INVALID_ARG.
+ * Plan and execute (plan.h): each kernel has a plan function that checks
+ * the shape, creates or finds the cached primitive and reports its TEMP
+ * blocks and workspace size without touching data; the kernels plan and
+ * then execute, and need every data pointer (the max-pool forward's
+ * workspace excepted, see there).
  *
  * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, k or stride < 1,
  * pad < 0 or pad > k/2, unknown layout, blocked with c % rt_layout_block() !=
@@ -40,6 +37,7 @@
 
 #include "core/status.h"
 #include "kernels/layout.h"
+#include "kernels/plan.h"
 
 typedef struct rt_pool_shape {
     int nsp; /* 2 or 3 */
@@ -79,5 +77,16 @@ rt_status rt_kernel_avgpool_forward(const rt_pool_shape *s, const float *x, floa
 
 /* dx = dy spread evenly (1/prod(k)) over each window; overwrites dx. */
 rt_status rt_kernel_avgpool_backward(const rt_pool_shape *s, const float *dy, float *dx);
+
+/* The plans of the four kernels above (plan.h): the shape rules and errors
+ * of the kernels, RT_ERR_INVALID_ARG for a NULL plan, no primitive for
+ * n == 0. with_workspace: plan the training forward that writes the
+ * workspace (a forward call with a non-NULL workspace), else the inference
+ * one; plan->workspace_bytes is its size (also reported by the backward
+ * plan, which reads it). */
+rt_status rt_kernel_maxpool_forward_plan(const rt_pool_shape *s, int with_workspace, rt_kernel_plan *plan);
+rt_status rt_kernel_maxpool_backward_plan(const rt_pool_shape *s, rt_kernel_plan *plan);
+rt_status rt_kernel_avgpool_forward_plan(const rt_pool_shape *s, rt_kernel_plan *plan);
+rt_status rt_kernel_avgpool_backward_plan(const rt_pool_shape *s, rt_kernel_plan *plan);
 
 #endif

@@ -6,7 +6,7 @@
  * RT_ERR_INVALID_ARG (convert with rt_kernel_reorder_layout first).
  * Errors: the same shape checks as the fast kernels (RT_ERR_INVALID_ARG /
  * RT_ERR_SHAPE, a NULL shape included); RT_ERR_INVALID_ARG for a NULL
- * required buffer (no dry run here; the optional ones are conv's b and db
+ * required buffer (as for the oneDNN kernels; the optional ones are conv's b and db
  * and batch norm's weight, bias, dweight and dbias). */
 #ifndef RT_KERNELS_REFERENCE_H
 #define RT_KERNELS_REFERENCE_H

@@ -1,6 +1,7 @@
-/* ReLU and LeakyReLU over oneDNN eltwise (kernels/eltwise.h), the fused
- * residual add + ReLU, and tanh / sigmoid (kernels/vec.h loops). */
-#include "kernels/eltwise.h"
+/* ReLU and LeakyReLU through the backend's relu entries (oneDNN eltwise,
+ * kernels/eltwise.h, on cpu), the fused residual add + ReLU, and tanh /
+ * sigmoid (kernels/vec.h loops). */
+#include "backend/backend.h"
 #include "kernels/vec.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -17,9 +18,8 @@ static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_
     RT_SAVED(self, 0, y);
     rt_tensor *g = rt_tensor_empty_like(y, RT_MEM_TEMP);
     if (!g) return RT_ERR_OOM;
-    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
-    rt_status st = rt_kernel_relu_backward(rt_tensor_numel(y), c->negative_slope, rt_tensor_f32(y),
-                                           rt_tensor_f32(dy), rt_tensor_f32(g));
+    rt_status st = rt_backend_of(y)->relu_backward(rt_tensor_numel(y), c->negative_slope, rt_tensor_f32(y),
+                                                   rt_tensor_f32(dy), rt_tensor_f32(g));
     for (int i = 0; st == RT_OK && i < self->n_inputs; i++)
         if (rt_node_needs_grad(self, i)) grad_in[i] = rt_tensor_retain(g);
     rt_tensor_release(g);
@@ -35,8 +35,8 @@ rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out) {
                             "backward recovers the input's sign from the output", negative_slope);
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
-    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
-    rt_status st = rt_kernel_relu_forward(rt_tensor_numel(x), negative_slope, rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_status st =
+        rt_backend_of(x)->relu_forward(rt_tensor_numel(x), negative_slope, rt_tensor_f32(x), rt_tensor_f32(y));
     rt_node *node = NULL;
     if (st == RT_OK)
         st = rt_node_create(negative_slope > 0 ? "leaky_relu" : "relu", 1, &x, 1, rt_relu_backward,

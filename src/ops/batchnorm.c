@@ -1,10 +1,11 @@
-/* Batch normalisation op (torch.nn.functional.batch_norm) over the oneDNN
- * kernels in kernels/norm.h; eval-mode backward is a plain loop. */
+/* Batch normalisation op (torch.nn.functional.batch_norm) through the
+ * backend's batch-norm entries (the oneDNN kernels of kernels/norm.h on
+ * cpu); eval-mode backward is a plain loop. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/norm.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -58,12 +59,12 @@ static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
     rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_status st = (dx && dw && db) ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK) {
-        /* training: the oneDNN kernel, a dry run on meta (all pointers NULL)
-         * that books its TEMP bytes; eval: a plain loop that allocates nothing */
+        /* training: the backend's entry (on meta it books the kernel's
+         * TEMP); eval: a plain loop that allocates nothing */
         if (c->training)
-            st = rt_kernel_batchnorm_backward(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(a),
-                                              rt_tensor_f32(b), rt_tensor_f32(w), rt_tensor_f32(dx),
-                                              rt_tensor_f32(dw), rt_tensor_f32(db));
+            st = rt_backend_of(x)->batchnorm_backward(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy),
+                                                      rt_tensor_f32(a), rt_tensor_f32(b), rt_tensor_f32(w),
+                                                      rt_tensor_f32(dx), rt_tensor_f32(dw), rt_tensor_f32(db));
         else if (rt_op_compute(dy))
             st = rt_bn_backward_eval(c, x, w, a, b, dy, dx, dw, db);
     }
@@ -125,18 +126,18 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
     rt_tensor *mean = training ? rt_tensor_empty_like(running_mean, RT_MEM_TEMP) : NULL;
     rt_tensor *var = training ? rt_tensor_empty_like(running_var, RT_MEM_TEMP) : NULL;
     rt_status st = (y && (!training || (mean && var))) ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK) { /* on meta the kernels dry-run (all pointers NULL), booking their TEMP */
+    if (st == RT_OK) { /* on meta the entries book the kernels' TEMP and compute nothing */
         if (training) {
-            st = rt_kernel_batchnorm_forward_train(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
-                                                   rt_tensor_f32(bias), rt_tensor_f32(y),
-                                                   rt_tensor_f32(mean), rt_tensor_f32(var));
+            st = rt_backend_of(x)->batchnorm_forward_train(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
+                                                           rt_tensor_f32(bias), rt_tensor_f32(y),
+                                                           rt_tensor_f32(mean), rt_tensor_f32(var));
             if (st == RT_OK && rt_op_compute(x) && !rt_recompute_is_active())
                 rt_bn_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
                                      running_mean, running_var);
         } else {
-            st = rt_kernel_batchnorm_forward_eval(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
-                                                  rt_tensor_f32(bias), rt_tensor_f32(running_mean),
-                                                  rt_tensor_f32(running_var), rt_tensor_f32(y));
+            st = rt_backend_of(x)->batchnorm_forward_eval(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
+                                                          rt_tensor_f32(bias), rt_tensor_f32(running_mean),
+                                                          rt_tensor_f32(running_var), rt_tensor_f32(y));
         }
     }
     if (st == RT_OK && training && num_batches_tracked && !rt_recompute_is_active() && rt_op_compute(x))

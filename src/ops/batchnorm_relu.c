@@ -1,10 +1,11 @@
-/* Fused batch norm + ReLU op (see batchnorm_relu.h) over the fused oneDNN
- * kernels of kernels/norm.h; eval mode composes rt_batch_norm and rt_relu. */
+/* Fused batch norm + ReLU op (see batchnorm_relu.h) through the backend's
+ * fused entries (the oneDNN kernels of kernels/norm.h on cpu); eval mode
+ * composes rt_batch_norm and rt_relu. */
 #include "ops/batchnorm_relu.h"
 
 #include <string.h>
 
-#include "kernels/norm.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -25,13 +26,12 @@ static rt_status rt_bnr_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_status st = (dx && dw && db) ? RT_OK : RT_ERR_OOM;
-    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
     if (st == RT_OK)
-        st = rt_kernel_batchnorm_relu_backward(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy),
-                                               rt_tensor_f32(mean), rt_tensor_f32(var),
-                                               rt_tensor_f32(w), rt_tensor_data(ws),
-                                               rt_tensor_f32(dx), rt_tensor_f32(dw),
-                                               rt_tensor_f32(db));
+        st = rt_backend_of(x)->batchnorm_relu_backward(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy),
+                                                       rt_tensor_f32(mean), rt_tensor_f32(var),
+                                                       rt_tensor_f32(w), rt_tensor_data(ws),
+                                                       rt_tensor_f32(dx), rt_tensor_f32(dw),
+                                                       rt_tensor_f32(db));
     rt_tensor *grads[3] = {dx, dw, db};
     return rt_op_hand_grads(st, self, 3, grads, grad_in);
 }
@@ -62,13 +62,13 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
     memset(&c, 0, sizeof c);
     RT_TRY(rt_bn_op_shape("batch_norm_relu", x, weight, bias, running_mean, running_var, true, eps, &c.s));
     char a[64];
-    /* Creates (or finds) the cached forward primitive; 0 means the shape or
-     * oneDNN refused: a dry run of the kernel then reports why (status and
-     * message), booking nothing that outlives it. */
-    int64_t ws_bytes = (int64_t)rt_kernel_batchnorm_relu_workspace_bytes(&c.s);
+    /* Plans (creates or finds) the forward primitive; 0 means the shape or
+     * oneDNN refused, with the reason in the message. */
+    const rt_backend *be = rt_backend_of(x);
+    rt_error_clear();
+    int64_t ws_bytes = (int64_t)be->batchnorm_relu_workspace_bytes(&c.s);
     if (ws_bytes <= 0) {
-        RT_TRY(rt_kernel_batchnorm_relu_forward_train(&c.s, NULL, NULL, NULL, NULL, NULL, NULL,
-                                                      NULL));
+        if (rt_error_last_status() != RT_OK) return rt_error_last_status();
         return rt_error_set(RT_ERR_BACKEND, "batch_norm_relu: oneDNN gave no workspace for input %s",
                             rt_tensor_shape_str(x, a, sizeof a));
     }
@@ -78,8 +78,8 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
     rt_tensor *var = rt_tensor_empty_like(running_var, RT_MEM_TEMP);
     rt_tensor *ws = rt_tensor_create(1, &ws_bytes, RT_U8, x->device, RT_MEM_TEMP);
     rt_status st = (y && mean && var && ws) ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK) /* on meta: dry run (all pointers NULL), books the kernel's TEMP */
-        st = rt_kernel_batchnorm_relu_forward_train(
+    if (st == RT_OK)
+        st = be->batchnorm_relu_forward_train(
             &c.s, rt_tensor_f32(x), rt_tensor_f32(weight), rt_tensor_f32(bias), rt_tensor_f32(y),
             rt_tensor_f32(mean), rt_tensor_f32(var), rt_tensor_data(ws));
     if (st == RT_OK && rt_op_compute(x) && !rt_recompute_is_active()) {

@@ -92,7 +92,7 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     s.dst_layout = blocked_out && s.c_out % rt_layout_block() == 0 ? RT_LAYOUT_BLOCKED : RT_LAYOUT_PLAIN;
     /* a bf16 precision region computes in bf16 where oneDNN has the kernel
      * (memory/precision.h); backward reuses s, so its passes match */
-    s.compute_bf16 = rt_autocast_compute_dtype() == RT_BF16 && rt_conv_bf16_available();
+    s.compute_bf16 = rt_autocast_compute_dtype() == RT_BF16 && rt_backend_of(x)->conv_bf16_available();
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
     y->layout = s.dst_layout;

@@ -1,7 +1,8 @@
-/* Transposed convolution op (2-D and 3-D) over kernels/deconv.h. */
+/* Transposed convolution op (2-D and 3-D) through the backend's deconv
+ * entries (kernels/deconv.h on cpu). */
 #include <string.h>
 
-#include "kernels/deconv.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops3d.h"
 
@@ -13,7 +14,8 @@ static rt_status rt_conv_transpose_backward(rt_node *self, rt_tensor *const *gra
     if (rt_node_needs_grad(self, 0)) {
         grad_in[0] = rt_tensor_empty_like(x, RT_MEM_TEMP);
         if (!grad_in[0]) return RT_ERR_OOM;
-        RT_TRY(rt_kernel_deconv_backward_data(s, rt_tensor_f32(w), rt_tensor_f32(dy), rt_tensor_f32(grad_in[0])));
+        RT_TRY(rt_backend_of(x)->deconv_backward_data(s, rt_tensor_f32(w), rt_tensor_f32(dy),
+                                                      rt_tensor_f32(grad_in[0])));
     }
     bool need_w = rt_node_needs_grad(self, 1), need_b = s->has_bias && rt_node_needs_grad(self, 2);
     if (!need_w && !need_b) return RT_OK;
@@ -22,8 +24,8 @@ static rt_status rt_conv_transpose_backward(rt_node *self, rt_tensor *const *gra
     rt_tensor *db = s->has_bias ? rt_tensor_create(1, &oc, RT_F32, w->device, RT_MEM_TEMP) : NULL;
     rt_status st = dw && (db || !s->has_bias) ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK)
-        st = rt_kernel_deconv_backward_weights(s, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(dw),
-                                               db ? rt_tensor_f32(db) : NULL);
+        st = rt_backend_of(x)->deconv_backward_weights(s, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(dw),
+                                                       db ? rt_tensor_f32(db) : NULL);
     if (st == RT_OK && need_w) grad_in[1] = rt_tensor_retain(dw);
     if (st == RT_OK && need_b) grad_in[2] = rt_tensor_retain(db);
     rt_tensor_release(dw);
@@ -82,8 +84,8 @@ rt_status rt_conv_transpose(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, co
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
     y->layout = s.dst_layout;
-    rt_status st = rt_kernel_deconv_forward(&s, rt_tensor_f32(x), rt_tensor_f32(weight),
-                                            bias ? rt_tensor_f32(bias) : NULL, rt_tensor_f32(y));
+    rt_status st = rt_backend_of(x)->deconv_forward(&s, rt_tensor_f32(x), rt_tensor_f32(weight),
+                                                    bias ? rt_tensor_f32(bias) : NULL, rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_tensor *inputs[3] = {x, weight, bias};
     if (st == RT_OK) st = rt_node_create(op, 3, inputs, 1, rt_conv_transpose_backward, sizeof s, &node);

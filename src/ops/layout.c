@@ -1,7 +1,8 @@
-/* Conversion between the PLAIN and BLOCKED memory orders (core/tensor.h). */
+/* Conversion between the PLAIN and BLOCKED memory orders (core/tensor.h),
+ * through the backend's reorder entry (kernels/layout.h on cpu). */
 #include <math.h>
 
-#include "kernels/layout.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -13,8 +14,8 @@ static rt_status rt_reorder(rt_tensor *x, rt_layout to, rt_tensor **out) {
     *out = rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!*out) return RT_ERR_OOM;
     (*out)->layout = to;
-    rt_status st = rt_kernel_reorder_layout(x->ndim, x->shape, x->layout, to, rt_tensor_f32(x),
-                                            rt_tensor_f32(*out));
+    rt_status st = rt_backend_of(x)->reorder_layout(x->ndim, x->shape, x->layout, to, rt_tensor_f32(x),
+                                                    rt_tensor_f32(*out));
     if (st != RT_OK) {
         rt_tensor_release(*out);
         *out = NULL;

@@ -1,7 +1,8 @@
-/* Max, average and global-average pooling (2-D and 3-D) over kernels/pool.h. */
+/* Max, average and global-average pooling (2-D and 3-D) through the
+ * backend's pooling entries (kernels/pool.h on cpu). */
 #include <string.h>
 
-#include "kernels/pool.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -57,9 +58,8 @@ static rt_status rt_max_pool_backward(rt_node *self, rt_tensor *const *grad_out,
     if (!(grad_in[0] = rt_tensor_create(c->ndim, c->x_shape, RT_F32, dy->device, RT_MEM_TEMP)))
         return RT_ERR_OOM;
     grad_in[0]->layout = c->s.layout;
-    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
-    return rt_kernel_maxpool_backward(&c->s, rt_tensor_f32(dy), rt_tensor_data(ws),
-                                      rt_tensor_f32(grad_in[0]));
+    return rt_backend_of(dy)->maxpool_backward(&c->s, rt_tensor_f32(dy), rt_tensor_data(ws),
+                                               rt_tensor_f32(grad_in[0]));
 }
 
 rt_status rt_max_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
@@ -70,13 +70,13 @@ rt_status rt_max_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
     RT_TRY(rt_pool_setup(x, opts, "max_pool", &c, yshape));
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (y) y->layout = x->layout;
-    int64_t ws_bytes = (int64_t)rt_kernel_maxpool_workspace_bytes(&c.s);
+    const rt_backend *be = rt_backend_of(x);
+    int64_t ws_bytes = (int64_t)be->maxpool_workspace_bytes(&c.s);
     /* The workspace outlives the call only when backward will need it. */
     bool keep = rt_grad_is_enabled() && x->requires_grad;
     rt_tensor *ws = rt_tensor_create(1, &ws_bytes, RT_U8, x->device, RT_MEM_TEMP);
     rt_status st = (y && ws) ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK) /* on meta: dry run (all pointers NULL), books the kernel's TEMP */
-        st = rt_kernel_maxpool_forward(&c.s, rt_tensor_f32(x), rt_tensor_f32(y), rt_tensor_data(ws));
+    if (st == RT_OK) st = be->maxpool_forward(&c.s, rt_tensor_f32(x), rt_tensor_f32(y), rt_tensor_data(ws));
     rt_node *node = NULL;
     if (st == RT_OK && keep) st = rt_node_create("max_pool", 1, &x, 1, rt_max_pool_backward, sizeof c, &node);
     if (st == RT_OK && node) {
@@ -93,8 +93,7 @@ static rt_status rt_avg_pool_backward(rt_node *self, rt_tensor *const *grad_out,
     if (!(grad_in[0] = rt_tensor_create(c->ndim, c->x_shape, RT_F32, dy->device, RT_MEM_TEMP)))
         return RT_ERR_OOM;
     grad_in[0]->layout = c->s.layout;
-    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
-    return rt_kernel_avgpool_backward(&c->s, rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
+    return rt_backend_of(dy)->avgpool_backward(&c->s, rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
 }
 
 rt_status rt_avg_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
@@ -106,8 +105,7 @@ rt_status rt_avg_pool(rt_tensor *x, const rt_pool_opts *opts, rt_tensor **out) {
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
     y->layout = x->layout;
-    /* on meta every pointer is NULL: a dry run that books the kernel's TEMP */
-    rt_status st = rt_kernel_avgpool_forward(&c.s, rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_status st = rt_backend_of(x)->avgpool_forward(&c.s, rt_tensor_f32(x), rt_tensor_f32(y));
     rt_node *node = NULL;
     if (st == RT_OK) st = rt_node_create("avg_pool", 1, &x, 1, rt_avg_pool_backward, sizeof c, &node);
     if (st == RT_OK && node) memcpy(node->ctx, &c, sizeof c);

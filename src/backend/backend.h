@@ -36,6 +36,19 @@
 #include "kernels/deconv.h"
 #include "kernels/norm.h"
 #include "kernels/pool.h"
+/* revtorch's own loops */
+#include "kernels/blas.h"
+#include "kernels/copy.h"
+#include "kernels/coupling.h"
+#include "kernels/dropout.h"
+#include "kernels/group_norm.h"
+#include "kernels/loss.h"
+#include "kernels/norm_loops.h"
+#include "kernels/optim.h"
+#include "kernels/seg_loss.h"
+#include "kernels/softmax.h"
+#include "kernels/upsample.h"
+#include "kernels/vec.h"
 
 typedef struct rt_backend {
     const char *name; /* "cpu", "meta" */
@@ -86,6 +99,106 @@ typedef struct rt_backend {
     /* ---- GEMM (kernels/blas.h) ---- */
     void (*sgemm)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+    /* ==== revtorch's own loops (src/kernels: OpenMP, the ISA tables of
+     * kernels/vec.h). None allocates unless its kernel says so; meta's
+     * entries do nothing (the reductions return 0) unless noted. ==== */
+
+    /* ---- elementwise, n contiguous f32 (kernels/vec.h) ---- */
+    void (*vec_add)(int64_t n, const float *a, const float *b, float *out);
+    void (*vec_sub)(int64_t n, const float *a, const float *b, float *out);
+    void (*vec_add_relu)(int64_t n, const float *a, const float *b, float *out);
+    void (*vec_axpy)(int64_t n, float alpha, const float *x, float *y);
+    void (*vec_scale)(int64_t n, float alpha, const float *x, float *out);
+    void (*vec_pow)(int64_t n, float p, const float *x, float *out);
+    void (*vec_pow_backward)(int64_t n, float p, const float *x, const float *dy, float *dx);
+    void (*vec_tanh)(int64_t n, const float *x, float *out);
+    void (*vec_tanh_backward)(int64_t n, const float *y, const float *dy, float *dx);
+    void (*vec_sigmoid)(int64_t n, const float *x, float *out);
+    void (*vec_sigmoid_backward)(int64_t n, const float *y, const float *dy, float *dx);
+    void (*vec_fill_from)(int64_t n, const float *s, double divisor, float *out);
+    /* gradients rounded to a region's dtype (core/dtype.h rt_dtype_round) */
+    rt_status (*dtype_round)(float *x, rt_dtype dt, size_t n);
+
+    /* ---- reductions (kernels/vec.h) ---- */
+    double (*vec_sumsq)(int64_t n, const float *x);
+    void (*vec_sum_to)(int64_t n, const float *x, double divisor, float *y);
+    void (*vec_sumsq_to)(int64_t n, const float *x, double divisor, float *y);
+    void (*vec_fingerprint)(int64_t n, const float *x, uint32_t base, double out[3]);
+    void (*vec_diff_norms)(int64_t n, const float *p, const float *q, double out[2]);
+    void (*vec_max_abs_diff)(int64_t n, const float *p, const float *q, double out[2]);
+
+    /* ---- losses (kernels/loss.h) ---- */
+    rt_status (*cross_entropy_forward)(int64_t n, int64_t k, float smoothing, const float *z, const int32_t *t,
+                                       float *p, float *y);
+    void (*cross_entropy_backward)(int64_t n, int64_t k, float smoothing, const float *p, const int32_t *t,
+                                   const float *dy, float *dz);
+    void (*mse_backward)(int64_t n, float sign, const float *diff, const float *dy, float *dx);
+
+    /* ---- a linear layer's bias, filled before and summed after sgemm (kernels/blas.h) ---- */
+    void (*rows_fill)(int64_t rows, int64_t cols, const float *b, float *y);
+    void (*rows_sum)(int64_t rows, int64_t cols, const float *dy, float *db);
+
+    /* ---- affine coupling of reversible blocks (kernels/coupling.h); meta:
+     * nothing checked (no values) ---- */
+    rt_status (*affine_coupling_forward)(int64_t n, int64_t inner, float clamp, const float *x, const float *st,
+                                         float *y);
+    void (*affine_coupling_inverse)(int64_t n, int64_t inner, float clamp, const float *y, const float *st,
+                                    float *x);
+    void (*affine_coupling_backward)(int64_t n, int64_t inner, float clamp, const float *x, const float *st,
+                                     const float *dy, float *dx, float *dst);
+    void (*affine_coupling_logdet)(int64_t n, int64_t inner, float clamp, const float *st, float *ld);
+
+    /* ---- strided copies: padding, channel slices (kernels/copy.h) ---- */
+    void (*pad_copy)(int nd, const int64_t *sshape, const float *src, const int64_t *dshape, const int64_t *before,
+                     float value, float *dst);
+    void (*channel_slice_copy)(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size, float *piece,
+                               float *whole, int to_whole);
+
+    /* ---- dropout (kernels/dropout.h); meta: books and releases the
+     * uniforms' TEMP bytes ---- */
+    rt_status (*dropout)(uint64_t seed, uint64_t offset, float p, int64_t n, const float *in, float *out);
+
+    /* ---- optimizer updates (kernels/optim.h) ---- */
+    void (*sgd_update)(int64_t n, const rt_sgd_coef *c, int first, float *p, const float *g, float *buf);
+    void (*adamw_update)(int64_t n, const rt_adamw_coef *c, float *p, const float *g, float *m, float *v);
+
+    /* ---- channel softmax, upsampling (kernels/softmax.h, kernels/upsample.h) ---- */
+    void (*softmax_channels_forward)(const rt_chan_shape *s, const float *x, float *y);
+    void (*softmax_channels_backward)(const rt_chan_shape *s, const float *y, const float *dy, float *dx);
+    void (*upsample_linear_forward)(const rt_upsample_shape *s, const float *x, float *y);
+    void (*upsample_linear_backward)(const rt_upsample_shape *s, const float *dy, float *dx);
+
+    /* ---- batch norm's own loops (kernels/norm_loops.h) ---- */
+    rt_status (*batchnorm_backward_eval)(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,
+                                         const float *var, const float *weight, float *dx, float *dweight,
+                                         float *dbias);
+    void (*batchnorm_update_running)(const rt_bn_shape *s, float momentum, const float *mean, const float *var,
+                                     float *running_mean, float *running_var);
+
+    /* ---- group / instance normalisation (kernels/group_norm.h); meta:
+     * books and releases the scratch's TEMP bytes ---- */
+    rt_status (*group_norm_forward)(const rt_chan_shape *s, int64_t groups, float eps, const float *x,
+                                    const float *weight, const float *bias, const float *mean_in,
+                                    const float *var_in, float *run_mean, float *run_var, float momentum,
+                                    float *y, float *stats);
+    rt_status (*group_norm_backward)(const rt_chan_shape *s, int64_t groups, int input_stats, const float *x,
+                                     const float *stats, const float *gamma, const float *dy, float *dx,
+                                     float *dw, float *db);
+
+    /* ---- segmentation losses (kernels/seg_loss.h) ---- */
+    /* meta: -1 (no labels to check) */
+    int64_t (*labels_first_invalid)(int64_t n, const int32_t *t, int64_t classes, int32_t *value);
+    /* meta: books and releases the log-sum-exp buffer's TEMP bytes */
+    rt_status (*cross_entropy_nd_forward)(const rt_chan_shape *s, const float *x, const int32_t *t,
+                                          const float *w, double *weight_sum, float *y);
+    void (*cross_entropy_nd_backward)(const rt_chan_shape *s, const float *x, const int32_t *t, const float *w,
+                                      double weight_sum, const float *dy, float *dx);
+    void (*soft_dice_forward)(const rt_chan_shape *s, const float *x, const int32_t *t, double smooth,
+                              int batch_dice, int include_background, double terms, double *sums, float *y);
+    void (*soft_dice_backward)(const rt_chan_shape *s, const int32_t *t, double smooth, int batch_dice,
+                               int include_background, double terms, const double *sums, const float *dy,
+                               float *dx);
 } rt_backend;
 
 /* The table of a device; NULL (message set, RT_ERR_INVALID_ARG) for a value

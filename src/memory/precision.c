@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "autograd/node.h"
-#include "kernels/conv.h"
+#include "backend/backend.h" /* rt_conv_bf16_available (kernels/conv.h) */
 
 const char *rt_precision_str(rt_precision p) {
     switch (p) {

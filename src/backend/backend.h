@@ -1,28 +1,45 @@
 /* Backends: one table of memory and compute entries per device.
  *
- * Every op, optimizer and memory strategy reaches a device's code only
- * through the table of its tensors' device, rt_backend_of(t) (or
- * rt_backend_get(device)); nothing above this layer tests for meta or
- * calls a kernel directly. Adding a device is a new table here (and its
- * memory table in core/device.h); docs/design.md "Backends" lists what a
- * CUDA backend fills in, entry by entry.
+ * Ops, optimizers, memory strategies and the backward engine reach a
+ * device's code through the table of their tensors' device,
+ * rt_backend_of(t) (or rt_backend_get(device)), and do not test for meta
+ * to decide whether to compute: a meta entry simply computes nothing.
+ * Adding a device is a new table here (and its memory table in
+ * core/device.h). Two groups of entries:
+ *   - the oneDNN / BLAS kernels (convolution, pooling, normalisation,
+ *     eltwise, layout reorders, sgemm). The convolutions are called
+ *     through the table; pooling, batch norm, ReLU, transposed convolution
+ *     and layout reorders are still called by their ops as kernels
+ *     directly (the entries exist, the ops do not use them yet);
+ *   - revtorch's own loops (the block at the end of the struct): every
+ *     elementwise map, reduction, loss, optimizer update, group norm,
+ *     softmax, upsampling, coupling, dropout and strided copy of
+ *     src/ops, src/optim, src/memory and src/autograd/engine.c.
  *
  *   cpu   (backend/cpu.c)  the oneDNN 2.6 primitives, OpenBLAS sgemm and
- *                          revtorch's own OpenMP loops of src/kernels.
- *   meta  (backend/meta.c) an accounting backend: each oneDNN kernel is
- *                          *planned* (its primitive created or found in the
- *                          cache, which tells its scratchpad, workspace and
- *                          reorder bytes) and the plan's RT_MEM_TEMP bytes
- *                          booked and released at the moments the cpu
- *                          entry allocates and frees them; nothing executes.
- *                          Loops that allocate no temporaries do nothing.
- *                          A meta step's per-category peaks therefore equal
- *                          the real step's (tests/test_meta.c).
+ *                          revtorch's own OpenMP loops of src/kernels (the
+ *                          elementwise ones dispatched at run time to their
+ *                          AVX-512 / AVX2 / baseline copy, kernels/vec.h).
+ *   meta  (backend/meta.c) an accounting backend: the oneDNN kernels run
+ *                          dry (all data pointers NULL: the primitive is
+ *                          created or found in the cache, and its scratchpad
+ *                          and reorder bytes booked as RT_MEM_TEMP for the
+ *                          call); revtorch's loops do nothing, except that
+ *                          those whose cpu kernel holds a tracked scratch
+ *                          (group norm, the voxel-wise cross-entropy,
+ *                          dropout) book and release its bytes. Reductions
+ *                          return 0, label checks find nothing. A meta
+ *                          step's per-category peaks therefore equal the
+ *                          real step's (tests/test_memory.c,
+ *                          tests/test_predict.c).
  *
- * Each entry has the contract of the src/kernels function of the same name
- * (shapes, dtypes, layouts, errors are documented there); on meta every data
- * pointer is NULL (rt_tensor_f32 of a meta tensor) and only the shape
- * arguments are read. Entries returning void cannot fail for valid
+ * Each entry has the contract of the function of the same name
+ * (rt_kernel_<entry>, or rt_<entry> for vec_* and dtype_round: kernels/vec.h,
+ * core/dtype.h), where shapes, dtypes, layouts and errors are documented;
+ * on meta every data pointer is NULL (rt_tensor_f32 of a meta tensor) and
+ * only the shape arguments are read. Scalars that live in a tensor (a
+ * loss, its incoming gradient) are read and written by the entries, never
+ * by their callers. Entries returning void cannot fail for valid
  * arguments. The tables are static constants: no state, usable from any
  * thread. */
 #ifndef RT_BACKEND_BACKEND_H

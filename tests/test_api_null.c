@@ -3053,6 +3053,14 @@ CHECK_FN(rt_vec_max_abs_diff) {
     VAL(o[0] == 7.0 && o[1] == 7.0);
 }
 
+CHECK_FN(rt_vec_first_negative) {
+    float x[2] = {1, -2}, v = 7;
+    VAL(rt_vec_first_negative(2, NULL, &v) == -1 && v == 7.0f);
+    VAL(rt_vec_first_negative(-2, x, &v) == -1);
+    VAL(rt_vec_first_negative(2, x, NULL) == 1);
+    VAL(rt_vec_first_negative(2, x, &v) == 1 && v == -2.0f);
+}
+
 CHECK_FN(rt_kernel_cross_entropy_forward) {
     int32_t t[2] = {0, 1};
     ST(RT_ERR_INVALID_ARG, "z, t, p, y", rt_kernel_cross_entropy_forward(2, 2, 0.0f, NULL, t, kb[1], kb[2]));
@@ -3385,7 +3393,7 @@ static const api_entry kernels_entries[] = {
     E(rt_vec_sum), E(rt_vec_sumsq), E(rt_vec_all_finite), E(rt_vec_fill), E(rt_vec_moments_plain), E(rt_vec_moments_blocked),
     E(rt_vec_fingerprint), E(rt_vec_pow), E(rt_vec_pow_backward),
     E(rt_vec_tanh), E(rt_vec_tanh_backward), E(rt_vec_sigmoid), E(rt_vec_sigmoid_backward),
-    E(rt_vec_sum_to), E(rt_vec_sumsq_to), E(rt_vec_fill_from), E(rt_vec_diff_norms), E(rt_vec_max_abs_diff),
+    E(rt_vec_sum_to), E(rt_vec_sumsq_to), E(rt_vec_fill_from), E(rt_vec_diff_norms), E(rt_vec_max_abs_diff), E(rt_vec_first_negative),
     /* kernels/loss.h, optim.h, blas.h rows, coupling.h: the loops behind the backend table */
     E(rt_kernel_cross_entropy_forward), E(rt_kernel_cross_entropy_backward), E(rt_kernel_mse_backward),
     E(rt_kernel_sgd_update), E(rt_kernel_adamw_update), E(rt_kernel_rows_fill), E(rt_kernel_rows_sum),

@@ -14,7 +14,8 @@
  *   - revtorch's own loops (the block at the end of the struct): every
  *     elementwise map, reduction, loss, optimizer update, group norm,
  *     softmax, upsampling, coupling, dropout and strided copy of
- *     src/ops, src/optim, src/memory and src/autograd/engine.c.
+ *     src/ops, src/optim, src/memory and src/autograd/engine.c, and the
+ *     value checks of loaded weights (nn/state_dict.c).
  *
  *   cpu   (backend/cpu.c)  the oneDNN 2.6 primitives, OpenBLAS sgemm and
  *                          revtorch's own OpenMP loops of src/kernels (the
@@ -144,6 +145,9 @@ typedef struct rt_backend {
     void (*vec_fingerprint)(int64_t n, const float *x, uint32_t base, double out[3]);
     void (*vec_diff_norms)(int64_t n, const float *p, const float *q, double out[2]);
     void (*vec_max_abs_diff)(int64_t n, const float *p, const float *q, double out[2]);
+    /* value checks of loaded weights; meta: all finite (1), no negative (-1) */
+    int (*vec_all_finite)(int64_t n, const float *x);
+    int64_t (*vec_first_negative)(int64_t n, const float *x, float *value);
 
     /* ---- losses (kernels/loss.h) ---- */
     rt_status (*cross_entropy_forward)(int64_t n, int64_t k, float smoothing, const float *z, const int32_t *t,

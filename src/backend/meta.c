@@ -50,6 +50,14 @@ static void meta_sum_to(int64_t n, const float *x, double divisor, float *y) {
 static void meta_fingerprint(int64_t n, const float *x, uint32_t base, double out[3]) {
     (void)n, (void)x, (void)base, (void)out;
 }
+static int meta_all_finite(int64_t n, const float *x) {
+    (void)n, (void)x;
+    return 1; /* no values, nothing non-finite */
+}
+static int64_t meta_first_negative(int64_t n, const float *x, float *value) {
+    (void)n, (void)x, (void)value;
+    return -1;
+}
 static void meta_diff_norms(int64_t n, const float *p, const float *q, double out[2]) {
     (void)n, (void)p, (void)q, (void)out;
 }
@@ -204,6 +212,8 @@ const rt_backend rt_backend_meta = {
     .vec_fingerprint = meta_fingerprint,
     .vec_diff_norms = meta_diff_norms,
     .vec_max_abs_diff = meta_diff_norms,
+    .vec_all_finite = meta_all_finite,
+    .vec_first_negative = meta_first_negative,
     .cross_entropy_forward = meta_cross_entropy_forward,
     .cross_entropy_backward = meta_cross_entropy_backward,
     .mse_backward = meta_mse_backward,

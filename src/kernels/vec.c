@@ -144,3 +144,13 @@ void rt_vec_max_abs_diff(int64_t n, const float *p, const float *q, double out[2
     out[0] = m;
     out[1] = r;
 }
+
+int64_t rt_vec_first_negative(int64_t n, const float *x, float *value) {
+    if (!x) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] < 0.0f) {
+            if (value) *value = x[i];
+            return i;
+        }
+    return -1;
+}

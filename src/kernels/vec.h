@@ -81,4 +81,9 @@ void rt_vec_diff_norms(int64_t n, const float *p, const float *q, double out[2])
  * NULL p or q with n > 0: no-op; n <= 0 writes zeros. */
 void rt_vec_max_abs_diff(int64_t n, const float *p, const float *q, double out[2]);
 
+/* The index of the first element < 0 (its value in *value), or -1 when
+ * there is none (also for NULL x or n <= 0). Serial: a check of loaded
+ * weights (a negative running variance). */
+int64_t rt_vec_first_negative(int64_t n, const float *x, float *value);
+
 #endif

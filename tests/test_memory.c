@@ -4,6 +4,8 @@
  *     "Saves:" list (src/ops/ops.h), counting each storage once;
  *   - the same step run on the meta device (no data, same accounting);
  *   - itself, repeated (no leak).
+ * Besides the net: dropout's TEMP peaks on cpu and meta (the uniforms it
+ * holds while masking are booked on both).
  *
  * Net (nn/modules.h modules, children of a Sequential): x (4, 3, 16, 16) DATA
  *   conv1 3→8 k3 p1 (+bias) → bn1 (train) → relu1 → pool1 (max 2)
@@ -433,9 +435,46 @@ static void test_repeated_steps_meta_no_leak(void) {
     for (int c = 0; c < RT_MEM_NCAT; c++) CHECK_EQ_INT(end.live[c], base.live[c]);
 }
 
+/* Dropout holds its n Philox uniforms as TEMP while it masks (forward and
+ * backward). The meta backend's dropout entry books the same bytes, so the
+ * TEMP peak of a forward is y + the uniforms on both devices, and a whole
+ * forward + backward peaks equally on both. */
+static void dropout_peaks(rt_device dev, int64_t *fwd_temp, int64_t *step_temp) {
+    enum { ROWS = 4, COLS = 256 };
+    int64_t shape[2] = {ROWS, COLS};
+    rt_memstats base, s;
+    rt_memstats_get(&base);
+    rt_memstats_reset_peaks();
+    rt_tensor *x = rt_tensor_zeros(2, shape, RT_F32, dev, RT_MEM_DATA), *y = NULL, *loss = NULL;
+    CHECK(x != NULL);
+    CHECK_OK(rt_tensor_fill(x, 1.0f));
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_status st = rt_dropout(x, 0.5f, true, &y);
+    rt_memstats_get(&s);
+    *fwd_temp = s.peak[RT_MEM_TEMP] - base.live[RT_MEM_TEMP];
+    if (st == RT_OK) st = rt_sum(y, &loss);
+    if (st == RT_OK) st = rt_backward(loss, NULL, false);
+    rt_memstats_get(&s);
+    *step_temp = s.peak[RT_MEM_TEMP] - base.live[RT_MEM_TEMP];
+    CHECK_OK(st);
+    rt_tensor_release(loss);
+    rt_tensor_release(y);
+    rt_tensor_release(x);
+}
+
+static void test_dropout_meta_matches_real(void) {
+    int64_t real_fwd = 0, real_step = 0, meta_fwd = 0, meta_step = 0;
+    dropout_peaks(RT_DEVICE_CPU, &real_fwd, &real_step);
+    dropout_peaks(RT_DEVICE_META, &meta_fwd, &meta_step);
+    CHECK_EQ_INT(real_fwd, 2 * 4 * 256 * (int64_t)sizeof(float)); /* y and the uniforms */
+    CHECK_EQ_INT(meta_fwd, real_fwd);
+    CHECK_EQ_INT(meta_step, real_step);
+}
+
 RT_TEST_MAIN({"saved_matches_analytic", test_saved_matches_analytic},
              {"forward_temp_after", test_forward_temp_after},
              {"sequential_forward_matches_analytic", test_sequential_forward_matches_analytic},
              {"meta_matches_real", test_meta_matches_real},
              {"repeated_steps_no_leak", test_repeated_steps_no_leak},
-             {"repeated_steps_meta_no_leak", test_repeated_steps_meta_no_leak})
+             {"repeated_steps_meta_no_leak", test_repeated_steps_meta_no_leak},
+             {"dropout_meta_matches_real", test_dropout_meta_matches_real})

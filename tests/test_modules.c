@@ -402,8 +402,39 @@ static void test_step_refuses_nan_loss(void) {
     classifier_free(&c);
 }
 
+/* rt_state_dict_check_values: a NaN weight is RT_ERR_NONFINITE, a negative
+ * running_var RT_ERR_FORMAT naming its index and value (the first), clean
+ * values and meta tensors (no values) pass. */
+static void test_state_dict_check_values(void) {
+    int64_t n = 4;
+    for (int dev = 0; dev < 2; dev++) {
+        rt_device d = dev ? RT_DEVICE_META : RT_DEVICE_CPU;
+        rt_state_dict *sd = rt_state_dict_create();
+        rt_tensor *w = rt_tensor_zeros(1, &n, RT_F32, d, RT_MEM_PARAM);
+        rt_tensor *rv = rt_tensor_zeros(1, &n, RT_F32, d, RT_MEM_PARAM);
+        CHECK(sd && w && rv);
+        CHECK_OK(rt_state_dict_push(sd, "bn", (rt_state_entry){.name = "weight", .kind = RT_ENTRY_PARAM, .tensor = w}));
+        CHECK_OK(rt_state_dict_push(sd, "bn", (rt_state_entry){.name = "running_var", .kind = RT_ENTRY_BUFFER,
+                                                              .tensor = rv}));
+        CHECK_OK(rt_state_dict_check_values(sd));
+        if (d == RT_DEVICE_CPU) {
+            rt_tensor_f32(rv)[2] = -0.5f;
+            rt_tensor_f32(rv)[3] = -1.0f;
+            CHECK(rt_state_dict_check_values(sd) == RT_ERR_FORMAT);
+            CHECK(strstr(rt_error_last(), "-0.5 at index 2") != NULL);
+            rt_tensor_f32(w)[1] = NAN;
+            CHECK(rt_state_dict_check_values(sd) == RT_ERR_NONFINITE);
+            CHECK(strstr(rt_error_last(), "'bn.weight'") != NULL);
+        }
+        rt_tensor_release(w);
+        rt_tensor_release(rv);
+        rt_state_dict_destroy(sd);
+    }
+}
+
 RT_TEST_MAIN({"state_dict_names_follow_the_tree", test_state_dict_names_follow_the_tree},
              {"visit_and_train_mode", test_visit_and_train_mode},
              {"leaf_modules_match_the_ops", test_leaf_modules_match_the_ops},
              {"reversible_sequence_of_3d_blocks", test_reversible_sequence_of_3d_blocks},
-             {"step_hooks", test_step_hooks}, {"step_refuses_nan_loss", test_step_refuses_nan_loss})
+             {"step_hooks", test_step_hooks}, {"step_refuses_nan_loss", test_step_refuses_nan_loss},
+             {"state_dict_check_values", test_state_dict_check_values})

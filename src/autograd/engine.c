@@ -1,9 +1,8 @@
 #include "autograd/engine.h"
 
 #include <stdlib.h>
-#include <string.h>
 
-#include "kernels/vec.h"
+#include "backend/backend.h"
 
 typedef struct rt_node_list {
     rt_node **items;
@@ -60,8 +59,7 @@ static rt_status rt_accumulate_into(rt_tensor *leaf, rt_tensor *grad) {
         if (!leaf->grad) return RT_ERR_OOM;
         return rt_tensor_copy(leaf->grad, grad);
     }
-    if (!rt_tensor_is_meta(leaf->grad))
-        rt_vec_axpy(rt_tensor_numel(grad), 1.0f, rt_tensor_f32(grad), rt_tensor_f32(leaf->grad));
+    rt_backend_of(leaf->grad)->vec_axpy(rt_tensor_numel(grad), 1.0f, rt_tensor_f32(grad), rt_tensor_f32(leaf->grad));
     return RT_OK;
 }
 
@@ -77,14 +75,12 @@ static rt_status rt_buffer_add(rt_tensor **slot, rt_tensor *g) {
     if (acc->refcount > 1 || acc->storage->refcount > 1) {
         rt_tensor *sum = rt_tensor_empty_like(acc, RT_MEM_TEMP);
         if (!sum) return RT_ERR_OOM;
-        if (!rt_tensor_is_meta(sum))
-            rt_vec_add(rt_tensor_numel(sum), rt_tensor_f32(acc), rt_tensor_f32(g), rt_tensor_f32(sum));
+        rt_backend_of(sum)->vec_add(rt_tensor_numel(sum), rt_tensor_f32(acc), rt_tensor_f32(g), rt_tensor_f32(sum));
         rt_tensor_release(acc);
         *slot = sum;
         return RT_OK;
     }
-    if (!rt_tensor_is_meta(acc))
-        rt_vec_axpy(rt_tensor_numel(acc), 1.0f, rt_tensor_f32(g), rt_tensor_f32(acc));
+    rt_backend_of(acc)->vec_axpy(rt_tensor_numel(acc), 1.0f, rt_tensor_f32(g), rt_tensor_f32(acc));
     return RT_OK;
 }
 
@@ -124,11 +120,15 @@ static rt_status rt_round_grads(rt_node *n) {
         if (g->refcount > 1 || g->storage->refcount > 1) { /* also on meta: the copy's bytes are booked alike */
             rt_tensor *c = rt_tensor_empty_like(g, RT_MEM_TEMP);
             if (!c) return RT_ERR_OOM;
-            if (!rt_tensor_is_meta(g)) memcpy(rt_tensor_data(c), rt_tensor_data(g), rt_tensor_nbytes(g));
+            rt_status cs = rt_tensor_copy(c, g);
+            if (cs != RT_OK) {
+                rt_tensor_release(c);
+                return cs;
+            }
             rt_tensor_release(g);
             n->grad_buf[o] = g = c;
         }
-        if (!rt_tensor_is_meta(g)) RT_TRY(rt_dtype_round(rt_tensor_f32(g), n->grad_dtype, (size_t)rt_tensor_numel(g)));
+        RT_TRY(rt_backend_of(g)->dtype_round(rt_tensor_f32(g), n->grad_dtype, (size_t)rt_tensor_numel(g)));
     }
     return RT_OK;
 }

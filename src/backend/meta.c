@@ -1,7 +1,9 @@
 /* The meta backend: accounting only. Each oneDNN entry plans the call
  * (kernels/plan.h: the primitive is created or found in the cache, which
- * tells its TEMP blocks) and books the plan's blocks, executing nothing;
- * loops without temporaries do nothing.
+ * tells its TEMP blocks) and books the plan's blocks, executing nothing.
+ * revtorch's own loops do nothing, except that those whose cpu kernel holds
+ * a tracked scratch (group norm, the voxel-wise cross-entropy, dropout) book
+ * and release its bytes; reductions return 0 and value checks find nothing.
  *
  * A meta tensor has no data, so every pointer an op passes here is NULL and
  * cannot say which optional outputs the op wants. Each entry plans the
@@ -193,6 +195,162 @@ static void rt_meta_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_
     (void)ldb, (void)beta, (void)c, (void)ldc;
 }
 
+/* revtorch's own loops: nothing to compute. Where the cpu kernel holds a
+ * tracked scratch, its bytes are booked and released as the real call
+ * does (meta_book_temp). */
+static rt_status meta_book_temp(size_t bytes) {
+    RT_TRY(rt_mem_account(bytes, RT_MEM_TEMP));
+    rt_mem_unaccount(bytes, RT_MEM_TEMP);
+    return RT_OK;
+}
+static void meta_binary(int64_t n, const float *a, const float *b, float *out) {
+    (void)n, (void)a, (void)b, (void)out;
+}
+static void meta_scalar_map(int64_t n, float alpha, const float *x, float *out) {
+    (void)n, (void)alpha, (void)x, (void)out;
+}
+static void meta_scalar_grad(int64_t n, float p, const float *x, const float *dy, float *dx) {
+    (void)n, (void)p, (void)x, (void)dy, (void)dx;
+}
+static void meta_map(int64_t n, const float *x, float *out) { (void)n, (void)x, (void)out; }
+static void meta_grad(int64_t n, const float *y, const float *dy, float *dx) {
+    (void)n, (void)y, (void)dy, (void)dx;
+}
+static void meta_fill_from(int64_t n, const float *s, double divisor, float *out) {
+    (void)n, (void)s, (void)divisor, (void)out;
+}
+static rt_status meta_dtype_round(float *x, rt_dtype dt, size_t n) {
+    (void)x, (void)dt, (void)n;
+    return RT_OK;
+}
+static double meta_sumsq(int64_t n, const float *x) {
+    (void)n, (void)x;
+    return 0.0;
+}
+static void meta_sum_to(int64_t n, const float *x, double divisor, float *y) {
+    (void)n, (void)x, (void)divisor, (void)y;
+}
+static void meta_fingerprint(int64_t n, const float *x, uint32_t base, double out[3]) {
+    (void)n, (void)x, (void)base, (void)out;
+}
+static int meta_all_finite(int64_t n, const float *x) {
+    (void)n, (void)x;
+    return 1; /* no values, nothing non-finite */
+}
+static int64_t meta_first_negative(int64_t n, const float *x, float *value) {
+    (void)n, (void)x, (void)value;
+    return -1;
+}
+static void meta_diff_norms(int64_t n, const float *p, const float *q, double out[2]) {
+    (void)n, (void)p, (void)q, (void)out;
+}
+
+static rt_status meta_cross_entropy_forward(int64_t n, int64_t k, float smoothing, const float *z,
+                                            const int32_t *t, float *p, float *y) {
+    (void)n, (void)k, (void)smoothing, (void)z, (void)t, (void)p, (void)y;
+    return RT_OK;
+}
+static void meta_cross_entropy_backward(int64_t n, int64_t k, float smoothing, const float *p, const int32_t *t,
+                                        const float *dy, float *dz) {
+    (void)n, (void)k, (void)smoothing, (void)p, (void)t, (void)dy, (void)dz;
+}
+static void meta_mse_backward(int64_t n, float sign, const float *diff, const float *dy, float *dx) {
+    (void)n, (void)sign, (void)diff, (void)dy, (void)dx;
+}
+
+static void meta_rows(int64_t rows, int64_t cols, const float *src, float *dst) {
+    (void)rows, (void)cols, (void)src, (void)dst;
+}
+static rt_status meta_coupling_forward(int64_t n, int64_t inner, float clamp, const float *x, const float *st,
+                                       float *y) {
+    (void)n, (void)inner, (void)clamp, (void)x, (void)st, (void)y;
+    return RT_OK;
+}
+static void meta_coupling_inverse(int64_t n, int64_t inner, float clamp, const float *y, const float *st,
+                                  float *x) {
+    (void)n, (void)inner, (void)clamp, (void)y, (void)st, (void)x;
+}
+static void meta_coupling_backward(int64_t n, int64_t inner, float clamp, const float *x, const float *st,
+                                   const float *dy, float *dx, float *dst) {
+    (void)n, (void)inner, (void)clamp, (void)x, (void)st, (void)dy, (void)dx, (void)dst;
+}
+static void meta_coupling_logdet(int64_t n, int64_t inner, float clamp, const float *st, float *ld) {
+    (void)n, (void)inner, (void)clamp, (void)st, (void)ld;
+}
+static void meta_pad_copy(int nd, const int64_t *sshape, const float *src, const int64_t *dshape,
+                          const int64_t *before, float value, float *dst) {
+    (void)nd, (void)sshape, (void)src, (void)dshape, (void)before, (void)value, (void)dst;
+}
+static void meta_channel_slice_copy(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size,
+                                    float *piece, float *whole, int to_whole) {
+    (void)batch, (void)cw, (void)inner, (void)off, (void)size, (void)piece, (void)whole, (void)to_whole;
+}
+static rt_status meta_dropout(uint64_t seed, uint64_t offset, float p, int64_t n, const float *in, float *out) {
+    (void)seed, (void)offset, (void)p, (void)in, (void)out;
+    return n > 0 ? meta_book_temp(rt_kernel_dropout_temp_bytes(n)) : RT_OK;
+}
+static void meta_sgd_update(int64_t n, const rt_sgd_coef *c, int first, float *p, const float *g, float *buf) {
+    (void)n, (void)c, (void)first, (void)p, (void)g, (void)buf;
+}
+static void meta_adamw_update(int64_t n, const rt_adamw_coef *c, float *p, const float *g, float *m, float *v) {
+    (void)n, (void)c, (void)p, (void)g, (void)m, (void)v;
+}
+
+static void meta_softmax_forward(const rt_chan_shape *s, const float *x, float *y) { (void)s, (void)x, (void)y; }
+static void meta_softmax_backward(const rt_chan_shape *s, const float *y, const float *dy, float *dx) {
+    (void)s, (void)y, (void)dy, (void)dx;
+}
+static void meta_upsample(const rt_upsample_shape *s, const float *x, float *y) { (void)s, (void)x, (void)y; }
+static rt_status meta_bn_backward_eval(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,
+                                       const float *var, const float *weight, float *dx, float *dweight,
+                                       float *dbias) {
+    (void)s, (void)x, (void)dy, (void)mean, (void)var, (void)weight, (void)dx, (void)dweight, (void)dbias;
+    return RT_OK; /* the cpu kernel's accumulator is untracked: nothing to book */
+}
+static void meta_bn_update_running(const rt_bn_shape *s, float momentum, const float *mean, const float *var,
+                                   float *running_mean, float *running_var) {
+    (void)s, (void)momentum, (void)mean, (void)var, (void)running_mean, (void)running_var;
+}
+static rt_status meta_group_norm_forward(const rt_chan_shape *s, int64_t groups, float eps, const float *x,
+                                         const float *weight, const float *bias, const float *mean_in,
+                                         const float *var_in, float *run_mean, float *run_var, float momentum,
+                                         float *y, float *stats) {
+    (void)groups, (void)eps, (void)x, (void)weight, (void)bias, (void)mean_in, (void)var_in, (void)run_mean;
+    (void)run_var, (void)momentum, (void)y, (void)stats;
+    return meta_book_temp(rt_kernel_group_norm_forward_temp_bytes(s));
+}
+static rt_status meta_group_norm_backward(const rt_chan_shape *s, int64_t groups, int input_stats, const float *x,
+                                          const float *stats, const float *gamma, const float *dy, float *dx,
+                                          float *dw, float *db) {
+    (void)groups, (void)input_stats, (void)x, (void)stats, (void)gamma, (void)dy, (void)dx, (void)dw, (void)db;
+    return meta_book_temp(rt_kernel_group_norm_backward_temp_bytes(s));
+}
+static int64_t meta_labels_first_invalid(int64_t n, const int32_t *t, int64_t classes, int32_t *value) {
+    (void)n, (void)t, (void)classes, (void)value;
+    return -1;
+}
+/* the log-sum-exp buffer the cpu kernel holds, booked and released */
+static rt_status meta_cross_entropy_nd_forward(const rt_chan_shape *s, const float *x, const int32_t *t,
+                                               const float *w, double *weight_sum, float *y) {
+    (void)x, (void)t, (void)w, (void)weight_sum, (void)y;
+    return meta_book_temp(rt_kernel_cross_entropy_nd_temp_bytes(s));
+}
+static void meta_cross_entropy_nd_backward(const rt_chan_shape *s, const float *x, const int32_t *t,
+                                           const float *w, double weight_sum, const float *dy, float *dx) {
+    (void)s, (void)x, (void)t, (void)w, (void)weight_sum, (void)dy, (void)dx;
+}
+static void meta_soft_dice_forward(const rt_chan_shape *s, const float *x, const int32_t *t, double smooth,
+                                   int batch_dice, int include_background, double terms, double *sums, float *y) {
+    (void)s, (void)x, (void)t, (void)smooth, (void)batch_dice, (void)include_background, (void)terms;
+    (void)sums, (void)y;
+}
+static void meta_soft_dice_backward(const rt_chan_shape *s, const int32_t *t, double smooth, int batch_dice,
+                                    int include_background, double terms, const double *sums, const float *dy,
+                                    float *dx) {
+    (void)s, (void)t, (void)smooth, (void)batch_dice, (void)include_background, (void)terms, (void)sums;
+    (void)dy, (void)dx;
+}
+
 const rt_backend rt_backend_meta = {
     .name = "meta",
     .device = RT_DEVICE_META,
@@ -221,4 +379,54 @@ const rt_backend rt_backend_meta = {
     .relu_backward = meta_relu_backward,
     .reorder_layout = meta_reorder_layout,
     .sgemm = rt_meta_sgemm,
+
+    /* revtorch's own loops */
+    .vec_add = meta_binary,
+    .vec_sub = meta_binary,
+    .vec_add_relu = meta_binary,
+    .vec_axpy = meta_scalar_map,
+    .vec_scale = meta_scalar_map,
+    .vec_pow = meta_scalar_map,
+    .vec_pow_backward = meta_scalar_grad,
+    .vec_tanh = meta_map,
+    .vec_tanh_backward = meta_grad,
+    .vec_sigmoid = meta_map,
+    .vec_sigmoid_backward = meta_grad,
+    .vec_fill_from = meta_fill_from,
+    .dtype_round = meta_dtype_round,
+    .vec_sumsq = meta_sumsq,
+    .vec_sum_to = meta_sum_to,
+    .vec_sumsq_to = meta_sum_to,
+    .vec_fingerprint = meta_fingerprint,
+    .vec_diff_norms = meta_diff_norms,
+    .vec_max_abs_diff = meta_diff_norms,
+    .vec_all_finite = meta_all_finite,
+    .vec_first_negative = meta_first_negative,
+    .cross_entropy_forward = meta_cross_entropy_forward,
+    .cross_entropy_backward = meta_cross_entropy_backward,
+    .mse_backward = meta_mse_backward,
+    .rows_fill = meta_rows,
+    .rows_sum = meta_rows,
+    .affine_coupling_forward = meta_coupling_forward,
+    .affine_coupling_inverse = meta_coupling_inverse,
+    .affine_coupling_backward = meta_coupling_backward,
+    .affine_coupling_logdet = meta_coupling_logdet,
+    .pad_copy = meta_pad_copy,
+    .channel_slice_copy = meta_channel_slice_copy,
+    .dropout = meta_dropout,
+    .sgd_update = meta_sgd_update,
+    .adamw_update = meta_adamw_update,
+    .softmax_channels_forward = meta_softmax_forward,
+    .softmax_channels_backward = meta_softmax_backward,
+    .upsample_linear_forward = meta_upsample,
+    .upsample_linear_backward = meta_upsample,
+    .batchnorm_backward_eval = meta_bn_backward_eval,
+    .batchnorm_update_running = meta_bn_update_running,
+    .group_norm_forward = meta_group_norm_forward,
+    .group_norm_backward = meta_group_norm_backward,
+    .labels_first_invalid = meta_labels_first_invalid,
+    .cross_entropy_nd_forward = meta_cross_entropy_nd_forward,
+    .cross_entropy_nd_backward = meta_cross_entropy_nd_backward,
+    .soft_dice_forward = meta_soft_dice_forward,
+    .soft_dice_backward = meta_soft_dice_backward,
 };

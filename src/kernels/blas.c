@@ -53,3 +53,15 @@ void rt_kernel_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, 
         }
     }
 }
+
+void rt_kernel_rows_fill(int64_t rows, int64_t cols, const float *b, float *y) {
+    if (!b || !y || rows <= 0 || cols <= 0) return;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) y[r * cols + j] = b[j];
+}
+
+void rt_kernel_rows_sum(int64_t rows, int64_t cols, const float *dy, float *db) {
+    if (!dy || !db || rows <= 0 || cols <= 0) return;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) db[j] += dy[r * cols + j];
+}

@@ -20,4 +20,11 @@ void rt_kernel_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, 
                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                      float *c, int64_t ldc);
 
+/* A linear layer's bias, both ways (f32, row-major rows × cols, serial):
+ *   rt_kernel_rows_fill: y[r, j] = b[j]  (y = b before y += x·Wᵀ)
+ *   rt_kernel_rows_sum:  db[j] += Σ_r dy[r, j], summed in row order
+ * NULL buffers or rows, cols <= 0: no-op. */
+void rt_kernel_rows_fill(int64_t rows, int64_t cols, const float *b, float *y);
+void rt_kernel_rows_sum(int64_t rows, int64_t cols, const float *dy, float *db);
+
 #endif

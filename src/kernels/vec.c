@@ -3,6 +3,8 @@
  * (x86-64-v2) copy of the loops. */
 #include "kernels/vec.h"
 
+#include <math.h>
+
 #include "kernels/cpu.h"
 
 #define RT_VEC_TABLE_NAME rt_vec_table_baseline
@@ -102,4 +104,53 @@ void rt_vec_moments_blocked(int64_t sp, int block, const float *p, const double 
 
 void rt_vec_fingerprint(int64_t n, const float *x, uint32_t base, double out[3]) {
     if (x && out && n > 0) vec_table()->fingerprint(n, x, base, out);
+}
+
+void rt_vec_sum_to(int64_t n, const float *x, double divisor, float *y) {
+    if (y && (x || n <= 0)) y[0] = (float)(rt_vec_sum(n, x) / divisor);
+}
+
+void rt_vec_sumsq_to(int64_t n, const float *x, double divisor, float *y) {
+    if (y && (x || n <= 0)) y[0] = (float)(rt_vec_sumsq(n, x) / divisor);
+}
+
+void rt_vec_fill_from(int64_t n, const float *s, double divisor, float *out) {
+    if (s && out && n > 0) rt_vec_fill(n, (float)((double)s[0] / divisor), out);
+}
+
+/* Compiled for the baseline only, as it was inside the reversible sequence:
+ * the simd reduction's order depends on the vector width. */
+void rt_vec_diff_norms(int64_t n, const float *p, const float *q, double out[2]) {
+    if (!out || (n > 0 && (!p || !q))) return;
+    double e = 0.0, r = 0.0;
+#pragma omp parallel for simd reduction(+ : e, r) if (n > 32768)
+    for (int64_t i = 0; i < n; i++) {
+        const double d = (double)p[i] - (double)q[i];
+        e += d * d;
+        r += (double)q[i] * (double)q[i];
+    }
+    out[0] = e;
+    out[1] = r;
+}
+
+void rt_vec_max_abs_diff(int64_t n, const float *p, const float *q, double out[2]) {
+    if (!out || (n > 0 && (!p || !q))) return;
+    double m = 0.0, r = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)p[i] - q[i]);
+        m = d > m || d != d ? (d != d ? INFINITY : d) : m;
+        r = fmax(r, fabs(q[i]));
+    }
+    out[0] = m;
+    out[1] = r;
+}
+
+int64_t rt_vec_first_negative(int64_t n, const float *x, float *value) {
+    if (!x) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] < 0.0f) {
+            if (value) *value = x[i];
+            return i;
+        }
+    return -1;
 }

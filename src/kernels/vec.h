@@ -56,4 +56,34 @@ void rt_vec_moments_blocked(int64_t sp, int block, const float *p, const double 
  * happens for NULL x or out or n <= 0. */
 void rt_vec_fingerprint(int64_t n, const float *x, uint32_t base, double out[3]);
 
+/* Scalars kept on the device (a 0-d tensor's one float), so that no caller
+ * reads or writes device memory itself:
+ *   rt_vec_sum_to:    y[0] = (float)(Σ x / divisor)    (sum, mean)
+ *   rt_vec_sumsq_to:  y[0] = (float)(Σ x² / divisor)   (MSE)
+ *   rt_vec_fill_from: out[i] = (float)((double)s[0] / divisor), i < n
+ *                     (the gradient of a sum or mean, broadcast)
+ * Sums as rt_vec_sum / rt_vec_sumsq (f64). NULL y or out, or NULL x or s
+ * with n > 0: no-op; n <= 0 writes y[0] = (float)(0 / divisor) (sum_to,
+ * sumsq_to; NaN for a divisor of 0, as torch.mean of an empty tensor) or
+ * nothing (fill_from). */
+void rt_vec_sum_to(int64_t n, const float *x, double divisor, float *y);
+void rt_vec_sumsq_to(int64_t n, const float *x, double divisor, float *y);
+void rt_vec_fill_from(int64_t n, const float *s, double divisor, float *out);
+
+/* out[0] = Σ (p[i] − q[i])², out[1] = Σ q[i]², in f64 (the true relative
+ * error of a rebuilt reversible input, memory/reversible.h). OpenMP above
+ * 32768 elements. NULL out, or NULL p or q with n > 0: no-op; n <= 0
+ * writes zeros. */
+void rt_vec_diff_norms(int64_t n, const float *p, const float *q, double out[2]);
+
+/* out[0] = max_i |p[i] − q[i]| (+inf when a difference is NaN), out[1] =
+ * max_i |q[i]|, in f64, serial (rt_compare's test helper). NULL out, or
+ * NULL p or q with n > 0: no-op; n <= 0 writes zeros. */
+void rt_vec_max_abs_diff(int64_t n, const float *p, const float *q, double out[2]);
+
+/* The index of the first element < 0 (its value in *value), or -1 when
+ * there is none (also for NULL x or n <= 0). Serial: a check of loaded
+ * weights (a negative running variance). */
+int64_t rt_vec_first_negative(int64_t n, const float *x, float *value);
+
 #endif

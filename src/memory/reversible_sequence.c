@@ -6,8 +6,7 @@
 #include <string.h>
 
 #include "autograd/engine.h"
-#include "kernels/layout.h"
-#include "kernels/vec.h"
+#include "backend/backend.h"
 #include "memory/precision.h"
 #include "memory/reversible_impl.h"
 #include "nn/modules.h"
@@ -40,9 +39,10 @@ static rt_rev_block *rt_seq_block(rt_rev_sequence *s, int i) {
  * first two moments average away. A non-finite input gives a non-finite sum
  * of squares. Half-wise, because backward keeps inputs as halves. */
 static void rt_fingerprint(const rt_tensor *x1, const rt_tensor *x2, double *sum, double *sumsq, double *proj) {
-    double f[3] = {0.0, 0.0, 0.0};
-    rt_vec_fingerprint(rt_tensor_numel(x1), rt_tensor_f32(x1), 0, f);
-    rt_vec_fingerprint(rt_tensor_numel(x2), rt_tensor_f32(x2), (uint32_t)rt_tensor_numel(x1), f);
+    double f[3] = {0.0, 0.0, 0.0}; /* stays 0 on meta */
+    const rt_backend *be = rt_backend_of(x1);
+    be->vec_fingerprint(rt_tensor_numel(x1), rt_tensor_f32(x1), 0, f);
+    be->vec_fingerprint(rt_tensor_numel(x2), rt_tensor_f32(x2), (uint32_t)rt_tensor_numel(x1), f);
     *sum = f[0];
     *sumsq = f[1];
     *proj = f[2];
@@ -224,17 +224,10 @@ static double rt_true_error(rt_tensor *x, rt_tensor *exact) {
     rt_tensor *xc = NULL;
     if (rt_tensor_numel(x) != rt_tensor_numel(exact) || rt_to_layout(x, exact->layout, &xc) != RT_OK)
         return INFINITY;
-    const float *p = rt_tensor_f32(xc), *q = rt_tensor_f32(exact);
-    const int64_t n = rt_tensor_numel(exact);
-    double e = 0.0, r = 0.0;
-#pragma omp parallel for simd reduction(+ : e, r) if (n > 32768)
-    for (int64_t i = 0; i < n; i++) {
-        const double d = (double)p[i] - (double)q[i];
-        e += d * d;
-        r += (double)q[i] * (double)q[i];
-    }
+    double er[2] = {0.0, 0.0}; /* Σ (x − exact)², Σ exact² */
+    rt_backend_of(exact)->vec_diff_norms(rt_tensor_numel(exact), rt_tensor_f32(xc), rt_tensor_f32(exact), er);
     rt_tensor_release(xc);
-    double rel = sqrt(e) / fmax(sqrt(r), 1e-30);
+    double rel = sqrt(er[0]) / fmax(sqrt(er[1]), 1e-30);
     return isfinite(rel) ? rel : INFINITY;
 }
 
@@ -451,7 +444,7 @@ static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x,
                 if (st == RT_OK) st = rt_node_save(node, in, &r->exact_slot);
                 rt_tensor_release(in);
             }
-            if (st == RT_OK && !rt_tensor_is_meta(x1)) rt_fingerprint(x1, x2, &r->sum, &r->sumsq, &r->proj);
+            if (st == RT_OK) rt_fingerprint(x1, x2, &r->sum, &r->sumsq, &r->proj);
         }
         rt_tensor *y1 = NULL, *y2 = NULL;
         rt_rev_rng at;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/vec.h"
+#include "backend/backend.h"
 
 rt_state_dict *rt_state_dict_create(void) {
     rt_state_dict *sd = calloc(1, sizeof *sd);
@@ -69,20 +69,20 @@ rt_status rt_state_dict_check_values(const rt_state_dict *sd) {
     if (!sd) return rt_error_set(RT_ERR_INVALID_ARG, "rt_state_dict_check_values: the state dict is NULL");
     for (int i = 0; i < sd->n; i++) {
         const rt_tensor *t = sd->entries[i].tensor;
-        if (!t || t->dtype != RT_F32 || rt_tensor_is_meta(t)) continue;
+        if (!t || t->dtype != RT_F32) continue;
+        const rt_backend *be = rt_backend_of(t); /* meta: no values, nothing to find */
         const int64_t n = rt_tensor_numel(t);
         const float *v = rt_tensor_f32(t);
-        if (!rt_vec_all_finite(n, v))
+        if (!be->vec_all_finite(n, v))
             return rt_error_set(RT_ERR_NONFINITE,
                                 "'%s' holds NaN or Inf values: the weights are corrupt or come from a run "
                                 "that diverged; use an earlier checkpoint",
                                 sd->entries[i].name);
-        if (rt_ends_with(sd->entries[i].name, "running_var"))
-            for (int64_t j = 0; j < n; j++)
-                if (v[j] < 0.0f)
-                    return rt_error_set(RT_ERR_FORMAT,
-                                        "'%s' holds a negative variance (%g at index %lld): the file is corrupt",
-                                        sd->entries[i].name, (double)v[j], (long long)j);
+        float neg = 0.0f;
+        int64_t j = rt_ends_with(sd->entries[i].name, "running_var") ? be->vec_first_negative(n, v, &neg) : -1;
+        if (j >= 0)
+            return rt_error_set(RT_ERR_FORMAT, "'%s' holds a negative variance (%g at index %lld): the file is corrupt",
+                                sd->entries[i].name, (double)neg, (long long)j);
     }
     return RT_OK;
 }

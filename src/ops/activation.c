@@ -1,8 +1,7 @@
 /* ReLU and LeakyReLU through the backend's relu entries (oneDNN eltwise,
  * kernels/eltwise.h, on cpu), the fused residual add + ReLU, and tanh /
- * sigmoid (kernels/vec.h loops). */
+ * sigmoid (the backend's vec_* entries: kernels/vec.h on cpu). */
 #include "backend/backend.h"
-#include "kernels/vec.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -58,8 +57,8 @@ rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
     RT_TRY(rt_to_layout(b, a->layout, &bl));
     rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
     rt_status st = y ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK && rt_op_compute(a))
-        rt_vec_add_relu(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
+    if (st == RT_OK)
+        rt_backend_of(a)->vec_add_relu(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_tensor *inputs[2] = {a, bl};
     if (st == RT_OK)
@@ -82,11 +81,9 @@ static rt_status rt_logistic_backward(rt_node *self, rt_tensor *const *grad_out,
     rt_tensor *y, *dy = grad_out[0];
     RT_SAVED(self, 0, y);
     if (!(grad_in[0] = rt_tensor_empty_like(y, RT_MEM_TEMP))) return RT_ERR_OOM;
-    if (rt_op_compute(dy)) {
-        int64_t n = rt_tensor_numel(y);
-        if (c->sigmoid) rt_vec_sigmoid_backward(n, rt_tensor_f32(y), rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
-        else rt_vec_tanh_backward(n, rt_tensor_f32(y), rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
-    }
+    const rt_backend *be = rt_backend_of(dy);
+    (c->sigmoid ? be->vec_sigmoid_backward : be->vec_tanh_backward)(rt_tensor_numel(y), rt_tensor_f32(y),
+                                                                   rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
     return RT_OK;
 }
 
@@ -97,10 +94,8 @@ static rt_status rt_logistic(rt_tensor *x, bool sigmoid, rt_tensor **out) {
     RT_TRY(rt_op_check_f32(x, op, "input"));
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
-    if (rt_op_compute(x)) {
-        if (sigmoid) rt_vec_sigmoid(rt_tensor_numel(x), rt_tensor_f32(x), rt_tensor_f32(y));
-        else rt_vec_tanh(rt_tensor_numel(x), rt_tensor_f32(x), rt_tensor_f32(y));
-    }
+    const rt_backend *be = rt_backend_of(x);
+    (sigmoid ? be->vec_sigmoid : be->vec_tanh)(rt_tensor_numel(x), rt_tensor_f32(x), rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_status st = rt_node_create(op, 1, &x, 1, rt_logistic_backward, sizeof(rt_logistic_ctx), &node);
     if (st == RT_OK && node) {

@@ -14,37 +14,14 @@ typedef struct rt_bn_ctx {
     bool training;
 } rt_bn_ctx;
 
-/* Channel of flat element `idx` in either memory order (core/layout.h). */
-static inline int64_t rt_bn_channel(const rt_bn_shape *s, int64_t idx) {
-    if (s->layout == RT_LAYOUT_BLOCKED)
-        return (idx / (s->spatial * rt_layout_block())) % (s->c / rt_layout_block()) * rt_layout_block() +
-               idx % rt_layout_block();
-    return (idx / s->spatial) % s->c;
-}
-
-/* Eval mode is an affine map per channel: y = (x - rm)·w/σ + b, σ = sqrt(rv + eps). */
+/* Eval mode is an affine map per channel: y = (x - rm)·w/σ + b, σ = sqrt(rv + eps);
+ * its backward is the backend's batchnorm_backward_eval. */
 static rt_status rt_bn_backward_eval(const rt_bn_ctx *c, rt_tensor *x, rt_tensor *w, rt_tensor *rm,
                                      rt_tensor *rv, rt_tensor *dy, rt_tensor *dx, rt_tensor *dw,
                                      rt_tensor *db) {
-    const rt_bn_shape *s = &c->s;
-    const float *xp = rt_tensor_f32(x), *g = rt_tensor_f32(dy), *wp = rt_tensor_f32(w);
-    const float *mean = rt_tensor_f32(rm), *var = rt_tensor_f32(rv);
-    double *acc = calloc((size_t)(2 * s->c), sizeof *acc); /* Σ dy, Σ dy·x̂ per channel */
-    if (!acc) return rt_error_set(RT_ERR_OOM, "out of memory in batch_norm backward");
-    int64_t total = s->n * s->c * s->spatial;
-    for (int64_t i = 0; i < total; i++) {
-        int64_t ch = rt_bn_channel(s, i);
-        float inv = 1.0f / sqrtf(var[ch] + s->eps);
-        acc[ch] += g[i];
-        acc[s->c + ch] += (double)g[i] * (xp[i] - mean[ch]) * inv;
-        if (dx) rt_tensor_f32(dx)[i] = g[i] * wp[ch] * inv;
-    }
-    for (int64_t ch = 0; ch < s->c; ch++) {
-        if (dw) rt_tensor_f32(dw)[ch] = (float)acc[s->c + ch];
-        if (db) rt_tensor_f32(db)[ch] = (float)acc[ch];
-    }
-    free(acc);
-    return RT_OK;
+    return rt_backend_of(dy)->batchnorm_backward_eval(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(rm),
+                                                      rt_tensor_f32(rv), rt_tensor_f32(w), rt_tensor_f32(dx),
+                                                      rt_tensor_f32(dw), rt_tensor_f32(db));
 }
 
 static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
@@ -59,13 +36,13 @@ static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
     rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_status st = (dx && dw && db) ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK) {
-        /* training: the backend's entry (on meta it books the kernel's
-         * TEMP); eval: a plain loop that allocates nothing */
+        /* training: oneDNN's backward (on meta it books the kernel's
+         * TEMP); eval: revtorch's loop (nothing on meta) */
         if (c->training)
             st = rt_backend_of(x)->batchnorm_backward(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy),
                                                       rt_tensor_f32(a), rt_tensor_f32(b), rt_tensor_f32(w),
                                                       rt_tensor_f32(dx), rt_tensor_f32(dw), rt_tensor_f32(db));
-        else if (rt_op_compute(dy))
+        else
             st = rt_bn_backward_eval(c, x, w, a, b, dy, dx, dw, db);
     }
     rt_tensor *grads[3] = {dx, dw, db};
@@ -75,13 +52,8 @@ static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
 /* running = (1-m)·running + m·batch, with the unbiased variance (PyTorch). */
 void rt_bn_update_running(const rt_bn_shape *s, float momentum, const float *mean, const float *var,
                           rt_tensor *running_mean, rt_tensor *running_var) {
-    double count = (double)s->n * (double)s->spatial;
-    double unbias = count > 1 ? count / (count - 1) : 1.0;
-    float *rm = rt_tensor_f32(running_mean), *rv = rt_tensor_f32(running_var);
-    for (int64_t ch = 0; ch < s->c; ch++) {
-        rm[ch] = (1.0f - momentum) * rm[ch] + momentum * mean[ch];
-        rv[ch] = (1.0f - momentum) * rv[ch] + momentum * (float)(var[ch] * unbias);
-    }
+    rt_backend_of(running_mean)->batchnorm_update_running(s, momentum, mean, var, rt_tensor_f32(running_mean),
+                                                          rt_tensor_f32(running_var));
 }
 
 rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *weight, const rt_tensor *bias,
@@ -131,7 +103,7 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
             st = rt_backend_of(x)->batchnorm_forward_train(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
                                                            rt_tensor_f32(bias), rt_tensor_f32(y),
                                                            rt_tensor_f32(mean), rt_tensor_f32(var));
-            if (st == RT_OK && rt_op_compute(x) && !rt_recompute_is_active())
+            if (st == RT_OK && !rt_recompute_is_active())
                 rt_bn_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
                                      running_mean, running_var);
         } else {

@@ -82,10 +82,11 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
         st = be->batchnorm_relu_forward_train(
             &c.s, rt_tensor_f32(x), rt_tensor_f32(weight), rt_tensor_f32(bias), rt_tensor_f32(y),
             rt_tensor_f32(mean), rt_tensor_f32(var), rt_tensor_data(ws));
-    if (st == RT_OK && rt_op_compute(x) && !rt_recompute_is_active()) {
+    if (st == RT_OK && !rt_recompute_is_active()) {
         rt_bn_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
                               running_mean, running_var);
-        if (num_batches_tracked) (*num_batches_tracked)++;
+        /* a meta model counts no batches: it trains on none */
+        if (num_batches_tracked && rt_op_compute(x)) (*num_batches_tracked)++;
     }
     rt_node *node = NULL;
     rt_tensor *inputs[3] = {x, weight, bias};

@@ -1,8 +1,6 @@
 #include "ops/coupling.h"
 
-#include <math.h>
-
-#include "kernels/vec.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 
 /* Per-sample sizes of the (s_raw, t) layout: the channel halves of st are
@@ -26,32 +24,6 @@ static rt_status rt_coupling_check(rt_tensor *x2, rt_tensor *st, const char *op,
     return RT_OK;
 }
 
-static inline float rt_soft_clamp(float s_raw) { return RT_AFFINE_CLAMP * tanhf(s_raw / RT_AFFINE_CLAMP); }
-
-/* RT_ERR_NONFINITE naming the first NaN/Inf of y (n samples of `inner`
- * floats) and the inputs it came from; RT_OK when every value is finite. */
-static rt_status rt_affine_check_finite(const float *xp, const float *sp, const float *yp, int64_t n,
-                                        int64_t inner) {
-    if (rt_vec_all_finite(n * inner, yp)) return RT_OK;
-    int64_t bad = 0, first = -1;
-    for (int64_t k = 0; k < n * inner; k++)
-        if (!isfinite(yp[k]) && bad++ == 0) first = k;
-    int64_t b = first / inner, i = first % inner;
-    float x = xp[first], s_raw = sp[b * 2 * inner + i], t = sp[b * 2 * inner + inner + i];
-    const char *cause = !isfinite(x) || !isfinite(s_raw) || !isfinite(t)
-                            ? "an input is already NaN/Inf (x2 or G's output)"
-                            : "x2·scale + t overflowed float32";
-    return rt_error_set(RT_ERR_NONFINITE,
-                        "affine_coupling: %lld of %lld outputs are NaN/Inf, first at sample %lld, element %lld "
-                        "(x2 = %g, s_raw = %g, t = %g): %s. The log-scale is soft-clamped to [-%g, %g] "
-                        "(scale <= %.2f), so the scale alone cannot overflow: x2 or G's output (s_raw, t) has "
-                        "blown up and training is diverging. Lower the learning rate, clip gradients "
-                        "(rt_clip_grad_norm), and check the input batch for NaN/Inf",
-                        (long long)bad, (long long)(n * inner), (long long)b, (long long)i, (double)x,
-                        (double)s_raw, (double)t, cause, (double)RT_AFFINE_CLAMP, (double)RT_AFFINE_CLAMP,
-                        exp((double)RT_AFFINE_CLAMP));
-}
-
 static rt_status rt_affine_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     rt_tensor *x2, *st, *dy = grad_out[0];
     RT_SAVED(self, 0, x2);
@@ -64,20 +36,9 @@ static rt_status rt_affine_backward(rt_node *self, rt_tensor *const *grad_out, r
         rt_tensor_release(dst);
         return RT_ERR_OOM;
     }
-    if (rt_op_compute(dy)) {
-        const float *xp = rt_tensor_f32(x2), *sp = rt_tensor_f32(st), *g = rt_tensor_f32(dy);
-        for (int64_t b = 0; b < n; b++)
-            for (int64_t i = 0; i < inner; i++) {
-                float s_raw = sp[b * 2 * inner + i], th = tanhf(s_raw / RT_AFFINE_CLAMP);
-                float scale = expf(RT_AFFINE_CLAMP * th), gy = g[b * inner + i];
-                if (dx) rt_tensor_f32(dx)[b * inner + i] = gy * scale;
-                if (dst) {
-                    /* ∂y/∂s_raw = x2·scale·(1 - tanh²), ∂y/∂t = 1 */
-                    rt_tensor_f32(dst)[b * 2 * inner + i] = gy * xp[b * inner + i] * scale * (1.0f - th * th);
-                    rt_tensor_f32(dst)[b * 2 * inner + inner + i] = gy;
-                }
-            }
-    }
+    rt_backend_of(dy)->affine_coupling_backward(n, inner, RT_AFFINE_CLAMP, rt_tensor_f32(x2), rt_tensor_f32(st),
+                                                rt_tensor_f32(dy), dx ? rt_tensor_f32(dx) : NULL,
+                                                dst ? rt_tensor_f32(dst) : NULL);
     grad_in[0] = dx;
     grad_in[1] = dst;
     return RT_OK;
@@ -90,22 +51,16 @@ rt_status rt_affine_coupling(rt_tensor *x2, rt_tensor *st, rt_tensor **out) {
     RT_TRY(rt_coupling_check(x2, st, "affine_coupling", &n, &inner));
     rt_tensor *y = rt_tensor_empty_like(x2, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
-    if (rt_op_compute(x2)) {
-        const float *xp = rt_tensor_f32(x2), *sp = rt_tensor_f32(st);
-        float *yp = rt_tensor_f32(y);
-        for (int64_t b = 0; b < n; b++)
-            for (int64_t i = 0; i < inner; i++)
-                yp[b * inner + i] = xp[b * inner + i] * expf(rt_soft_clamp(sp[b * 2 * inner + i])) +
-                                    sp[b * 2 * inner + inner + i];
-        rt_status s = rt_affine_check_finite(xp, sp, yp, n, inner);
-        if (s != RT_OK) {
-            rt_tensor_release(y);
-            return s;
-        }
+    /* RT_ERR_NONFINITE naming the first bad output (not checked on meta) */
+    rt_status s = rt_backend_of(x2)->affine_coupling_forward(n, inner, RT_AFFINE_CLAMP, rt_tensor_f32(x2),
+                                                             rt_tensor_f32(st), rt_tensor_f32(y));
+    if (s != RT_OK) {
+        rt_tensor_release(y);
+        return s;
     }
     rt_node *node = NULL;
     rt_tensor *inputs[2] = {x2, st};
-    rt_status s = rt_node_create("affine_coupling", 2, inputs, 1, rt_affine_backward, 0, &node);
+    s = rt_node_create("affine_coupling", 2, inputs, 1, rt_affine_backward, 0, &node);
     if (s == RT_OK && node) s = rt_node_save(node, x2, NULL);
     if (s == RT_OK && node) s = rt_node_save(node, st, NULL);
     return rt_op_return(s, node, y, out);
@@ -118,14 +73,8 @@ rt_status rt_affine_coupling_inverse(rt_tensor *y2, rt_tensor *st, rt_tensor **o
     RT_TRY(rt_coupling_check(y2, st, "affine_coupling_inverse", &n, &inner));
     rt_tensor *x = rt_tensor_empty_like(y2, RT_MEM_TEMP);
     if (!x) return RT_ERR_OOM;
-    if (rt_op_compute(y2)) {
-        const float *yp = rt_tensor_f32(y2), *sp = rt_tensor_f32(st);
-        float *xp = rt_tensor_f32(x);
-        for (int64_t b = 0; b < n; b++)
-            for (int64_t i = 0; i < inner; i++)
-                xp[b * inner + i] = (yp[b * inner + i] - sp[b * 2 * inner + inner + i]) *
-                                    expf(-rt_soft_clamp(sp[b * 2 * inner + i]));
-    }
+    rt_backend_of(y2)->affine_coupling_inverse(n, inner, RT_AFFINE_CLAMP, rt_tensor_f32(y2), rt_tensor_f32(st),
+                                               rt_tensor_f32(x));
     *out = x;
     return RT_OK;
 }
@@ -142,12 +91,7 @@ rt_status rt_affine_coupling_logdet(rt_tensor *st, rt_tensor **out) {
     int64_t n = st->shape[0], inner = n ? rt_tensor_numel(st) / n / 2 : 0;
     rt_tensor *ld = rt_tensor_create(1, &n, RT_F32, st->device, RT_MEM_TEMP);
     if (!ld) return RT_ERR_OOM;
-    if (rt_op_compute(st))
-        for (int64_t b = 0; b < n; b++) {
-            double sum = 0.0;
-            for (int64_t i = 0; i < inner; i++) sum += rt_soft_clamp(rt_tensor_f32(st)[b * 2 * inner + i]);
-            rt_tensor_f32(ld)[b] = (float)sum;
-        }
+    rt_backend_of(st)->affine_coupling_logdet(n, inner, RT_AFFINE_CLAMP, rt_tensor_f32(st), rt_tensor_f32(ld));
     *out = ld;
     return RT_OK;
 }

@@ -1,6 +1,6 @@
-/* Dropout with a Philox mask regenerated from (seed, offset) instead of stored. */
-#include <stdlib.h>
-
+/* Dropout with a Philox mask regenerated from (seed, offset) instead of
+ * stored: the backend's dropout entry (kernels/dropout.h on cpu). */
+#include "backend/backend.h"
 #include "core/rng.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -10,22 +10,17 @@ typedef struct rt_dropout_ctx {
     float p;
 } rt_dropout_ctx;
 
-/* out = in · mask / (1-p), mask_i = (u_i >= p) with u from Philox(seed, offset). */
-static rt_status rt_dropout_apply(const rt_dropout_ctx *c, int64_t n, const float *in, float *out) {
-    float *u;
-    RT_TRY(rt_mem_alloc((size_t)n * sizeof(float), RT_MEM_TEMP, (void **)&u));
-    rt_philox_uniform(c->seed, c->offset, n, u);
-    float scale = 1.0f / (1.0f - c->p);
-    for (int64_t i = 0; i < n; i++) out[i] = u[i] >= c->p ? in[i] * scale : 0.0f;
-    rt_mem_free(u, (size_t)n * sizeof(float), RT_MEM_TEMP);
-    return RT_OK;
+/* out = in · mask / (1-p), mask_i = (u_i >= p) with u from Philox(seed, offset);
+ * meta books the uniforms' TEMP bytes as the cpu kernel holds them. */
+static rt_status rt_dropout_apply(const rt_dropout_ctx *c, const rt_tensor *in, rt_tensor *out) {
+    return rt_backend_of(in)->dropout(c->seed, c->offset, c->p, rt_tensor_numel(in), rt_tensor_f32(in),
+                                      rt_tensor_f32(out));
 }
 
 static rt_status rt_dropout_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     rt_tensor *dy = grad_out[0];
     if (!(grad_in[0] = rt_tensor_empty_like(dy, RT_MEM_TEMP))) return RT_ERR_OOM;
-    if (!rt_op_compute(dy)) return RT_OK;
-    return rt_dropout_apply(self->ctx, rt_tensor_numel(dy), rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
+    return rt_dropout_apply(self->ctx, dy, grad_in[0]);
 }
 
 rt_status rt_dropout(rt_tensor *x, float p, bool training, rt_tensor **out) {
@@ -45,8 +40,7 @@ rt_status rt_dropout(rt_tensor *x, float p, bool training, rt_tensor **out) {
     g->offset += rt_philox_blocks(rt_tensor_numel(x));
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
-    rt_status st = RT_OK;
-    if (rt_op_compute(x)) st = rt_dropout_apply(&c, rt_tensor_numel(x), rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_status st = rt_dropout_apply(&c, x, y);
     rt_node *node = NULL;
     if (st == RT_OK) st = rt_node_create("dropout", 1, &x, 1, rt_dropout_backward, sizeof c, &node);
     if (st == RT_OK && node) *(rt_dropout_ctx *)node->ctx = c;

@@ -1,8 +1,8 @@
-/* Elementwise add, subtract, scalar multiply, square and power
- * (kernels/vec.h loops). */
+/* Elementwise add, subtract, scalar multiply, square and power (the
+ * backend's vec_* entries: kernels/vec.h on cpu). */
 #include <math.h>
 
-#include "kernels/vec.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -23,8 +23,7 @@ static rt_status rt_linear_combo_backward(rt_node *self, rt_tensor *const *grad_
             continue;
         }
         if (!(grad_in[i] = rt_tensor_empty_like(dy, RT_MEM_TEMP))) return RT_ERR_OOM;
-        if (rt_op_compute(dy))
-            rt_vec_scale(rt_tensor_numel(dy), f[i], rt_tensor_f32(dy), rt_tensor_f32(grad_in[i]));
+        rt_backend_of(dy)->vec_scale(rt_tensor_numel(dy), f[i], rt_tensor_f32(dy), rt_tensor_f32(grad_in[i]));
     }
     return RT_OK;
 }
@@ -37,9 +36,10 @@ static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, const char 
     RT_TRY(rt_to_layout(b, a->layout, &bl));
     rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
     rt_status st = y ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK && rt_op_compute(a)) {
-        if (sign_b > 0) rt_vec_add(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
-        else rt_vec_sub(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
+    if (st == RT_OK) {
+        const rt_backend *be = rt_backend_of(a);
+        (sign_b > 0 ? be->vec_add : be->vec_sub)(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl),
+                                                  rt_tensor_f32(y));
     }
     rt_node *node = NULL;
     rt_tensor *inputs[2] = {a, bl};
@@ -60,7 +60,7 @@ rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out) {
     RT_TRY(rt_op_check_f32(x, "mul_scalar", "input"));
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
-    if (rt_op_compute(x)) rt_vec_scale(rt_tensor_numel(x), scale, rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_backend_of(x)->vec_scale(rt_tensor_numel(x), scale, rt_tensor_f32(x), rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_status st = rt_node_create("mul_scalar", 1, &x, 1, rt_linear_combo_backward, sizeof(rt_scale_ctx), &node);
     if (st == RT_OK && node) *(rt_scale_ctx *)node->ctx = (rt_scale_ctx){scale, 0.0f};
@@ -77,9 +77,8 @@ static rt_status rt_pow_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     rt_tensor *x, *dy = grad_out[0];
     RT_SAVED(self, 0, x);
     if (!(grad_in[0] = rt_tensor_empty_like(x, RT_MEM_TEMP))) return RT_ERR_OOM;
-    if (rt_op_compute(dy))
-        rt_vec_pow_backward(rt_tensor_numel(x), c->p, rt_tensor_f32(x), rt_tensor_f32(dy),
-                            rt_tensor_f32(grad_in[0]));
+    rt_backend_of(dy)->vec_pow_backward(rt_tensor_numel(x), c->p, rt_tensor_f32(x), rt_tensor_f32(dy),
+                                        rt_tensor_f32(grad_in[0]));
     return RT_OK;
 }
 
@@ -92,7 +91,7 @@ static rt_status rt_pow_op(rt_tensor *x, float p, const char *op, rt_tensor **ou
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: the exponent must be finite, got %g", op, (double)p);
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
-    if (rt_op_compute(x)) rt_vec_pow(rt_tensor_numel(x), p, rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_backend_of(x)->vec_pow(rt_tensor_numel(x), p, rt_tensor_f32(x), rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_status st = rt_node_create(op, 1, &x, 1, rt_pow_backward, sizeof(rt_pow_ctx), &node);
     if (st == RT_OK && node) {

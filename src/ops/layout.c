@@ -76,16 +76,11 @@ rt_status rt_compare(rt_tensor *a, rt_tensor *ref, double *max_abs, double *max_
     rt_status st = rt_to_layout(a, ref->layout, &ac);
     rt_grad_set_enabled(grad);
     if (st != RT_OK) return st;
-    const float *p = rt_tensor_f32(ac), *q = rt_tensor_f32(ref);
-    double m = 0.0, r = 0.0;
-    for (int64_t i = 0; i < rt_tensor_numel(ref); i++) {
-        double d = fabs((double)p[i] - q[i]);
-        m = d > m || d != d ? (d != d ? INFINITY : d) : m;
-        r = fmax(r, fabs(q[i]));
-    }
+    double mr[2] = {0.0, 0.0};
+    rt_backend_of(ref)->vec_max_abs_diff(rt_tensor_numel(ref), rt_tensor_f32(ac), rt_tensor_f32(ref), mr);
     rt_tensor_release(ac);
-    *max_abs = m;
-    *max_ref = r;
+    *max_abs = mr[0];
+    *max_ref = mr[1];
     return RT_OK;
 }
 

@@ -1,5 +1,6 @@
-/* Fully connected op over OpenBLAS sgemm (kernels/blas.h). */
-#include "kernels/blas.h"
+/* Fully connected op: the backend's sgemm and bias entries (OpenBLAS and
+ * kernels/blas.h on cpu). */
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -8,27 +9,20 @@ static rt_status rt_linear_backward(rt_node *self, rt_tensor *const *grad_out, r
     RT_SAVED(self, 0, x);
     RT_SAVED(self, 1, w);
     int64_t n = x->shape[0], in = x->shape[1], outf = w->shape[0];
-    bool compute = rt_op_compute(dy);
+    const rt_backend *be = rt_backend_of(dy);
     if (rt_node_needs_grad(self, 0)) { /* dx = dy · W */
         if (!(grad_in[0] = rt_tensor_empty_like(x, RT_MEM_TEMP))) return RT_ERR_OOM;
-        if (compute)
-            rt_kernel_sgemm(0, 0, n, in, outf, 1.0f, rt_tensor_f32(dy), outf, rt_tensor_f32(w), in,
-                            0.0f, rt_tensor_f32(grad_in[0]), in);
+        be->sgemm(0, 0, n, in, outf, 1.0f, rt_tensor_f32(dy), outf, rt_tensor_f32(w), in, 0.0f,
+                  rt_tensor_f32(grad_in[0]), in);
     }
     if (rt_node_needs_grad(self, 1)) { /* dW = dyᵀ · x */
         if (!(grad_in[1] = rt_tensor_empty_like(w, RT_MEM_TEMP))) return RT_ERR_OOM;
-        if (compute)
-            rt_kernel_sgemm(1, 0, outf, in, n, 1.0f, rt_tensor_f32(dy), outf, rt_tensor_f32(x), in,
-                            0.0f, rt_tensor_f32(grad_in[1]), in);
+        be->sgemm(1, 0, outf, in, n, 1.0f, rt_tensor_f32(dy), outf, rt_tensor_f32(x), in, 0.0f,
+                  rt_tensor_f32(grad_in[1]), in);
     }
     if (self->n_inputs > 2 && rt_node_needs_grad(self, 2)) { /* db = Σ_rows dy */
         if (!(grad_in[2] = rt_tensor_zeros(1, &outf, RT_F32, dy->device, RT_MEM_TEMP))) return RT_ERR_OOM;
-        if (compute) {
-            float *db = rt_tensor_f32(grad_in[2]);
-            const float *g = rt_tensor_f32(dy);
-            for (int64_t r = 0; r < n; r++)
-                for (int64_t j = 0; j < outf; j++) db[j] += g[r * outf + j];
-        }
+        be->rows_sum(n, outf, rt_tensor_f32(dy), rt_tensor_f32(grad_in[2]));
     }
     return RT_OK;
 }
@@ -51,16 +45,10 @@ rt_status rt_linear(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_tensor 
     int64_t yshape[2] = {n, outf};
     rt_tensor *y = rt_op_new(x, 2, yshape);
     if (!y) return RT_ERR_OOM;
-    if (rt_op_compute(x)) {
-        float *yp = rt_tensor_f32(y);
-        if (bias) {
-            const float *bp = rt_tensor_f32(bias);
-            for (int64_t r = 0; r < n; r++)
-                for (int64_t j = 0; j < outf; j++) yp[r * outf + j] = bp[j];
-        }
-        rt_kernel_sgemm(0, 1, n, outf, in, 1.0f, rt_tensor_f32(x), in, rt_tensor_f32(weight), in,
-                        bias ? 1.0f : 0.0f, yp, outf);
-    }
+    const rt_backend *be = rt_backend_of(x);
+    if (bias) be->rows_fill(n, outf, rt_tensor_f32(bias), rt_tensor_f32(y));
+    be->sgemm(0, 1, n, outf, in, 1.0f, rt_tensor_f32(x), in, rt_tensor_f32(weight), in, bias ? 1.0f : 0.0f,
+              rt_tensor_f32(y), outf);
     rt_node *node = NULL;
     rt_tensor *inputs[3] = {x, weight, bias};
     rt_status st = rt_node_create("linear", bias ? 3 : 2, inputs, 1, rt_linear_backward, 0, &node);

@@ -1,7 +1,6 @@
-/* Loss functions: cross-entropy with logits (optional label smoothing) and MSE. */
-#include <math.h>
-
-#include "kernels/vec.h"
+/* Loss functions: cross-entropy with logits (optional label smoothing) and
+ * MSE; the loops are the backend's (kernels/loss.h, kernels/vec.h on cpu). */
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -16,17 +15,8 @@ static rt_status rt_ce_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
     RT_SAVED(self, 0, prob);
     RT_SAVED(self, 1, target);
     if (!(grad_in[0] = rt_tensor_empty_like(prob, RT_MEM_TEMP))) return RT_ERR_OOM;
-    if (!rt_op_compute(dy)) return RT_OK;
-    int64_t n = prob->shape[0], k = prob->shape[1];
-    float g = rt_tensor_f32(dy)[0] / (float)n, eps_k = c->smoothing / (float)k;
-    const float *p = rt_tensor_f32(prob);
-    const int32_t *t = rt_tensor_data(target);
-    float *d = rt_tensor_f32(grad_in[0]);
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < k; j++) {
-            float q = eps_k + (j == t[i] ? 1.0f - c->smoothing : 0.0f);
-            d[i * k + j] = g * (p[i * k + j] - q);
-        }
+    rt_backend_of(dy)->cross_entropy_backward(prob->shape[0], prob->shape[1], c->smoothing, rt_tensor_f32(prob),
+                                              rt_tensor_data(target), rt_tensor_f32(dy), rt_tensor_f32(grad_in[0]));
     return RT_OK;
 }
 
@@ -49,32 +39,11 @@ rt_status rt_cross_entropy(rt_tensor *logits, rt_tensor *target, float label_smo
     rt_tensor *prob = rt_tensor_empty_like(logits, RT_MEM_TEMP);
     rt_tensor *y = rt_op_new(logits, 0, NULL);
     rt_status st = (prob && y) ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK && rt_op_compute(logits)) {
-        const float *z = rt_tensor_f32(logits);
-        const int32_t *t = rt_tensor_data(target);
-        float *p = rt_tensor_f32(prob);
-        double total = 0.0;
-        for (int64_t i = 0; i < n && st == RT_OK; i++) {
-            if (t[i] < 0 || t[i] >= k) {
-                st = rt_error_set(RT_ERR_INVALID_ARG, "cross_entropy: target[%lld] = %d is outside [0, %lld)",
-                                  (long long)i, t[i], (long long)k);
-                break;
-            }
-            const float *zi = z + i * k;
-            float m = zi[0];
-            for (int64_t j = 1; j < k; j++) m = zi[j] > m ? zi[j] : m;
-            double sum = 0.0;
-            for (int64_t j = 0; j < k; j++) sum += exp((double)(zi[j] - m));
-            double lse = m + log(sum), sum_logp = 0.0;
-            for (int64_t j = 0; j < k; j++) {
-                p[i * k + j] = (float)exp(zi[j] - lse);
-                sum_logp += zi[j] - lse;
-            }
-            double nll = lse - zi[t[i]];
-            total += (1.0 - label_smoothing) * nll - label_smoothing * sum_logp / (double)k;
-        }
-        rt_tensor_f32(y)[0] = (float)(total / (double)n);
-    }
+    /* checks the targets on cpu (meta has no values to check) */
+    if (st == RT_OK)
+        st = rt_backend_of(logits)->cross_entropy_forward(n, k, label_smoothing, rt_tensor_f32(logits),
+                                                          rt_tensor_data(target), rt_tensor_f32(prob),
+                                                          rt_tensor_f32(y));
     rt_node *node = NULL;
     if (st == RT_OK) st = rt_node_create("cross_entropy", 1, &logits, 1, rt_ce_backward, sizeof(rt_ce_ctx), &node);
     if (st == RT_OK && node) {
@@ -90,14 +59,11 @@ rt_status rt_cross_entropy(rt_tensor *logits, rt_tensor *target, float label_smo
 static rt_status rt_mse_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     rt_tensor *diff, *dy = grad_out[0];
     RT_SAVED(self, 0, diff);
-    float scale = 0.0f;
-    if (rt_op_compute(dy)) scale = 2.0f * rt_tensor_f32(dy)[0] / (float)rt_tensor_numel(diff);
     for (int i = 0; i < 2; i++) {
         if (!rt_node_needs_grad(self, i)) continue;
         if (!(grad_in[i] = rt_tensor_empty_like(diff, RT_MEM_TEMP))) return RT_ERR_OOM;
-        if (rt_op_compute(dy))
-            rt_vec_scale(rt_tensor_numel(diff), i ? -scale : scale, rt_tensor_f32(diff),
-                         rt_tensor_f32(grad_in[i]));
+        rt_backend_of(dy)->mse_backward(rt_tensor_numel(diff), i ? -1.0f : 1.0f, rt_tensor_f32(diff),
+                                        rt_tensor_f32(dy), rt_tensor_f32(grad_in[i]));
     }
     return RT_OK;
 }
@@ -118,10 +84,11 @@ rt_status rt_mse_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out) {
     rt_tensor *diff = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *y = rt_op_new(x, 0, NULL);
     rt_status st = (diff && y) ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK && rt_op_compute(x)) {
+    if (st == RT_OK) {
+        const rt_backend *be = rt_backend_of(x);
         int64_t n = rt_tensor_numel(x);
-        rt_vec_sub(n, rt_tensor_f32(x), rt_tensor_f32(tl), rt_tensor_f32(diff));
-        rt_tensor_f32(y)[0] = (float)(rt_vec_sumsq(n, rt_tensor_f32(diff)) / (double)n);
+        be->vec_sub(n, rt_tensor_f32(x), rt_tensor_f32(tl), rt_tensor_f32(diff));
+        be->vec_sumsq_to(n, rt_tensor_f32(diff), (double)n, rt_tensor_f32(y));
     }
     rt_node *node = NULL;
     rt_tensor *inputs[2] = {x, tl};

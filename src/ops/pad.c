@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops3d.h"
 
@@ -13,40 +14,6 @@ typedef struct rt_pad_ctx {
     int64_t in[5], before[5];
 } rt_pad_ctx;
 
-/* dst[i] = src[i - before] where that index lies inside src, else value;
- * both tensors PLAIN (C-contiguous), rank nd. Copies whole overlapping rows
- * of the last dim at once. */
-static void rt_pad_copy(const float *src, const int64_t *sshape, float *dst, const int64_t *dshape,
-                        const int64_t *before, int nd, float value) {
-    int64_t rows = 1, dn = dshape[nd - 1], sn = sshape[nd - 1];
-    for (int d = 0; d < nd - 1; d++) rows *= dshape[d];
-    /* the overlapping span of the last dim, in dst coordinates */
-    int64_t lo = before[nd - 1] > 0 ? before[nd - 1] : 0;
-    int64_t hi = sn + before[nd - 1] < dn ? sn + before[nd - 1] : dn;
-    int64_t idx[5] = {0};
-    for (int64_t r = 0; r < rows; r++) {
-        float *out = dst + r * dn;
-        int64_t soff = 0;
-        bool inside = hi > lo;
-        for (int d = 0; d < nd - 1 && inside; d++) {
-            int64_t s = idx[d] - before[d];
-            inside = s >= 0 && s < sshape[d];
-            soff = soff * sshape[d] + s;
-        }
-        if (!inside) {
-            for (int64_t i = 0; i < dn; i++) out[i] = value;
-        } else {
-            for (int64_t i = 0; i < lo; i++) out[i] = value;
-            memcpy(out + lo, src + soff * sn + (lo - before[nd - 1]), (size_t)(hi - lo) * sizeof(float));
-            for (int64_t i = hi; i < dn; i++) out[i] = value;
-        }
-        for (int d = nd - 2; d >= 0; d--) { /* next row index, odometer order */
-            if (++idx[d] < dshape[d]) break;
-            idx[d] = 0;
-        }
-    }
-}
-
 static rt_status rt_pad_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_pad_ctx *c = self->ctx;
     rt_tensor *dy = grad_out[0];
@@ -55,7 +22,7 @@ static rt_status rt_pad_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     int64_t neg[5];
     for (int d = 0; d < c->ndim; d++) neg[d] = -c->before[d];
     /* the gradient arrives in the output's (PLAIN) order */
-    if (rt_op_compute(dy)) rt_pad_copy(rt_tensor_f32(dy), dy->shape, rt_tensor_f32(dx), c->in, neg, c->ndim, 0.0f);
+    rt_backend_of(dy)->pad_copy(c->ndim, dy->shape, rt_tensor_f32(dy), c->in, neg, 0.0f, rt_tensor_f32(dx));
     grad_in[0] = dx;
     return RT_OK;
 }
@@ -93,7 +60,7 @@ rt_status rt_pad_constant(rt_tensor *x, int npad, const int64_t *pad, float valu
     }
     rt_tensor *y = rt_op_new(x, x->ndim, shape);
     if (!y) return RT_ERR_OOM;
-    if (rt_op_compute(x)) rt_pad_copy(rt_tensor_f32(x), x->shape, rt_tensor_f32(y), shape, c.before, x->ndim, value);
+    rt_backend_of(x)->pad_copy(x->ndim, x->shape, rt_tensor_f32(x), shape, c.before, value, rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_status st = rt_node_create("pad", 1, &x, 1, rt_pad_backward, sizeof c, &node);
     if (st == RT_OK && node) memcpy(node->ctx, &c, sizeof c);

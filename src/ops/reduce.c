@@ -1,5 +1,5 @@
 /* Full reductions to a 0-d scalar: sum and mean of all elements. */
-#include "kernels/vec.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -19,8 +19,7 @@ static rt_status rt_reduce_backward(rt_node *self, rt_tensor *const *grad_out, r
     rt_tensor *g = rt_tensor_create(c->ndim, c->shape, RT_F32, dy->device, RT_MEM_TEMP);
     if (!g) return RT_ERR_OOM;
     g->layout = c->layout;
-    if (rt_op_compute(dy))
-        rt_vec_fill(rt_tensor_numel(g), (float)((double)rt_tensor_f32(dy)[0] / c->count), rt_tensor_f32(g));
+    rt_backend_of(dy)->vec_fill_from(rt_tensor_numel(g), rt_tensor_f32(dy), c->count, rt_tensor_f32(g));
     grad_in[0] = g;
     return RT_OK;
 }
@@ -35,7 +34,7 @@ static rt_status rt_reduce(rt_tensor *x, bool mean, rt_tensor **out) {
     rt_tensor *y = rt_op_new(x, 0, NULL);
     if (!y) return RT_ERR_OOM;
     /* the sum of all elements is the same in either memory order */
-    if (rt_op_compute(x)) rt_tensor_f32(y)[0] = (float)(rt_vec_sum(n, rt_tensor_f32(x)) / count);
+    rt_backend_of(x)->vec_sum_to(n, rt_tensor_f32(x), count, rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_status st = rt_node_create(op, 1, &x, 1, rt_reduce_backward, sizeof(rt_reduce_ctx), &node);
     if (st == RT_OK && node) {

@@ -1,18 +1,13 @@
 /* Segmentation losses on (N, C, spatial...) activations: voxel-wise
- * cross-entropy with class weights and the soft Dice loss (ops/ops3d.h). */
+ * cross-entropy with class weights and the soft Dice loss (ops/ops3d.h);
+ * the loops are the backend's (kernels/seg_loss.h on cpu). */
 #include <math.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/mem.h"
-#include "kernels/softmax.h"
 #include "ops/op_util.h"
 #include "ops/ops3d.h"
-
-/* Float index of (n, c, s) in either memory order (kernels/chanwise.h). */
-static inline int64_t seg_off(const rt_chan_shape *s, int64_t n, int64_t c, int64_t p) {
-    const int64_t L = s->layout == RT_LAYOUT_BLOCKED ? rt_layout_block() : 1;
-    return ((n * (s->c / L) + c / L) * s->spatial + p) * L + c % L;
-}
 
 /* Checks x (N, C, d...) f32 against target (N, d...) int32 with labels in
  * [0, C) and fills the view. */
@@ -32,13 +27,11 @@ static rt_status seg_check(const char *op, const char *xname, const rt_tensor *x
                             op, xname, rt_tensor_shape_str(x, a, sizeof a), rt_tensor_shape_str(target, b, sizeof b));
     *s = (rt_chan_shape){x->shape[0], x->shape[1], 1, x->layout};
     for (int i = 2; i < x->ndim; i++) s->spatial *= x->shape[i];
-    if (rt_op_compute(target)) {
-        const int32_t *t = rt_tensor_data(target);
-        for (int64_t i = 0; i < s->n * s->spatial; i++)
-            if (t[i] < 0 || t[i] >= s->c)
-                return rt_error_set(RT_ERR_INVALID_ARG, "%s: target element %lld (sample %lld) is %d, outside [0, %lld)",
-                                    op, (long long)i, (long long)(i / s->spatial), t[i], (long long)s->c);
-    }
+    int32_t label = 0; /* meta: no labels to check, -1 */
+    int64_t i = rt_backend_of(target)->labels_first_invalid(s->n * s->spatial, rt_tensor_data(target), s->c, &label);
+    if (i >= 0)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: target element %lld (sample %lld) is %d, outside [0, %lld)",
+                            op, (long long)i, (long long)(i / s->spatial), label, (long long)s->c);
     return RT_OK;
 }
 
@@ -59,21 +52,9 @@ static rt_status ce_nd_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
     if (c->weighted) RT_SAVED(self, 2, w);
     rt_tensor *dx = rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!dx) return RT_ERR_OOM;
-    if (rt_op_compute(x)) {
-        const rt_chan_shape *s = &c->s;
-        float *d = rt_tensor_f32(dx);
-        const int32_t *t = rt_tensor_data(target);
-        const float *wp = w ? rt_tensor_f32(w) : NULL;
-        const double g = (double)rt_tensor_f32(dy)[0] / c->weight_sum;
-        rt_kernel_softmax_channels_forward(s, rt_tensor_f32(x), d);
-#pragma omp parallel for if (s->n * s->c * s->spatial >= 32768) schedule(static)
-        for (int64_t i = 0; i < s->n * s->spatial; i++) {
-            const int64_t n = i / s->spatial, p = i % s->spatial;
-            const float k = (float)(g * (wp ? wp[t[i]] : 1.0));
-            for (int64_t ch = 0; ch < s->c; ch++) d[seg_off(s, n, ch, p)] *= k;
-            d[seg_off(s, n, t[i], p)] -= k;
-        }
-    }
+    rt_backend_of(x)->cross_entropy_nd_backward(&c->s, rt_tensor_f32(x), rt_tensor_data(target),
+                                                 w ? rt_tensor_f32(w) : NULL, c->weight_sum, rt_tensor_f32(dy),
+                                                 rt_tensor_f32(dx));
     grad_in[0] = dx;
     return RT_OK;
 }
@@ -95,32 +76,10 @@ rt_status rt_cross_entropy_nd(rt_tensor *logits, rt_tensor *target, rt_tensor *w
     }
     rt_tensor *y = rt_tensor_create(0, NULL, RT_F32, logits->device, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
-    rt_status st = RT_OK;
-    if (rt_op_compute(logits)) {
-        const int64_t NS = c.s.n * c.s.spatial;
-        float *lse = NULL;
-        st = rt_mem_alloc((size_t)(NS ? NS : 1) * sizeof(float), RT_MEM_TEMP, (void **)&lse);
-        if (st == RT_OK) {
-            rt_kernel_logsumexp_channels(&c.s, rt_tensor_f32(logits), lse);
-            const float *x = rt_tensor_f32(logits), *wp = weight ? rt_tensor_f32(weight) : NULL;
-            const int32_t *t = rt_tensor_data(target);
-            double num = 0.0, den = 0.0;
-#pragma omp parallel for reduction(+ : num, den) if (NS >= 32768) schedule(static)
-            for (int64_t i = 0; i < NS; i++) {
-                const double wi = wp ? wp[t[i]] : 1.0;
-                num += wi * ((double)lse[i] - (double)x[seg_off(&c.s, i / c.s.spatial, t[i], i % c.s.spatial)]);
-                den += wi;
-            }
-            rt_mem_free(lse, (size_t)(NS ? NS : 1) * sizeof(float), RT_MEM_TEMP);
-            c.weight_sum = den;
-            rt_tensor_f32(y)[0] = (float)(num / den); /* 0/0 = NaN, as PyTorch */
-        }
-    } else { /* meta: the log-sum-exp buffer a real call holds, booked and released */
-        const int64_t NS = c.s.n * c.s.spatial;
-        size_t b = (size_t)(NS > 0 ? NS : 1) * sizeof(float);
-        st = rt_mem_account(b, RT_MEM_TEMP);
-        if (st == RT_OK) rt_mem_unaccount(b, RT_MEM_TEMP);
-    }
+    /* meta books and releases the log-sum-exp buffer a real call holds */
+    rt_status st = rt_backend_of(logits)->cross_entropy_nd_forward(&c.s, rt_tensor_f32(logits), rt_tensor_data(target),
+                                                                   weight ? rt_tensor_f32(weight) : NULL,
+                                                                   &c.weight_sum, rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_tensor *inputs[1] = {logits};
     if (st == RT_OK) st = rt_node_create("cross_entropy_nd", 1, inputs, 1, ce_nd_backward, sizeof c, &node);
@@ -154,22 +113,9 @@ static rt_status dice_backward(rt_node *self, rt_tensor *const *grad_out, rt_ten
     rt_tensor *dx = rt_tensor_create(c->ndim, c->shape, RT_F32, target->device, RT_MEM_TEMP);
     if (!dx) return RT_ERR_OOM;
     dx->layout = s->layout;
-    if (rt_op_compute(target)) {
-        float *d = rt_tensor_f32(dx);
-        const int32_t *t = rt_tensor_data(target);
-        const double g = -(double)rt_tensor_f32(dy)[0] / c->terms;
-#pragma omp parallel for collapse(2) if (s->n * s->c * s->spatial >= 32768) schedule(static)
-        for (int64_t n = 0; n < s->n; n++)
-            for (int64_t ch = 0; ch < s->c; ch++) {
-                const double *v = c->sums + 3 * ((c->batch_dice ? 0 : n) * s->c + ch);
-                const double den = v[1] + v[2] + c->smooth, num = 2.0 * v[0] + c->smooth;
-                const bool used = c->include_background || ch > 0;
-                /* ∂dice/∂p = (2g·den − num)/den², g ∈ {0, 1} */
-                const float k1 = used ? (float)(g * (2.0 * den - num) / (den * den)) : 0.0f;
-                const float k0 = used ? (float)(g * -num / (den * den)) : 0.0f;
-                for (int64_t p = 0; p < s->spatial; p++) d[seg_off(s, n, ch, p)] = t[n * s->spatial + p] == ch ? k1 : k0;
-            }
-    }
+    rt_backend_of(target)->soft_dice_backward(s, rt_tensor_data(target), c->smooth, c->batch_dice,
+                                              c->include_background, c->terms, c->sums, rt_tensor_f32(dy),
+                                              rt_tensor_f32(dx));
     grad_in[0] = dx;
     return RT_OK;
 }
@@ -202,36 +148,9 @@ rt_status rt_soft_dice_loss(rt_tensor *probs, rt_tensor *target, float smooth, b
     c->terms = (double)(classes * (batch_dice ? 1 : s.n));
     rt_tensor *y = rt_tensor_create(0, NULL, RT_F32, probs->device, RT_MEM_TEMP);
     if (!y) st = RT_ERR_OOM;
-    if (st == RT_OK && rt_op_compute(probs)) {
-        const float *x = rt_tensor_f32(probs);
-        const int32_t *t = rt_tensor_data(target);
-#pragma omp parallel for collapse(2) if (s.n * s.c * s.spatial >= 32768) schedule(static)
-        for (int64_t n = 0; n < s.n; n++)
-            for (int64_t ch = 0; ch < s.c; ch++) {
-                double I = 0.0, P = 0.0, G = 0.0;
-                for (int64_t p = 0; p < s.spatial; p++) {
-                    const double v = x[seg_off(&s, n, ch, p)];
-                    const int hit = t[n * s.spatial + p] == ch;
-                    P += v;
-                    I += hit ? v : 0.0;
-                    G += hit;
-                }
-                double *o = c->sums + 3 * (n * s.c + ch);
-                o[0] = I;
-                o[1] = P;
-                o[2] = G;
-            }
-        if (batch_dice) /* fold the samples into n = 0 */
-            for (int64_t n = 1; n < s.n; n++)
-                for (int64_t i = 0; i < 3 * s.c; i++) c->sums[i] += c->sums[3 * n * s.c + i];
-        double total = 0.0;
-        for (int64_t n = 0; n < (batch_dice ? 1 : s.n); n++)
-            for (int64_t ch = include_background ? 0 : 1; ch < s.c; ch++) {
-                const double *v = c->sums + 3 * (n * s.c + ch);
-                total += (2.0 * v[0] + c->smooth) / (v[1] + v[2] + c->smooth);
-            }
-        rt_tensor_f32(y)[0] = (float)(1.0 - total / c->terms);
-    }
+    if (st == RT_OK)
+        rt_backend_of(probs)->soft_dice_forward(&s, rt_tensor_f32(probs), rt_tensor_data(target), c->smooth, batch_dice,
+                                                include_background, c->terms, c->sums, rt_tensor_f32(y));
     rt_node *node = NULL;
     if (st == RT_OK) st = rt_node_create(op, 1, &probs, 1, dice_backward, csize, &node);
     if (st == RT_OK && node) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -19,24 +20,17 @@ static int64_t rt_inner(const rt_tensor *t) {
     return inner;
 }
 
-/* Copies pieces into / out of one tensor along dim 1. to_whole: pieces → whole. */
+/* Copies pieces into / out of one tensor along dim 1, one channel slice at
+ * a time (the backend's channel_slice_copy). to_whole: pieces → whole, a
+ * NULL piece zero-fills its slice; else whole → pieces, NULL pieces skipped. */
 static void rt_channel_copy(rt_tensor *whole, int n, rt_tensor *const *pieces, const int64_t *sizes,
                             int to_whole) {
-    int64_t inner = rt_inner(whole), batch = whole->shape[0], cw = whole->shape[1];
-    float *wp = rt_tensor_f32(whole);
-    for (int64_t b = 0; b < batch; b++) {
-        int64_t off = 0;
-        for (int i = 0; i < n; i++) {
-            float *w = wp + (b * cw + off) * inner;
-            if (pieces[i]) {
-                float *p = rt_tensor_f32(pieces[i]) + b * sizes[i] * inner;
-                size_t bytes = (size_t)(sizes[i] * inner) * sizeof(float);
-                if (to_whole) memcpy(w, p, bytes); else memcpy(p, w, bytes);
-            } else if (to_whole) {
-                memset(w, 0, (size_t)(sizes[i] * inner) * sizeof(float));
-            }
-            off += sizes[i];
-        }
+    const rt_backend *be = rt_backend_of(whole);
+    int64_t inner = rt_inner(whole), batch = whole->shape[0], cw = whole->shape[1], off = 0;
+    for (int i = 0; i < n; i++) {
+        be->channel_slice_copy(batch, cw, inner, off, sizes[i], pieces[i] ? rt_tensor_f32(pieces[i]) : NULL,
+                               rt_tensor_f32(whole), to_whole);
+        off += sizes[i];
     }
 }
 
@@ -51,7 +45,7 @@ static rt_status rt_cat_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
             return RT_ERR_OOM;
         grad_in[i]->layout = dy->layout;
     }
-    if (rt_op_compute(dy)) rt_channel_copy(dy, c->n, grad_in, c->sizes, 0);
+    rt_channel_copy(dy, c->n, grad_in, c->sizes, 0);
     return RT_OK;
 }
 
@@ -108,7 +102,7 @@ rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out) {
         return RT_ERR_OOM;
     }
     y->layout = xs[0]->layout;
-    if (rt_op_compute(y)) rt_channel_copy(y, n, xs, c->sizes, 1);
+    rt_channel_copy(y, n, xs, c->sizes, 1);
     rt_node *node = NULL;
     rt_status st = rt_node_create("cat", n, xs, 1, rt_cat_backward, 0, &node);
     if (node) node->ctx = c; else free(c);
@@ -126,7 +120,7 @@ static rt_status rt_split_backward(rt_node *self, rt_tensor *const *grad_out, rt
     if (!(grad_in[0] = rt_tensor_create(any->ndim, shape, RT_F32, any->device, RT_MEM_TEMP)))
         return RT_ERR_OOM;
     grad_in[0]->layout = any->layout;
-    if (rt_op_compute(any)) rt_channel_copy(grad_in[0], c->n, grad_out, c->sizes, 1);
+    rt_channel_copy(grad_in[0], c->n, grad_out, c->sizes, 1);
     return RT_OK;
 }
 
@@ -161,7 +155,7 @@ rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor
         if (!(outs[i] = rt_op_new(x, x->ndim, shape))) st = RT_ERR_OOM;
         else outs[i]->layout = x->layout;
     }
-    if (st == RT_OK && rt_op_compute(x)) rt_channel_copy(x, n, outs, sizes, 0);
+    if (st == RT_OK) rt_channel_copy(x, n, outs, sizes, 0);
     rt_node *node = NULL;
     if (st == RT_OK) st = rt_node_create("split", 1, &x, n, rt_split_backward, 0, &node);
     if (node) {

@@ -1,7 +1,8 @@
-/* Softmax over channels (dim=1) over kernels/softmax.h. */
+/* Softmax over channels (dim=1): the backend's softmax_channels_* entries
+ * (kernels/softmax.h on cpu). */
 #include <string.h>
 
-#include "kernels/softmax.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops3d.h"
 
@@ -18,7 +19,7 @@ static rt_status sm_backward(rt_node *self, rt_tensor *const *grad_out, rt_tenso
     rt_tensor *dx = rt_tensor_empty_like(y, RT_MEM_TEMP);
     if (!dx) return RT_ERR_OOM;
     rt_chan_shape s = sm_shape(y);
-    if (rt_op_compute(y)) rt_kernel_softmax_channels_backward(&s, rt_tensor_f32(y), rt_tensor_f32(dy), rt_tensor_f32(dx));
+    rt_backend_of(y)->softmax_channels_backward(&s, rt_tensor_f32(y), rt_tensor_f32(dy), rt_tensor_f32(dx));
     grad_in[0] = dx;
     return RT_OK;
 }
@@ -35,7 +36,7 @@ rt_status rt_softmax_channels(rt_tensor *x, rt_tensor **out) {
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
     rt_chan_shape s = sm_shape(x);
-    if (rt_op_compute(x)) rt_kernel_softmax_channels_forward(&s, rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_backend_of(x)->softmax_channels_forward(&s, rt_tensor_f32(x), rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_status st = rt_node_create("softmax", 1, &x, 1, sm_backward, 0, &node);
     if (st == RT_OK && node) st = rt_node_save(node, y, NULL);

@@ -1,8 +1,9 @@
-/* Bilinear / trilinear upsampling op over kernels/upsample.h. */
+/* Bilinear / trilinear upsampling op: the backend's upsample_linear_*
+ * entries (kernels/upsample.h on cpu). */
 #include <math.h>
 #include <string.h>
 
-#include "kernels/upsample.h"
+#include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops3d.h"
 
@@ -15,7 +16,7 @@ static rt_status rt_upsample_backward(rt_node *self, rt_tensor *const *grad_out,
     if (!dx) return RT_ERR_OOM;
     dx->layout = s->layout;
     /* the gradient arrives in the output's order, which is x's */
-    if (rt_op_compute(dy)) rt_kernel_upsample_linear_backward(s, rt_tensor_f32(dy), rt_tensor_f32(dx));
+    rt_backend_of(dy)->upsample_linear_backward(s, rt_tensor_f32(dy), rt_tensor_f32(dx));
     grad_in[0] = dx;
     return RT_OK;
 }
@@ -55,7 +56,7 @@ rt_status rt_upsample_linear(rt_tensor *x, const int64_t *size, const double *sc
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
     y->layout = x->layout;
-    if (rt_op_compute(x)) rt_kernel_upsample_linear_forward(&s, rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_backend_of(x)->upsample_linear_forward(&s, rt_tensor_f32(x), rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_status st = rt_node_create(x->ndim == 5 ? "upsample_trilinear" : "upsample_bilinear", 1, &x, 1,
                                   rt_upsample_backward, sizeof s, &node);

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "kernels/vec.h"
+#include "backend/backend.h"
 
 rt_status rt_clip_grad_norm(rt_tensor *const *params, int n, float max_norm, float *total_norm_out) {
     if (total_norm_out) *total_norm_out = 0.0f;
@@ -26,8 +26,8 @@ rt_status rt_clip_grad_norm(rt_tensor *const *params, int n, float max_norm, flo
     int first_bad = -1;
     for (int i = 0; i < n; i++) {
         const rt_tensor *g = params[i]->grad;
-        if (!g || rt_tensor_is_meta(g)) continue;
-        double s = rt_vec_sumsq(rt_tensor_numel(g), rt_tensor_f32(g));
+        if (!g) continue;
+        double s = rt_backend_of(g)->vec_sumsq(rt_tensor_numel(g), rt_tensor_f32(g)); /* 0 on meta */
         if (!isfinite(s) && first_bad < 0) first_bad = i;
         sumsq += s;
     }
@@ -52,8 +52,7 @@ rt_status rt_clip_grad_norm(rt_tensor *const *params, int n, float max_norm, flo
     if (coef < 1.0f)
         for (int i = 0; i < n; i++) {
             rt_tensor *g = params[i]->grad;
-            if (!g || rt_tensor_is_meta(g)) continue;
-            rt_vec_scale(rt_tensor_numel(g), coef, rt_tensor_f32(g), rt_tensor_f32(g));
+            if (g) rt_backend_of(g)->vec_scale(rt_tensor_numel(g), coef, rt_tensor_f32(g), rt_tensor_f32(g));
         }
     return RT_OK;
 }

@@ -11,9 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Below this many elements an OpenMP region costs more than it saves
- * (same threshold as kernels/vec.c). */
-#define RT_OPTIM_PAR_MIN 32768
+#include "backend/backend.h"
 
 /* PyTorch's optimizer.state[p] for one parameter. */
 typedef struct rt_param_state {
@@ -268,8 +266,7 @@ static rt_status rt_optimizer_check_grad(const rt_optimizer *opt, int i) {
     if (g->device != p->device)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s.step: parameter %d is on the %s device but its grad is on the %s device",
-                            rt_optimizer_name(opt), i, rt_tensor_is_meta(p) ? "meta" : "cpu",
-                            rt_tensor_is_meta(g) ? "meta" : "cpu");
+                            rt_optimizer_name(opt), i, rt_device_name(p->device), rt_device_name(g->device));
     if (!rt_tensor_same_shape(p, g)) {
         char a[64], b[64];
         return rt_error_set(RT_ERR_SHAPE, "%s.step: parameter %d has shape %s but its grad has shape %s",
@@ -283,30 +280,14 @@ static rt_status rt_optimizer_check_grad(const rt_optimizer *opt, int i) {
  *   d_p = grad; if wd: d_p = d_p + wd*param
  *   if momentum: buf = clone(d_p) at the first step, else buf = buf*momentum + (1-dampening)*d_p
  *                d_p = d_p + momentum*buf (nesterov) or d_p = buf
- *   param = param + (-lr)*d_p */
-static void rt_sgd_update(const rt_optimizer *opt, int64_t n, float *p, const float *g, float *buf,
-                          bool first) {
-    const float wd = (float)opt->sgd.weight_decay, mu = (float)opt->sgd.momentum;
-    const float damp1 = (float)(1.0 - opt->sgd.dampening), nlr = (float)-opt->lr;
-    const int nesterov = opt->sgd.nesterov, decay = wd != 0.0f, fresh = first;
-    /* Two loops without data-dependent branches or conditional stores, so
-     * they vectorise; the selects keep PyTorch's rule that wd = 0 adds
-     * nothing (not 0·p, which would turn an infinite p into NaN). */
-    if (mu == 0.0f) {
-#pragma omp parallel for simd if (n > RT_OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            const float d = decay ? g[i] + wd * p[i] : g[i];
-            p[i] = p[i] + nlr * d;
-        }
-        return;
-    }
-#pragma omp parallel for simd if (n > RT_OPTIM_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const float d = decay ? g[i] + wd * p[i] : g[i];
-        const float b = fresh ? d : buf[i] * mu + damp1 * d;
-        buf[i] = b;
-        p[i] = p[i] + nlr * (nesterov ? d + mu * b : b);
-    }
+ *   param = param + (-lr)*d_p
+ * The coefficients in f32, as the loop (the backend's sgd_update) uses them. */
+static rt_sgd_coef rt_sgd_coef_of(const rt_optimizer *opt) {
+    return (rt_sgd_coef){.weight_decay = (float)opt->sgd.weight_decay,
+                         .momentum = (float)opt->sgd.momentum,
+                         .damp1 = (float)(1.0 - opt->sgd.dampening),
+                         .neg_lr = (float)-opt->lr,
+                         .nesterov = opt->sgd.nesterov};
 }
 
 /* torch.optim.AdamW, one parameter, amsgrad = false (PyTorch 1.13
@@ -316,26 +297,19 @@ static void rt_sgd_update(const rt_optimizer *opt, int64_t n, float *p, const fl
  *   exp_avg_sq = exp_avg_sq*beta2 + (1-beta2)*grad*grad
  *   step_size = lr / (1 - beta1^step);  bc2_sqrt = sqrt(1 - beta2^step)   (double)
  *   denom = sqrt(exp_avg_sq)/bc2_sqrt + eps
- *   param += -step_size * exp_avg/denom */
-static void rt_adamw_update(const rt_optimizer *opt, int64_t n, float *p, const float *g, float *m,
-                            float *v, int64_t step) {
+ *   param += -step_size * exp_avg/denom
+ * The coefficients of the backend's adamw_update, computed in double. */
+static rt_adamw_coef rt_adamw_coef_of(const rt_optimizer *opt, int64_t step) {
     const double lr = opt->lr, b1 = opt->adamw.beta1, b2 = opt->adamw.beta2;
     const double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
-    const float decay = (float)(1.0 - lr * opt->adamw.weight_decay);
-    const float beta1 = (float)b1, beta2 = (float)b2;
-    const float ob1 = (float)(1.0 - b1), ob2 = (float)(1.0 - b2);
-    const float nstep = (float)(-(lr / bc1)), bc2s = (float)sqrt(bc2), eps = (float)opt->adamw.eps;
-#pragma omp parallel for simd if (n > RT_OPTIM_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const float gi = g[i];
-        const float mi = m[i] * beta1 + ob1 * gi;
-        const float vi = v[i] * beta2 + ob2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        const float denom = sqrtf(vi) / bc2s + eps;
-        const float pd = p[i] * decay; /* param.mul_(1 - lr*wd) happens first */
-        p[i] = pd + nstep * mi / denom;
-    }
+    return (rt_adamw_coef){.decay = (float)(1.0 - lr * opt->adamw.weight_decay),
+                           .beta1 = (float)b1,
+                           .beta2 = (float)b2,
+                           .one_minus_beta1 = (float)(1.0 - b1),
+                           .one_minus_beta2 = (float)(1.0 - b2),
+                           .neg_step = (float)(-(lr / bc1)),
+                           .bc2_sqrt = (float)sqrt(bc2),
+                           .eps = (float)opt->adamw.eps};
 }
 
 rt_status rt_optimizer_step(rt_optimizer *opt) {
@@ -366,14 +340,16 @@ rt_status rt_optimizer_step(rt_optimizer *opt) {
         rt_param_state *st = &opt->state[i];
         bool first = st->step == 0;
         st->step++;
-        if (rt_tensor_is_meta(p)) continue; /* accounted, nothing to compute */
+        const rt_backend *be = rt_backend_of(p); /* meta: accounted, nothing to compute */
         int64_t n = rt_tensor_numel(p);
         float *buf0 = st->buf[0] ? rt_tensor_f32(st->buf[0]) : NULL;
-        if (opt->kind == RT_OPTIM_SGD)
-            rt_sgd_update(opt, n, rt_tensor_f32(p), rt_tensor_f32(p->grad), buf0, first);
-        else
-            rt_adamw_update(opt, n, rt_tensor_f32(p), rt_tensor_f32(p->grad), buf0,
-                            rt_tensor_f32(st->buf[1]), st->step);
+        if (opt->kind == RT_OPTIM_SGD) {
+            const rt_sgd_coef c = rt_sgd_coef_of(opt);
+            be->sgd_update(n, &c, first, rt_tensor_f32(p), rt_tensor_f32(p->grad), buf0);
+        } else {
+            const rt_adamw_coef c = rt_adamw_coef_of(opt, st->step);
+            be->adamw_update(n, &c, rt_tensor_f32(p), rt_tensor_f32(p->grad), buf0, rt_tensor_f32(st->buf[1]));
+        }
     }
     opt->step_count++;
     return RT_OK;

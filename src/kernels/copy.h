@@ -1,0 +1,23 @@
+/* Strided copies of plain (C-contiguous) f32 activations that the memory
+ * table's flat copy cannot do: constant padding / cropping (F.pad) and
+ * channel slices (torch.cat / split on dim 1). Serial memcpy/memset; the
+ * caller owns every buffer; nothing is allocated. A NULL buffer that would
+ * be used makes a call a no-op. */
+#ifndef RT_KERNELS_COPY_H
+#define RT_KERNELS_COPY_H
+
+#include <stdint.h>
+
+/* dst[i] = src[i − before] where that index lies inside src, else value,
+ * per dim of rank nd (1..5); negative `before` crops. Copies whole
+ * overlapping rows of the last dim at once. */
+void rt_kernel_pad_copy(int nd, const int64_t *sshape, const float *src, const int64_t *dshape,
+                        const int64_t *before, float value, float *dst);
+
+/* Channels [off, off + size) of whole (batch, cw, inner) and piece
+ * (batch, size, inner): to_whole copies piece into whole (a NULL piece
+ * zero-fills the slice: a missing gradient), else whole into piece. */
+void rt_kernel_channel_slice_copy(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size, float *piece,
+                                  float *whole, int to_whole);
+
+#endif

@@ -1,0 +1,29 @@
+/* Batch normalisation's own loops beside the oneDNN kernels of
+ * kernels/norm.h: the eval-mode backward (an affine map per channel, which
+ * oneDNN's backward cannot take with fixed statistics) and the
+ * running-statistics update of training. Shapes, layouts and buffers as in
+ * kernels/norm.h (x, dy, dx: (N, C, spatial...) f32 in s->layout; the rest
+ * (C) f32); serial. */
+#ifndef RT_KERNELS_NORM_LOOPS_H
+#define RT_KERNELS_NORM_LOOPS_H
+
+#include "core/status.h"
+#include "kernels/norm.h"
+
+/* Eval mode, y = (x − mean)·w/σ + b with σ = sqrt(var + eps) in f32:
+ * dx = dy·w/σ, dw = Σ dy·(x − mean)/σ, db = Σ dy (sums in double). mean
+ * and var are the running statistics. Holds a 2·C double accumulator from
+ * malloc (untracked, like PyTorch's small CPU temporaries). RT_ERR_OOM when
+ * it cannot be had; RT_ERR_INVALID_ARG for a NULL shape or buffer when
+ * there are elements. */
+rt_status rt_kernel_batchnorm_backward_eval(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,
+                                            const float *var, const float *weight, float *dx, float *dweight,
+                                            float *dbias);
+
+/* running = (1 − m)·running + m·batch per channel, the batch variance
+ * (biased, as the training kernels return it) made unbiased by
+ * count/(count − 1), count = N·spatial (PyTorch). NULL buffers: no-op. */
+void rt_kernel_batchnorm_update_running(const rt_bn_shape *s, float momentum, const float *mean, const float *var,
+                                        float *running_mean, float *running_var);
+
+#endif

@@ -71,6 +71,11 @@ static int measure_rows(const char *model, int64_t channels, int64_t classes, co
         rt_state_dict_params(m->sd, params, np);
         opt = rt_optimizer_create(spec, params, np);
     }
+    /* Learning rate 0: the optimizer does all its work (and holds its
+     * state) but the weights stay put, so every strategy is timed on the
+     * same weights and the dozens of steps on one batch cannot diverge
+     * (SGD at lr 0.1 took prunet3d's Dice + CE loss to NaN). */
+    if (opt) rt_optimizer_set_lr(opt, 0.0);
     if (!opt || cli_ckpt_apply(m, &rows[0].p.plan) != RT_OK) {
         cli_fail("setup");
         goto out;

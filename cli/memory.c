@@ -34,8 +34,9 @@ static void memory_usage(FILE *f) {
     cli_conv_algo_help(f, 21);
     fprintf(f, "Checkpointing rows (after the table above: plain, selective, 2/4/8 segments, each mode, and a\n"
                "row marked * for the --memory-mode, --memory-budget, --checkpoint-segments or --recompute given,\n"
-               "planned as train plans them), planned on meta; --measure runs real steps of each and adds the\n"
-               "measured peak and the step-time overhead:\n"
+               "planned as train and segment train plan them; for the U-Nets the stages are the levels and the\n"
+               "skips are charged to the stages they span), planned on meta; --measure runs real steps of each\n"
+               "and adds the measured peak and the step-time overhead:\n"
                "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
                "  --memory-timeline F.csv  one step of the * row's plan (else balanced) as CSV and F.png, and\n"

@@ -59,16 +59,25 @@ rt_status cli_ckpt_apply(rt_model *m, const rt_plan *p);
  * 3 selective, 1 rebuild". */
 void cli_ckpt_describe(const rt_plan *p, char *buf, size_t n);
 
+/* The shapes of one training batch: x (images (N, C, H, W) or volumes
+ * (N, C, D, H, W)) and the i32 targets ((N) class indices, or (N, D, H, W)
+ * voxel labels). */
+typedef struct cli_batch_shape {
+    int x_ndim, y_ndim;
+    int64_t xs[5], ys[4];
+} cli_batch_shape;
+
 /* `revtorch memory`'s strategy rows (plain, selective, 2/4/8 segments, the
  * three modes, the budget's plan when --memory-budget is given) for zoo
- * model `model` at batch (batch, channels, size, size): predicted peaks per
+ * model `model` on batches of *shape (cfg->loss: the step's loss; the
+ * U-Nets train with Dice + cross-entropy): predicted peaks per
  * category, activation and step saving, modelled recompute; with
  * measure_rounds > 0 (≤ 16), that many rounds of real steps add the
  * measured peak and the median step-time overhead; timeline
  * (NULL: none) names the CSV of the planned step's allocation timeline
  * (with .png and .combined.png next to it). Returns the exit code. */
 int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
-                     const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
+                     const rt_optimizer_spec *spec, const rt_train_config *cfg, const cli_batch_shape *shape,
                      const cli_ckpt_args *args, int measure_rounds, const char *timeline);
 
 #endif

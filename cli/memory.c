@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "common.h"
 #include "kernels/threads.h"
+#include "train/seg_loss.h"
 
 static void memory_usage(FILE *f) {
     fprintf(f, "usage: revtorch memory [options]\n"
@@ -33,8 +34,9 @@ static void memory_usage(FILE *f) {
     cli_conv_algo_help(f, 21);
     fprintf(f, "Checkpointing rows (after the table above: plain, selective, 2/4/8 segments, each mode, and a\n"
                "row marked * for the --memory-mode, --memory-budget, --checkpoint-segments or --recompute given,\n"
-               "planned as train plans them), planned on meta; --measure runs real steps of each and adds the\n"
-               "measured peak and the step-time overhead:\n"
+               "planned as train and segment train plan them; for the U-Nets the stages are the levels and the\n"
+               "skips are charged to the stages they span), planned on meta; --measure runs real steps of each\n"
+               "and adds the measured peak and the step-time overhead:\n"
                "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
                "  --measure-rounds N as --measure with N timed steps per row (1..16; more for a noisy machine)\n"
@@ -243,12 +245,6 @@ int cli_cmd_memory(int argc, char **argv) {
     if (!batch) batch = seg ? 2 : 128;
     if (!channels) channels = seg ? 4 : 1;
     if (!classes) classes = seg ? 4 : 10;
-    if (seg && (cli_ckpt_given(&ck) || measure || timeline)) {
-        fprintf(stderr, "revtorch memory: the checkpointing rows (--memory-budget, --measure, --memory-timeline and "
-                        "the other checkpointing options) are for the image classifiers; %s is a segmentation "
-                        "model, drop them\n", model);
-        return 2;
-    }
     rt_optimizer_spec spec;
     if (!cli_optimizer_spec(optimizer, 0.1f, momentum, 5e-4f, &spec)) return 2;
     if (batch < 1 || channels < 1 || batch > 1000000 || channels > 100000) {
@@ -297,13 +293,19 @@ int cli_cmd_memory(int argc, char **argv) {
             return cli_fail("prediction");
         print_row(model, r ? "reversible" : "standard", params, &p);
     }
-    if (seg) return 0; /* the checkpointing rows below plan image classifiers */
-    if (shape.h != shape.w) {
+    if (!seg && shape.h != shape.w) {
         printf("(checkpointing rows: planned for square images only; give --size S to see them)\n");
         return 0;
     }
     cli_strategy plans_strategy = strategy;
     plans_strategy.reversible = false; /* the planner decides which reversible stages rebuild */
-    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &cfg, batch, shape.h, &ck, (int)measure,
+    cli_batch_shape bs = {.x_ndim = 4, .y_ndim = 1, .xs = {batch, channels, shape.h, shape.w}, .ys = {batch}};
+    rt_train_config plans_cfg = cfg;
+    if (seg) { /* volumes with voxel labels, and the loss `revtorch segment` trains with */
+        bs = (cli_batch_shape){.x_ndim = 5, .y_ndim = 4, .xs = {batch, channels, shape.d, shape.h, shape.w},
+                               .ys = {batch, shape.d, shape.h, shape.w}};
+        plans_cfg.loss = rt_loss_dice_ce;
+    }
+    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &plans_cfg, &bs, &ck, (int)measure,
                             timeline);
 }

@@ -56,7 +56,7 @@ static void print_cpu(void) {
  * and the median step time over `rounds` rounds after one warm-up round
  * (each turn of a row: one step to settle the allocator's cache, one timed). */
 static int measure_rows(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
-                        const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
+                        const rt_optimizer_spec *spec, const rt_train_config *cfg, const cli_batch_shape *shape,
                         plan_row *rows, int nrows, int rounds) {
     rt_model *m = NULL;
     if (rt_model_create(model, channels, classes, RT_DEVICE_CPU, 0, &m) != RT_OK) return cli_fail("model");
@@ -65,20 +65,24 @@ static int measure_rows(const char *model, int64_t channels, int64_t classes, co
     int np = rt_state_dict_num_params(m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
     rt_optimizer *opt = NULL;
-    int64_t xs[4] = {batch, channels, size, size};
-    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
-    rt_tensor *y = rt_tensor_create(1, &batch, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *x = rt_tensor_create(shape->x_ndim, shape->xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *y = rt_tensor_create(shape->y_ndim, shape->ys, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
     if (params && x && y) {
         rt_state_dict_params(m->sd, params, np);
         opt = rt_optimizer_create(spec, params, np);
     }
+    /* Learning rate 0: the optimizer does all its work (and holds its
+     * state) but the weights stay put, so every strategy is timed on the
+     * same weights and the dozens of steps on one batch cannot diverge
+     * (SGD at lr 0.1 took prunet3d's Dice + CE loss to NaN). */
+    if (opt) rt_optimizer_set_lr(opt, 0.0);
     if (!opt || cli_ckpt_apply(m, &rows[0].p.plan) != RT_OK) {
         cli_fail("setup");
         goto out;
     }
     rt_generator g = {1, 0};
     rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
-    for (int64_t i = 0; i < batch; i++) ((int32_t *)rt_tensor_data(y))[i] = (int32_t)(i % classes);
+    for (int64_t i = 0; i < rt_tensor_numel(y); i++) ((int32_t *)rt_tensor_data(y))[i] = (int32_t)(i % classes);
     for (int r = 0; r <= rounds; r++)
         for (int k = 0; k < nrows; k++) {
             const rt_plan *p = &rows[k].p.plan;
@@ -121,7 +125,7 @@ out:
 /* One meta step of `model` under plan p with the memory trace on: a copy of
  * its events (*ev, *n; free() it). */
 static rt_status trace_plan(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
-                            const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
+                            const rt_optimizer_spec *spec, const rt_train_config *cfg, const cli_batch_shape *shape,
                             const rt_plan *p, rt_mem_event **ev, size_t *n) {
     rt_model *m = NULL;
     *ev = NULL;
@@ -129,10 +133,10 @@ static rt_status trace_plan(const char *model, int64_t channels, int64_t classes
     RT_TRY(rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m));
     cli_strategy_apply(strategy, m);
     rt_status st = cli_ckpt_apply(m, p);
-    const int64_t xs[4] = {batch, channels, size, size}, ys[1] = {batch};
     rt_memstats peaks;
     rt_mem_trace_enable(1);
-    if (st == RT_OK) st = rt_memory_predict(m->net, spec, cfg, 4, xs, 1, ys, RT_I32, &peaks);
+    if (st == RT_OK)
+        st = rt_memory_predict(m->net, spec, cfg, shape->x_ndim, shape->xs, shape->y_ndim, shape->ys, RT_I32, &peaks);
     size_t k = 0;
     const rt_mem_event *e = rt_mem_trace_events(&k);
     if (st == RT_OK && k > 0) {
@@ -150,7 +154,8 @@ static rt_status trace_plan(const char *model, int64_t channels, int64_t classes
  * (as a fraction of its events) for plain, 4 segments and the plan. */
 static int write_timelines(const char *csv, const char *model, int64_t channels, int64_t classes,
                            const cli_strategy *strategy, const rt_optimizer_spec *spec, const rt_train_config *cfg,
-                           int64_t batch, int64_t size, plan_row *rows, const int *pick, int npick) {
+                           const cli_batch_shape *shape, plan_row *rows, const int *pick, int npick) {
+    const int64_t batch = shape->xs[0];
     char png[4200], combined[4200];
     size_t len = strlen(csv);
     size_t stem = len > 4 && !strcmp(csv + len - 4, ".csv") ? len - 4 : len;
@@ -163,7 +168,7 @@ static int write_timelines(const char *csv, const char *model, int64_t channels,
         plan_row *r = &rows[pick[k]];
         rt_mem_event *ev = NULL;
         size_t n = 0;
-        if (trace_plan(model, channels, classes, strategy, spec, cfg, batch, size, &r->p.plan, &ev, &n) != RT_OK ||
+        if (trace_plan(model, channels, classes, strategy, spec, cfg, shape, &r->p.plan, &ev, &n) != RT_OK ||
             n == 0) {
             free(ev);
             cli_fail("memory timeline");
@@ -252,7 +257,7 @@ static void describe_request(const cli_ckpt_args *a, char *buf, size_t n) {
 }
 
 int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
-                     const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t batch, int64_t size,
+                     const rt_optimizer_spec *spec, const rt_train_config *cfg, const cli_batch_shape *shape,
                      const cli_ckpt_args *args, int measure_rounds, const char *timeline) {
     const bool measure = measure_rounds > 0;
     plan_row rows[12];
@@ -279,8 +284,8 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
         requested = n++;
     }
     for (int k = 0; k < n; k++)
-        if (cli_ckpt_plan(model, channels, classes, strategy, spec, cfg, batch, size, size, &rows[k].mc, &rows[k].p) !=
-            RT_OK) {
+        if (cli_ckpt_plan_shape(model, channels, classes, strategy, spec, cfg, shape->x_ndim, shape->xs, shape->y_ndim,
+                                shape->ys, &rows[k].mc, &rows[k].p) != RT_OK) {
             fprintf(stderr, "revtorch memory: %s: %s\n", rows[k].name, rt_error_last());
             for (int j = 0; j < k; j++) rt_memory_plan_free(&rows[j].p);
             return 1;
@@ -289,11 +294,11 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
     if (timeline) {
         /* plain, 4 segments, and the budget's plan (else balanced) */
         int pick[3] = {0, 3, requested >= 0 ? requested : 6};
-        rc = write_timelines(timeline, model, channels, classes, strategy, spec, cfg, batch, size, rows, pick, 3);
+        rc = write_timelines(timeline, model, channels, classes, strategy, spec, cfg, shape, rows, pick, 3);
     }
     if (measure && !rc) {
         print_cpu();
-        rc = measure_rows(model, channels, classes, strategy, spec, cfg, batch, size, rows, n, measure_rounds);
+        rc = measure_rows(model, channels, classes, strategy, spec, cfg, shape, rows, n, measure_rounds);
     }
     const double mib = 1048576.0;
     const rt_memstats *pl = &rows[0].p.predicted;

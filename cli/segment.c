@@ -531,7 +531,7 @@ static rt_status seg_save_weights(const seg_opts *o, const rt_model *m, const se
  * sets the budget as the tracker's limit. Returns -1 to go on, else the
  * exit code. */
 static int seg_plan_memory(const seg_opts *o, rt_model *m, const cli_strategy *strategy,
-                           const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t C) {
+                           const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t C, int64_t *predicted) {
     if (!strcmp(m->name, "standin")) {
         fprintf(stderr, "revtorch segment train: --memory-mode and --memory-budget plan zoo models; the stand-in "
                         "is not one (use --model unet3d or prunet3d)\n");
@@ -552,8 +552,10 @@ static int seg_plan_memory(const seg_opts *o, rt_model *m, const cli_strategy *s
     } else {
         char desc[160];
         cli_ckpt_describe(&plan.plan, desc, sizeof desc);
-        printf("memory plan: %s; predicted step peak %.1f MiB (plain %.1f MiB)\n", desc,
-               (double)plan.predicted.peak_total / 1048576.0, (double)plan.predicted_plain.peak_total / 1048576.0);
+        printf("memory plan: %s; predicted step peak %.1f MiB (plain %.1f MiB), recompute %.1f%% of a plain step\n",
+               desc, (double)plan.predicted.peak_total / 1048576.0, (double)plan.predicted_plain.peak_total / 1048576.0,
+               100.0 * plan.recompute_fraction);
+        *predicted = plan.predicted.peak_total;
         if (mc.budget > 0) {
             rt_memstats now;
             rt_memstats_get(&now);
@@ -612,8 +614,9 @@ static int seg_train(const seg_opts *o) {
     rt_optimizer_spec spec;
     cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
     rt_train_config cfg = {.accum_steps = 1, .loss = rt_loss_dice_ce};
+    int64_t predicted = 0; /* the plan's predicted step peak */
     if (cli_ckpt_given(&o->ckpt)) {
-        int prc = seg_plan_memory(o, m, &strategy, &spec, &cfg, C);
+        int prc = seg_plan_memory(o, m, &strategy, &spec, &cfg, C, &predicted);
         if (prc >= 0) {
             rc = prc;
             goto done;
@@ -653,6 +656,10 @@ static int seg_train(const seg_opts *o) {
     double dice[SEG_MAX_CLASSES], mean = NAN;
     for (int64_t epoch = 0; epoch < o->epochs; epoch++) {
         rt_memstats_reset_peaks();
+        rt_memstats before; /* what lives outside the step: the volumes (the plan counts the model's state) */
+        rt_memstats_get(&before);
+        int64_t outside = before.live_total - before.live[RT_MEM_PARAM] - before.live[RT_MEM_GRAD] -
+                          before.live[RT_MEM_OPTIM];
         char label[32];
         snprintf(label, sizeof label, "epoch %lld/%lld", (long long)epoch + 1, (long long)o->epochs);
         cli_progress bar;
@@ -691,6 +698,9 @@ static int seg_train(const seg_opts *o) {
         printf("epoch %lld: loss %.4f | %.2f s/step%s\n", (long long)epoch + 1, loss_sum / (double)o->steps,
                secs / (double)o->steps, scored);
         cli_print_peaks(stdout, "  ", &peaks);
+        if (predicted > 0)
+            printf("  step peak %.1f MiB measured (tracked, above the volumes), %.1f MiB predicted by the plan\n",
+                   (double)(peaks.peak_total - outside) / 1048576.0, (double)predicted / 1048576.0);
         fflush(stdout);
     }
     rt_mem_set_limit(0);

@@ -57,6 +57,11 @@ check predict 0 "prediction.nii.gz" "$bin" segment predict --weights "$tmp/run/w
 [ -s "$tmp/pr/prediction.nii.gz" ] && [ ! -e "$tmp/pr/dice.json" ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL predict outputs"; }
 
 # refusals
+# a U-Net under a memory mode: the plan (its stages, predicted peak and recompute), then the measured step peak
+# equal to the prediction
+check train-plan 0 "step peak \([0-9.]*\) MiB measured (tracked, above the volumes), \1 MiB predicted" \
+    "$bin" segment train --model unet3d --patch 16,16,16 --batch 1 --epochs 1 --steps 2 --overlap 0 --eval-every 0 \
+    --threads 2 --memory-mode balanced --out "$tmp/plan"
 check no-sub 2 "usage: revtorch segment" "$bin" segment
 check bad-sub 2 "unknown subcommand" "$bin" segment fit
 check bad-option 2 "unknown option '--nope'" "$bin" segment train --nope

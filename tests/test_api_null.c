@@ -1728,7 +1728,7 @@ CHECK_FN(rt_checkpoint_run_stages) {
 /* memory/planner.h, memory/budget.h */
 CHECK_FN(rt_plan_options_all) { VAL(rt_plan_options_all().allow_checkpoint); }
 CHECK_FN(rt_plan_evaluate) {
-    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0};
+    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0, 0, 0, -1};
     rt_stage_kind k = RT_STAGE_STORE;
     int seg = 0;
     int64_t peak;
@@ -1738,7 +1738,7 @@ CHECK_FN(rt_plan_evaluate) {
     ST(RT_ERR_INVALID_ARG, "n must", rt_plan_evaluate(&p, 0, &k, &seg, &peak, &rc));
 }
 CHECK_FN(rt_plan_chain) {
-    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0};
+    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0, 0, 0, -1};
     rt_plan plan;
     ST(RT_ERR_INVALID_ARG, "profile", rt_plan_chain(NULL, 1, 10, rt_plan_options_all(), &plan));
     ST(RT_ERR_INVALID_ARG, "output", rt_plan_chain(&p, 1, 10, rt_plan_options_all(), NULL));
@@ -1773,6 +1773,26 @@ CHECK_FN(rt_memory_plan_make) {
 CHECK_FN(rt_memory_plan_free) { TOL(rt_memory_plan_free(NULL)); }
 /* memory/checkpoint.h, nn/module.h's interceptor */
 CHECK_FN(rt_module_set_interceptor) { TOL(rt_module_set_interceptor((rt_module_interceptor){0})); }
+CHECK_FN(rt_checkpoint_side_put) {
+    rt_module *m = NULL;
+    rt_tensor *t = T(2, 4);
+    bool stash = false;
+    rt_relu_create(&m);
+    ST(RT_ERR_INVALID_ARG, "producer", rt_checkpoint_side_put(NULL, t, &stash));
+    ST(RT_ERR_INVALID_ARG, "t", rt_checkpoint_side_put(m, NULL, &stash));
+    ST(RT_ERR_INVALID_ARG, "stash", rt_checkpoint_side_put(m, t, NULL));
+    rt_module_destroy(m);
+}
+CHECK_FN(rt_checkpoint_side_get) {
+    rt_module *m = NULL;
+    rt_tensor *t = T(2, 4), *out = NULL;
+    rt_relu_create(&m);
+    ST(RT_ERR_INVALID_ARG, "producer", rt_checkpoint_side_get(NULL, t, &out));
+    ST(RT_ERR_INVALID_ARG, "out", rt_checkpoint_side_get(m, t, NULL));
+    ST(RT_ERR_STATE, "gone", rt_checkpoint_side_get(m, NULL, &out));
+    rt_module_destroy(m);
+}
+CHECK_FN(rt_checkpoint_side_replay) { TOL(rt_checkpoint_side_replay(false)); }
 CHECK_FN(rt_checkpoint_policy_default) { VAL(rt_checkpoint_policy_default(NULL, NULL) == RT_CKPT_PREFER_RECOMPUTE); }
 CHECK_FN(rt_stage_kind_str) { VAL(!strcmp(rt_stage_kind_str((rt_stage_kind)99), "?")); }
 CHECK_FN(rt_checkpoint_create) {
@@ -3309,7 +3329,8 @@ static const api_entry optim_train_entries[] = {
     E(rt_rev_block_logdet), E(rt_rev_sequence_create), E(rt_rev_sequence_of), E(rt_module_set_reversible),
     E(rt_module_set_grouping), E(rt_module_count_reversible), E(rt_reversible_reconstruction),
     /* memory/checkpoint.h, nn/module.h's interceptor */
-    E(rt_module_set_interceptor), E(rt_checkpoint_policy_default), E(rt_stage_kind_str), E(rt_checkpoint_create),
+    E(rt_module_set_interceptor), E(rt_checkpoint_policy_default), E(rt_checkpoint_side_put), E(rt_checkpoint_side_get),
+    E(rt_checkpoint_side_replay), E(rt_stage_kind_str), E(rt_checkpoint_create),
     E(rt_checkpoint_of), E(rt_checkpoint_sequential), E(rt_checkpoint_set_segments), E(rt_checkpoint_set_selective),
     E(rt_checkpoint_set_plain), E(rt_checkpoint_set_plan), E(rt_checkpoint_run_stages),
     /* memory/planner.h, memory/budget.h */

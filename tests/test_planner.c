@@ -4,7 +4,8 @@
  * infeasible to loose, the dynamic program's recompute equals the least
  * recompute over every plan (enumerated), its plan is feasible and its
  * modelled peak is what rt_plan_evaluate says; rt_plan_min_peak equals
- * the brute-force minimum peak. Exact equality: the DP adds the same
+ * the brute-force minimum peak; half the chains carry random skips (spans
+ * and side inputs, the U-Net heuristic). Exact equality: the DP adds the same
  * doubles in the same order as rt_plan_evaluate (costs are integers). */
 #include <stdint.h>
 #include <stdio.h>
@@ -91,17 +92,41 @@ static void random_chain(rt_generator *g, int n, rt_stage_profile *p) {
             s->peak_rev = s->saved_rev + 1 + (int64_t)rnd(g, 120);
             s->fwd_rev = (double)(1 + rnd(g, 60));
         }
+        s->span = s->side_bytes = 0;
+        s->side_from = -1;
+    }
+}
+
+/* Skips on every other chain, from their own stream (the chains above stay
+ * those of the plain test): stage i reads a skip of b bytes from an
+ * earlier stage r, held across the stages between (span), as
+ * rt_checkpoint_profile fills them for a U-Net. */
+static void random_skips(rt_generator *g, int n, rt_stage_profile *p) {
+    if (rnd(g, 2)) return;
+    for (int i = 1; i < n; i++) {
+        if (rnd(g, 3)) continue;
+        int r = (int)rnd(g, (uint64_t)i);
+        int64_t b = 1 + (int64_t)rnd(g, 30);
+        p[i].side_from = r;
+        p[i].side_bytes = b;
+        for (int j = r + 1; j < i; j++) p[j].span += b;
     }
 }
 
 static void planner_matches_brute_force(void) {
-    rt_generator g = {2026, 0};
-    long chains = 0, feasible = 0, plans = 0;
+    rt_generator g = {2026, 0}, gs = {2027, 0};
+    long chains = 0, feasible = 0, plans = 0, skipped = 0;
     const rt_plan_options modes[3] = {{true, true, true}, {true, false, false}, {false, true, true}};
     for (int trial = 0; trial < 600; trial++) {
         int n = 1 + trial % MAXN;
         rt_stage_profile p[MAXN];
         random_chain(&g, n, p);
+        random_skips(&gs, n, p);
+        for (int i = 0; i < n; i++)
+            if (p[i].side_bytes > 0) {
+                skipped++;
+                break;
+            }
         rt_plan_options opt = modes[trial % 3];
         brute b = {.p = p, .n = n, .opt = opt, .budget = INT64_MAX, .best = -1, .min_peak = INT64_MAX};
         enumerate(&b, 0);
@@ -137,8 +162,8 @@ static void planner_matches_brute_force(void) {
         }
         chains++;
     }
-    printf("  %ld random chains of 1-%d stages, %ld feasible budgets equal to brute force over %ld plans\n", chains,
-           MAXN, feasible, plans);
+    printf("  %ld random chains of 1-%d stages (%ld with skips), %ld feasible budgets equal to brute force over %ld "
+           "plans\n", chains, MAXN, skipped, feasible, plans);
 }
 
 /* A uniform chain where the answer is known: n equal stages (saved 1,
@@ -146,7 +171,7 @@ static void planner_matches_brute_force(void) {
  * needs no recompute; the smallest feasible budget forces checkpoints. */
 static void planner_uniform_chain(void) {
     rt_stage_profile p[8];
-    for (int i = 0; i < 8; i++) p[i] = (rt_stage_profile){1, 1, 2, -1, -1, -1, -1, 1.0, 0, 0};
+    for (int i = 0; i < 8; i++) p[i] = (rt_stage_profile){1, 1, 2, -1, -1, -1, -1, 1.0, 0, 0, 0, 0, -1};
     rt_plan plan;
     CHECK_OK(rt_plan_chain(p, 8, 9, (rt_plan_options){true, false, false}, &plan)); /* all stored: 7 + 2 */
     CHECK(plan.recompute == 0.0);

@@ -19,7 +19,6 @@ typedef struct rt_flops {
 } rt_flops;
 
 static rt_status rt_flops_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *y, rt_status st) {
-    (void)x;
     rt_flops *c = user;
     if (st != RT_OK || !y || m->n_children > 0) return RT_OK;
     const char *t = m->cls->type;
@@ -27,6 +26,8 @@ static rt_status rt_flops_after(void *user, rt_module *m, rt_tensor *x, rt_tenso
     double f = 8.0 * (double)rt_tensor_numel(y);
     if (w && w->ndim >= 2 && (!strcmp(t, "Conv2d") || !strcmp(t, "Conv3d")))
         f = 2.0 * (double)rt_tensor_numel(y) * (double)(rt_tensor_numel(w) / w->shape[0]);
+    else if (w && w->ndim >= 2 && x && !strcmp(t, "ConvTranspose3d")) /* every input element × out/g × k³ MACs */
+        f = 2.0 * (double)rt_tensor_numel(x) * (double)(rt_tensor_numel(w) / w->shape[0]);
     else if (w && w->ndim == 2 && !strcmp(t, "Linear"))
         f = 2.0 * (double)rt_tensor_numel(y) * (double)w->shape[1];
     c->total += f;
@@ -84,9 +85,12 @@ static rt_status rt_profile_run(rt_module *w, rt_checkpoint *ck, rt_tensor *x, r
     int n = ck->n_stages;
     rt_flops fl = {0, 0, ck->policy ? ck->policy : rt_checkpoint_policy_default, ck->policy_user};
     rt_tensor *h = rt_tensor_retain(x);
-    rt_status st = RT_OK;
+    int64_t *out_bytes = calloc((size_t)n, sizeof *out_bytes);
+    rt_status st = out_bytes ? RT_OK : rt_error_set(RT_ERR_OOM, "out of memory profiling");
     for (int i = 0; i < n && st == RT_OK; i++) {
         rt_stage_profile *p = &out[i];
+        p->span = p->side_bytes = 0;
+        p->side_from = -1;
         p->input_bytes = i == 0 ? 0 : (int64_t)rt_tensor_nbytes(h);
         int64_t s_store = 0, p_store = 0, s_sel = -1, p_sel = -1, s_rev = -1, p_rev = -1;
         bool rev = rt_rev_sequence_of(ck->stages[i]) != NULL;
@@ -109,6 +113,7 @@ static rt_status rt_profile_run(rt_module *w, rt_checkpoint *ck, rt_tensor *x, r
         rt_tensor_release(h);
         h = next;
         if (st != RT_OK) break;
+        out_bytes[i] = (int64_t)rt_tensor_nbytes(h);
         /* bytes the stage's isolated run kept that the chain already held
          * (its input, kept by the stage before as well) count once */
         int64_t saved = b.live[RT_MEM_SAVED] - a.live[RT_MEM_SAVED], shared = s_store - saved;
@@ -123,6 +128,16 @@ static rt_status rt_profile_run(rt_module *w, rt_checkpoint *ck, rt_tensor *x, r
         p->fwd_sel = fl.recomputed - r0;
         p->fwd_rev = rev ? p->fwd : 0.0;
     }
+    /* skips: stage i reads stage r's output, which is held across every
+     * stage between them (docs/design.md: the heuristic for graphs) */
+    for (int i = 0; i < n && st == RT_OK; i++) {
+        int r = ck->reads[i];
+        if (r < 0) continue;
+        out[i].side_bytes = out_bytes[r];
+        out[i].side_from = r;
+        for (int j = r + 1; j < i; j++) out[j].span += out_bytes[r];
+    }
+    free(out_bytes);
     rt_tensor_release(h);
     return st;
 }
@@ -152,7 +167,9 @@ rt_status rt_checkpoint_profile(rt_module *w, int x_ndim, const int64_t *x_shape
         memcpy(saved_kind, ck->kind, (size_t)n * sizeof *kind);
         memcpy(saved_seg, ck->segment, (size_t)n * sizeof *seg);
         bool grad = rt_grad_set_enabled(true);
+        rt_checkpoint_side_replay(true); /* a stage reading a skip runs several times alone */
         st = rt_profile_run(w, ck, x, kind, seg, out);
+        rt_checkpoint_side_replay(false);
         rt_grad_set_enabled(grad);
         rt_status s2 = rt_checkpoint_set_plan(w, saved_kind, saved_seg, n);
         if (st == RT_OK) st = s2;

@@ -16,6 +16,12 @@
  *              allocated: the base counts all of them;
  *   *_sel, *_rev the same as a SELECTIVE region / reversible rebuild;
  *   input_bytes the stage's input (0 for the first: the batch is DATA);
+ *   span, side_bytes, side_from  for stages that read an earlier stage's
+ *              output (rt_checkpoint.reads, a U-Net's skips): that
+ *              output's bytes, added to the span of every stage between
+ *              producer and reader and given as the reader's side input
+ *              (memory/planner.h; the stage reading a skip runs alone
+ *              several times, rt_checkpoint_side_replay hands it the skip);
  *   fwd        FLOP estimate of the stage's forward from its leaf modules:
  *              2·MACs for Conv and Linear, 8 per output element for every
  *              other leaf (memory-bound ops: batch norm reads and writes a

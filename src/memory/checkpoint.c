@@ -16,6 +16,23 @@
  * Thread-local by design, like grad mode. */
 static _Thread_local int rt_ckpt_depth;
 
+/* A side tensor (a skip) by the stage that produced it. */
+typedef struct rt_side {
+    const rt_module *producer;
+    rt_tensor *t;
+} rt_side;
+
+/* The region whose forward or recompute runs on this thread (NULL: none),
+ * for rt_checkpoint_side_put/get; and the profile's replay table. Both
+ * thread-local by design, like the depth above. */
+static _Thread_local struct rt_ckpt_frame *rt_ckpt_cur;
+enum { RT_SIDE_REPLAY_MAX = 16 };
+static _Thread_local struct {
+    bool on;
+    int n;
+    rt_side e[RT_SIDE_REPLAY_MAX];
+} rt_side_replay;
+
 typedef enum { RT_SLOT_DROP, RT_SLOT_INPUT, RT_SLOT_KEEP } rt_slot_kind;
 
 /* One tensor an op of the region saved at forward. DROP: recomputed (the
@@ -79,6 +96,13 @@ typedef struct rt_ckpt_frame {
     rt_dtype autocast, autocast_compute;
     rt_saved_hooks rc_outer;   /* during a recompute: its precision region's hooks */
     bool has_rc_outer;
+    /* Side tensors (skips) read by the region's stages but produced before
+     * it: kept from forward (booked SAVED) for the recompute. And those its
+     * recompute produced itself, held until read or the recompute ends. */
+    rt_side *kept;
+    int n_kept, cap_kept;
+    rt_side *rc_sides;
+    int n_rc_sides, cap_rc_sides;
 } rt_ckpt_frame;
 
 typedef struct rt_ckpt_handle {
@@ -102,10 +126,22 @@ static void rt_ckpt_slot_clear(rt_ckpt_slot *s) {
     s->t = NULL;
 }
 
+/* Lets go of the side tensors kept from forward. */
+static void rt_frame_drop_kept(rt_ckpt_frame *f) {
+    for (int i = 0; i < f->n_kept; i++) {
+        rt_keep(f->kept[i].t, -1);
+        rt_tensor_release(f->kept[i].t);
+    }
+    f->n_kept = 0;
+}
+
 static void rt_frame_release(rt_ckpt_frame *f) {
     if (!f || --f->refcount > 0) return;
     rt_keep(f->input, -1);
     rt_tensor_release(f->input);
+    rt_frame_drop_kept(f);
+    free(f->kept);
+    free(f->rc_sides);
     for (int i = 0; i < f->n_slots; i++) {
         rt_ckpt_slot_clear(&f->slots[i]);
     }
@@ -241,6 +277,8 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     pushed = st == RT_OK;
     rt_module_interceptor prev = rt_module_set_interceptor((rt_module_interceptor){rt_rc_before, NULL, f});
     rt_ckpt_depth++;
+    rt_ckpt_frame *prev_cur = rt_ckpt_cur;
+    rt_ckpt_cur = f;
     bool early = false;
     for (int i = f->first; i <= f->last && st == RT_OK; i++) {
         if (i > f->first && rt_frame_complete(f)) {
@@ -253,6 +291,9 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
         h = next;
     }
     rt_ckpt_depth--;
+    rt_ckpt_cur = prev_cur;
+    for (int i = 0; i < f->n_rc_sides; i++) rt_tensor_release(f->rc_sides[i].t); /* skips no stage read (early stop) */
+    f->n_rc_sides = 0;
     rt_module_set_interceptor(prev);
     if (pushed) rt_saved_tensors_hooks_pop();
     rt_precision_region_end(&region);
@@ -406,6 +447,7 @@ static rt_status rt_region_begin(rt_checkpoint *ck, int i, rt_tensor *x) {
     }
     ck->frame = f;
     rt_ckpt_depth++;
+    rt_ckpt_cur = f;
     return RT_OK;
 }
 
@@ -447,6 +489,7 @@ static void rt_region_end(rt_checkpoint *ck, rt_tensor *y) {
         rt_keep(f->input, -1);
         rt_tensor_release(f->input);
         f->input = NULL;
+        rt_frame_drop_kept(f);
     }
     /* A region keeps its input exact (f32) also inside a precision region,
      * as torch.utils.checkpoint under autocast does: a recompute from the
@@ -454,6 +497,7 @@ static void rt_region_end(rt_checkpoint *ck, rt_tensor *y) {
      * gradient error (resnet20, fp16, 2 segments). */
     rt_saved_tensors_hooks_pop();
     rt_ckpt_depth--;
+    rt_ckpt_cur = NULL;
     rt_frame_release(ck->frame);
     ck->frame = NULL;
 }
@@ -582,6 +626,7 @@ rt_status rt_checkpoint_run_stages(rt_module *m, int first, int last, rt_tensor 
 static void rt_ckpt_destroy(rt_module *m) {
     rt_checkpoint *ck = (rt_checkpoint *)m;
     free(ck->stages);
+    free(ck->reads);
     free(ck->kind);
     free(ck->segment);
 }
@@ -601,6 +646,20 @@ static rt_status rt_collect_stages(rt_checkpoint *ck, rt_module *m, int *cap) {
         /* a precision region around the model: the stages are the model's */
         ck->region_dtype = rt_precision_dtype(rt_autocast_precision(m));
         return rt_collect_stages(ck, m->children[0].module, cap);
+    }
+    if (m->stages && ck->n_stages == 0) { /* the module lists its stages itself (a U-Net) */
+        int n = m->stages(m, NULL, NULL, 0);
+        if (n < 1) return rt_error_set(RT_ERR_STATE, "Checkpoint: a %s listed no stages", m->cls->type);
+        ck->stages = malloc((size_t)n * sizeof *ck->stages);
+        ck->reads = malloc((size_t)n * sizeof *ck->reads);
+        if (!ck->stages || !ck->reads) return rt_error_set(RT_ERR_OOM, "out of memory creating a Checkpoint");
+        ck->n_stages = m->stages(m, ck->stages, ck->reads, n);
+        *cap = n;
+        for (int i = 0; i < n; i++)
+            if (ck->reads[i] >= i)
+                return rt_error_set(RT_ERR_STATE, "Checkpoint: stage %d of a %s reads stage %d, not an earlier one",
+                                    i, m->cls->type, ck->reads[i]);
+        return RT_OK;
     }
     if (rt_is_sequential(m) && m->n_children > 0) {
         for (int i = 0; i < m->n_children; i++) RT_TRY(rt_collect_stages(ck, m->children[i].module, cap));
@@ -627,6 +686,11 @@ rt_status rt_checkpoint_create(rt_module *m, rt_module **out) {
     rt_status st = rt_module_add_child(&ck->base, "", m);
     int cap = 0;
     if (st == RT_OK) st = rt_collect_stages(ck, m, &cap);
+    if (st == RT_OK && !ck->reads) {
+        ck->reads = malloc((size_t)ck->n_stages * sizeof *ck->reads);
+        if (!ck->reads) st = rt_error_set(RT_ERR_OOM, "out of memory creating a Checkpoint");
+        for (int i = 0; st == RT_OK && i < ck->n_stages; i++) ck->reads[i] = -1;
+    }
     if (st == RT_OK) {
         ck->kind = calloc((size_t)ck->n_stages, sizeof *ck->kind);
         ck->segment = calloc((size_t)ck->n_stages, sizeof *ck->segment);
@@ -744,6 +808,95 @@ rt_checkpoint_policy rt_checkpoint_policy_default(void *user, const rt_module *l
     (void)user;
     if (!leaf || !leaf->cls) return RT_CKPT_PREFER_RECOMPUTE;
     const char *t = leaf->cls->type;
-    if (!strcmp(t, "Conv2d") || !strcmp(t, "Conv3d") || !strcmp(t, "Linear")) return RT_CKPT_MUST_SAVE;
+    if (!strcmp(t, "Conv2d") || !strcmp(t, "Conv3d") || !strcmp(t, "ConvTranspose3d") || !strcmp(t, "Linear"))
+        return RT_CKPT_MUST_SAVE;
     return RT_CKPT_PREFER_RECOMPUTE;
+}
+
+/* ------------------------------------------------------------ side tensors (skips) */
+
+static bool rt_frame_has_stage(const rt_ckpt_frame *f, const rt_module *m) {
+    for (int i = f->first; i <= f->last; i++)
+        if (f->ck->stages[i] == m) return true;
+    return false;
+}
+
+static rt_side *rt_side_find(rt_side *list, int n, const rt_module *producer) {
+    for (int i = 0; i < n; i++)
+        if (list[i].producer == producer && list[i].t) return &list[i];
+    return NULL;
+}
+
+rt_status rt_checkpoint_side_put(const rt_module *producer, rt_tensor *t, bool *stash) {
+    if (stash) *stash = true;
+    if (!producer || !t || !stash)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_side_put: %s is NULL",
+                            !producer ? "producer" : !t ? "t" : "stash");
+    rt_ckpt_frame *f = rt_ckpt_cur;
+    if (!f || !f->recomputing) return RT_OK;
+    /* a recompute: the region holds it for its reader, the model's table
+     * (empty since forward ended) is not touched */
+    RT_TRY(rt_grow((void **)&f->rc_sides, &f->cap_rc_sides, f->n_rc_sides, sizeof *f->rc_sides));
+    f->rc_sides[f->n_rc_sides++] = (rt_side){producer, rt_tensor_retain(t)};
+    *stash = false;
+    return RT_OK;
+}
+
+static rt_status rt_side_missing(const rt_module *producer) {
+    char path[128];
+    return rt_error_set(RT_ERR_STATE, "checkpoint: the tensor stage '%s' hands to a later stage is gone (run the "
+                        "stages in order, each producer before its reader)",
+                        rt_module_path(producer, path, sizeof path));
+}
+
+rt_status rt_checkpoint_side_get(const rt_module *producer, rt_tensor *stashed, rt_tensor **out) {
+    if (out) *out = NULL;
+    if (!producer || !out)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_side_get: %s is NULL", !producer ? "producer" : "out");
+    if (rt_side_replay.on) {
+        /* profiling: every run of the reader gets one detached copy (a
+         * stage's backward run alone must not reach into the graph of the
+         * chain that produced the skip) */
+        rt_side *r = rt_side_find(rt_side_replay.e, rt_side_replay.n, producer);
+        if (!r && stashed && rt_side_replay.n < RT_SIDE_REPLAY_MAX) {
+            rt_tensor *d = rt_tensor_detach(stashed);
+            if (!d) return RT_ERR_OOM;
+            d->requires_grad = stashed->requires_grad;
+            r = &rt_side_replay.e[rt_side_replay.n++];
+            *r = (rt_side){producer, d};
+        }
+        if (r) stashed = r->t;
+    }
+    rt_ckpt_frame *f = rt_ckpt_cur;
+    if (f && f->recomputing) {
+        if (rt_frame_has_stage(f, producer)) { /* recomputed in this region: the reader takes it */
+            rt_side *s = rt_side_find(f->rc_sides, f->n_rc_sides, producer);
+            if (!s) return rt_side_missing(producer);
+            *out = s->t;
+            s->t = NULL;
+            return RT_OK;
+        }
+        rt_side *k = rt_side_find(f->kept, f->n_kept, producer);
+        if (!k) return rt_side_missing(producer);
+        *out = rt_tensor_retain(k->t);
+        return RT_OK;
+    }
+    if (!stashed) return rt_side_missing(producer);
+    if (f && !rt_frame_has_stage(f, producer) && !rt_side_find(f->kept, f->n_kept, producer)) {
+        /* produced before the region: kept for its recompute, exact, like the region's input */
+        RT_TRY(rt_grow((void **)&f->kept, &f->cap_kept, f->n_kept, sizeof *f->kept));
+        rt_tensor *a = rt_tensor_detach(stashed);
+        if (!a) return RT_ERR_OOM;
+        rt_keep(a, +1);
+        f->kept[f->n_kept++] = (rt_side){producer, a};
+    }
+    *out = rt_tensor_retain(stashed);
+    return RT_OK;
+}
+
+void rt_checkpoint_side_replay(bool on) {
+    if (!on)
+        for (int i = 0; i < rt_side_replay.n; i++) rt_tensor_release(rt_side_replay.e[i].t);
+    if (!on) rt_side_replay.n = 0;
+    rt_side_replay.on = on;
 }

@@ -7,8 +7,10 @@
  * A Checkpoint wraps one module (its inline child: state-dict names do not
  * change) and sees it as a chain of *stages*: the module itself, or, for a
  * Sequential, its children, looking through nested Sequentials (a ResNet's
- * conv1, bn1, maxpool, layer1.0 … layer4.2, avgpool, flatten, fc). Every
- * stage gets a kind (rt_stage_kind):
+ * conv1, bn1, maxpool, layer1.0 … layer4.2, avgpool, flatten, fc), or the
+ * stages a module lists itself (rt_module.stages: a U-Net's levels in
+ * execution order, whose skips are side tensors, see
+ * rt_checkpoint_side_get). Every stage gets a kind (rt_stage_kind):
  *   STORE       plain backpropagation: the stage keeps what its ops save;
  *   CHECKPOINT  consecutive CHECKPOINT stages with the same segment number
  *               form a region that keeps only its input and the generator
@@ -73,7 +75,7 @@ typedef enum rt_checkpoint_policy {
  * SELECTIVE stage; called at forward only. */
 typedef rt_checkpoint_policy (*rt_checkpoint_policy_fn)(void *user, const rt_module *leaf);
 
-/* The default selective policy: MUST_SAVE for Conv2d, Conv3d and Linear
+/* The default selective policy: MUST_SAVE for Conv2d, Conv3d, ConvTranspose3d and Linear
  * (compute-bound, O(k²·C) work per output element), PREFER_RECOMPUTE for
  * everything else (batch norm, activations, pooling, dropout: memory-bound,
  * a few operations per element). user is unused; NULL leaf: recompute. */
@@ -94,6 +96,7 @@ typedef struct rt_checkpoint {
     rt_module base;           /* one inline child: the wrapped module */
     rt_module **stages;       /* borrowed: the chain, n_stages >= 1 */
     int n_stages;
+    int *reads;               /* per stage: the earlier stage whose output it also reads (a skip), -1: none */
     rt_stage_kind *kind;      /* per stage */
     int *segment;             /* per stage: CHECKPOINT stages with equal numbers, adjacent, form a region */
     rt_checkpoint_policy_fn policy; /* for SELECTIVE stages */
@@ -141,6 +144,37 @@ rt_status rt_checkpoint_set_plain(rt_module *ckpt);
  * RT_ERR_INVALID_ARG for NULLs, n != n_stages, an unknown kind or REBUILD
  * on a stage that is not reversible (the message names the stage). */
 rt_status rt_checkpoint_set_plan(rt_module *ckpt, const rt_stage_kind *kind, const int *segment, int n);
+
+/* Side tensors: stages that hand a tensor to a later stage outside the
+ * chain (a U-Net's skip, rt_module.stages' reads). The model keeps the
+ * tensor in its own table between the two stages; these calls let a
+ * checkpoint region running or recomputing those stages see it:
+ *   rt_checkpoint_side_put  the producing stage (a module of the wrapper's
+ *       stage list) offers its output t (borrowed). *stash = true: the
+ *       model keeps it for the reader as usual; false: a region is being
+ *       recomputed and holds it itself, until the reader takes it or the
+ *       recompute ends.
+ *   rt_checkpoint_side_get  the reading stage fetches it: *out (a new
+ *       reference) is `stashed` (the model's table entry, borrowed, NULL
+ *       when the model no longer has it) — except that a region whose
+ *       forward reads a tensor produced before the region keeps it (booked
+ *       SAVED, exact f32, like its input) and its recompute reads that
+ *       copy, while a region that contains the producer recomputes it.
+ * Outside every region both are plain pass-throughs. One reader per
+ * producer. RT_ERR_INVALID_ARG for NULL producer/out/stash; RT_ERR_STATE
+ * when there is nothing to read (stashed NULL and nothing kept);
+ * RT_ERR_OOM. Thread-local state, like the regions themselves. */
+rt_status rt_checkpoint_side_put(const rt_module *producer, rt_tensor *t, bool *stash);
+rt_status rt_checkpoint_side_get(const rt_module *producer, rt_tensor *stashed, rt_tensor **out);
+
+/* Profiling runs a reading stage several times alone (memory/budget.h),
+ * and the model's table entry is gone after the first: while replay is on
+ * (on this thread), rt_checkpoint_side_get hands every reader of a
+ * producer one detached copy (requires_grad as the original) of the first
+ * tensor it saw, also when a later call finds stashed NULL, so that a
+ * stage run alone back-propagates into no other graph; turning it off
+ * releases them. */
+void rt_checkpoint_side_replay(bool on);
 
 /* Runs stages first..last of the wrapper in order on x (borrowed) under
  * its current plan, exactly as its forward runs them (regions begin and

@@ -37,22 +37,32 @@ static bool rt_offers(const rt_stage_profile *s, rt_stage_kind k, rt_plan_option
 /* kept, live and recompute of the single-stage segment `k` at stage s. */
 static void rt_single(const rt_stage_profile *s, rt_stage_kind k, int64_t *kept, int64_t *live, double *rc) {
     switch (k) {
-    case RT_STAGE_SELECTIVE: *kept = s->saved_sel, *live = s->peak_sel, *rc = s->fwd_sel; return;
-    case RT_STAGE_REBUILD: *kept = s->saved_rev, *live = s->peak_rev, *rc = s->fwd_rev; return;
-    default: *kept = s->saved, *live = s->peak, *rc = 0.0; return;
+    case RT_STAGE_SELECTIVE: *kept = s->saved_sel, *live = s->peak_sel, *rc = s->fwd_sel; break;
+    case RT_STAGE_REBUILD: *kept = s->saved_rev, *live = s->peak_rev, *rc = s->fwd_rev; break;
+    default: *kept = s->saved, *live = s->peak, *rc = 0.0; break;
     }
+    *live += s->span;
+}
+
+/* The skip bytes stage j adds to the kept bytes of a CHECKPOINT segment
+ * starting at s: what it reads from a stage before s. */
+static int64_t rt_side_kept(const rt_stage_profile *p, int s, int j) {
+    return p[j].side_bytes > 0 && p[j].side_from < s ? p[j].side_bytes : 0;
 }
 
 /* live and recompute of the CHECKPOINT segment [first, last]. */
-static void rt_ckpt_segment(const rt_stage_profile *p, int first, int last, int64_t *live, double *rc) {
-    int64_t held = 0, worst = 0;
+static void rt_ckpt_segment(const rt_stage_profile *p, int first, int last, int64_t *kept, int64_t *live,
+                            double *rc) {
+    int64_t held = 0, worst = 0, k = p[first].input_bytes;
     double c = 0.0;
     for (int j = first; j <= last; j++) {
-        if (held + p[j].peak > worst) worst = held + p[j].peak;
+        if (held + p[j].peak + p[j].span > worst) worst = held + p[j].peak + p[j].span;
         held += p[j].saved;
         c += p[j].fwd;
+        k += rt_side_kept(p, first, j);
     }
-    *live = p[first].input_bytes + worst;
+    *kept = k;
+    *live = k + worst;
     *rc = c;
 }
 
@@ -72,8 +82,7 @@ rt_status rt_plan_evaluate(const rt_stage_profile *p, int n, const rt_stage_kind
         int e = i;
         if (kind[i] == RT_STAGE_CHECKPOINT) {
             while (e + 1 < n && kind[e + 1] == RT_STAGE_CHECKPOINT && segment[e + 1] == segment[i]) e++;
-            rt_ckpt_segment(p, i, e, &live, &rc);
-            kept = p[i].input_bytes;
+            rt_ckpt_segment(p, i, e, &kept, &live, &rc);
         } else {
             rt_single(&p[i], kind[i], &kept, &live, &rc);
         }
@@ -168,17 +177,17 @@ static rt_status rt_dp_run(rt_dp *d, const rt_stage_profile *p, int n, int64_t b
                 RT_TRY(rt_dp_add(d, i + 1, (rt_dp_state){s.kept + kept, s.cost + rc, pk, si, i, (rt_stage_kind)k}));
             }
             if (!opt.allow_checkpoint) continue;
-            int64_t held = 0, worst = 0;
+            int64_t held = 0, worst = 0, kept = p[i].input_bytes;
             double c = 0.0;
             for (int e = i; e < n; e++) { /* the segment [i, e], grown one stage at a time */
-                if (held + p[e].peak > worst) worst = held + p[e].peak;
+                if (held + p[e].peak + p[e].span > worst) worst = held + p[e].peak + p[e].span;
                 held += p[e].saved;
                 c += p[e].fwd;
-                int64_t live = p[i].input_bytes + worst;
+                kept += rt_side_kept(p, i, e);
+                int64_t live = kept + worst;
                 if (s.kept + live > budget) break; /* live only grows with e */
                 int64_t pk = s.peak > s.kept + live ? s.peak : s.kept + live;
-                RT_TRY(rt_dp_add(d, e + 1,
-                                 (rt_dp_state){s.kept + p[i].input_bytes, s.cost + c, pk, si, i, RT_STAGE_CHECKPOINT}));
+                RT_TRY(rt_dp_add(d, e + 1, (rt_dp_state){s.kept + kept, s.cost + c, pk, si, i, RT_STAGE_CHECKPOINT}));
             }
         }
     }
@@ -207,7 +216,7 @@ static int64_t rt_upper_bound(const rt_stage_profile *p, int n) {
         int64_t m = p[i].peak;
         if (p[i].peak_sel > m) m = p[i].peak_sel;
         if (p[i].peak_rev > m) m = p[i].peak_rev;
-        s += m + p[i].input_bytes + p[i].saved;
+        s += m + p[i].input_bytes + p[i].saved + p[i].span + (p[i].side_bytes > 0 ? p[i].side_bytes : 0);
     }
     return s;
 }

@@ -18,6 +18,11 @@
  *                  gradients, optimizer state, batch);
  *   recompute      Σ fwd_i over CHECKPOINT stages + Σ fwd_sel_i over
  *                  SELECTIVE + Σ fwd_rev_i over REBUILD.
+ * Skips (span, side_bytes): every segment's live bytes at stage j grow by
+ * span_j, and a CHECKPOINT segment [s..e] also keeps side_bytes_j of each
+ * of its stages j reading a skip produced before s — docs/design.md,
+ * "Checkpointing, selective recompute and the planner", says why this is a
+ * heuristic for graphs with skips and what stays exact.
  * This is the single-level plan space of Chen et al. 2016 with
  * heterogeneous stages plus two per-stage alternatives: each segment is
  * recomputed at most once. rotor's (Beaumont et al. 2019) multi-level
@@ -52,6 +57,16 @@ typedef struct rt_stage_profile {
     int64_t saved_sel, peak_sel;
     int64_t saved_rev, peak_rev;
     double fwd, fwd_sel, fwd_rev;
+    /* Graphs with skips (a U-Net; zero for a chain): span, the bytes of
+     * skips produced before the stage and read after it (held across it:
+     * the tensor in forward, its gradient in backward), added to the
+     * stage's live bytes under every kind; side_bytes > 0: the stage reads
+     * a skip of that many bytes from stage side_from < its index, which a
+     * CHECKPOINT segment starting after side_from keeps (a segment holding
+     * side_from recomputes it). */
+    int64_t span;
+    int64_t side_bytes;
+    int side_from;
 } rt_stage_profile;
 
 /* A plan: per stage a kind and a segment number (as rt_checkpoint_set_plan

@@ -1,8 +1,10 @@
 /* The U-Nets' configurations, their checks, the shared root (padding,
  * skips, cropping) and the standard 3-D U-Net (models/unet.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "memory/checkpoint.h"
 #include "models/unet_impl.h"
 #include "nn/modules3d.h"
 #include "ops/ops3d.h"
@@ -91,45 +93,200 @@ rt_status rt_unet_norm_create(rt_init_ctx *ctx, const rt_unet_config *cfg, int64
 
 /* ------------------------------------------------------------ forward */
 
-/* The network on an input whose sizes are multiples of 2^(levels−1). */
-static rt_status rt_unet_body(rt_unet *u, rt_tensor *x, rt_tensor **out) {
-    rt_tensor *skip[RT_UNET_MAX_LEVELS] = {0}, *h = rt_tensor_retain(x), *y = NULL;
-    rt_status st = RT_OK;
-    /* h = call(h); after a failure every later call is skipped and h is NULL */
-#define RT_UNET_STEP(call)                                                                                       \
-    do {                                                                                                         \
-        if (st == RT_OK) st = (call);                                                                            \
-        rt_tensor_release(h);                                                                                    \
-        h = y;                                                                                                   \
-        y = NULL;                                                                                                \
-    } while (0)
-    if (u->first) RT_UNET_STEP(rt_module_forward(u->first, h, &y));
-    if (u->to_blocked) RT_UNET_STEP(rt_module_forward(u->to_blocked, h, &y));
-    for (int l = 0; l < u->levels && st == RT_OK; l++) {
-        RT_UNET_STEP(rt_module_forward(u->enc[l], h, &y));
-        if (st == RT_OK && l < u->levels - 1) skip[l] = rt_tensor_retain(h);
+/* ------------------------------------------------------------ skips and stages */
+
+/* The glue between levels: store[l] (identity; keeps its input as skip l)
+ * and merge[l] (cat([skip, h], 1) for the standard net, h + skip for the
+ * reversible one, then drops skip l). Outside the tree: no tensors. */
+typedef enum { RT_GLUE_STORE, RT_GLUE_MERGE, RT_GLUE_PAD, RT_GLUE_CROP } rt_unet_glue_op;
+
+typedef struct rt_unet_glue {
+    rt_module base;
+    rt_unet *u;
+    int level;
+    rt_unet_glue_op op;
+    char name[24];
+} rt_unet_glue;
+
+/* The first stage: zero-pads each spatial axis at its end up to the next
+ * multiple of 2^(levels−1) (F.pad pairs run from the last dim, W,
+ * backwards) and records the crop for the last stage. */
+static rt_status rt_unet_pad(rt_unet *u, rt_tensor *x, rt_tensor **y) {
+    char a[64];
+    if (x->ndim != 5)
+        return rt_error_set(RT_ERR_SHAPE, "%s expects (N, C, D, H, W), got %s", u->base.cls->type,
+                            rt_tensor_shape_str(x, a, sizeof a));
+    int64_t mult = (int64_t)1 << (u->levels - 1), pad[6] = {0};
+    u->padded = false;
+    for (int d = 0; d < 3; d++) {
+        int64_t size = x->shape[2 + d], extra = (mult - size % mult) % mult;
+        pad[2 * (2 - d) + 1] = extra;
+        u->crop[2 * (2 - d)] = 0;
+        u->crop[2 * (2 - d) + 1] = -extra;
+        u->padded = u->padded || extra;
+    }
+    if (!u->padded) {
+        *y = rt_tensor_retain(x);
+        return RT_OK;
+    }
+    return rt_pad_constant(x, 6, pad, 0.0f, y);
+}
+
+/* The last stage: the output's window over the input's voxels, PLAIN
+ * logits as documented. */
+static rt_status rt_unet_crop(rt_unet *u, rt_tensor *x, rt_tensor **y) {
+    rt_tensor *o = NULL;
+    if (u->padded) RT_TRY(rt_pad_constant(x, 6, u->crop, 0.0f, &o));
+    else o = rt_tensor_retain(x);
+    if (o->layout == RT_LAYOUT_PLAIN) {
+        *y = o;
+        return RT_OK;
+    }
+    rt_status st = rt_to_layout(o, RT_LAYOUT_PLAIN, y);
+    rt_tensor_release(o);
+    return st;
+}
+
+static rt_status rt_unet_glue_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    rt_unet_glue *g = (rt_unet_glue *)m;
+    rt_unet *u = g->u;
+    int l = g->level;
+    if (g->op == RT_GLUE_PAD) return rt_unet_pad(u, x, y);
+    if (g->op == RT_GLUE_CROP) return rt_unet_crop(u, x, y);
+    if (g->op == RT_GLUE_STORE) {
+        bool stash = true;
+        RT_TRY(rt_checkpoint_side_put(m, x, &stash)); /* a recompute holds it itself */
+        if (stash) {
+            rt_tensor_release(u->skip[l]);
+            u->skip[l] = rt_tensor_retain(x);
+        }
+        *y = rt_tensor_retain(x);
+        return RT_OK;
+    }
+    rt_tensor *s = NULL;
+    rt_status st = rt_checkpoint_side_get(u->store[l], u->skip[l], &s);
+    rt_tensor_release(u->skip[l]); /* the forward's last use of it */
+    u->skip[l] = NULL;
+    RT_TRY(st);
+    if (u->reversible) {
+        st = rt_add(x, s, y); /* skips added, not concatenated (the paper) */
+    } else {
+        rt_tensor *pair[2] = {s, x}; /* torch.cat([skip, up], 1) */
+        st = rt_cat_channels(2, pair, y);
+    }
+    rt_tensor_release(s);
+    return st;
+}
+
+static const rt_module_class rt_unet_store_class = {"UNetSkipStore", rt_unet_glue_forward, NULL};
+static const rt_module_class rt_unet_cat_class = {"UNetSkipCat", rt_unet_glue_forward, NULL};
+static const rt_module_class rt_unet_add_class = {"UNetSkipAdd", rt_unet_glue_forward, NULL};
+static const rt_module_class rt_unet_pad_class = {"UNetPad", rt_unet_glue_forward, NULL};
+static const rt_module_class rt_unet_crop_class = {"UNetCrop", rt_unet_glue_forward, NULL};
+
+static rt_status rt_unet_glue_create(rt_unet *u, int level, rt_unet_glue_op op, rt_module **out) {
+    const rt_module_class *cls = op == RT_GLUE_STORE ? &rt_unet_store_class
+                                 : op == RT_GLUE_PAD ? &rt_unet_pad_class
+                                 : op == RT_GLUE_CROP ? &rt_unet_crop_class
+                                 : u->reversible ? &rt_unet_add_class : &rt_unet_cat_class;
+    rt_unet_glue *g = (rt_unet_glue *)rt_module_alloc(sizeof *g, cls);
+    if (!g) return rt_error_last_status();
+    g->u = u;
+    g->level = level;
+    g->op = op;
+    if (op == RT_GLUE_PAD || op == RT_GLUE_CROP) snprintf(g->name, sizeof g->name, "%s", op == RT_GLUE_PAD ? "pad" : "crop");
+    else snprintf(g->name, sizeof g->name, "skip%d_%s", level, op == RT_GLUE_STORE ? "store" : "merge");
+    g->base.parent = &u->base; /* for the memory trace's module paths; not a child */
+    g->base.name = g->name;
+    *out = &g->base;
+    return RT_OK;
+}
+
+/* Appends stage m (reading stage `reads`, -1: none). */
+static rt_status rt_unet_stage_add(rt_unet *u, rt_module *m, int reads, int *cap) {
+    if (u->n_stages == *cap) {
+        int c = *cap ? 2 * *cap : 32;
+        rt_module **a = realloc(u->stage, (size_t)c * sizeof *a);
+        if (a) u->stage = a;
+        int *r = realloc(u->reads, (size_t)c * sizeof *r);
+        if (r) u->reads = r;
+        if (!a || !r) return rt_error_set(RT_ERR_OOM, "out of memory building a U-Net");
+        *cap = c;
+    }
+    u->stage[u->n_stages] = m;
+    u->reads[u->n_stages++] = reads;
+    return RT_OK;
+}
+
+/* A reversible level's children are stages of their own, so that the
+ * planner sees each ReversibleSequence (it may rebuild it). */
+static rt_status rt_unet_stage_children(rt_unet *u, rt_module *level, int *cap) {
+    for (int i = 0; i < level->n_children; i++) RT_TRY(rt_unet_stage_add(u, level->children[i].module, -1, cap));
+    return RT_OK;
+}
+
+static int rt_unet_stages_list(rt_module *m, rt_module **stages, int *reads, int cap) {
+    rt_unet *u = (rt_unet *)m;
+    for (int i = 0; i < u->n_stages && i < cap; i++) {
+        stages[i] = u->stage[i];
+        reads[i] = u->reads[i];
+    }
+    return u->n_stages;
+}
+
+rt_status rt_unet_stages_build(rt_unet *u) {
+    int cap = 0, stored[RT_UNET_MAX_LEVELS] = {0};
+    for (int l = 0; l + 1 < u->levels; l++) {
+        RT_TRY(rt_unet_glue_create(u, l, RT_GLUE_STORE, &u->store[l]));
+        RT_TRY(rt_unet_glue_create(u, l, RT_GLUE_MERGE, &u->merge[l]));
+    }
+    RT_TRY(rt_unet_glue_create(u, 0, RT_GLUE_PAD, &u->pad));
+    RT_TRY(rt_unet_glue_create(u, 0, RT_GLUE_CROP, &u->crop_stage));
+    RT_TRY(rt_unet_stage_add(u, u->pad, -1, &cap));
+    if (u->first) RT_TRY(rt_unet_stage_add(u, u->first, -1, &cap));
+    if (u->to_blocked) RT_TRY(rt_unet_stage_add(u, u->to_blocked, -1, &cap));
+    for (int l = 0; l < u->levels; l++) {
+        if (u->reversible) RT_TRY(rt_unet_stage_children(u, u->enc[l], &cap));
+        else RT_TRY(rt_unet_stage_add(u, u->enc[l], -1, &cap));
+        if (l + 1 == u->levels) continue;
+        stored[l] = u->n_stages;
+        RT_TRY(rt_unet_stage_add(u, u->store[l], -1, &cap));
     }
     if (u->reversible) {
-        for (int l = u->levels - 1; l >= 0 && st == RT_OK; l--) {
-            RT_UNET_STEP(rt_module_forward(u->dec[l], h, &y));
-            if (l == 0) continue;
-            RT_UNET_STEP(rt_add(h, skip[l - 1], &y)); /* skips added, not concatenated (the paper) */
-            rt_tensor_release(skip[l - 1]);
-            skip[l - 1] = NULL;
+        for (int l = u->levels - 1; l >= 0; l--) {
+            RT_TRY(rt_unet_stage_children(u, u->dec[l], &cap));
+            if (l > 0) RT_TRY(rt_unet_stage_add(u, u->merge[l - 1], stored[l - 1], &cap));
         }
     } else {
-        for (int l = u->levels - 2; l >= 0 && st == RT_OK; l--) {
-            RT_UNET_STEP(rt_module_forward(u->up[l], h, &y));
-            rt_tensor *pair[2] = {skip[l], h}; /* torch.cat([skip, up], 1) */
-            RT_UNET_STEP(rt_cat_channels(2, pair, &y));
-            rt_tensor_release(skip[l]);
-            skip[l] = NULL;
-            RT_UNET_STEP(rt_module_forward(u->dec[l], h, &y));
+        for (int l = u->levels - 2; l >= 0; l--) {
+            RT_TRY(rt_unet_stage_add(u, u->up[l], -1, &cap));
+            RT_TRY(rt_unet_stage_add(u, u->merge[l], stored[l], &cap));
+            RT_TRY(rt_unet_stage_add(u, u->dec[l], -1, &cap));
         }
     }
-    RT_UNET_STEP(rt_module_forward(u->last, h, &y));
-#undef RT_UNET_STEP
-    for (int l = 0; l < RT_UNET_MAX_LEVELS; l++) rt_tensor_release(skip[l]);
+    RT_TRY(rt_unet_stage_add(u, u->last, -1, &cap));
+    RT_TRY(rt_unet_stage_add(u, u->crop_stage, -1, &cap));
+    u->base.stages = rt_unet_stages_list;
+    return RT_OK;
+}
+
+/* ------------------------------------------------------------ forward */
+
+/* The network: the stages in order, each on the previous one's output
+ * (the skips travel through skip[], from store[l] to merge[l]). */
+static rt_status rt_unet_body(rt_unet *u, rt_tensor *x, rt_tensor **out) {
+    rt_tensor *h = rt_tensor_retain(x);
+    rt_status st = RT_OK;
+    for (int i = 0; i < u->n_stages && st == RT_OK; i++) {
+        rt_tensor *y = NULL;
+        st = rt_module_forward(u->stage[i], h, &y);
+        rt_tensor_release(h);
+        h = y;
+    }
+    for (int l = 0; l < RT_UNET_MAX_LEVELS; l++) { /* none left unless a stage failed */
+        rt_tensor_release(u->skip[l]);
+        u->skip[l] = NULL;
+    }
     if (st != RT_OK) {
         rt_tensor_release(h);
         return st;
@@ -138,49 +295,28 @@ static rt_status rt_unet_body(rt_unet *u, rt_tensor *x, rt_tensor **out) {
     return RT_OK;
 }
 
+/* The stages, padding first and cropping last (rt_unet_pad/crop): output
+ * voxel i is input voxel i. */
 static rt_status rt_unet_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
-    rt_unet *u = (rt_unet *)m;
     *y = NULL;
-    char a[64];
-    if (x->ndim != 5)
-        return rt_error_set(RT_ERR_SHAPE, "%s expects (N, C, D, H, W), got %s", m->cls->type,
-                            rt_tensor_shape_str(x, a, sizeof a));
-    /* zero-pad each spatial axis at its end up to the next multiple; F.pad
-     * pairs run from the last dim (W) backwards */
-    int64_t mult = (int64_t)1 << (u->levels - 1), pad[6] = {0}, crop[6] = {0};
-    bool padded = false;
-    for (int d = 0; d < 3; d++) {
-        int64_t size = x->shape[2 + d], extra = (mult - size % mult) % mult;
-        pad[2 * (2 - d) + 1] = extra;
-        crop[2 * (2 - d) + 1] = -extra;
-        padded = padded || extra;
-    }
-    rt_tensor *h = NULL, *o = NULL;
-    if (padded) RT_TRY(rt_pad_constant(x, 6, pad, 0.0f, &h));
-    rt_status st = rt_unet_body(u, padded ? h : x, &o);
-    rt_tensor_release(h);
-    if (st == RT_OK && padded) { /* the output's window over the input's voxels */
-        rt_tensor *c = NULL;
-        st = rt_pad_constant(o, 6, crop, 0.0f, &c);
-        rt_tensor_release(o);
-        o = c;
-    }
-    if (st == RT_OK && o->layout != RT_LAYOUT_PLAIN) { /* logits PLAIN, as documented */
-        rt_tensor *p = NULL;
-        st = rt_to_layout(o, RT_LAYOUT_PLAIN, &p);
-        rt_tensor_release(o);
-        o = p;
-    }
-    if (st != RT_OK) {
-        rt_tensor_release(o);
-        return st;
-    }
-    *y = o;
-    return RT_OK;
+    return rt_unet_body((rt_unet *)m, x, y);
 }
 
-static const rt_module_class rt_unet_class = {"UNet3d", rt_unet_forward, NULL};
-static const rt_module_class rt_prunet_class = {"PartiallyReversibleUNet3d", rt_unet_forward, NULL};
+static void rt_unet_destroy(rt_module *m) {
+    rt_unet *u = (rt_unet *)m;
+    for (int l = 0; l < RT_UNET_MAX_LEVELS; l++) {
+        rt_module_destroy(u->store[l]);
+        rt_module_destroy(u->merge[l]);
+        rt_tensor_release(u->skip[l]);
+    }
+    rt_module_destroy(u->pad);
+    rt_module_destroy(u->crop_stage);
+    free(u->stage);
+    free(u->reads);
+}
+
+static const rt_module_class rt_unet_class = {"UNet3d", rt_unet_forward, rt_unet_destroy};
+static const rt_module_class rt_prunet_class = {"PartiallyReversibleUNet3d", rt_unet_forward, rt_unet_destroy};
 
 rt_unet *rt_unet_alloc(bool reversible) {
     rt_unet *u = (rt_unet *)rt_module_alloc(sizeof *u, reversible ? &rt_prunet_class : &rt_unet_class);
@@ -275,6 +411,7 @@ rt_status rt_unet_build(const rt_unet_config *cfg, rt_init_ctx *ctx, int64_t in_
     u->levels = cfg->levels;
     rt_status st = cfg->reversible ? rt_prunet_fill(u, cfg, ctx, in_channels, num_classes)
                                    : rt_unet_fill(u, cfg, ctx, in_channels, num_classes);
+    if (st == RT_OK) st = rt_unet_stages_build(u);
     if (st != RT_OK) {
         rt_module_destroy(&u->base);
         return st;

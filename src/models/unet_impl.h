@@ -17,7 +17,28 @@ typedef struct rt_unet {
     rt_module *up[RT_UNET_MAX_LEVELS];  /* standard: level l+1 → l upsampling */
     rt_module *dec[RT_UNET_MAX_LEVELS]; /* decoder level l (reversible: upsampling included) */
     rt_module *last;                   /* last_conv */
+    /* The forward as a chain of stages (rt_module.stages, for
+     * memory/checkpoint.h): built once the levels exist. Skips are handed
+     * from stage to stage by two small modules outside the tree (no
+     * tensors, so names and state dicts are unchanged): `store[l]` after
+     * encoder level l keeps its output in skip[l], `merge[l]` before
+     * decoder level l's convolutions concatenates (standard) or adds
+     * (reversible) it. */
+    rt_module **stage;
+    int *reads;
+    int n_stages;
+    rt_module *store[RT_UNET_MAX_LEVELS], *merge[RT_UNET_MAX_LEVELS];
+    rt_tensor *skip[RT_UNET_MAX_LEVELS]; /* the forward's skips, between store[l] and merge[l] */
+    /* The first and last stages: padding to a multiple of 2^(levels−1)
+     * and the crop back (with the conversion to PLAIN logits); the crop
+     * the pad stage recorded for the last forward. */
+    rt_module *pad, *crop_stage;
+    int64_t crop[6];
+    bool padded;
 } rt_unet;
+
+/* Builds u's stage list (after the fill): the glue modules and the order. */
+rt_status rt_unet_stages_build(rt_unet *u);
 
 /* A new empty root of the given kind (NULL + message on failure). */
 rt_unet *rt_unet_alloc(bool reversible);

@@ -61,6 +61,15 @@ struct rt_module {
      * name the module's path (rt_module_path); not part of PyTorch's API. */
     rt_module *parent;
     const char *name;              /* borrowed from the parent's child entry */
+    /* Optional, set by a module whose forward is a fixed sequence of module
+     * calls (stages), each taking the previous call's output (a U-Net's
+     * levels): lists them in execution order for checkpointing
+     * (memory/checkpoint.h; a Sequential's children are its stages without
+     * this). reads[i] is the index of an earlier stage whose output stage i
+     * also reads (a skip, fetched with rt_checkpoint_side_get), -1 for
+     * none. Fills at most cap entries of both arrays and returns the count
+     * (call again with a larger cap when it exceeds cap). */
+    int (*stages)(rt_module *m, rt_module **stages, int *reads, int cap);
 };
 
 /* Where new parameters live and the stream that initialises them, threaded

@@ -38,6 +38,7 @@
 #include "train/step.h"
 #include "rt_test.h"
 #include "test_util.h"
+#include "seg_util.h"
 #include "gradcheck_util.h"
 
 /* 3 levels 4/8/16: the smallest net with a real bottom (8³ → 2³). */
@@ -57,29 +58,6 @@ static rt_module *build(const rt_unet_config *c, int64_t cin, int64_t k, uint64_
 static void module_destroy_(void *p) { rt_module_destroy(p); }
 static void sd_destroy_(void *p) { rt_state_dict_destroy(p); }
 
-/* Labels (N, D, H, W) int32 in [0, k), a fixed pattern. */
-static rt_tensor *labels(int64_t n, int64_t d, int64_t h, int64_t w, int k) {
-    int64_t s[4] = {n, d, h, w};
-    rt_tensor *t = tu_own(rt_tensor_create(4, s, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA));
-    if (!t) return NULL;
-    int32_t *p = rt_tensor_data(t);
-    for (int64_t i = 0; i < rt_tensor_numel(t); i++) p[i] = (int32_t)((i * 7 / 5 + i / 13) % k);
-    return t;
-}
-
-/* Forward, Dice + CE against y, backward; the loss in *loss. */
-static rt_status step(rt_module *net, rt_tensor *x, rt_tensor *y, double *loss) {
-    rt_tensor *out = NULL, *l = NULL;
-    RT_TRY(rt_module_forward(net, x, &out));
-    rt_status st = rt_dice_ce_loss(out, y, &l);
-    rt_tensor_release(out);
-    if (st == RT_OK) {
-        *loss = rt_tensor_f32(l)[0];
-        st = rt_backward(l, NULL, false);
-    }
-    rt_tensor_release(l);
-    return st;
-}
 
 /* ------------------------------------------------------------ reversible vs plain */
 
@@ -92,10 +70,10 @@ static void check_reversible_vs_plain(rt_unet_norm norm) {
     CHECK_EQ_INT(rt_module_count_reversible(rev), 6); /* one sequence per encoder and decoder level */
     rt_module_set_reversible(plain, false);
     seed_inputs(5);
-    rt_tensor *x = RANDN(0, 1, 2, 2, 8, 8, 8), *y = labels(2, 8, 8, 8, 3);
+    rt_tensor *x = RANDN(0, 1, 2, 2, 8, 8, 8), *y = tu_seg_labels(2, 8, 8, 8, 3);
     double lr = 0, lp = 0;
-    CHECK_OK(step(rev, x, y, &lr));
-    CHECK_OK(step(plain, x, y, &lp));
+    CHECK_OK(tu_seg_step(rev, x, y, &lr));
+    CHECK_OK(tu_seg_step(plain, x, y, &lp));
     CHECK_NEAR(lr, lp, 1e-5 * fabs(lp));
     rt_state_dict *a = NULL, *b = NULL;
     CHECK_OK(rt_module_state_dict(rev, &a));
@@ -194,10 +172,10 @@ TU_TEST(padding_backward) {
     tu_defer(module_destroy_, net);
     CHECK(net);
     seed_inputs(4);
-    rt_tensor *x = RANDN(0, 1, 1, 1, 6, 7, 5), *y = labels(1, 6, 7, 5, 2);
+    rt_tensor *x = RANDN(0, 1, 1, 1, 6, 7, 5), *y = tu_seg_labels(1, 6, 7, 5, 2);
     CHECK_OK(rt_tensor_set_requires_grad(x, true));
     double loss = 0;
-    CHECK_OK(step(net, x, y, &loss));
+    CHECK_OK(tu_seg_step(net, x, y, &loss));
     CHECK(isfinite(loss) && x->grad);
     double g = tu_max_abs(rt_tensor_numel(x->grad), rt_tensor_f32(x->grad));
     CHECK(isfinite(g) && g > 0);

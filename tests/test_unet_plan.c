@@ -42,6 +42,7 @@
 #include "train/step.h"
 #include "rt_test.h"
 #include "test_util.h"
+#include "seg_util.h"
 
 enum { CIN = 2, K = 3, S = 16 };
 
@@ -86,27 +87,6 @@ static bool plan_of(const char *spec, int n, rt_stage_kind *kind, int *seg) {
     return i == n;
 }
 
-static rt_tensor *labels(void) {
-    int64_t s[4] = {2, S, S, S};
-    rt_tensor *t = tu_own(rt_tensor_create(4, s, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA));
-    int32_t *p = rt_tensor_data(t);
-    for (int64_t i = 0; i < rt_tensor_numel(t); i++) p[i] = (int32_t)((i * 7 / 5 + i / 13) % K);
-    return t;
-}
-
-/* Forward, Dice + CE, backward. */
-static rt_status step(rt_module *net, rt_tensor *x, rt_tensor *y, double *loss) {
-    rt_tensor *out = NULL, *l = NULL;
-    RT_TRY(rt_module_forward(net, x, &out));
-    rt_status st = rt_dice_ce_loss(out, y, &l);
-    rt_tensor_release(out);
-    if (st == RT_OK) {
-        *loss = rt_tensor_f32(l)[0];
-        st = rt_backward(l, NULL, false);
-    }
-    rt_tensor_release(l);
-    return st;
-}
 
 /* One training step of a fresh plain net and of a fresh net under the plan
  * (same weights): equal loss, gradients, running statistics and counters. */
@@ -120,12 +100,12 @@ static void check_plan(const rt_unet_config *c, const rt_stage_kind *kind, const
     CHECK_OK(rt_checkpoint_set_plan(b, kind, seg, n));
     rt_generator g = {5, 0};
     int64_t xs[5] = {2, CIN, S, S, S};
-    rt_tensor *x = tu_randn(&g, 5, xs, 0.0f, 1.0f), *y = labels();
+    rt_tensor *x = tu_randn(&g, 5, xs, 0.0f, 1.0f), *y = tu_seg_labels(2, S, S, S, K);
     double la = 0, lb = 0;
     rt_memstats before, after;
     rt_memstats_get(&before);
-    CHECK_OK(step(a, x, y, &la));
-    CHECK_OK(step(b, x, y, &lb));
+    CHECK_OK(tu_seg_step(a, x, y, &la));
+    CHECK_OK(tu_seg_step(b, x, y, &lb));
     rt_memstats_get(&after);
     CHECK_EQ_INT(after.live[RT_MEM_SAVED], before.live[RT_MEM_SAVED]); /* every kept skip and input let go */
     CHECK(fabs(la - lb) <= 1e-6 * fabs(la));

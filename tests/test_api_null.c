@@ -3185,6 +3185,16 @@ CHECK_FN(rt_kernel_batchnorm_backward_eval) {
                                                                         kb[6], NULL));
 }
 
+CHECK_FN(rt_kernel_batchnorm_center) {
+    rt_bn_shape s = {.n = 1, .c = 2, .spatial = 2, .eps = 1e-5f};
+    float out[4] = {7, 7, 7, 7};
+    TOL(rt_kernel_batchnorm_center(NULL, kb[0], kb[1], out));
+    TOL(rt_kernel_batchnorm_center(&s, NULL, kb[1], out));
+    TOL(rt_kernel_batchnorm_center(&s, kb[0], NULL, out));
+    TOL(rt_kernel_batchnorm_center(&s, kb[0], kb[1], NULL));
+    VAL(out[0] == 7.0f);
+}
+
 CHECK_FN(rt_kernel_batchnorm_update_running) {
     rt_bn_shape s = {.n = 1, .c = 2, .spatial = 2, .eps = 1e-5f};
     float rm[2] = {7, 7};
@@ -3422,7 +3432,7 @@ static const api_entry kernels_entries[] = {
     E(rt_kernel_affine_coupling_forward), E(rt_kernel_affine_coupling_inverse),
     E(rt_kernel_affine_coupling_backward), E(rt_kernel_affine_coupling_logdet),
     /* kernels/norm_loops.h */
-    E(rt_kernel_batchnorm_backward_eval), E(rt_kernel_batchnorm_update_running),
+    E(rt_kernel_batchnorm_backward_eval), E(rt_kernel_batchnorm_update_running), E(rt_kernel_batchnorm_center),
     /* kernels/dropout.h */
     E(rt_kernel_dropout_temp_bytes), E(rt_kernel_dropout),
     /* kernels/copy.h */

@@ -76,6 +76,7 @@ const rt_backend rt_backend_cpu = {
     .upsample_linear_backward = rt_kernel_upsample_linear_backward,
     .batchnorm_backward_eval = rt_kernel_batchnorm_backward_eval,
     .batchnorm_update_running = rt_kernel_batchnorm_update_running,
+    .batchnorm_center = rt_kernel_batchnorm_center,
     .group_norm_forward = rt_kernel_group_norm_forward,
     .group_norm_backward = rt_kernel_group_norm_backward,
     .labels_first_invalid = rt_kernel_labels_first_invalid,

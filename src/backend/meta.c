@@ -311,6 +311,9 @@ static void meta_bn_update_running(const rt_bn_shape *s, float momentum, const f
                                    float *running_mean, float *running_var) {
     (void)s, (void)momentum, (void)mean, (void)var, (void)running_mean, (void)running_var;
 }
+static void meta_bn_center(const rt_bn_shape *s, const float *x, const float *mean, float *out) {
+    (void)s, (void)x, (void)mean, (void)out;
+}
 static rt_status meta_group_norm_forward(const rt_chan_shape *s, int64_t groups, float eps, const float *x,
                                          const float *weight, const float *bias, const float *mean_in,
                                          const float *var_in, float *run_mean, float *run_var, float momentum,
@@ -422,6 +425,7 @@ const rt_backend rt_backend_meta = {
     .upsample_linear_backward = meta_upsample,
     .batchnorm_backward_eval = meta_bn_backward_eval,
     .batchnorm_update_running = meta_bn_update_running,
+    .batchnorm_center = meta_bn_center,
     .group_norm_forward = meta_group_norm_forward,
     .group_norm_backward = meta_group_norm_backward,
     .labels_first_invalid = meta_labels_first_invalid,

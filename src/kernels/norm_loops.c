@@ -1,5 +1,5 @@
 /* kernels/norm_loops.h: the loops that were inline in ops/batchnorm.c,
- * unchanged. */
+ * unchanged, and the centring of what batch norm saves in half precision. */
 #include "kernels/norm_loops.h"
 
 #include <math.h>
@@ -38,6 +38,26 @@ rt_status rt_kernel_batchnorm_backward_eval(const rt_bn_shape *s, const float *x
     }
     free(acc);
     return RT_OK;
+}
+
+void rt_kernel_batchnorm_center(const rt_bn_shape *s, const float *x, const float *mean, float *out) {
+    if (!s || !x || !mean || !out) return;
+    const int64_t n = s->n, c = s->c, sp = s->spatial;
+    const int64_t b = s->layout == RT_LAYOUT_BLOCKED ? rt_layout_block() : 1; /* channels innermost per block */
+    const int64_t cb = c / b, run = s->layout == RT_LAYOUT_BLOCKED ? sp * b : sp;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < cb; j++) {
+            const int64_t base = (i * cb + j) * run;
+            const float *m = mean + j * b;
+            if (b == 1) {
+                const float mj = m[0];
+                for (int64_t p = 0; p < sp; p++) out[base + p] = x[base + p] - mj;
+            } else {
+                for (int64_t p = 0; p < sp; p++)
+                    for (int64_t k = 0; k < b; k++) out[base + p * b + k] = x[base + p * b + k] - m[k];
+            }
+        }
 }
 
 void rt_kernel_batchnorm_update_running(const rt_bn_shape *s, float momentum, const float *mean, const float *var,

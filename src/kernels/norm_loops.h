@@ -3,7 +3,7 @@
  * oneDNN's backward cannot take with fixed statistics) and the
  * running-statistics update of training. Shapes, layouts and buffers as in
  * kernels/norm.h (x, dy, dx: (N, C, spatial...) f32 in s->layout; the rest
- * (C) f32); serial. */
+ * (C) f32); serial except the centring. */
 #ifndef RT_KERNELS_NORM_LOOPS_H
 #define RT_KERNELS_NORM_LOOPS_H
 
@@ -25,5 +25,15 @@ rt_status rt_kernel_batchnorm_backward_eval(const rt_bn_shape *s, const float *x
  * count/(count − 1), count = N·spatial (PyTorch). NULL buffers: no-op. */
 void rt_kernel_batchnorm_update_running(const rt_bn_shape *s, float momentum, const float *mean, const float *var,
                                         float *running_mean, float *running_var);
+
+/* out = x − mean[channel], elementwise (x, out: (N, C, spatial...) f32 in
+ * s->layout; mean: (C)). What batch norm saves for backward inside a
+ * half-precision region: a bf16/f16 copy of x − mean keeps each channel's
+ * deviations to the half type's relative precision, where a copy of x
+ * rounds them at |mean|·2⁻⁸ (bf16) and loses a nearly constant channel's
+ * variation; the backward, given x − mean and a zero mean, computes exactly
+ * what it computes from x and mean. NULL buffers: no-op. OpenMP over
+ * (N, channel blocks). */
+void rt_kernel_batchnorm_center(const rt_bn_shape *s, const float *x, const float *mean, float *out);
 
 #endif

@@ -56,6 +56,26 @@ void rt_bn_update_running(const rt_bn_shape *s, float momentum, const float *mea
                                                           rt_tensor_f32(running_var));
 }
 
+rt_status rt_bn_saved_input(const rt_bn_shape *s, rt_tensor *x, rt_tensor *mean, rt_tensor **saved_x,
+                            rt_tensor **saved_mean) {
+    *saved_x = *saved_mean = NULL;
+    if (rt_autocast_dtype() == RT_F32) {
+        *saved_x = rt_tensor_retain(x);
+        *saved_mean = rt_tensor_retain(mean);
+        return RT_OK;
+    }
+    rt_tensor *xc = rt_tensor_empty_like(x, RT_MEM_TEMP), *zero = rt_tensor_zeros_like(mean, RT_MEM_TEMP);
+    if (!xc || !zero) {
+        rt_tensor_release(xc);
+        rt_tensor_release(zero);
+        return rt_error_set(RT_ERR_OOM, "batch_norm: out of memory for the centred input it saves");
+    }
+    rt_backend_of(x)->batchnorm_center(s, rt_tensor_f32(x), rt_tensor_f32(mean), rt_tensor_f32(xc));
+    *saved_x = xc;
+    *saved_mean = zero;
+    return RT_OK;
+}
+
 rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *weight, const rt_tensor *bias,
                          const rt_tensor *running_mean, const rt_tensor *running_var, bool training, float eps,
                          rt_bn_shape *s) {
@@ -119,8 +139,13 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
     if (st == RT_OK) st = rt_node_create("batch_norm", 3, inputs, 1, rt_bn_backward, sizeof c, &node);
     if (st == RT_OK && node) {
         memcpy(node->ctx, &c, sizeof c);
-        rt_tensor *keep[4] = {x, weight, training ? mean : running_mean, training ? var : running_var};
+        rt_tensor *sx = NULL, *smean = NULL;
+        if (training) st = rt_bn_saved_input(&c.s, x, mean, &sx, &smean);
+        rt_tensor *keep[4] = {training ? sx : x, weight, training ? smean : running_mean,
+                              training ? var : running_var};
         for (int i = 0; i < 4 && st == RT_OK; i++) st = rt_node_save(node, keep[i], NULL);
+        rt_tensor_release(sx);
+        rt_tensor_release(smean);
     }
     rt_tensor_release(mean);
     rt_tensor_release(var);

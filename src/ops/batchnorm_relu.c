@@ -94,8 +94,12 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
         st = rt_node_create("batch_norm_relu", 3, inputs, 1, rt_bnr_backward, sizeof c, &node);
     if (st == RT_OK && node) {
         memcpy(node->ctx, &c, sizeof c);
-        rt_tensor *keep[5] = {x, weight, mean, var, ws};
+        rt_tensor *sx = NULL, *smean = NULL;
+        st = rt_bn_saved_input(&c.s, x, mean, &sx, &smean);
+        rt_tensor *keep[5] = {sx, weight, smean, var, ws};
         for (int i = 0; i < 5 && st == RT_OK; i++) st = rt_node_save(node, keep[i], NULL);
+        rt_tensor_release(sx);
+        rt_tensor_release(smean);
     }
     rt_tensor_release(mean);
     rt_tensor_release(var);

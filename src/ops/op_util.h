@@ -66,6 +66,18 @@ rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *we
  * variance (PyTorch). mean/var: the batch statistics (C floats, biased var). */
 void rt_bn_update_running(const struct rt_bn_shape *s, float momentum, const float *mean, const float *var,
                           rt_tensor *running_mean, rt_tensor *running_var);
+/* What a training batch norm saves for backward in place of its input x and
+ * batch mean. Outside a half-precision region (rt_autocast_dtype() f32): x
+ * and mean themselves (new references). Inside one: x − mean and a zero
+ * mean (new TEMP tensors), because the region stores saved tensors as
+ * bf16/f16 copies, and a copy of x rounds a channel's deviations at its
+ * mean's scale (a nearly constant channel loses them: wrong gradients,
+ * and in a reversible block's rebuild a drift past the check), while a
+ * copy of x − mean keeps them to the half type's relative precision. The
+ * backward computes the same from either pair. NULL outputs, message set,
+ * on failure. */
+rt_status rt_bn_saved_input(const struct rt_bn_shape *s, rt_tensor *x, rt_tensor *mean, rt_tensor **saved_x,
+                            rt_tensor **saved_mean);
 
 /* Ends a backward that computed every input's gradient in one kernel call:
  * on success hands grads[i] to grad_in[i] for each input that wants one;

@@ -38,7 +38,9 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "kernels/conv.h"
+#include "autograd/engine.h"
 #include "memory/precision.h"
+#include "ops/ops.h"
 #include "memory/predict.h"
 #include "models/model.h"
 #include "nn/state_dict.h"
@@ -402,6 +404,70 @@ static void test_predict_resnet20(void) { check_predict_equals_measured("resnet2
 static void test_predict_revnet_small(void) { check_predict_equals_measured("revnet_small"); }
 
 /* Which path this process is on: the probe and the start-up line. */
+/* Batch norm's gradients in a bf16 storage region on a nearly constant
+ * channel (mean 100, σ 0.01) next to an ordinary one: a bf16 copy of x
+ * rounds at 100·2⁻⁸ ≈ 0.4 and erases that channel's deviations (saving
+ * that copy, the weight's gradient came out 36% off), so batch norm saves
+ * x − mean instead, whose copy keeps them to bf16's relative precision
+ * (measured 5.6e-4). Bound 0.05: the centred copy (2⁻⁹) and the incoming
+ * gradient's rounding (2⁻⁹) per element, with room. */
+static void bn_grads(bool bf16, rt_tensor **dx, rt_tensor **dw) {
+    const int64_t xs[4] = {8, 2, 4, 4}, cs[1] = {2};
+    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *w = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    rt_tensor *b = rt_tensor_zeros(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    rt_tensor *rm = rt_tensor_zeros(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    rt_tensor *rv = rt_tensor_zeros(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    CHECK(x && w && b && rm && rv);
+    rt_generator g = {k_seed, 0};
+    float *px = rt_tensor_f32(x);
+    rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, px);
+    for (int64_t n = 0; n < 8; n++)
+        for (int64_t i = 0; i < 16; i++) px[n * 32 + i] = 100.0f + 0.01f * px[n * 32 + i]; /* channel 0 */
+    rt_tensor_f32(w)[0] = 1.0f;
+    rt_tensor_f32(w)[1] = 0.5f;
+    x->requires_grad = w->requires_grad = b->requires_grad = true;
+    rt_precision_region r;
+    CHECK_OK(rt_precision_region_begin(&r, bf16 ? RT_BF16 : RT_F32, false));
+    rt_tensor *y = NULL, *y3 = NULL, *loss = NULL;
+    CHECK_OK(rt_batch_norm(x, w, b, rm, rv, NULL, true, 0.1f, 1e-5f, &y));
+    rt_precision_region_end(&r);
+    CHECK_OK(rt_pow_scalar(y, 3.0f, &y3));
+    CHECK_OK(rt_sum(y3, &loss));
+    CHECK_OK(rt_backward(loss, NULL, false));
+    *dx = rt_tensor_retain(x->grad);
+    *dw = rt_tensor_retain(w->grad);
+    rt_tensor *all[] = {x, w, b, rm, rv, y, y3, loss};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) rt_tensor_release(all[i]);
+}
+
+/* ‖a − b‖ / ‖b‖ over channel 0 of an (8, 2, 4, 4) plain tensor. */
+static double rel_err_channel0(const float *a, const float *b) {
+    double num = 0, den = 0;
+    for (int64_t n = 0; n < 8; n++)
+        for (int64_t i = 0; i < 16; i++) {
+            double d = a[n * 32 + i] - b[n * 32 + i];
+            num += d * d;
+            den += (double)b[n * 32 + i] * b[n * 32 + i];
+        }
+    return sqrt(num / den);
+}
+
+static void test_bn_near_constant_channel(void) {
+    rt_tensor *dx32 = NULL, *dw32 = NULL, *dx16 = NULL, *dw16 = NULL;
+    bn_grads(false, &dx32, &dw32);
+    bn_grads(true, &dx16, &dw16);
+    CHECK(dx32 && dw32 && dx16 && dw16);
+    double ex = rel_err_channel0(rt_tensor_f32(dx16), rt_tensor_f32(dx32));
+    double ew = fabs(rt_tensor_f32(dw16)[0] - rt_tensor_f32(dw32)[0]) / fabs(rt_tensor_f32(dw32)[0]);
+    printf("  batch norm, channel of mean 100 and σ 0.01, bf16 storage: dx relative error %.2e, dweight %.2e "
+           "(bound 0.05)\n", ex, ew);
+    CHECK(ex < 0.05);
+    CHECK(ew < 0.05);
+    rt_tensor *all[] = {dx32, dw32, dx16, dw16};
+    for (size_t i = 0; i < 4; i++) rt_tensor_release(all[i]);
+}
+
 static void test_describe(void) {
     char buf[512];
     for (int p = 0; p <= 2; p++) printf("  %s\n", rt_precision_describe((rt_precision)p, buf, sizeof buf));
@@ -421,4 +487,5 @@ RT_TEST_MAIN({"describe", test_describe}, {"conv_bf16_kernels", test_conv_bf16_k
              {"grads_resnet20_compute", test_grads_resnet20_compute},
              {"grads_revnet_small_compute", test_grads_revnet_small_compute}, {"saved_resnet20", test_saved_resnet20},
              {"saved_revnet110", test_saved_revnet110}, {"predict_resnet20", test_predict_resnet20},
-             {"predict_revnet_small", test_predict_revnet_small})
+             {"predict_revnet_small", test_predict_revnet_small},
+             {"bn_near_constant_channel", test_bn_near_constant_channel})

@@ -647,6 +647,14 @@ CHECK_FN(rt_node_saved) {
 
 CHECK_FN(rt_node_release_saved) { TOL(rt_node_release_saved(NULL)); }
 CHECK_FN(rt_node_release_unpacked) { TOL(rt_node_release_unpacked(NULL)); }
+CHECK_FN(rt_node_drop_saved) {
+    TOL(rt_node_drop_saved(NULL, 0));
+    TOL(rt_node_drop_saved(NULL, -1));
+}
+CHECK_FN(rt_node_take_grad) {
+    VAL(rt_node_take_grad(NULL, 0) == NULL);
+    VAL(rt_node_take_grad(NULL, -1) == NULL);
+}
 
 CHECK_FN(rt_saved_tensors_hooks_push) {
     rt_saved_hooks none = {0};
@@ -3275,7 +3283,8 @@ static const api_entry autograd_entries[] = {
     E(rt_backward), E(rt_accumulate_grad), E(rt_autograd_set_grad_hook),
     /* autograd/node.h */
     E(rt_node_create), E(rt_node_retain), E(rt_node_release), E(rt_node_set_output), E(rt_node_needs_grad),
-    E(rt_node_save), E(rt_node_saved), E(rt_node_release_saved), E(rt_node_release_unpacked),
+    E(rt_node_save), E(rt_node_saved), E(rt_node_release_saved), E(rt_node_release_unpacked), E(rt_node_drop_saved),
+    E(rt_node_take_grad),
     E(rt_saved_tensors_hooks_push), E(rt_saved_tensors_hooks_pop), E(rt_saved_tensors_hooks_depth), E(rt_saved_tensors_hooks_top),
     E(rt_grad_is_enabled), E(rt_grad_set_enabled), E(rt_recompute_is_active), E(rt_recompute_set_active),
     /* autograd/recompute.h */

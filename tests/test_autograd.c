@@ -1276,6 +1276,84 @@ static void recompute_checkpoint_case(bool x_requires_grad) {
 static void test_recompute_checkpoint_input_requires_grad(void) { recompute_checkpoint_case(true); }
 static void test_recompute_checkpoint_params_only(void) { recompute_checkpoint_case(false); }
 
+/* ---- early release inside a backward (rt_node_drop_saved, rt_node_take_grad) ---- */
+
+/* An identity op whose backward copies its saved input and its incoming
+ * gradient, then frees both early, recording the SAVED and live bytes. */
+typedef struct early_probe {
+    int slot;
+    int64_t saved_before, saved_after, live_before, live_after;
+    rt_status reread;
+} early_probe;
+
+static early_probe g_probe;
+
+static rt_status early_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rt_tensor *x = NULL;
+    RT_TRY(rt_node_saved(self, g_probe.slot, &x));
+    rt_tensor *g = rt_tensor_to(grad_out[0], RT_F32, RT_MEM_TEMP);
+    if (!g) return RT_ERR_OOM;
+    g_probe.saved_before = live(RT_MEM_SAVED);
+    g_probe.live_before = live_total_bytes();
+    rt_node_drop_saved(self, g_probe.slot);
+    rt_tensor_release(rt_node_take_grad(self, 0));
+    g_probe.saved_after = live(RT_MEM_SAVED);
+    g_probe.live_after = live_total_bytes();
+    rt_tensor *again = NULL;
+    rt_error_clear();
+    g_probe.reread = rt_node_saved(self, g_probe.slot, &again);
+    grad_in[0] = g;
+    return RT_OK;
+}
+
+/* y = early(x): a fresh TEMP tensor with x's values, its node saving y's
+ * input copy `keep` (so the saved bytes belong to this node alone). */
+static rt_status early_op(rt_tensor *x, rt_tensor **y) {
+    *y = rt_tensor_to(x, RT_F32, RT_MEM_TEMP);
+    rt_tensor *keep = rt_tensor_to(x, RT_F32, RT_MEM_TEMP);
+    if (!*y || !keep) return RT_ERR_OOM;
+    rt_node *n = NULL;
+    rt_status st = rt_node_create("early", 1, &x, 1, early_backward, 0, &n);
+    if (st == RT_OK && n) st = rt_node_save(n, keep, &g_probe.slot);
+    rt_tensor_release(keep);
+    if (n) rt_node_set_output(n, *y, 0);
+    rt_node_release(n);
+    return st;
+}
+
+static void test_backward_frees_early(void) {
+    const int64_t shape[2] = {64, 256}; /* 64 KiB per tensor */
+    const int64_t bytes = 64 * 256 * 4;
+    for (int retain = 0; retain <= 1; retain++) {
+        rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 7);
+        rt_tensor *dy = rand_tensor(2, shape, RT_MEM_DATA, 8);
+        CHECK(x && dy);
+        x->requires_grad = true;
+        /* root = 2·early(x): the gradient reaching early's backward is the
+         * one mul_scalar's backward made, held by the engine alone */
+        rt_tensor *y = NULL, *root = NULL;
+        CHECK_OK(early_op(x, &y));
+        CHECK_OK(rt_mul_scalar(y, 2.0f, &root));
+        memset(&g_probe, 0, sizeof g_probe);
+        CHECK_OK(rt_backward(root, dy, retain));
+        /* the incoming gradient is freed either way; the saved tensor only
+         * without retain_graph */
+        CHECK_EQ_INT(g_probe.live_before - g_probe.live_after, retain ? bytes : 2 * bytes);
+        CHECK_EQ_INT(g_probe.saved_before - g_probe.saved_after, retain ? 0 : bytes);
+        CHECK_EQ_INT(g_probe.reread, retain ? RT_OK : RT_ERR_GRAPH_RELEASED);
+        if (retain) CHECK_OK(rt_backward(root, dy, false)); /* the kept tensor serves a second backward */
+        /* x.grad = 2·dy per backward */
+        rt_tensor *want = NULL;
+        CHECK_OK(rt_mul_scalar(dy, retain ? 4.0f : 2.0f, &want));
+        CHECK(x->grad && max_abs_diff(x->grad, want) == 0.0);
+        rt_tensor_release(want);
+        rt_tensor_release(root);
+        rt_tensor_release(y);
+        rt_tensor_release(x);
+        rt_tensor_release(dy);
+    }
+}
+
 RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", test_used_twice_add},
              {"diamond", test_diamond}, {"leaf_root", test_leaf_root},
              {"backward_twice_released", test_backward_twice_released},
@@ -1294,4 +1372,5 @@ RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", tes
              {"recompute_scope_rng", test_recompute_scope_rng}, {"detached_leaf", test_detached_leaf},
              {"leaf_grad_or_zeros", test_leaf_grad_or_zeros},
              {"recompute_checkpoint_input_requires_grad", test_recompute_checkpoint_input_requires_grad},
-             {"recompute_checkpoint_params_only", test_recompute_checkpoint_params_only})
+             {"recompute_checkpoint_params_only", test_recompute_checkpoint_params_only},
+             {"backward_frees_early", test_backward_frees_early})

@@ -147,7 +147,9 @@ static rt_status rt_run_node(rt_node *n, bool retain_graph, rt_node_list *ready)
     const char *prev_op = rt_mem_set_op(n->backward_op ? n->backward_op : n->name);
     const char *prev_module = rt_mem_set_module(n->module ? n->module : "backward");
     if (any && n->grad_dtype != RT_F32) st = rt_round_grads(n);
+    n->consuming = !retain_graph;
     if (any && st == RT_OK) st = n->backward(n, n->grad_buf, grad_in);
+    n->consuming = false;
     for (int o = 0; o < n->n_outputs; o++) {
         rt_tensor_release(n->grad_buf[o]);
         n->grad_buf[o] = NULL;

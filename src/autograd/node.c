@@ -23,6 +23,7 @@ struct rt_saved_slot {
     rt_dtype dtype;
     rt_device device;
     rt_layout layout;
+    bool dropped; /* freed early by its node's backward (rt_node_drop_saved) */
 };
 
 /* This thread's saved-tensor hooks, innermost last. */
@@ -169,22 +170,38 @@ void rt_node_release_unpacked(rt_node *n) {
     }
 }
 
+/* Frees one slot: the unpacked tensor and the packed object of a hooked
+ * slot, or the alias (unbooked from SAVED) of a plain one. */
+static void rt_slot_free(rt_saved_slot *s) {
+    if (s->hooked) {
+        rt_tensor_release(s->tensor);
+        if (s->hooks.free_packed) s->hooks.free_packed(s->hooks.user, s->packed);
+        s->hooked = false;
+    } else if (s->tensor) {
+        rt_storage_mark_saved(s->tensor->storage, -1);
+        rt_tensor_release(s->tensor);
+    }
+    s->tensor = NULL;
+    s->packed = NULL;
+}
+
 void rt_node_release_saved(rt_node *n) {
     if (!n) return;
-    for (int i = 0; i < n->n_saved; i++) {
-        rt_saved_slot *s = &n->saved[i];
-        if (s->hooked) {
-            rt_tensor_release(s->tensor);
-            if (s->hooks.free_packed) s->hooks.free_packed(s->hooks.user, s->packed);
-            s->hooked = false;
-        } else if (s->tensor) {
-            rt_storage_mark_saved(s->tensor->storage, -1);
-            rt_tensor_release(s->tensor);
-        }
-        s->tensor = NULL;
-        s->packed = NULL;
-    }
+    for (int i = 0; i < n->n_saved; i++) rt_slot_free(&n->saved[i]);
     n->released = true;
+}
+
+void rt_node_drop_saved(rt_node *n, int slot) {
+    if (!n || !n->consuming || slot < 0 || slot >= n->n_saved) return;
+    rt_slot_free(&n->saved[slot]);
+    n->saved[slot].dropped = true;
+}
+
+rt_tensor *rt_node_take_grad(rt_node *n, int output) {
+    if (!n || output < 0 || output >= n->n_outputs) return NULL;
+    rt_tensor *g = n->grad_buf[output];
+    n->grad_buf[output] = NULL;
+    return g;
 }
 
 /* The last reference's release (rt_autograd_meta.destroy). */
@@ -301,6 +318,9 @@ rt_status rt_node_saved(rt_node *node, int slot, rt_tensor **out) {
     if (slot < 0 || slot >= node->n_saved)
         return rt_error_set(RT_ERR_INVALID_ARG, "node %s has no saved tensor %d", node->name, slot);
     rt_saved_slot *s = &node->saved[slot];
+    if (s->dropped)
+        return rt_error_set(RT_ERR_GRAPH_RELEASED, "node %s: saved tensor %d was already freed by this node's "
+                            "backward (rt_node_drop_saved); read it before dropping it", node->name, slot);
     if (s->hooked && !s->tensor) RT_TRY(rt_saved_unpack(node, s));
     *out = s->tensor;
     return RT_OK;

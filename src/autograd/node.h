@@ -75,6 +75,10 @@ struct rt_node {
     /* engine scratch, valid only during rt_backward */
     int deps;
     bool visited;
+    /* Set by the engine while it runs this node's backward without
+     * retain_graph: the saved tensors are freed right after it returns, so
+     * the backward may free them earlier (rt_node_drop_saved). */
+    bool consuming;
     rt_tensor **grad_buf;  /* n_outputs */
 };
 
@@ -132,6 +136,26 @@ rt_status rt_node_save(rt_node *node, rt_tensor *t, int *slot);
  * returned no tensor or one whose shape, dtype, device or layout differs
  * from the tensor packed. */
 rt_status rt_node_saved(rt_node *node, int slot, rt_tensor **out);
+/* Inside the node's own backward: frees saved slot `slot` now instead of
+ * after the backward returns, when the engine will free it anyway (a
+ * backward without retain_graph, node->consuming); with retain_graph it is
+ * a no-op, since the next backward needs the tensor. A pointer rt_node_saved
+ * returned for the slot is invalid afterwards; reading the slot again is
+ * RT_ERR_GRAPH_RELEASED. The bytes go only if nothing else references the
+ * storage (the next layer may keep the same activation). For a backward
+ * that has copied what it needs out of a large saved tensor: a reversible
+ * sequence splits its saved output into channel halves and rebuilds from
+ * those (memory/reversible_sequence.c). No-op for NULL or a slot out of
+ * range. Source: PyTorch frees a node's saved variables once its backward
+ * ran (release_variables); this lets the node do it sooner. */
+void rt_node_drop_saved(rt_node *node, int slot);
+/* Inside the node's own backward: takes the engine's reference to the
+ * gradient of output `output` (grad_outputs[output] becomes NULL; the
+ * caller releases the returned reference, which may be NULL). For a backward
+ * that has copied its incoming gradient into other tensors and wants the
+ * original freed before the rest of its work (the engine would hold it until
+ * the backward returns). NULL for a NULL node or an output out of range. */
+rt_tensor *rt_node_take_grad(rt_node *node, int output);
 /* Frees every saved tensor of the node and marks it released: an alias is
  * unbooked (rt_storage_mark_saved -1) and released; a packed object goes to
  * its free_packed hook and a cached unpacked tensor is released. No-op for

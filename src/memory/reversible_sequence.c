@@ -322,6 +322,13 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     /* on meta nothing can be measured: k stays 0, so a meta run predicts
      * the calibration step, the one that keeps every exact input */
     if (st == RT_OK && c->calibrating && !rt_tensor_is_meta(out)) st = rt_calibrate(self, c, out, tol);
+    /* The rebuild works on the halves only: free the whole output and the
+     * whole incoming gradient now rather than when this backward returns
+     * (at the widest level of a partially reversible U-Net these are two
+     * full-width activations of the step's peak). */
+    out = NULL;
+    rt_node_drop_saved(self, c->out_slot);
+    rt_tensor_release(rt_node_take_grad(self, 0));
     for (int i = c->n - 1; i >= 0 && st == RT_OK; i--) {
         rt_rev_block *b = rt_seq_block(s, i);
         const rt_block_record *r = &c->rec[i];
@@ -353,6 +360,9 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
         dy2 = dx2;
     }
     rt_recompute_end(&scope);
+    /* the rebuilt input is no longer needed; free it before the join */
+    rt_rev_release4(y1, y2, NULL, NULL);
+    y1 = y2 = NULL;
     if (st == RT_OK && rt_node_needs_grad(self, 0)) {
         bool grad = rt_grad_set_enabled(false);
         st = rt_rev_join(dy1, dy2, &grad_in[0]);

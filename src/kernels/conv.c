@@ -141,6 +141,21 @@ typedef struct conv_geom {
     dnnl_alg_kind_t alg; /* winograd when wanted and oneDNN has it (conv_fwd_pd decides) */
 } conv_geom;
 
+/* Whether the blocked format would pad both sides of a plain-layout
+ * convolution: neither channel count is a multiple of the block (e.g. the
+ * 8-channel halves of a 16-channel reversible coupling under AVX-512's
+ * 16-channel blocks). Such a convolution computes in channels-last
+ * (NHWC / NDHWC) instead, which oneDNN 2.6 runs with its jit kernels
+ * (brgconv / jit:avx512_core) and which pads nothing: the blocked format
+ * held each activation at twice its size in the reorders around the
+ * primitive. prunet3d at 128³, batch 1: step peak 987 → 923 MiB, and the
+ * training step about 25% faster at 64³ (alternating runs, revtorch bench). */
+static bool conv_pads_both(const rt_conv_shape *s) {
+    int64_t b = rt_layout_block();
+    return s->groups == 1 && s->src_layout == RT_LAYOUT_PLAIN && s->dst_layout == RT_LAYOUT_PLAIN &&
+           s->c_in % b != 0 && s->c_out % b != 0;
+}
+
 static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], conv_geom *g,
                                 const char *desc) {
     memset(g, 0, sizeof *g);
@@ -171,6 +186,10 @@ static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], co
     RT_TRY(rt_dnnl_md(&g->src_any, g->nd, g->src, 1, desc));
     RT_TRY(rt_dnnl_md(&g->dst_any, g->nd, g->dst, 1, desc));
     RT_TRY(rt_dnnl_md(&g->wei_any, g->wnd, g->wei, 1, desc));
+    if (conv_pads_both(s)) {
+        RT_TRY(rt_dnnl_md_tag(&g->src_any, g->nd, g->src, g->nd == 5 ? dnnl_ndhwc : dnnl_nhwc, desc));
+        RT_TRY(rt_dnnl_md_tag(&g->dst_any, g->nd, g->dst, g->nd == 5 ? dnnl_ndhwc : dnnl_nhwc, desc));
+    }
     RT_TRY(rt_dnnl_md_layout(&g->src_user, g->nd, g->src, s->src_layout, desc));
     RT_TRY(rt_dnnl_md_layout(&g->dst_user, g->nd, g->dst, s->dst_layout, desc));
     RT_TRY(rt_dnnl_md(&g->wei_plain, g->wnd, g->wei, 0, desc));

@@ -181,6 +181,15 @@ rt_status rt_dnnl_md(dnnl_memory_desc_t *md, int ndims, const int64_t *dims, int
     return RT_OK;
 }
 
+rt_status rt_dnnl_md_tag(dnnl_memory_desc_t *md, int ndims, const int64_t *dims, dnnl_format_tag_t tag,
+                         const char *desc) {
+    dnnl_dims_t d;
+    for (int i = 0; i < ndims; i++) d[i] = dims[i];
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, tag);
+    if (st != dnnl_success) return rt_dnnl_fail(st, "dnnl_memory_desc_init_by_tag", desc);
+    return RT_OK;
+}
+
 rt_status rt_dnnl_layout_check(rt_layout layout, int64_t c, const char *what, const char *desc) {
     if (layout != RT_LAYOUT_PLAIN && layout != RT_LAYOUT_BLOCKED)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown layout value %d for %s", desc,

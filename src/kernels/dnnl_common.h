@@ -137,6 +137,9 @@ rt_status rt_dnnl_fail(dnnl_status_t st, const char *step, const char *desc);
 /* Plain row-major tag for `ndims` dimensions (a, ab, abc, ... abcdef). */
 dnnl_format_tag_t rt_dnnl_plain_tag(int ndims);
 
+/* Initialises an f32 md with the given oneDNN format tag (e.g. dnnl_ndhwc). */
+rt_status rt_dnnl_md_tag(dnnl_memory_desc_t *md, int ndims, const int64_t *dims, dnnl_format_tag_t tag,
+                         const char *desc);
 /* Initialises a plain f32 md, or a format_any one when `any` is set. */
 rt_status rt_dnnl_md(dnnl_memory_desc_t *md, int ndims, const int64_t *dims, int any,
                      const char *desc);

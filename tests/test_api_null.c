@@ -3913,9 +3913,10 @@ CHECK_FN(rt_kernel_upsample_bicubic_backward) {
 }
 
 CHECK_FN(rt_kernel_pixel_shuffle) {
-    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 0, NULL, kb[1]));
-    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 1, kb[0], NULL));
-    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 0, 0, kb[0], kb[1]));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 1, 0, NULL, kb[1]));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 1, 1, kb[0], NULL));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 0, 1, 0, kb[0], kb[1]));
+    TOL(rt_kernel_pixel_shuffle(1, 3, 2, 2, 2, 2, 0, kb[0], kb[1])); /* block not dividing c */
 }
 
 static const api_entry ops3d_entries[] = {

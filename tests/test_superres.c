@@ -178,8 +178,9 @@ TU_TEST(bicubic_same_size_is_copy) {
 }
 
 /* An op on a blocked copy of x gives the plain result and gradient (the
- * bicubic kernel reads the blocked order directly: relative 1e-6 for the
- * summation order; the shuffle reorders to plain first: exact). */
+ * kernels read the blocked order directly; the shuffle whose output
+ * channels do not fill a block reorders to plain first). tol 0: the same
+ * float operations in the same order. */
 static void layout_check(const char *name, gc_fn fn, void *ctx, rt_tensor *x, double tol) {
     CHECK(x);
     rt_tensor *a = tu_own(rt_tensor_empty_like(x, RT_MEM_DATA)), *b = tu_own(rt_tensor_empty_like(x, RT_MEM_DATA));
@@ -206,7 +207,7 @@ static void layout_check(const char *name, gc_fn fn, void *ctx, rt_tensor *x, do
     CHECK_OK(rt_backward(ya, r, false));
     CHECK_OK(rt_backward(yb, rb, false));
     double e = rt_rel_difference(yb, ya), eg = rt_rel_difference(b->grad, a->grad);
-    printf("  layout %-16s output (%s) rel diff %.3g, grad %.3g\n", name,
+    printf("  layout %-22s output (%s) rel diff %.3g, grad %.3g\n", name,
            yb->layout == RT_LAYOUT_BLOCKED ? "blocked" : "plain", e, eg);
     CHECK(e <= tol && eg <= tol);
 }
@@ -215,9 +216,14 @@ TU_TEST(blocked_layout) {
     seed_inputs(1605);
     const int64_t B = rt_layout_block();
     int64_t r = 2;
-    layout_check("pixel_shuffle", f_shuffle, &r, RANDN(0, 1, 2, 4 * B, 3, 2), 0.0);
+    layout_check("pixel_shuffle", f_shuffle, &r, RANDN(0, 1, 2, 4 * B, 3, 2), 0.0); /* stays blocked */
+    layout_check("pixel_shuffle_to_plain", f_shuffle, &r, RANDN(0, 1, 2, 2 * B, 3, 2), 0.0); /* B/2 out */
+    layout_check("pixel_unshuffle", f_unshuffle, &r, RANDN(0, 1, 2, B, 4, 6), 0.0);
+    r = 3;
+    layout_check("pixel_shuffle_r3", f_shuffle, &r, RANDN(0, 1, 1, 9 * B, 2, 3), 0.0);
+    r = 2;
     up_ctx odd = {(int64_t[]){11, 13}, NULL};
-    layout_check("bicubic", f_bicubic, &odd, RANDN(0, 1, 2, B, 7, 5), 1e-6);
+    layout_check("bicubic", f_bicubic, &odd, RANDN(0, 1, 2, B, 7, 5), 0.0);
 }
 
 TU_TEST(refusals) {

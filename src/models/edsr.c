@@ -57,8 +57,8 @@ static rt_status rt_edsr_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     *y = NULL;
     rt_tensor *h = NULL, *r = NULL;
     RT_TRY(rt_module_forward(e->head, x, &h));
-    /* the convolutions' preferred memory order from here to the upsampler
-     * (PixelShuffle returns to plain) */
+    /* the convolutions' preferred memory order from here on (PixelShuffle
+     * keeps it: F fills whole blocks when it is a multiple of 16) */
     RT_SEQ(h, p, rt_to_preferred_layout(h, &p));
     rt_status st = rt_module_forward(e->body, h, &r);
     rt_tensor *s = NULL;

@@ -502,10 +502,10 @@ typedef struct edsr_mem {
     int64_t saved, peak, grads;
 } edsr_mem;
 
-static bool edsr_step_memory(const rt_edsr_config *c, int64_t n, int64_t h, int64_t w, edsr_mem *out) {
-    rt_module *net = edsr(c, RT_DEVICE_META, 1, NULL);
-    rt_tensor *x = tu_own(rt_tensor_create(4, (int64_t[]){n, c->in_channels, h, w}, RT_F32, RT_DEVICE_META,
-                                           RT_MEM_DATA));
+static bool edsr_step_memory_on(rt_device dev, const rt_edsr_config *c, int64_t n, int64_t h, int64_t w,
+                                edsr_mem *out) {
+    rt_module *net = edsr(c, dev, 1, NULL);
+    rt_tensor *x = tu_own(rt_tensor_zeros(4, (int64_t[]){n, c->in_channels, h, w}, RT_F32, dev, RT_MEM_DATA));
     if (!net || !x) return false;
     rt_memstats m0, m1, m2;
     rt_memstats_get(&m0);
@@ -513,7 +513,7 @@ static bool edsr_step_memory(const rt_edsr_config *c, int64_t n, int64_t h, int6
     rt_tensor *y = NULL;
     rt_status st = rt_module_forward(net, x, &y);
     rt_memstats_get(&m1);
-    if (st == RT_OK) st = rt_backward(y, y, false); /* meta: the upstream gradient's values do not matter */
+    if (st == RT_OK) st = rt_backward(y, y, false); /* the upstream gradient's values do not matter */
     rt_tensor_release(y);
     rt_memstats_get(&m2);
     if (st != RT_OK) {
@@ -524,6 +524,30 @@ static bool edsr_step_memory(const rt_edsr_config *c, int64_t n, int64_t h, int6
     out->peak = m2.peak_total - m0.live_total;
     out->grads = m2.live[RT_MEM_GRAD] - m0.live[RT_MEM_GRAD];
     return true;
+}
+
+static bool edsr_step_memory(const rt_edsr_config *c, int64_t n, int64_t h, int64_t w, edsr_mem *out) {
+    return edsr_step_memory_on(RT_DEVICE_META, c, n, h, w, out);
+}
+
+/* The meta device books exactly the bytes of a real EDSR step (plain and
+ * reversible, F = 16 so the blocked order and the blocked pixel shuffle
+ * run), so the baseline's numbers below are those of a real step. */
+TU_TEST(edsr_meta_matches_real) {
+    for (int rev = 0; rev <= 1; rev++) {
+        rt_edsr_config c = small_cfg();
+        c.n_feats = 16;
+        c.reversible = rev;
+        edsr_mem cpu, meta;
+        CHECK(edsr_step_memory_on(RT_DEVICE_CPU, &c, 2, 10, 12, &cpu));
+        CHECK(edsr_step_memory_on(RT_DEVICE_META, &c, 2, 10, 12, &meta));
+        printf("  %s EDSR step: saved cpu %lld / meta %lld bytes, peak cpu %lld / meta %lld bytes\n",
+               rev ? "reversible" : "plain", (long long)cpu.saved, (long long)meta.saved, (long long)cpu.peak,
+               (long long)meta.peak);
+        CHECK(cpu.peak > 0);
+        CHECK_EQ_INT(meta.saved, cpu.saved);
+        CHECK_EQ_INT(meta.peak, cpu.peak);
+    }
 }
 
 /* The 16 × 64 baseline (1 channel, ×2) at batch 4 of 48 × 48 low-resolution
@@ -537,10 +561,11 @@ static bool edsr_step_memory(const rt_edsr_config *c, int64_t n, int64_t h, int6
  *   input, F·a) and the last conv's input after the pixel shuffle
  *   (s²·F·a), plus the input x (c·a, when it is not DATA): at most
  *   (c + (2 + s²)·F)·a — 6 F·a at ×2, 16% of plain's bound.
- * Asserted: both bounds, the reversible count equal at B = 4 and 16, and
- * the step peaks: the peak falls in the tail's backward, while everything
- * saved is alive, so the reversible step's peak is at most plain's less the
- * difference of the saved bytes. */
+ * Asserted: both bounds; the reversible saved bytes equal at B = 4 and 16;
+ * the reversible step's peak grows from B = 4 to 16 by at most the 12 extra
+ * blocks' parameter gradients (nothing else in it depends on depth); and
+ * it stays below plain's peak (printed: the ratio depends on where the
+ * convolution algorithm's scratch puts the peak, see the report). */
 TU_TEST(edsr_memory_meta) {
     rt_edsr_config c;
     CHECK_OK(rt_edsr_config_get("edsr", &c));
@@ -565,7 +590,11 @@ TU_TEST(edsr_memory_meta) {
     CHECK(plain.saved >= 2 * 16 * F * a);
     CHECK(rev.saved <= (c.in_channels + (2 + s * s) * F) * a);
     CHECK_EQ_INT(rev4.saved, rev.saved);
-    CHECK(rev.peak <= plain.peak - (plain.saved - rev.saved));
+    rt_edsr_config c16 = c;
+    c16.n_resblocks = 16;
+    const int64_t extra_grads = (rt_edsr_num_params(&c16) - rt_edsr_num_params(&c)) * 4;
+    CHECK(rev.peak >= rev4.peak && rev.peak - rev4.peak <= extra_grads);
+    CHECK(rev.peak < plain.peak);
 }
 
 /* ------------------------------------------------------------ fixtures */
@@ -584,5 +613,5 @@ RT_TEST_MAIN({"gc_pixel_shuffle", gc_pixel_shuffle}, {"gc_upsample_bicubic", gc_
              {"refusals", refusals}, {"meta_shapes", meta_shapes}, {"meta_memory_matches_real", meta_memory_matches_real},
              {"pixel_shuffle_module", pixel_shuffle_module}, EDSR_CASES(CASE_ENTRY){"edsr_shapes_and_counts",
              edsr_shapes_and_counts}, {"edsr_reversible_gradients", edsr_reversible_gradients},
-             {"edsr_memory_meta", edsr_memory_meta},
+             {"edsr_meta_matches_real", edsr_meta_matches_real}, {"edsr_memory_meta", edsr_memory_meta},
              {"all_fixtures_covered", all_fixtures_covered})

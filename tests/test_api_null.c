@@ -62,6 +62,7 @@
 #include "kernels/plan.h"
 #include "kernels/norm_loops.h"
 #include "kernels/optim.h"
+#include "kernels/pixel_shuffle.h"
 #include "kernels/pool.h"
 #include "kernels/reference.h"
 #include "kernels/seg_loss.h"
@@ -75,6 +76,7 @@
 #include "memory/precision.h"
 #include "memory/predict.h"
 #include "memory/reversible.h"
+#include "models/edsr.h"
 #include "models/model.h"
 #include "models/resblock.h"
 #include "models/resnet.h"
@@ -2550,6 +2552,38 @@ CHECK_FN(rt_revnet_config_get) {
     ST(RT_ERR_INVALID_ARG, "RevNet", rt_revnet_config_get("revnet7", &cfg));
 }
 
+CHECK_FN(rt_edsr_config_get) {
+    rt_edsr_config cfg;
+    ST(RT_ERR_INVALID_ARG, "name", rt_edsr_config_get(NULL, &cfg));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_edsr_config_get("edsr", NULL));
+    ST(RT_ERR_INVALID_ARG, "unknown", rt_edsr_config_get("edsr9", &cfg));
+}
+
+CHECK_FN(rt_edsr_build) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
+    rt_edsr_config cfg, bad;
+    rt_edsr_config_get("edsr", &cfg);
+    bad = cfg;
+    bad.n_feats = 0;
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "out", rt_edsr_build(&cfg, &ctx, NULL));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_edsr_build(NULL, &ctx, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_edsr_build(&cfg, NULL, &m));
+    ST(RT_ERR_INVALID_ARG, "n_feats", rt_edsr_build(&bad, &ctx, &m));
+    bad = cfg;
+    bad.in_channels = 0;
+    ST(RT_ERR_INVALID_ARG, "in_channels", rt_edsr_build(&bad, &ctx, &m));
+}
+
+CHECK_FN(rt_edsr_num_params) {
+    rt_edsr_config cfg;
+    rt_edsr_config_get("edsr", &cfg);
+    cfg.scale = 7;
+    VAL(rt_edsr_num_params(NULL) == -1);
+    VAL(rt_edsr_num_params(&cfg) == -1);
+}
+
 CHECK_FN(rt_revnet_build) {
     rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
     rt_revnet_config cfg, bad;
@@ -3402,6 +3436,8 @@ static const api_entry models_entries[] = {
     E(rt_revnet_build),
     /* models/model.h, unet.h: segmentation models */
     E(rt_model_name_is_segmentation), E(rt_unet_config_get), E(rt_unet_size_multiple), E(rt_unet_build),
+    /* models/edsr.h: super-resolution */
+    E(rt_edsr_config_get), E(rt_edsr_build), E(rt_edsr_num_params),
 };
 
 static const api_entry kernels_entries[] = {
@@ -3473,6 +3509,31 @@ CHECK_FN(rt_upsample_linear) {
     ST(RT_ERR_INVALID_ARG, "input", rt_upsample_linear(NULL, NULL, sc, &y));
     ST(RT_ERR_INVALID_ARG, "neither", rt_upsample_linear(T(1, 1, 2, 2, 2), NULL, NULL, &y));
     ST(RT_ERR_SHAPE, "trilinear", rt_upsample_linear(T(1, 2), NULL, sc, &y));
+}
+
+CHECK_FN(rt_upsample_bicubic) {
+    rt_tensor *y = NULL;
+    double sc[2] = {2, 2};
+    ST(RT_ERR_INVALID_ARG, "out", rt_upsample_bicubic(T(1, 1, 2, 2), NULL, sc, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_upsample_bicubic(NULL, NULL, sc, &y));
+    ST(RT_ERR_INVALID_ARG, "neither", rt_upsample_bicubic(T(1, 1, 2, 2), NULL, NULL, &y));
+    ST(RT_ERR_SHAPE, "bicubic", rt_upsample_bicubic(T(1, 1, 2, 2, 2), NULL, sc, &y));
+}
+
+CHECK_FN(rt_pixel_shuffle) {
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_pixel_shuffle(T(1, 4, 2, 2), 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_pixel_shuffle(NULL, 2, &y));
+    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle(T(1, 4, 2, 2), 0, &y));
+    ST(RT_ERR_SHAPE, "multiple", rt_pixel_shuffle(T(1, 3, 2, 2), 2, &y));
+}
+
+CHECK_FN(rt_pixel_unshuffle) {
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_pixel_unshuffle(T(1, 1, 2, 2), 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_pixel_unshuffle(NULL, 2, &y));
+    ST(RT_ERR_INVALID_ARG, "downscale_factor", rt_pixel_unshuffle(T(1, 1, 2, 2), -1, &y));
+    ST(RT_ERR_SHAPE, "multiples", rt_pixel_unshuffle(T(1, 1, 3, 2), 2, &y));
 }
 
 CHECK_FN(rt_group_norm) {
@@ -3581,6 +3642,13 @@ CHECK_FN(rt_upsample_create) {
     ST(RT_ERR_INVALID_ARG, "scale_factor", rt_upsample_create(3, 4, 2.0, &m));
     VAL(m == NULL);
     ST(RT_ERR_INVALID_ARG, "nsp", rt_upsample_create(4, 0, 2.0, &m));
+}
+
+CHECK_FN(rt_pixel_shuffle_create) {
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "m", rt_pixel_shuffle_create(2, NULL));
+    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle_create(0, &m));
+    VAL(m == NULL);
 }
 
 CHECK_FN(rt_group_norm_create) {
@@ -3839,12 +3907,36 @@ CHECK_FN(rt_kernel_group_norm_backward) {
                                                                             NULL, NULL));
 }
 
+CHECK_FN(rt_kernel_upsample_bicubic_forward) {
+    rt_upsample_shape s = {.nsp = 2, .n = 1, .c = 1, .in = {1, 1}, .out = {2, 2}};
+    TOL(rt_kernel_upsample_bicubic_forward(NULL, kb[0], kb[1]));
+    TOL(rt_kernel_upsample_bicubic_forward(&s, NULL, kb[1]));
+    TOL(rt_kernel_upsample_bicubic_forward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_kernel_upsample_bicubic_backward) {
+    rt_upsample_shape s = {.nsp = 2, .n = 1, .c = 1, .in = {1, 1}, .out = {2, 2}};
+    TOL(rt_kernel_upsample_bicubic_backward(NULL, kb[0], kb[1]));
+    TOL(rt_kernel_upsample_bicubic_backward(&s, NULL, kb[1]));
+    TOL(rt_kernel_upsample_bicubic_backward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_kernel_pixel_shuffle) {
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 1, 0, NULL, kb[1]));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 1, 1, kb[0], NULL));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 0, 1, 0, kb[0], kb[1]));
+    TOL(rt_kernel_pixel_shuffle(1, 3, 2, 2, 2, 2, 0, kb[0], kb[1])); /* block not dividing c */
+}
+
 static const api_entry ops3d_entries[] = {
     /* ops/ops3d.h */
     E(rt_conv_transpose), E(rt_upsample_linear), E(rt_group_norm), E(rt_instance_norm), E(rt_softmax_channels),
     E(rt_cross_entropy_nd), E(rt_soft_dice_loss),
     /* ops/ops3d.h, train/seg_loss.h: segmentation loss, pad/crop */
     E(rt_dice_ce_loss), E(rt_loss_dice_ce), E(rt_pad_constant),
+    /* super-resolution (issue 16): ops/ops3d.h, ops/ops.h, nn/modules3d.h, kernels */
+    E(rt_upsample_bicubic), E(rt_pixel_shuffle), E(rt_pixel_unshuffle), E(rt_pixel_shuffle_create),
+    E(rt_kernel_upsample_bicubic_forward), E(rt_kernel_upsample_bicubic_backward), E(rt_kernel_pixel_shuffle),
     /* nn/modules3d.h */
     E(rt_conv_transpose_create), E(rt_conv_set_dilation), E(rt_conv_set_preferred_output),
     E(rt_conv_follow_blocked), E(rt_upsample_create), E(rt_group_norm_create),

@@ -371,6 +371,11 @@ CHECK_FN(rt_mem_move) {
 
 CHECK_FN(rt_mem_release_cache) { TOL(rt_mem_release_cache()); }
 
+CHECK_FN(rt_mem_set_ceiling) {
+    TOL(rt_mem_set_ceiling(-1)); /* <= 0: the automatic ceiling */
+    TOL(rt_mem_set_ceiling(0));
+}
+
 CHECK_FN(rt_mem_set_cache_limit) {
     TOL(rt_mem_set_cache_limit(-7)); /* negative: the automatic cap */
 }
@@ -3296,7 +3301,7 @@ static const api_entry core_entries[] = {
     E(rt_f32_to_bf16), E(rt_bf16_to_f32), E(rt_f32_to_f16), E(rt_f16_to_f32), E(rt_dtype_convert),
     /* core/mem.h */
     E(rt_mem_category_str), E(rt_memstats_get), E(rt_memstats_reset_peaks), E(rt_mem_set_limit),
-    E(rt_mem_get_limit), E(rt_mem_set_op), E(rt_mem_move), E(rt_mem_release_cache), E(rt_mem_set_cache_limit),
+    E(rt_mem_get_limit), E(rt_mem_set_op), E(rt_mem_move), E(rt_mem_release_cache), E(rt_mem_set_cache_limit), E(rt_mem_set_ceiling),
     E(rt_mem_alloc), E(rt_mem_free), E(rt_mem_account), E(rt_mem_unaccount), E(rt_mem_trace_enable),
     E(rt_mem_trace_events), E(rt_mem_trace_write_csv), E(rt_memstats_print), E(rt_mem_set_module),
     E(rt_mem_module), E(rt_mem_intern), E(rt_mem_trace_enabled), E(rt_csv_write_field),

@@ -112,7 +112,31 @@ static void test_cache_cap_follows_high_water(void) {
     CHECK_EQ_INT(automatic, 0);
 }
 
+/* The ceiling on live + cached bytes: a step whose early blocks (class A,
+ * freed) are not asked for again, then a larger block (class B): under the
+ * ceiling the cache keeps A beside B; with a ceiling below A + B the miss on
+ * B first returns A to the system, so the process never holds both. */
+static void test_cache_ceiling_releases_on_miss(void) {
+    const size_t a = (size_t)8 << 20, b = (size_t)12 << 20;
+    for (int capped = 0; capped <= 1; capped++) {
+        rt_mem_release_cache();
+        rt_mem_set_ceiling(capped ? (int64_t)16 << 20 : 0);
+        void *p = NULL, *q = NULL;
+        CHECK_OK(rt_mem_alloc(a, RT_MEM_TEMP, &p));
+        rt_mem_free(p, a, RT_MEM_TEMP);
+        CHECK_OK(rt_mem_alloc(b, RT_MEM_TEMP, &q));
+        rt_memstats s;
+        rt_memstats_get(&s);
+        /* uncapped: A stays cached beside live B; capped: 8 + 12 MiB > 16 MiB, A went back */
+        CHECK_EQ_INT(s.cached_bytes, capped ? 0 : (int64_t)a);
+        rt_mem_free(q, b, RT_MEM_TEMP);
+    }
+    rt_mem_set_ceiling(0);
+    rt_mem_release_cache();
+}
+
 RT_TEST_MAIN({"resnet20_no_system_allocations", test_resnet20_no_system_allocations},
              {"revnet38_reversible_no_system_allocations", test_revnet38_reversible_no_system_allocations},
              {"cache_reuses_blocks", test_cache_reuses_blocks},
-             {"cache_cap_follows_high_water", test_cache_cap_follows_high_water})
+             {"cache_cap_follows_high_water", test_cache_cap_follows_high_water},
+             {"cache_ceiling_releases_on_miss", test_cache_ceiling_releases_on_miss})

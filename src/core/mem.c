@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* A cached block: the freed storage of size class `size`. */
 typedef struct rt_block {
@@ -24,6 +25,7 @@ typedef struct rt_block {
 typedef struct rt_tracker {
     rt_block *bins[RT_CACHE_BINS];
     int64_t cache_limit; /* < 0: automatic (see rt_cache_limit) */
+    int64_t ceiling;     /* 0 until first needed: see rt_mem_ceiling */
     int64_t high_water;  /* most live bytes ever (never reset, unlike the peaks) */
     rt_memstats stats;
     int64_t limit;
@@ -48,6 +50,28 @@ static _Thread_local rt_tracker rt_tls_tracker = {.cache_limit = -1};
 static int64_t rt_cache_limit(const rt_tracker *t) {
     if (t->cache_limit >= 0) return t->cache_limit;
     return 2 * t->high_water > RT_CACHE_FLOOR ? 2 * t->high_water : RT_CACHE_FLOOR;
+}
+
+/* The most bytes this process should hold, live and cached together, before
+ * the cache is emptied rather than grown: 3/4 of the machine's memory, or of
+ * the cgroup's limit when that is lower (containers, CI runners). The rest is
+ * for what the tracker does not see (oneDNN primitives, libraries, other
+ * processes). Without it, one 15 GiB step on a 24 GiB machine (prunet3d on the
+ * whole 0.5 mm Colin27 volume) cached the blocks of its first layers, whose
+ * size classes its later layers did not ask for again, and the process was
+ * killed by the kernel at 23 GB resident. Read once per thread. */
+static int64_t rt_mem_ceiling(rt_tracker *t) {
+    if (t->ceiling > 0) return t->ceiling;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int64_t total = pages > 0 && page > 0 ? (int64_t)pages * page : INT64_MAX / 2;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r"); /* cgroup v2; "max" when unlimited */
+    if (f) {
+        long long v;
+        if (fscanf(f, "%lld", &v) == 1 && v > 0 && v < total) total = v;
+        fclose(f);
+    }
+    t->ceiling = total / 4 * 3;
+    return t->ceiling;
 }
 
 static size_t rt_size_class(size_t n) {
@@ -117,6 +141,8 @@ void rt_mem_release_cache(void) {
         }
     t->stats.cached_bytes = 0;
 }
+
+void rt_mem_set_ceiling(int64_t bytes) { rt_tls_tracker.ceiling = bytes > 0 ? bytes : 0; }
 
 void rt_mem_set_cache_limit(int64_t bytes) {
     rt_tls_tracker.cache_limit = bytes < 0 ? -1 : bytes;
@@ -245,6 +271,13 @@ rt_status rt_mem_alloc(size_t nbytes, rt_mem_category cat, void **out) {
     size_t cls = rt_size_class(nbytes);
     void *p = rt_cache_take(cls);
     if (!p) {
+        /* a miss: rather than grow the process past the ceiling, give the
+         * cached blocks of other sizes back first (PyTorch's caching
+         * allocator frees its cache and retries when an allocation fails) */
+        rt_tracker *t = &rt_tls_tracker;
+        if (t->stats.cached_bytes > 0 &&
+            t->stats.live_total + t->stats.cached_bytes + (int64_t)cls > rt_mem_ceiling(t))
+            rt_mem_release_cache();
         p = aligned_alloc(64, cls);
         if (!p) { /* give the cache back to the system and try once more */
             rt_mem_release_cache();

@@ -100,6 +100,17 @@ void rt_mem_release_cache(void);
  * classes free at one moment are not always those asked for next). */
 void rt_mem_set_cache_limit(int64_t bytes);
 
+/* The ceiling on live plus cached bytes of this thread: an allocation that
+ * misses the cache and would take the two past it first returns every cached
+ * block to the system (rt_mem_release_cache), so the process does not grow
+ * beyond what the step itself needs when the cache holds blocks of sizes the
+ * step no longer asks for. bytes > 0: that ceiling; 0 (the default): 3/4 of
+ * the machine's physical memory, or of the cgroup v2 memory.max when lower,
+ * read at the first miss. Live bytes alone are never refused by it (that is
+ * rt_mem_set_limit's job). Source: PyTorch's caching allocator frees its
+ * cached blocks and retries when a device allocation fails. */
+void rt_mem_set_ceiling(int64_t bytes);
+
 /* Allocates `nbytes` (64-byte aligned, uninitialised) booked to `cat`.
  * Returns RT_ERR_OOM (message set) when over the limit or malloc fails,
  * RT_ERR_INVALID_ARG when out is NULL or cat is unknown.

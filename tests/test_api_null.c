@@ -63,6 +63,7 @@
 #include "kernels/plan.h"
 #include "kernels/norm_loops.h"
 #include "kernels/optim.h"
+#include "kernels/pixel_shuffle.h"
 #include "kernels/pool.h"
 #include "kernels/reference.h"
 #include "kernels/seg_loss.h"
@@ -3493,6 +3494,31 @@ CHECK_FN(rt_upsample_linear) {
     ST(RT_ERR_SHAPE, "trilinear", rt_upsample_linear(T(1, 2), NULL, sc, &y));
 }
 
+CHECK_FN(rt_upsample_bicubic) {
+    rt_tensor *y = NULL;
+    double sc[2] = {2, 2};
+    ST(RT_ERR_INVALID_ARG, "out", rt_upsample_bicubic(T(1, 1, 2, 2), NULL, sc, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_upsample_bicubic(NULL, NULL, sc, &y));
+    ST(RT_ERR_INVALID_ARG, "neither", rt_upsample_bicubic(T(1, 1, 2, 2), NULL, NULL, &y));
+    ST(RT_ERR_SHAPE, "bicubic", rt_upsample_bicubic(T(1, 1, 2, 2, 2), NULL, sc, &y));
+}
+
+CHECK_FN(rt_pixel_shuffle) {
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_pixel_shuffle(T(1, 4, 2, 2), 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_pixel_shuffle(NULL, 2, &y));
+    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle(T(1, 4, 2, 2), 0, &y));
+    ST(RT_ERR_SHAPE, "multiple", rt_pixel_shuffle(T(1, 3, 2, 2), 2, &y));
+}
+
+CHECK_FN(rt_pixel_unshuffle) {
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_pixel_unshuffle(T(1, 1, 2, 2), 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_pixel_unshuffle(NULL, 2, &y));
+    ST(RT_ERR_INVALID_ARG, "downscale_factor", rt_pixel_unshuffle(T(1, 1, 2, 2), -1, &y));
+    ST(RT_ERR_SHAPE, "multiples", rt_pixel_unshuffle(T(1, 1, 3, 2), 2, &y));
+}
+
 CHECK_FN(rt_group_norm) {
     rt_tensor *y = NULL;
     ST(RT_ERR_INVALID_ARG, "out", rt_group_norm(T(1, 4, 2, 2, 2), 2, NULL, NULL, 1e-5f, NULL));
@@ -3599,6 +3625,13 @@ CHECK_FN(rt_upsample_create) {
     ST(RT_ERR_INVALID_ARG, "scale_factor", rt_upsample_create(3, 4, 2.0, &m));
     VAL(m == NULL);
     ST(RT_ERR_INVALID_ARG, "nsp", rt_upsample_create(4, 0, 2.0, &m));
+}
+
+CHECK_FN(rt_pixel_shuffle_create) {
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "m", rt_pixel_shuffle_create(2, NULL));
+    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle_create(0, &m));
+    VAL(m == NULL);
 }
 
 CHECK_FN(rt_group_norm_create) {
@@ -3857,12 +3890,35 @@ CHECK_FN(rt_kernel_group_norm_backward) {
                                                                             NULL, NULL));
 }
 
+CHECK_FN(rt_kernel_upsample_bicubic_forward) {
+    rt_upsample_shape s = {.nsp = 2, .n = 1, .c = 1, .in = {1, 1}, .out = {2, 2}};
+    TOL(rt_kernel_upsample_bicubic_forward(NULL, kb[0], kb[1]));
+    TOL(rt_kernel_upsample_bicubic_forward(&s, NULL, kb[1]));
+    TOL(rt_kernel_upsample_bicubic_forward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_kernel_upsample_bicubic_backward) {
+    rt_upsample_shape s = {.nsp = 2, .n = 1, .c = 1, .in = {1, 1}, .out = {2, 2}};
+    TOL(rt_kernel_upsample_bicubic_backward(NULL, kb[0], kb[1]));
+    TOL(rt_kernel_upsample_bicubic_backward(&s, NULL, kb[1]));
+    TOL(rt_kernel_upsample_bicubic_backward(&s, kb[0], NULL));
+}
+
+CHECK_FN(rt_kernel_pixel_shuffle) {
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 0, NULL, kb[1]));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 1, kb[0], NULL));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 0, 0, kb[0], kb[1]));
+}
+
 static const api_entry ops3d_entries[] = {
     /* ops/ops3d.h */
     E(rt_conv_transpose), E(rt_upsample_linear), E(rt_group_norm), E(rt_instance_norm), E(rt_softmax_channels),
     E(rt_cross_entropy_nd), E(rt_soft_dice_loss),
     /* ops/ops3d.h, train/seg_loss.h: segmentation loss, pad/crop */
     E(rt_dice_ce_loss), E(rt_loss_dice_ce), E(rt_pad_constant),
+    /* super-resolution (issue 16): ops/ops3d.h, ops/ops.h, nn/modules3d.h, kernels */
+    E(rt_upsample_bicubic), E(rt_pixel_shuffle), E(rt_pixel_unshuffle), E(rt_pixel_shuffle_create),
+    E(rt_kernel_upsample_bicubic_forward), E(rt_kernel_upsample_bicubic_backward), E(rt_kernel_pixel_shuffle),
     /* nn/modules3d.h */
     E(rt_conv_transpose_create), E(rt_conv_set_dilation), E(rt_conv_set_preferred_output),
     E(rt_conv_follow_blocked), E(rt_upsample_create), E(rt_group_norm_create),

@@ -12,7 +12,7 @@
  *     sgemm), each split into plan and execute (kernels/plan.h);
  *   - revtorch's own loops (the block at the end of the struct): every
  *     elementwise map, reduction, loss, optimizer update, group norm,
- *     softmax, upsampling, coupling, dropout and strided copy of
+ *     softmax, upsampling, pixel shuffle, coupling, dropout and strided copy of
  *     src/ops, src/optim, src/memory and src/autograd/engine.c, and the
  *     value checks of loaded weights (nn/state_dict.c).
  *
@@ -70,6 +70,7 @@
 #include "kernels/loss.h"
 #include "kernels/norm_loops.h"
 #include "kernels/optim.h"
+#include "kernels/pixel_shuffle.h"
 #include "kernels/seg_loss.h"
 #include "kernels/softmax.h"
 #include "kernels/upsample.h"
@@ -207,6 +208,12 @@ typedef struct rt_backend {
     void (*softmax_channels_backward)(const rt_chan_shape *s, const float *y, const float *dy, float *dx);
     void (*upsample_linear_forward)(const rt_upsample_shape *s, const float *x, float *y);
     void (*upsample_linear_backward)(const rt_upsample_shape *s, const float *dy, float *dx);
+    void (*upsample_bicubic_forward)(const rt_upsample_shape *s, const float *x, float *y);
+    void (*upsample_bicubic_backward)(const rt_upsample_shape *s, const float *dy, float *dx);
+
+    /* ---- pixel shuffle / unshuffle, a permutation (kernels/pixel_shuffle.h) ---- */
+    void (*pixel_shuffle)(int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int inverse, const float *src,
+                          float *dst);
 
     /* ---- batch norm's own loops (kernels/norm_loops.h) ---- */
     rt_status (*batchnorm_backward_eval)(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,

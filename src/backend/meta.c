@@ -306,6 +306,10 @@ static void meta_softmax_backward(const rt_chan_shape *s, const float *y, const 
     (void)s, (void)y, (void)dy, (void)dx;
 }
 static void meta_upsample(const rt_upsample_shape *s, const float *x, float *y) { (void)s, (void)x, (void)y; }
+static void meta_pixel_shuffle(int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int inverse, const float *src,
+                               float *dst) {
+    (void)n, (void)c, (void)h, (void)w, (void)r, (void)inverse, (void)src, (void)dst;
+}
 static rt_status meta_bn_backward_eval(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,
                                        const float *var, const float *weight, float *dx, float *dweight,
                                        float *dbias) {
@@ -430,6 +434,9 @@ const rt_backend rt_backend_meta = {
     .softmax_channels_backward = meta_softmax_backward,
     .upsample_linear_forward = meta_upsample,
     .upsample_linear_backward = meta_upsample,
+    .upsample_bicubic_forward = meta_upsample,
+    .upsample_bicubic_backward = meta_upsample,
+    .pixel_shuffle = meta_pixel_shuffle,
     .batchnorm_backward_eval = meta_bn_backward_eval,
     .batchnorm_update_running = meta_bn_update_running,
     .batchnorm_center = meta_bn_center,

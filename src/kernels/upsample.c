@@ -1,6 +1,7 @@
-/* Bilinear / trilinear upsampling, align_corners=False; see upsample.h. */
+/* Bilinear / trilinear (and bicubic) resampling, align_corners=False; see upsample.h. */
 #include "kernels/upsample.h"
 
+#include <math.h>
 #include <string.h>
 
 #define UP_PAR_MIN 32768
@@ -109,6 +110,94 @@ void rt_kernel_upsample_linear_backward(const rt_upsample_shape *s, const float 
                         r10[b + l] += w10 * gb;
                         r11[a + l] += w11 * ga;
                         r11[b + l] += w11 * gb;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ bicubic */
+
+#define CUBIC_A (-0.75f)
+
+/* The four source indices (clamped to the border) and weights of output
+ * index o on one axis; see upsample.h. */
+typedef struct cubic_tap {
+    int64_t i[4];
+    float w[4];
+} cubic_tap;
+
+static float cubic_near(float d) { return ((CUBIC_A + 2.0f) * d - (CUBIC_A + 3.0f)) * d * d + 1.0f; }
+static float cubic_far(float d) { return ((CUBIC_A * d - 5.0f * CUBIC_A) * d + 8.0f * CUBIC_A) * d - 4.0f * CUBIC_A; }
+
+static cubic_tap cubic_axis(int64_t in, int64_t out, double scale_factor, int64_t o) {
+    float scale = scale_factor > 0.0 ? (float)(1.0 / scale_factor) : (float)in / (float)out;
+    float src = scale * ((float)o + 0.5f) - 0.5f;
+    int64_t i0 = (int64_t)floorf(src);
+    if (i0 > in - 1) i0 = in - 1;
+    float t = src - (float)i0;
+    t = t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t;
+    cubic_tap c;
+    c.w[0] = cubic_far(t + 1.0f);
+    c.w[1] = cubic_near(t);
+    c.w[2] = cubic_near(1.0f - t);
+    c.w[3] = cubic_far(2.0f - t);
+    for (int k = 0; k < 4; k++) {
+        int64_t i = i0 - 1 + k;
+        c.i[k] = i < 0 ? 0 : i > in - 1 ? in - 1 : i;
+    }
+    return c;
+}
+
+void rt_kernel_upsample_bicubic_forward(const rt_upsample_shape *s, const float *x, float *y) {
+    if (!s || !x || !y || s->nsp != 2) return;
+    const int64_t L = s->layout == RT_LAYOUT_BLOCKED ? rt_layout_block() : 1, P = s->n * s->c / L;
+    const int64_t ih = s->in[0], iw = s->in[1], oh = s->out[0], ow = s->out[1];
+    const int par = P * oh * ow * L >= UP_PAR_MIN;
+#pragma omp parallel for collapse(2) if (par) schedule(static)
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t v = 0; v < oh; v++) {
+            const float *xp = x + p * ih * iw * L;
+            const cubic_tap th = cubic_axis(ih, oh, s->scale[0], v);
+            float *yr = y + (p * oh + v) * ow * L;
+            for (int64_t u = 0; u < ow; u++) {
+                const cubic_tap tw = cubic_axis(iw, ow, s->scale[1], u);
+                for (int64_t l = 0; l < L; l++) {
+                    float acc = 0.0f;
+                    for (int a = 0; a < 4; a++) {
+                        const float *row = xp + th.i[a] * iw * L + l;
+                        float r = 0.0f;
+                        for (int b = 0; b < 4; b++) r += tw.w[b] * row[tw.i[b] * L];
+                        acc += th.w[a] * r;
+                    }
+                    yr[u * L + l] = acc;
+                }
+            }
+        }
+}
+
+void rt_kernel_upsample_bicubic_backward(const rt_upsample_shape *s, const float *dy, float *dx) {
+    if (!s || !dy || !dx || s->nsp != 2) return;
+    const int64_t L = s->layout == RT_LAYOUT_BLOCKED ? rt_layout_block() : 1, P = s->n * s->c / L;
+    const int64_t ih = s->in[0], iw = s->in[1], oh = s->out[0], ow = s->out[1];
+    const int par = P * oh * ow * L >= UP_PAR_MIN;
+    /* one plane per task: the scatter of a plane touches only that plane */
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t p = 0; p < P; p++) {
+        float *xp = dx + p * ih * iw * L;
+        memset(xp, 0, sizeof(float) * (size_t)(ih * iw * L));
+        for (int64_t v = 0; v < oh; v++) {
+            const cubic_tap th = cubic_axis(ih, oh, s->scale[0], v);
+            const float *gr = dy + (p * oh + v) * ow * L;
+            for (int64_t u = 0; u < ow; u++) {
+                const cubic_tap tw = cubic_axis(iw, ow, s->scale[1], u);
+                for (int64_t l = 0; l < L; l++) {
+                    const float g = gr[u * L + l];
+                    for (int a = 0; a < 4; a++) {
+                        float *row = xp + th.i[a] * iw * L + l;
+                        const float ga = th.w[a] * g;
+                        for (int b = 0; b < 4; b++) row[tw.i[b] * L] += tw.w[b] * ga;
                     }
                 }
             }

@@ -41,4 +41,28 @@ void rt_kernel_upsample_linear_forward(const rt_upsample_shape *s, const float *
 /* Overwrites dx. */
 void rt_kernel_upsample_linear_backward(const rt_upsample_shape *s, const float *dy, float *dx);
 
+/* Bicubic resampling (s->nsp must be 2; other values make a call a no-op):
+ * torch.nn.functional.interpolate(mode="bicubic", align_corners=False,
+ * antialias=False) of PyTorch 1.13 (aten/src/ATen/native/UpSample.h:
+ * area_pixel_compute_source_index with cubic=true, guard_index_and_lambda,
+ * get_cubic_upsample_coefficients; Keys 1981, "Cubic convolution
+ * interpolation for digital image processing", with A = -0.75). Per axis,
+ * with scale as for the linear kernel (1/scale_factor when given, else
+ * in/out, in float), output index o reads
+ *   src = scale·(o + 0.5) − 0.5        (NOT clamped at 0, unlike linear),
+ *   i = min(⌊src⌋, in − 1),  t = clamp(src − i, 0, 1),
+ *   taps i−1, i, i+1, i+2, each clamped to [0, in − 1] (the border
+ *   replicated), with weights
+ *   W(t+1), W(t), W(1−t), W(2−t),  W(d) = ((A+2)d − (A+3))d² + 1 for d <= 1,
+ *                                   W(d) = ((A·d − 5A)d + 8A)d − 4A for 1 < d < 2.
+ * y is Σ wh[a]·ww[b]·x over the 4×4 taps (computed in float, as ATen's
+ * kernel for float tensors). No axis is special-cased: an unchanged size
+ * read with scale 1 gives the weights (0, 1, 0, 0), a copy. The backward
+ * scatters dy with the same weights into dx (overwritten), sequentially
+ * within a plane, planes in parallel. Layouts and buffers as for the linear
+ * kernels. */
+void rt_kernel_upsample_bicubic_forward(const rt_upsample_shape *s, const float *x, float *y);
+/* Overwrites dx. */
+void rt_kernel_upsample_bicubic_backward(const rt_upsample_shape *s, const float *dy, float *dx);
+
 #endif

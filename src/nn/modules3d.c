@@ -99,6 +99,32 @@ rt_status rt_upsample_create(int nsp, int64_t size, double scale_factor, rt_modu
     return RT_OK;
 }
 
+/* ------------------------------------------------------------ PixelShuffle */
+
+typedef struct rt_pixel_shuffle_module {
+    rt_module base;
+    int64_t r;
+} rt_pixel_shuffle_module;
+
+static rt_status rt_pixel_shuffle_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    return rt_pixel_shuffle(x, ((rt_pixel_shuffle_module *)m)->r, y);
+}
+
+static const rt_module_class rt_pixel_shuffle_class = {"PixelShuffle", rt_pixel_shuffle_forward, NULL};
+
+rt_status rt_pixel_shuffle_create(int64_t upscale_factor, rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_pixel_shuffle_create: the output pointer m is NULL");
+    *m = NULL;
+    if (upscale_factor < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "PixelShuffle: upscale_factor = %lld must be >= 1",
+                            (long long)upscale_factor);
+    rt_pixel_shuffle_module *p = (rt_pixel_shuffle_module *)rt_module_alloc(sizeof *p, &rt_pixel_shuffle_class);
+    if (!p) return rt_error_last_status();
+    p->r = upscale_factor;
+    *m = &p->base;
+    return RT_OK;
+}
+
 /* ------------------------------------------------------------ GroupNorm / InstanceNorm */
 
 typedef struct rt_gnorm_module {

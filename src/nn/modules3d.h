@@ -1,6 +1,6 @@
 /* The modules of volumetric networks that nn/modules.h lacks, named and
  * initialised as torch.nn's: ConvTranspose2d/3d, Upsample (bilinear /
- * trilinear), GroupNorm, InstanceNorm2d/3d, Softmax(dim=1), Sigmoid. Conv3d,
+ * trilinear), PixelShuffle, GroupNorm, InstanceNorm2d/3d, Softmax(dim=1), Sigmoid. Conv3d,
  * BatchNorm3d, MaxPool3d, AvgPool3d and LeakyReLU are in nn/modules.h.
  * Forwards are thin wrappers over ops/ops3d.h (same shapes, errors, saved
  * tensors). Constructors follow nn/modules.h: a new module in *m (freed by
@@ -31,6 +31,10 @@ rt_status rt_conv_set_dilation(rt_module *m, int64_t dilation);
  * "trilinear" (nsp 3), align_corners=False): one size (> 0) or one scale
  * factor (> 0) for every spatial axis; the other argument must be 0. */
 rt_status rt_upsample_create(int nsp, int64_t size, double scale_factor, rt_module **m);
+
+/* torch.nn.PixelShuffle(upscale_factor): (N, C·r², H, W) → (N, C, H·r,
+ * W·r), rt_pixel_shuffle; no parameters. r >= 1 (RT_ERR_INVALID_ARG). */
+rt_status rt_pixel_shuffle_create(int64_t upscale_factor, rt_module **m);
 
 /* torch.nn.GroupNorm(num_groups, num_channels, eps, affine): weight 1, bias 0
  * (C) when affine. num_groups must divide num_channels; eps > 0. */

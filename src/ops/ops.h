@@ -153,6 +153,23 @@ rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out);
  * RT_ERR_INVALID_ARG for x, sizes or outs NULL; RT_ERR_SHAPE for n < 1 or
  * sizes that are not positive or do not add up to C. */
 rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor **outs);
+/* torch.nn.functional.pixel_shuffle(x, upscale_factor = r): x (N, C·r², H, W)
+ * → (N, C, H·r, W·r) with
+ *   out[n, c, h·r + i, w·r + j] = x[n, c·r² + i·r + j, h, w],  0 <= i, j < r
+ * (Shi et al. 2016, "Efficient Sub-Pixel Convolutional Neural Network",
+ * eq. 4; PyTorch 1.13's order). A pure permutation: backward is the pixel
+ * unshuffle of the gradient. The output is PLAIN (a BLOCKED x is reordered
+ * first, differentiably). r = 1 copies. Saves nothing (only sizes).
+ * RT_ERR_INVALID_ARG for r < 1; RT_ERR_SHAPE for x not 4-D or C not a
+ * multiple of r². */
+rt_status rt_pixel_shuffle(rt_tensor *x, int64_t upscale_factor, rt_tensor **out);
+/* torch.nn.functional.pixel_unshuffle(x, downscale_factor = r), the inverse
+ * permutation: x (N, C, H·r, W·r) → (N, C·r², H, W),
+ *   out[n, c·r² + i·r + j, h, w] = x[n, c, h·r + i, w·r + j].
+ * Backward: the pixel shuffle of the gradient. Output PLAIN. Saves nothing.
+ * RT_ERR_INVALID_ARG for r < 1; RT_ERR_SHAPE for x not 4-D or H or W not a
+ * multiple of r. */
+rt_status rt_pixel_unshuffle(rt_tensor *x, int64_t downscale_factor, rt_tensor **out);
 /* torch.reshape: same numel; the output shares x's storage. Saves nothing.
  * RT_ERR_INVALID_ARG for shape NULL with ndim > 0; RT_ERR_SHAPE for ndim
  * outside 0..5 or another numel. */

@@ -1,5 +1,5 @@
 /* Differentiable ops of volumetric (3-D) networks that ops/ops.h lacks:
- * transposed convolution, trilinear upsampling, group and instance
+ * transposed convolution, trilinear and bicubic resampling, group and instance
  * normalisation, softmax over channels, and the segmentation losses (soft
  * Dice, voxel-wise weighted cross-entropy). The conventions of ops/ops.h
  * hold for every function here: inputs borrowed, *out a new reference
@@ -54,6 +54,24 @@ rt_status rt_conv_transpose(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, co
  * (as PyTorch's CPU kernel). revtorch's own kernel (kernels/upsample.h);
  * backward scatters with the same weights. Saves nothing (only sizes). */
 rt_status rt_upsample_linear(rt_tensor *x, const int64_t *size, const double *scale_factor, rt_tensor **out);
+
+/* torch.nn.functional.interpolate(x, size=..., scale_factor=...,
+ * mode="bicubic", align_corners=False, antialias=False),
+ * recompute_scale_factor=None, for x (N, C, H, W) f32 (PLAIN or BLOCKED; the
+ * output has x's order). size / scale_factor: two values (H, W), exactly one
+ * of the two given, as rt_upsample_linear (output ⌊in·scale_factor⌋ >= 1;
+ * with a scale factor the source coordinate uses 1/scale_factor, as
+ * PyTorch). Works for up- and downsampling (no antialiasing when
+ * shrinking, as PyTorch's antialias=False). Per axis the source coordinate
+ * scale·(o + 0.5) − 0.5 is NOT clamped at 0 (PyTorch's cubic path; linear
+ * clamps), and the 4 taps ⌊src⌋−1 .. ⌊src⌋+2 are clamped to [0, in − 1]
+ * (border replicated), weighted by Keys' cubic convolution kernel with
+ * A = −0.75 (Keys 1981; PyTorch's get_cubic_upsample_coefficients), so
+ * values may overshoot the input's range. Computed in float, as PyTorch's
+ * CPU kernel (kernels/upsample.h). Backward scatters with the same weights.
+ * Saves nothing (only sizes). Errors as rt_upsample_linear; a 5-D x is
+ * RT_ERR_SHAPE (PyTorch has no tricubic mode). */
+rt_status rt_upsample_bicubic(rt_tensor *x, const int64_t *size, const double *scale_factor, rt_tensor **out);
 
 /* torch.nn.functional.group_norm(x, num_groups, weight, bias, eps): x
  * (N, C, spatial...) with C % num_groups == 0; per sample and group, over

@@ -108,12 +108,13 @@ extern "C" {
 #include "revtorch/memory/precision.h"
 #include "revtorch/memory/predict.h"
 #include "revtorch/memory/budget.h"
-/* the model zoo: ResNets and RevNets as module trees */
+/* the model zoo: ResNets and RevNets as module trees; U-Nets; EDSR */
 #include "revtorch/models/resblock.h"
 #include "revtorch/models/resnet.h"
 #include "revtorch/models/revnet.h"
 #include "revtorch/models/model.h"
 #include "revtorch/models/unet.h"
+#include "revtorch/models/edsr.h"
 
 #ifdef __cplusplus
 }

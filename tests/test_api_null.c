@@ -77,6 +77,7 @@
 #include "memory/precision.h"
 #include "memory/predict.h"
 #include "memory/reversible.h"
+#include "models/edsr.h"
 #include "models/model.h"
 #include "models/resblock.h"
 #include "models/resnet.h"
@@ -2553,6 +2554,38 @@ CHECK_FN(rt_revnet_config_get) {
     ST(RT_ERR_INVALID_ARG, "RevNet", rt_revnet_config_get("revnet7", &cfg));
 }
 
+CHECK_FN(rt_edsr_config_get) {
+    rt_edsr_config cfg;
+    ST(RT_ERR_INVALID_ARG, "name", rt_edsr_config_get(NULL, &cfg));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_edsr_config_get("edsr", NULL));
+    ST(RT_ERR_INVALID_ARG, "unknown", rt_edsr_config_get("edsr9", &cfg));
+}
+
+CHECK_FN(rt_edsr_build) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
+    rt_edsr_config cfg, bad;
+    rt_edsr_config_get("edsr", &cfg);
+    bad = cfg;
+    bad.n_feats = 0;
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "out", rt_edsr_build(&cfg, &ctx, NULL));
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_edsr_build(NULL, &ctx, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_edsr_build(&cfg, NULL, &m));
+    ST(RT_ERR_INVALID_ARG, "n_feats", rt_edsr_build(&bad, &ctx, &m));
+    bad = cfg;
+    bad.in_channels = 0;
+    ST(RT_ERR_INVALID_ARG, "in_channels", rt_edsr_build(&bad, &ctx, &m));
+}
+
+CHECK_FN(rt_edsr_num_params) {
+    rt_edsr_config cfg;
+    rt_edsr_config_get("edsr", &cfg);
+    cfg.scale = 7;
+    VAL(rt_edsr_num_params(NULL) == -1);
+    VAL(rt_edsr_num_params(&cfg) == -1);
+}
+
 CHECK_FN(rt_revnet_build) {
     rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
     rt_revnet_config cfg, bad;
@@ -3420,6 +3453,8 @@ static const api_entry models_entries[] = {
     E(rt_revnet_build),
     /* models/model.h, unet.h: segmentation models */
     E(rt_model_name_is_segmentation), E(rt_unet_config_get), E(rt_unet_size_multiple), E(rt_unet_build),
+    /* models/edsr.h: super-resolution */
+    E(rt_edsr_config_get), E(rt_edsr_build), E(rt_edsr_num_params),
 };
 
 static const api_entry kernels_entries[] = {
@@ -3905,9 +3940,10 @@ CHECK_FN(rt_kernel_upsample_bicubic_backward) {
 }
 
 CHECK_FN(rt_kernel_pixel_shuffle) {
-    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 0, NULL, kb[1]));
-    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 1, kb[0], NULL));
-    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 0, 0, kb[0], kb[1]));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 1, 0, NULL, kb[1]));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 2, 1, 1, kb[0], NULL));
+    TOL(rt_kernel_pixel_shuffle(1, 1, 2, 2, 0, 1, 0, kb[0], kb[1]));
+    TOL(rt_kernel_pixel_shuffle(1, 3, 2, 2, 2, 2, 0, kb[0], kb[1])); /* block not dividing c */
 }
 
 static const api_entry ops3d_entries[] = {

@@ -9,7 +9,13 @@
  *   fixture without a case;
  * - exact equivalences: unshuffle(shuffle(x)) == x, a blocked input gives
  *   the plain input's results, bicubic at an unchanged size is a copy;
- * - meta tensors: shapes and the bytes of a real step. */
+ * - meta tensors: shapes and the bytes of a real step;
+ * - EDSR: PyTorch parity of a small EDSR (weights loaded under
+ *   EDSR-PyTorch's paths), parameter counts against the formula of
+ *   models/edsr.h and PyTorch's count, output shapes for ×2, ×3, ×4, the
+ *   reversible EDSR's gradients against plain backpropagation through the
+ *   same blocks (relative 1e-4, as tests/test_reversible.c), and activation
+ *   memory on meta for the 16×64 baseline against an analytic bound. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,6 +28,9 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "memory/reversible.h"
+#include "models/edsr.h"
+#include "nn/state_dict.h"
 #include "nn/module.h"
 #include "nn/modules3d.h"
 #include "ops/ops3d.h"
@@ -169,8 +178,9 @@ TU_TEST(bicubic_same_size_is_copy) {
 }
 
 /* An op on a blocked copy of x gives the plain result and gradient (the
- * bicubic kernel reads the blocked order directly: relative 1e-6 for the
- * summation order; the shuffle reorders to plain first: exact). */
+ * kernels read the blocked order directly; the shuffle whose output
+ * channels do not fill a block reorders to plain first). tol 0: the same
+ * float operations in the same order. */
 static void layout_check(const char *name, gc_fn fn, void *ctx, rt_tensor *x, double tol) {
     CHECK(x);
     rt_tensor *a = tu_own(rt_tensor_empty_like(x, RT_MEM_DATA)), *b = tu_own(rt_tensor_empty_like(x, RT_MEM_DATA));
@@ -197,7 +207,7 @@ static void layout_check(const char *name, gc_fn fn, void *ctx, rt_tensor *x, do
     CHECK_OK(rt_backward(ya, r, false));
     CHECK_OK(rt_backward(yb, rb, false));
     double e = rt_rel_difference(yb, ya), eg = rt_rel_difference(b->grad, a->grad);
-    printf("  layout %-16s output (%s) rel diff %.3g, grad %.3g\n", name,
+    printf("  layout %-22s output (%s) rel diff %.3g, grad %.3g\n", name,
            yb->layout == RT_LAYOUT_BLOCKED ? "blocked" : "plain", e, eg);
     CHECK(e <= tol && eg <= tol);
 }
@@ -206,9 +216,14 @@ TU_TEST(blocked_layout) {
     seed_inputs(1605);
     const int64_t B = rt_layout_block();
     int64_t r = 2;
-    layout_check("pixel_shuffle", f_shuffle, &r, RANDN(0, 1, 2, 4 * B, 3, 2), 0.0);
+    layout_check("pixel_shuffle", f_shuffle, &r, RANDN(0, 1, 2, 4 * B, 3, 2), 0.0); /* stays blocked */
+    layout_check("pixel_shuffle_to_plain", f_shuffle, &r, RANDN(0, 1, 2, 2 * B, 3, 2), 0.0); /* B/2 out */
+    layout_check("pixel_unshuffle", f_unshuffle, &r, RANDN(0, 1, 2, B, 4, 6), 0.0);
+    r = 3;
+    layout_check("pixel_shuffle_r3", f_shuffle, &r, RANDN(0, 1, 1, 9 * B, 2, 3), 0.0);
+    r = 2;
     up_ctx odd = {(int64_t[]){11, 13}, NULL};
-    layout_check("bicubic", f_bicubic, &odd, RANDN(0, 1, 2, B, 7, 5), 1e-6);
+    layout_check("bicubic", f_bicubic, &odd, RANDN(0, 1, 2, B, 7, 5), 0.0);
 }
 
 TU_TEST(refusals) {
@@ -295,10 +310,297 @@ TU_TEST(pixel_shuffle_module) {
     CHECK(rt_rel_difference(y, z) == 0.0);
 }
 
+/* ------------------------------------------------------------ EDSR */
+
+static void destroy_sd_(void *sd) { rt_state_dict_destroy(sd); }
+
+/* EDSR of cfg on dev from Philox stream seed, its state dict in *sd (both
+ * freed at the end of the test). */
+static rt_module *edsr(const rt_edsr_config *cfg, rt_device dev, uint64_t seed, rt_state_dict **sd) {
+    rt_init_ctx ctx = rt_init_ctx_make(dev, seed);
+    rt_module *net = NULL;
+    if (rt_edsr_build(cfg, &ctx, &net) != RT_OK) {
+        fprintf(stderr, "  rt_edsr_build: %s\n", rt_error_last());
+        return NULL;
+    }
+    tu_defer(destroy_module_, net);
+    if (sd) {
+        if (rt_module_state_dict(net, sd) != RT_OK) return NULL;
+        tu_defer(destroy_sd_, *sd);
+    }
+    return net;
+}
+
+static rt_edsr_config small_cfg(void) {
+    return (rt_edsr_config){.in_channels = 1, .out_channels = 1, .n_resblocks = 2, .n_feats = 8, .res_scale = 0.1f,
+                            .scale = 2};
+}
+
+/* The fixture's EDSR (EDSR-PyTorch's tree): weights copied in by state-dict
+ * path, forward, backward of sum(y·grad_y); y, the input gradient and every
+ * parameter gradient compared; then the counts PyTorch reported for the
+ * RGB baselines against rt_edsr_num_params and a built tree. */
+static void parity_edsr(const char *name) {
+    rt_st_file *f = fx_open(name);
+    CHECK(f);
+    int64_t in, blocks, feats, scale;
+    CHECK(fx_ints(f, "in_channels", 1, &in) && fx_ints(f, "n_resblocks", 1, &blocks) &&
+          fx_ints(f, "n_feats", 1, &feats) && fx_ints(f, "scale", 1, &scale));
+    rt_edsr_config cfg = {.in_channels = in, .out_channels = in, .n_resblocks = (int)blocks, .n_feats = feats,
+                          .res_scale = (float)fx_double(f, "res_scale"), .scale = (int)scale};
+    rt_state_dict *sd = NULL;
+    rt_module *net = edsr(&cfg, RT_DEVICE_CPU, 1, &sd);
+    CHECK(net);
+    int n_params = 0;
+    for (int i = 0; i < sd->n; i++) {
+        rt_state_entry *e = &sd->entries[i];
+        CHECK(e->kind == RT_ENTRY_PARAM);
+        rt_tensor *t = fx_tensor(f, e->name, false);
+        CHECK(t && rt_tensor_same_shape(t, e->tensor));
+        CHECK_OK(rt_tensor_copy(e->tensor, t));
+        n_params++;
+    }
+    int fixture_params = 0;
+    for (size_t i = 0; i < rt_st_count(f); i++) { /* every tensor but x, y and grad* is a parameter */
+        const char *en = rt_st_entry_at(f, i)->name;
+        fixture_params += strncmp(en, "grad", 4) != 0 && strcmp(en, "x") != 0 && strcmp(en, "y") != 0;
+    }
+    printf("  %d parameters loaded by path (the fixture has %d), %lld elements\n", n_params, fixture_params,
+           (long long)rt_state_dict_num_param_elements(sd));
+    CHECK_EQ_INT(n_params, fixture_params);
+    int64_t want;
+    CHECK(fx_ints(f, "params", 1, &want));
+    CHECK_EQ_INT(rt_state_dict_num_param_elements(sd), want);
+    rt_tensor *x = fx_tensor(f, "x", true), *y = NULL;
+    CHECK(x);
+    CHECK_OK(rt_module_forward(net, x, &y));
+    tu_own(y);
+    fx_forward_backward(f, y, "y", "grad_y");
+    fx_compare_grad(f, "grad_x", x);
+    char gname[160];
+    for (int i = 0; i < sd->n; i++) {
+        snprintf(gname, sizeof gname, "grad.%s", sd->entries[i].name);
+        fx_compare(f, gname, sd->entries[i].tensor->grad);
+    }
+    /* PyTorch's counts of the RGB baseline (16 × 64) at ×2, ×3, ×4 */
+    const char *keys[3] = {"baseline_params_x2_rgb", "baseline_params_x3_rgb", "baseline_params_x4_rgb"};
+    for (int s = 2; s <= 4; s++) {
+        rt_edsr_config b = {.in_channels = 3, .out_channels = 3, .n_resblocks = 16, .n_feats = 64,
+                            .res_scale = 0.1f, .scale = s};
+        CHECK(fx_ints(f, keys[s - 2], 1, &want));
+        rt_state_dict *bsd = NULL;
+        CHECK(edsr(&b, RT_DEVICE_META, 1, &bsd));
+        printf("  EDSR baseline RGB x%d: PyTorch %lld parameters, formula %lld, built %lld\n", s, (long long)want,
+               (long long)rt_edsr_num_params(&b), (long long)rt_state_dict_num_param_elements(bsd));
+        CHECK_EQ_INT(rt_edsr_num_params(&b), want);
+        CHECK_EQ_INT(rt_state_dict_num_param_elements(bsd), want);
+    }
+}
+
+#define EDSR_CASES(X) X(edsr_small, parity_edsr)
+EDSR_CASES(DEFINE_CASE)
+
+/* Output shapes at ×2, ×3, ×4, plain and reversible; parameter counts of
+ * built trees equal the formula (rt_edsr_num_params), including the
+ * 1-channel baselines quoted in models/edsr.h. */
+TU_TEST(edsr_shapes_and_counts) {
+    rt_tensor *x = tu_own(rt_tensor_create(4, (int64_t[]){2, 1, 10, 7}, RT_F32, RT_DEVICE_META, RT_MEM_DATA));
+    CHECK(x);
+    for (int rev = 0; rev <= 1; rev++)
+        for (int s = 2; s <= 4; s++) {
+            rt_edsr_config c = small_cfg();
+            c.scale = s;
+            c.reversible = rev;
+            c.out_channels = 2;
+            rt_state_dict *sd = NULL;
+            rt_module *net = edsr(&c, RT_DEVICE_META, 3, &sd);
+            CHECK(net);
+            rt_tensor *y = NULL;
+            CHECK_OK(rt_module_forward(net, x, &y));
+            tu_own(y);
+            CHECK(y->ndim == 4 && y->shape[0] == 2 && y->shape[1] == 2 && y->shape[2] == 10 * s &&
+                  y->shape[3] == 7 * s);
+            CHECK_EQ_INT(rt_state_dict_num_param_elements(sd), rt_edsr_num_params(&c));
+            CHECK_EQ_INT(rt_module_count_reversible(net), rev);
+        }
+    /* the baselines of models/edsr.h's comment: 1 channel ×2 */
+    rt_edsr_config c;
+    CHECK_OK(rt_edsr_config_get("edsr", &c));
+    CHECK_EQ_INT(rt_edsr_num_params(&c), 1367553);
+    CHECK_OK(rt_edsr_config_get("edsr_rev", &c));
+    CHECK_EQ_INT(rt_edsr_num_params(&c), 1368577);
+    rt_state_dict *sd = NULL;
+    CHECK(edsr(&c, RT_DEVICE_META, 3, &sd));
+    CHECK_EQ_INT(rt_state_dict_num_param_elements(sd), 1368577);
+    CHECK(rt_state_dict_find(sd, "body.15.g.2.weight") && rt_state_dict_find(sd, "body.16.weight") &&
+          rt_state_dict_find(sd, "tail.0.0.weight") && rt_state_dict_find(sd, "tail.1.bias"));
+    c.rev_hidden = 32;
+    CHECK_EQ_INT(rt_edsr_num_params(&c), 777729);
+    printf("  EDSR 16x64, 1 channel, x2: plain 1367553, reversible (hidden 64) 1368577, (hidden 32) 777729\n");
+    c.n_feats = 63;
+    CHECK(refused(rt_edsr_build(&c, &(rt_init_ctx){0}, &(rt_module *){NULL}), RT_ERR_INVALID_ARG, "even"));
+    c.n_feats = 64;
+    c.scale = 5;
+    CHECK(refused(rt_edsr_build(&c, &(rt_init_ctx){0}, &(rt_module *){NULL}), RT_ERR_INVALID_ARG, "scale"));
+}
+
+/* The reversible EDSR's gradients equal plain backpropagation through the
+ * same blocks (rt_module_set_reversible(net, false)): same seed, same
+ * parameters, same input and upstream gradient; every parameter gradient
+ * and the input gradient within 1e-4 relative (tests/test_reversible.c's
+ * tolerance), outputs within 1e-6. */
+TU_TEST(edsr_reversible_gradients) {
+    seed_inputs(1608);
+    rt_edsr_config c = small_cfg();
+    c.n_resblocks = 4;
+    c.n_feats = 16;
+    c.reversible = true;
+    rt_state_dict *sa = NULL, *sb = NULL;
+    rt_module *a = edsr(&c, RT_DEVICE_CPU, 9, &sa), *b = edsr(&c, RT_DEVICE_CPU, 9, &sb);
+    CHECK(a && b);
+    rt_module_set_reversible(a, false);
+    rt_tensor *x = RANDN(0, 1, 2, 1, 12, 10), *xa = NULL, *xb = NULL, *ya = NULL, *yb = NULL;
+    CHECK(x);
+    xa = tu_own(rt_tensor_empty_like(x, RT_MEM_DATA));
+    xb = tu_own(rt_tensor_empty_like(x, RT_MEM_DATA));
+    CHECK_OK(rt_tensor_copy(xa, x));
+    CHECK_OK(rt_tensor_copy(xb, x));
+    CHECK_OK(rt_tensor_set_requires_grad(xa, true));
+    CHECK_OK(rt_tensor_set_requires_grad(xb, true));
+    CHECK_OK(rt_module_forward(a, xa, &ya));
+    tu_own(ya);
+    CHECK_OK(rt_module_forward(b, xb, &yb));
+    tu_own(yb);
+    rt_generator g = {5, 0};
+    rt_tensor *r = tu_randn_like(&g, ya, 1.0f);
+    CHECK(r);
+    CHECK_OK(rt_backward(ya, r, false));
+    CHECK_OK(rt_backward(yb, r, false));
+    double ey = rt_rel_difference(yb, ya), ex = rt_rel_difference(xb->grad, xa->grad), worst = 0.0;
+    const char *worst_name = "";
+    CHECK_EQ_INT(sa->n, sb->n);
+    for (int i = 0; i < sa->n; i++) {
+        rt_tensor *ga = sa->entries[i].tensor->grad, *gb = sb->entries[i].tensor->grad;
+        CHECK(ga && gb);
+        double e = rt_rel_difference(gb, ga);
+        if (!(e <= worst)) {
+            worst = e;
+            worst_name = sa->entries[i].name;
+        }
+    }
+    printf("  reversible vs plain: output rel %.3g, input grad rel %.3g, worst parameter grad rel %.3g (%s), "
+           "%d parameters\n", ey, ex, worst, worst_name, sa->n);
+    CHECK(ey <= 1e-6);
+    CHECK(ex <= 1e-4);
+    CHECK(worst <= 1e-4);
+}
+/* One training step's memory on meta: forward, backward of sum(y·r).
+ * saved: SAVED bytes live at the end of the forward (what backward keeps);
+ * peak: the step's peak of all bytes above those live before it (the
+ * parameters), gradients and temporaries included. */
+typedef struct edsr_mem {
+    int64_t saved, peak, grads;
+} edsr_mem;
+
+static bool edsr_step_memory_on(rt_device dev, const rt_edsr_config *c, int64_t n, int64_t h, int64_t w,
+                                edsr_mem *out) {
+    rt_module *net = edsr(c, dev, 1, NULL);
+    rt_tensor *x = tu_own(rt_tensor_zeros(4, (int64_t[]){n, c->in_channels, h, w}, RT_F32, dev, RT_MEM_DATA));
+    if (!net || !x) return false;
+    rt_memstats m0, m1, m2;
+    rt_memstats_get(&m0);
+    rt_memstats_reset_peaks();
+    rt_tensor *y = NULL;
+    rt_status st = rt_module_forward(net, x, &y);
+    rt_memstats_get(&m1);
+    if (st == RT_OK) st = rt_backward(y, y, false); /* the upstream gradient's values do not matter */
+    rt_tensor_release(y);
+    rt_memstats_get(&m2);
+    if (st != RT_OK) {
+        fprintf(stderr, "  EDSR step on meta: %s\n", rt_error_last());
+        return false;
+    }
+    out->saved = m1.live[RT_MEM_SAVED] - m0.live[RT_MEM_SAVED];
+    out->peak = m2.peak_total - m0.live_total;
+    out->grads = m2.live[RT_MEM_GRAD] - m0.live[RT_MEM_GRAD];
+    return true;
+}
+
+static bool edsr_step_memory(const rt_edsr_config *c, int64_t n, int64_t h, int64_t w, edsr_mem *out) {
+    return edsr_step_memory_on(RT_DEVICE_META, c, n, h, w, out);
+}
+
+/* The meta device books exactly the bytes of a real EDSR step (plain and
+ * reversible, F = 16 so the blocked order and the blocked pixel shuffle
+ * run), so the baseline's numbers below are those of a real step. */
+TU_TEST(edsr_meta_matches_real) {
+    for (int rev = 0; rev <= 1; rev++) {
+        rt_edsr_config c = small_cfg();
+        c.n_feats = 16;
+        c.reversible = rev;
+        edsr_mem cpu, meta;
+        CHECK(edsr_step_memory_on(RT_DEVICE_CPU, &c, 2, 10, 12, &cpu));
+        CHECK(edsr_step_memory_on(RT_DEVICE_META, &c, 2, 10, 12, &meta));
+        printf("  %s EDSR step: saved cpu %lld / meta %lld bytes, peak cpu %lld / meta %lld bytes\n",
+               rev ? "reversible" : "plain", (long long)cpu.saved, (long long)meta.saved, (long long)cpu.peak,
+               (long long)meta.peak);
+        CHECK(cpu.peak > 0);
+        CHECK_EQ_INT(meta.saved, cpu.saved);
+        CHECK_EQ_INT(meta.peak, cpu.peak);
+    }
+}
+
+/* The 16 × 64 baseline (1 channel, ×2) at batch 4 of 48 × 48 low-resolution
+ * patches (EDSR's training patch, 96 × 96 at the output). With a = N·H·W·4
+ * bytes (one channel of the low-resolution batch) and s the scale:
+ *   plain EDSR keeps, per residual block, its input (for conv 1) and the
+ *   ReLU's output (for ReLU's backward and conv 2): at least 2·B·F·a bytes
+ *   (32 F·a at B = 16);
+ *   the reversible EDSR keeps, whatever B, the sequence's output (which is
+ *   also the body conv's input, F·a), the skip sum (the upsampler conv's
+ *   input, F·a) and the last conv's input after the pixel shuffle
+ *   (s²·F·a), plus the input x (c·a, when it is not DATA): at most
+ *   (c + (2 + s²)·F)·a — 6 F·a at ×2, 16% of plain's bound.
+ * Asserted: both bounds; the reversible saved bytes equal at B = 4 and 16;
+ * the reversible step's peak grows from B = 4 to 16 by at most the 12 extra
+ * blocks' parameter gradients (nothing else in it depends on depth); and
+ * it stays below plain's peak (printed: the ratio depends on where the
+ * convolution algorithm's scratch puts the peak, see the report). */
+TU_TEST(edsr_memory_meta) {
+    rt_edsr_config c;
+    CHECK_OK(rt_edsr_config_get("edsr", &c));
+    const int64_t n = 4, h = 48, w = 48, a = n * h * w * 4, F = c.n_feats, s = c.scale;
+    edsr_mem plain, rev, rev4;
+    CHECK(edsr_step_memory(&c, n, h, w, &plain));
+    c.reversible = true;
+    CHECK(edsr_step_memory(&c, n, h, w, &rev));
+    c.n_resblocks = 4;
+    CHECK(edsr_step_memory(&c, n, h, w, &rev4));
+    printf("  EDSR 16x64 x2, batch %lld of %lldx%lld, one channel of it a = %lld bytes:\n", (long long)n,
+           (long long)h, (long long)w, (long long)a);
+    printf("    plain       saved %10lld bytes (%5.1f F·a), step peak %10lld bytes (grads %lld)\n",
+           (long long)plain.saved, (double)plain.saved / (double)(F * a), (long long)plain.peak,
+           (long long)plain.grads);
+    printf("    reversible  saved %10lld bytes (%5.1f F·a), step peak %10lld bytes (grads %lld)\n",
+           (long long)rev.saved, (double)rev.saved / (double)(F * a), (long long)rev.peak, (long long)rev.grads);
+    printf("    reversible with 4 blocks: saved %lld bytes, step peak %lld bytes\n", (long long)rev4.saved,
+           (long long)rev4.peak);
+    printf("    saved ratio %.3f, step peak ratio %.3f\n", (double)rev.saved / (double)plain.saved,
+           (double)rev.peak / (double)plain.peak);
+    CHECK(plain.saved >= 2 * 16 * F * a);
+    CHECK(rev.saved <= (c.in_channels + (2 + s * s) * F) * a);
+    CHECK_EQ_INT(rev4.saved, rev.saved);
+    rt_edsr_config c16 = c;
+    c16.n_resblocks = 16;
+    const int64_t extra_grads = (rt_edsr_num_params(&c16) - rt_edsr_num_params(&c)) * 4;
+    CHECK(rev.peak >= rev4.peak && rev.peak - rev4.peak <= extra_grads);
+    CHECK(rev.peak < plain.peak);
+}
+
 /* ------------------------------------------------------------ fixtures */
 
 #define CASE_NAME(name, runner) #name,
-static const char *const g_case_names[] = {OP_CASES(CASE_NAME)};
+static const char *const g_case_names[] = {OP_CASES(CASE_NAME) EDSR_CASES(CASE_NAME)};
 
 static void all_fixtures_covered(void) {
     fx_all_covered(g_case_names, (int)(sizeof g_case_names / sizeof g_case_names[0]));
@@ -309,4 +611,7 @@ RT_TEST_MAIN({"gc_pixel_shuffle", gc_pixel_shuffle}, {"gc_upsample_bicubic", gc_
              OP_CASES(CASE_ENTRY){"shuffle_roundtrip", shuffle_roundtrip},
              {"bicubic_same_size_is_copy", bicubic_same_size_is_copy}, {"blocked_layout", blocked_layout},
              {"refusals", refusals}, {"meta_shapes", meta_shapes}, {"meta_memory_matches_real", meta_memory_matches_real},
-             {"pixel_shuffle_module", pixel_shuffle_module}, {"all_fixtures_covered", all_fixtures_covered})
+             {"pixel_shuffle_module", pixel_shuffle_module}, EDSR_CASES(CASE_ENTRY){"edsr_shapes_and_counts",
+             edsr_shapes_and_counts}, {"edsr_reversible_gradients", edsr_reversible_gradients},
+             {"edsr_meta_matches_real", edsr_meta_matches_real}, {"edsr_memory_meta", edsr_memory_meta},
+             {"all_fixtures_covered", all_fixtures_covered})

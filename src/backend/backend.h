@@ -212,8 +212,8 @@ typedef struct rt_backend {
     void (*upsample_bicubic_backward)(const rt_upsample_shape *s, const float *dy, float *dx);
 
     /* ---- pixel shuffle / unshuffle, a permutation (kernels/pixel_shuffle.h) ---- */
-    void (*pixel_shuffle)(int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int inverse, const float *src,
-                          float *dst);
+    void (*pixel_shuffle)(int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int64_t block, int inverse,
+                          const float *src, float *dst);
 
     /* ---- batch norm's own loops (kernels/norm_loops.h) ---- */
     rt_status (*batchnorm_backward_eval)(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,

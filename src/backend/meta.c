@@ -306,9 +306,9 @@ static void meta_softmax_backward(const rt_chan_shape *s, const float *y, const 
     (void)s, (void)y, (void)dy, (void)dx;
 }
 static void meta_upsample(const rt_upsample_shape *s, const float *x, float *y) { (void)s, (void)x, (void)y; }
-static void meta_pixel_shuffle(int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int inverse, const float *src,
-                               float *dst) {
-    (void)n, (void)c, (void)h, (void)w, (void)r, (void)inverse, (void)src, (void)dst;
+static void meta_pixel_shuffle(int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int64_t block, int inverse,
+                               const float *src, float *dst) {
+    (void)n, (void)c, (void)h, (void)w, (void)r, (void)block, (void)inverse, (void)src, (void)dst;
 }
 static rt_status meta_bn_backward_eval(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,
                                        const float *var, const float *weight, float *dx, float *dweight,

@@ -11,15 +11,18 @@
  * which is also the shuffle's backward (a permutation's adjoint is its
  * inverse), and the other way round.
  *
- * Buffers: contiguous f32 in the plain NCHW order, caller-owned, not
- * overlapping; nothing is allocated. OpenMP over output rows. A NULL buffer
- * or a size < 1 makes the call a no-op (the checks are the op's). */
+ * Buffers: contiguous f32, both in the plain NCHW order (block = 1) or both
+ * in the blocked nChw{L}c order with L = block (which must divide c, and so
+ * c·r²: a blocked hi tensor; see kernels/layout.h); caller-owned, not
+ * overlapping; nothing is allocated. OpenMP over output rows. A NULL
+ * buffer, a size < 1 or a block not dividing c makes the call a no-op (the
+ * checks are the op's). */
 #ifndef RT_KERNELS_PIXEL_SHUFFLE_H
 #define RT_KERNELS_PIXEL_SHUFFLE_H
 
 #include <stdint.h>
 
-void rt_kernel_pixel_shuffle(int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int inverse, const float *src,
-                             float *dst);
+void rt_kernel_pixel_shuffle(int64_t n, int64_t c, int64_t h, int64_t w, int64_t r, int64_t block, int inverse,
+                             const float *src, float *dst);
 
 #endif

@@ -158,15 +158,19 @@ rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor
  *   out[n, c, h·r + i, w·r + j] = x[n, c·r² + i·r + j, h, w],  0 <= i, j < r
  * (Shi et al. 2016, "Efficient Sub-Pixel Convolutional Neural Network",
  * eq. 4; PyTorch 1.13's order). A pure permutation: backward is the pixel
- * unshuffle of the gradient. The output is PLAIN (a BLOCKED x is reordered
- * first, differentiably). r = 1 copies. Saves nothing (only sizes).
+ * unshuffle of the gradient. The output has x's memory order when x is
+ * PLAIN, or BLOCKED with C a multiple of the block (rt_layout_block());
+ * another BLOCKED x is reordered to PLAIN first (differentiably) and the
+ * output is PLAIN. r = 1 copies. Saves nothing (only sizes).
  * RT_ERR_INVALID_ARG for r < 1; RT_ERR_SHAPE for x not 4-D or C not a
  * multiple of r². */
 rt_status rt_pixel_shuffle(rt_tensor *x, int64_t upscale_factor, rt_tensor **out);
 /* torch.nn.functional.pixel_unshuffle(x, downscale_factor = r), the inverse
  * permutation: x (N, C, H·r, W·r) → (N, C·r², H, W),
  *   out[n, c·r² + i·r + j, h, w] = x[n, c, h·r + i, w·r + j].
- * Backward: the pixel shuffle of the gradient. Output PLAIN. Saves nothing.
+ * Backward: the pixel shuffle of the gradient. The output has x's memory
+ * order unless x is BLOCKED with C not a multiple of the block (then PLAIN,
+ * as for rt_pixel_shuffle). Saves nothing.
  * RT_ERR_INVALID_ARG for r < 1; RT_ERR_SHAPE for x not 4-D or H or W not a
  * multiple of r. */
 rt_status rt_pixel_unshuffle(rt_tensor *x, int64_t downscale_factor, rt_tensor **out);

@@ -219,6 +219,32 @@ TU_TEST(normalize_and_slice) {
     CHECK(zero);
     CHECK_EQ_INT(rt_sr_normalize(zero, 99.9, NULL), RT_ERR_INVALID_ARG);
     CHECK_EQ_INT(rt_sr_normalize(v, 0.0, NULL), RT_ERR_INVALID_ARG);
+    /* random values with ties (integers 0..99, as uint8 MRI): the robust
+     * maximum is the nearest-rank percentile of the sorted positive values */
+    const int64_t r4[4] = {1, 3, 40, 50};
+    rt_generator g = {21, 0};
+    const double pcts[4] = {50.0, 99.0, 99.9, 100.0};
+    for (int t = 0; t < 4; t++) {
+        rt_tensor *r = tu_own(rt_tensor_create(4, r4, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA));
+        CHECK(r);
+        float *rp = rt_tensor_f32(r);
+        const int64_t n = rt_tensor_numel(r);
+        rt_generator_uniform(&g, n, rp);
+        for (int64_t i = 0; i < n; i++) rp[i] = floorf(rp[i] * 100.0f);
+        float sorted[6000];
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (rp[i] > 0) sorted[m++] = rp[i];
+        for (int64_t i = 1; i < m; i++) /* insertion sort: the reference, independent of the library's selection */
+            for (int64_t j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+                float tmp = sorted[j];
+                sorted[j] = sorted[j - 1];
+                sorted[j - 1] = tmp;
+            }
+        int64_t rank = (int64_t)ceil(pcts[t] / 100.0 * (double)m - 1e-9) - 1;
+        CHECK_OK(rt_sr_normalize(r, pcts[t], &q));
+        CHECK_NEAR(q, sorted[rank], 0);
+    }
 }
 
 /* Block mean against torch.nn.functional.avg_pool2d. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -159,6 +160,15 @@ static rt_status sr_model_create(const sr_opts *o, rt_device device, uint64_t se
     }
     *out = m;
     return RT_OK;
+}
+
+/* CPU seconds this process has used (all its threads). With one thread and
+ * other jobs on the machine, a step's CPU time is the time it would take on
+ * an idle core, where its wall time is not. */
+static double sr_cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* The L1 loss of EDSR's training (rt_loss_fn). */
@@ -523,7 +533,7 @@ static int sr_train(const sr_opts *o) {
         cli_fail("cannot write the training log");
         goto done;
     }
-    fprintf(log, "step,loss,bicubic_loss,lr,seconds,step_seconds\n");
+    fprintf(log, "step,loss,bicubic_loss,lr,seconds,step_seconds,step_cpu_seconds\n");
     printf("%s (%lld parameters: %lld blocks x %lld features, res_scale %g, x%lld), batch %lld of %lldx%lld LR "
            "patches, Adam lr %g, L1 loss, %lld steps, %d thread%s\n",
            m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)o->blocks, (long long)o->feats,
@@ -535,7 +545,7 @@ static int sr_train(const sr_opts *o) {
     cli_progress bar;
     cli_progress_start(&bar, stdout, "train", o->steps);
     const double t0 = cli_now_s();
-    double steady_s = 0; /* seconds of steps 2.. (the first allocates the optimizer state) */
+    double steady_s = 0, steady_cpu = 0; /* seconds of steps 2.. (the first allocates the optimizer state) */
     int64_t done_steps = 0, outside = 0;
     rt_memstats peaks = {0};
     for (int64_t s = 0; s < o->steps; s++) {
@@ -545,13 +555,13 @@ static int sr_train(const sr_opts *o) {
             outside = now.live_total - now.live[RT_MEM_PARAM] - now.live[RT_MEM_GRAD] - now.live[RT_MEM_OPTIM];
             rt_memstats_reset_peaks();
         }
-        const double ts = cli_now_s();
+        const double ts = cli_now_s(), cs = sr_cpu_s();
         rt_tensor *lr = NULL, *hr = NULL;
         rt_train_result res;
         double bic_loss = NAN;
         rt_status st = rt_sr_sampler_next(sampler, o->batch, &lr, &hr, NULL);
         if (st == RT_OK) st = rt_train_step(m->net, opt, &cfg, lr, hr, &res);
-        const double dt = cli_now_s() - ts;
+        const double dt = cli_now_s() - ts, dc = sr_cpu_s() - cs;
         if (st == RT_OK) st = sr_bicubic_l1(lr, hr, &bic_loss); /* the reference, outside the step's time */
         rt_tensor_release(lr);
         rt_tensor_release(hr);
@@ -561,10 +571,10 @@ static int sr_train(const sr_opts *o) {
             goto done;
         }
         const double now = cli_now_s();
-        if (s >= 1) steady_s += dt;
+        if (s >= 1) steady_s += dt, steady_cpu += dc;
         done_steps = s + 1;
-        fprintf(log, "%lld,%.6f,%.6f,%g,%.3f,%.4f\n", (long long)done_steps, res.loss, bic_loss, (double)o->lr,
-                now - t0, dt);
+        fprintf(log, "%lld,%.6f,%.6f,%g,%.3f,%.4f,%.4f\n", (long long)done_steps, res.loss, bic_loss, (double)o->lr,
+                now - t0, dt, dc);
         cli_progress_update(&bar, done_steps, res.loss, done_steps * o->batch);
         if (o->time_limit > 0 && now - t0 >= o->time_limit) break;
     }
@@ -579,7 +589,10 @@ static int sr_train(const sr_opts *o) {
     }
     printf("trained %lld steps in %.1f s", (long long)done_steps, train_s);
     if (done_steps > 1) {
-        printf("; %.3f s/step (steps 2..%lld)\n", steady_s / (double)(done_steps - 1), (long long)done_steps);
+        printf("; steps 2..%lld: %.3f s/step wall, %.3f s/step CPU (%d thread%s; the CPU time is the step time of an "
+               "idle machine at one thread, the wall time depends on the other jobs)\n", (long long)done_steps,
+               steady_s / (double)(done_steps - 1), steady_cpu / (double)(done_steps - 1), rt_get_num_threads(),
+               rt_get_num_threads() == 1 ? "" : "s");
         printf("measured step (steps 2..%lld): activations (SAVED peak) %.1f MiB, step peak %.1f MiB (tracked, above "
                "the volume); predicted %.1f and %.1f MiB\n", (long long)done_steps,
                (double)peaks.peak[RT_MEM_SAVED] / 1048576.0, (double)(peaks.peak_total - outside) / 1048576.0,

@@ -34,7 +34,7 @@ rows = list(csv.DictReader(open('$tmp/$model/train.csv')))
 assert [int(r['step']) for r in rows] == [1, 2, 3, 4], rows
 assert all(math.isfinite(float(r['loss'])) and float(r['loss']) > 0 for r in rows)
 assert all(0 < float(r['bicubic_loss']) < 0.2 for r in rows), rows
-assert all(float(r['step_seconds']) > 0 for r in rows)
+assert all(float(r['step_seconds']) > 0 and float(r['step_cpu_seconds']) > 0 for r in rows)
 ev = list(csv.DictReader(open('$tmp/$model/eval.csv')))
 assert len(ev) == 3 and ev[-1]['slice'] == 'mean', ev
 slices = [int(r['slice']) for r in ev[:-1]]

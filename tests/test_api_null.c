@@ -41,6 +41,7 @@
 #include "data/mnist.h"
 #include "data/nifti.h"
 #include "data/patches.h"
+#include "data/superres.h"
 #include "dist/dist.h"
 #include "dist/sync_bn.h"
 #include "io/safetensors.h"
@@ -94,6 +95,7 @@
 #include "rt_test.h"
 #include "train/seg_loss.h"
 #include "train/seg_metric.h"
+#include "train/sr_metric.h"
 #include "train/sliding_window.h"
 #include "train/scaler.h"
 #include "train/seg_loss.h"
@@ -957,6 +959,14 @@ CHECK_FN(rt_mse_loss) {
     ST(RT_ERR_INVALID_ARG, "input", rt_mse_loss(NULL, x, &y));
     ST(RT_ERR_INVALID_ARG, "target", rt_mse_loss(x, NULL, &y));
     ST(RT_ERR_SHAPE, "mse_loss", rt_mse_loss(x, T(6), &y));
+}
+
+CHECK_FN(rt_l1_loss) {
+    rt_tensor *x = T(2, 3), *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_l1_loss(x, x, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_l1_loss(NULL, x, &y));
+    ST(RT_ERR_INVALID_ARG, "target", rt_l1_loss(x, NULL, &y));
+    ST(RT_ERR_SHAPE, "l1_loss", rt_l1_loss(x, T(6), &y));
 }
 
 /* The coupling ops: x2 (2, 4, 2, 2) and st (2, 8, 2, 2). */
@@ -3158,6 +3168,22 @@ CHECK_FN(rt_kernel_mse_backward) {
     VAL(d[0] == 7.0f);
 }
 
+CHECK_FN(rt_kernel_l1_forward) {
+    float y[1] = {7};
+    TOL(rt_kernel_l1_forward(2, NULL, y));
+    TOL(rt_kernel_l1_forward(2, kb[0], NULL));
+    VAL(y[0] == 7.0f);
+}
+
+CHECK_FN(rt_kernel_l1_backward) {
+    float d[2] = {7, 7}, g[1] = {1};
+    TOL(rt_kernel_l1_backward(2, 1.0f, NULL, g, d));
+    TOL(rt_kernel_l1_backward(2, 1.0f, kb[0], NULL, d));
+    TOL(rt_kernel_l1_backward(2, 1.0f, kb[0], g, NULL));
+    TOL(rt_kernel_l1_backward(-2, 1.0f, kb[0], g, d));
+    VAL(d[0] == 7.0f);
+}
+
 CHECK_FN(rt_kernel_sgd_update) {
     rt_sgd_coef c = {.momentum = 0.9f, .damp1 = 1.0f, .neg_lr = -0.1f};
     float p[2] = {7, 7}, g[2] = {1, 1};
@@ -3337,7 +3363,7 @@ static const api_entry ops_entries[] = {
     E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul_scalar), E(rt_sum), E(rt_mean),
     E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels),
     E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),
-    E(rt_dropout), E(rt_cross_entropy), E(rt_mse_loss),
+    E(rt_dropout), E(rt_cross_entropy), E(rt_mse_loss), E(rt_l1_loss),
     /* ops/batchnorm_relu.h */
     E(rt_batch_norm_relu),
     /* ops/coupling.h */
@@ -3478,6 +3504,7 @@ static const api_entry kernels_entries[] = {
     E(rt_vec_sum_to), E(rt_vec_sumsq_to), E(rt_vec_fill_from), E(rt_vec_diff_norms), E(rt_vec_max_abs_diff), E(rt_vec_first_negative),
     /* kernels/loss.h, optim.h, blas.h rows, coupling.h: the loops behind the backend table */
     E(rt_kernel_cross_entropy_forward), E(rt_kernel_cross_entropy_backward), E(rt_kernel_mse_backward),
+    E(rt_kernel_l1_forward), E(rt_kernel_l1_backward),
     E(rt_kernel_sgd_update), E(rt_kernel_adamw_update), E(rt_kernel_rows_fill), E(rt_kernel_rows_sum),
     E(rt_kernel_affine_coupling_forward), E(rt_kernel_affine_coupling_inverse),
     E(rt_kernel_affine_coupling_backward), E(rt_kernel_affine_coupling_logdet),
@@ -4093,6 +4120,112 @@ CHECK_FN(rt_sliding_window_predict) {
     rt_module_destroy(net);
 }
 
+/* ------------------------------------------------------------ super-resolution (data/superres.h,
+ * train/sr_metric.h) */
+
+static rt_tensor *sr_volume(void) { return T(1, 4, 6, 6); }
+static rt_sr_patch_options sr_opts(void) {
+    return (rt_sr_patch_options){.scale = 2, .patch = 2, .slice_lo = 0, .slice_hi = 2, .threshold = 0.0f};
+}
+
+CHECK_FN(rt_sr_normalize) {
+    double q;
+    ST(RT_ERR_INVALID_ARG, "volume", rt_sr_normalize(NULL, 99.9, &q));
+    ST(RT_ERR_INVALID_ARG, "percentile", rt_sr_normalize(sr_volume(), 0.0, &q));
+    ST(RT_ERR_SHAPE, "volume", rt_sr_normalize(T(4, 6, 6), 99.9, &q));
+    ST(RT_ERR_INVALID_ARG, "positive",
+       rt_sr_normalize(own(rt_tensor_zeros(4, SHAPE(1, 2, 2, 2), RT_F32, RT_DEVICE_CPU, RT_MEM_DATA)), 99.9, NULL));
+}
+
+CHECK_FN(rt_sr_split_slices) {
+    rt_sr_split sp;
+    ST(RT_ERR_INVALID_ARG, "out", rt_sr_split_slices(10, 0.3, 1, NULL));
+    ST(RT_ERR_INVALID_ARG, "slices", rt_sr_split_slices(2, 0.3, 0, &sp));
+    ST(RT_ERR_INVALID_ARG, "holdout", rt_sr_split_slices(10, 1.5, 0, &sp));
+    ST(RT_ERR_INVALID_ARG, "gap", rt_sr_split_slices(10, 0.3, -1, &sp));
+}
+
+CHECK_FN(rt_sr_downsample) {
+    rt_tensor *lr = NULL;
+    ST(RT_ERR_INVALID_ARG, "lr", rt_sr_downsample(T(1, 1, 4, 4), 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "hr", rt_sr_downsample(NULL, 2, &lr));
+    ST(RT_ERR_INVALID_ARG, "scale", rt_sr_downsample(T(1, 1, 4, 4), 0, &lr));
+    ST(RT_ERR_SHAPE, "multiple", rt_sr_downsample(T(1, 1, 5, 4), 2, &lr));
+    ST(RT_ERR_SHAPE, "dims", rt_sr_downsample(T(4, 4), 2, &lr));
+}
+
+CHECK_FN(rt_sr_slice) {
+    rt_tensor *hr = NULL;
+    ST(RT_ERR_INVALID_ARG, "hr", rt_sr_slice(sr_volume(), 0, 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "volume", rt_sr_slice(NULL, 0, 2, &hr));
+    ST(RT_ERR_INVALID_ARG, "slice", rt_sr_slice(sr_volume(), 4, 2, &hr));
+    ST(RT_ERR_INVALID_ARG, "scale", rt_sr_slice(sr_volume(), 0, 7, &hr));
+}
+
+CHECK_FN(rt_sr_slice_foreground) {
+    VAL(isnan(rt_sr_slice_foreground(NULL, 0, 0.0f)));
+    VAL(isnan(rt_sr_slice_foreground(sr_volume(), -1, 0.0f)));
+    VAL(rt_sr_slice_foreground(sr_volume(), 0, 10.0f) == 0.0);
+}
+
+CHECK_FN(rt_sr_eval_slices) {
+    rt_sr_split sp = {0, 1, 2, 4};
+    int64_t ks[2], n;
+    ST(RT_ERR_INVALID_ARG, "split", rt_sr_eval_slices(sr_volume(), NULL, 2, 0.0f, 0.1, ks, &n));
+    ST(RT_ERR_INVALID_ARG, "ks", rt_sr_eval_slices(sr_volume(), &sp, 2, 0.0f, 0.1, HIDDEN_NULL(int64_t *), &n));
+    ST(RT_ERR_INVALID_ARG, "n", rt_sr_eval_slices(sr_volume(), &sp, 2, 0.0f, 0.1, ks, NULL));
+    ST(RT_ERR_INVALID_ARG, "volume", rt_sr_eval_slices(NULL, &sp, 2, 0.0f, 0.1, ks, &n));
+    ST(RT_ERR_INVALID_ARG, "count", rt_sr_eval_slices(sr_volume(), &sp, 0, 0.0f, 0.1, ks, &n));
+}
+
+CHECK_FN(rt_sr_sampler_create) {
+    rt_sr_patch_options o = sr_opts();
+    rt_sr_sampler *s = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_sr_sampler_create(sr_volume(), &o, NULL));
+    ST(RT_ERR_INVALID_ARG, "options", rt_sr_sampler_create(sr_volume(), NULL, &s));
+    ST(RT_ERR_INVALID_ARG, "volume", rt_sr_sampler_create(NULL, &o, &s));
+    o.patch = 0;
+    ST(RT_ERR_INVALID_ARG, "patch", rt_sr_sampler_create(sr_volume(), &o, &s));
+    o = sr_opts(), o.slice_hi = 9;
+    ST(RT_ERR_INVALID_ARG, "slices", rt_sr_sampler_create(sr_volume(), &o, &s));
+}
+
+CHECK_FN(rt_sr_sampler_destroy) { TOL(rt_sr_sampler_destroy(NULL)); }
+
+CHECK_FN(rt_sr_sampler_next) {
+    rt_sr_patch_options o = sr_opts();
+    rt_sr_sampler *s = NULL;
+    if (rt_sr_sampler_create(sr_volume(), &o, &s) != RT_OK) abort();
+    rt_tensor *lr = NULL, *hr = NULL;
+    ST(RT_ERR_INVALID_ARG, "lr", rt_sr_sampler_next(NULL, 1, &lr, &hr, NULL));
+    ST(RT_ERR_INVALID_ARG, "lr", rt_sr_sampler_next(s, 1, NULL, &hr, NULL));
+    ST(RT_ERR_INVALID_ARG, "hr", rt_sr_sampler_next(s, 1, &lr, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "batch", rt_sr_sampler_next(s, 0, &lr, &hr, NULL));
+    rt_sr_sampler_destroy(s);
+}
+
+CHECK_FN(rt_psnr) {
+    double v;
+    rt_tensor *a = T(1, 1, 4, 4);
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_psnr(NULL, a, 0, 1.0, &v));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_psnr(a, NULL, 0, 1.0, &v));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_psnr(a, a, 0, 1.0, NULL));
+    ST(RT_ERR_INVALID_ARG, "border", rt_psnr(a, a, -1, 1.0, &v));
+    ST(RT_ERR_INVALID_ARG, "data_range", rt_psnr(a, a, 0, 0.0, &v));
+    ST(RT_ERR_INVALID_ARG, "border", rt_psnr(a, a, 2, 1.0, &v));
+    ST(RT_ERR_SHAPE, "shape", rt_psnr(a, T(1, 1, 4, 5), 0, 1.0, &v));
+}
+
+CHECK_FN(rt_ssim) {
+    double v;
+    rt_tensor *a = T(1, 1, 12, 12);
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_ssim(NULL, a, 0, 1.0, &v));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_ssim(a, NULL, 0, 1.0, &v));
+    ST(RT_ERR_INVALID_ARG, "NULL", rt_ssim(a, a, 0, 1.0, NULL));
+    ST(RT_ERR_INVALID_ARG, "11x11", rt_ssim(a, a, 1, 1.0, &v));
+    ST(RT_ERR_SHAPE, "shape", rt_ssim(a, T(1, 1, 12, 13), 0, 1.0, &v));
+}
+
 static const api_entry segment_entries[] = {
     /* data/patches.h */
     E(rt_volume_zscore), E(rt_volume_crop), E(rt_volume_flip), E(rt_volume_intensity_augment),
@@ -4101,6 +4234,10 @@ static const api_entry segment_entries[] = {
     /* train/seg_metric.h, sliding_window.h (train/seg_loss.h's entry is with the U-Nets') */
     E(rt_dice_per_class), E(rt_sliding_window_defaults),
     E(rt_sliding_window_starts), E(rt_gaussian_importance_map), E(rt_sliding_window_predict),
+    /* data/superres.h, train/sr_metric.h */
+    E(rt_sr_normalize), E(rt_sr_split_slices), E(rt_sr_downsample), E(rt_sr_slice), E(rt_sr_slice_foreground),
+    E(rt_sr_eval_slices), E(rt_sr_sampler_create), E(rt_sr_sampler_destroy), E(rt_sr_sampler_next),
+    E(rt_psnr), E(rt_ssim),
 };
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))

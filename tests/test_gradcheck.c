@@ -452,6 +452,36 @@ TU_TEST(mse_loss) {
     CHECK(gc_run(&gc));
 }
 
+static rt_status f_l1(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_l1_loss(in[0], in[1], out); }
+
+/* |x - t| has a kink at x = t: the target is x shifted by ±(0.1 + |N(0,1)|)
+ * so that no central difference of step h = 1e-2 crosses it. */
+TU_TEST(l1_loss) {
+    seed_inputs(125);
+    rt_tensor *x = RANDN(0, 1, 2, 3, 4, 3), *shift = RANDN(0, 1, 2, 3, 4, 3);
+    CHECK(x && shift);
+    rt_tensor *t = tu_own(rt_tensor_empty_like(x, RT_MEM_DATA));
+    CHECK(t);
+    const float *xp = rt_tensor_f32(x), *sp = rt_tensor_f32(shift);
+    float *tp = rt_tensor_f32(t);
+    for (int64_t i = 0; i < rt_tensor_numel(x); i++)
+        tp[i] = xp[i] + (i % 2 ? 1.0f : -1.0f) * (0.1f + fabsf(sp[i]));
+    CHECK(GC("l1_loss", f_l1, NULL, 1e-2f, x, t));
+    /* an exact tie gives sgn(0) = 0 as torch: no gradient through that element */
+    rt_tensor *a = RANDN(0, 1, 4), *b = a ? tu_own(rt_tensor_empty_like(a, RT_MEM_DATA)) : NULL, *y = NULL;
+    CHECK(a && b);
+    memcpy(rt_tensor_f32(b), rt_tensor_f32(a), 4 * sizeof(float));
+    rt_tensor_f32(b)[1] += 1.0f;
+    CHECK_OK(rt_tensor_set_requires_grad(a, true));
+    CHECK_OK(rt_l1_loss(a, b, &y));
+    tu_own(y);
+    CHECK(fabsf(rt_tensor_f32(y)[0] - 0.25f) < 1e-7f);
+    CHECK_OK(rt_backward(y, NULL, false));
+    CHECK(a->grad);
+    const float *g = rt_tensor_f32(a->grad);
+    CHECK(g[0] == 0.0f && g[1] == -0.25f && g[2] == 0.0f && g[3] == 0.0f);
+}
+
 /* ------------------------------------------------------------ reductions and pointwise math */
 
 static rt_status f_sum(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_sum(in[0], out); }
@@ -864,7 +894,7 @@ RT_TEST_MAIN({"conv2d_basic", conv2d_basic}, {"conv2d_stride2_pad_nobias", conv2
              {"adaptive_avg_pool", adaptive_avg_pool}, {"add", add}, {"add_relu", add_relu}, {"sub", sub}, {"mul_scalar", mul_scalar},
              {"cat_channels", cat_channels}, {"split_channels", split_channels},
              {"reshape_flatten", reshape_flatten}, {"dropout_gradcheck", dropout_gradcheck},
-             {"dropout_mask", dropout_mask}, {"cross_entropy", cross_entropy}, {"mse_loss", mse_loss},
+             {"dropout_mask", dropout_mask}, {"cross_entropy", cross_entropy}, {"mse_loss", mse_loss}, {"l1_loss", l1_loss},
              {"sum_mean", sum_mean}, {"square_pow", square_pow}, {"tanh_sigmoid", tanh_sigmoid},
              {"custom_loss", custom_loss}, {"pow_tanh_sigmoid_edge_values", pow_tanh_sigmoid_edge_values},
              {"new_ops_errors", new_ops_errors}, {"new_ops_meta", new_ops_meta},

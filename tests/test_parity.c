@@ -228,7 +228,7 @@ static void parity_split(const char *name) {
 }
 
 /* Losses: y is 0-d and grad_y is 1.0. */
-static void parity_loss(const char *name, bool ce) {
+static void parity_loss_op(const char *name, bool ce, rt_status (*op)(rt_tensor *, rt_tensor *, rt_tensor **)) {
     rt_st_file *f = fx_open(name);
     CHECK(f);
     rt_tensor *x = fx_tensor(f, "x", true), *t = fx_tensor(f, "target", !ce), *y = NULL;
@@ -236,7 +236,7 @@ static void parity_loss(const char *name, bool ce) {
     const char *red = rt_st_metadata(f, "reduction");
     CHECK(red && strcmp(red, "mean") == 0);
     if (ce) CHECK_OK(rt_cross_entropy(x, t, (float)fx_double(f, "label_smoothing"), &y));
-    else CHECK_OK(rt_mse_loss(x, t, &y));
+    else CHECK_OK(op(x, t, &y));
     tu_own(y);
     fx_forward_backward(f, y, "y", "grad_y");
     fx_compare_grad(f, "grad_x", x);
@@ -247,8 +247,9 @@ static void parity_loss(const char *name, bool ce) {
         fx_compare_ex(f, "grad_x", "-grad_target", y, 1e-6);
     }
 }
-static void parity_ce(const char *name) { parity_loss(name, true); }
-static void parity_mse(const char *name) { parity_loss(name, false); }
+static void parity_ce(const char *name) { parity_loss_op(name, true, NULL); }
+static void parity_mse(const char *name) { parity_loss_op(name, false, rt_mse_loss); }
+static void parity_l1(const char *name) { parity_loss_op(name, false, rt_l1_loss); }
 
 /* ------------------------------------------------------------ convnet3 */
 
@@ -381,6 +382,7 @@ static void parity_convnet3(const char *name) {
     X(cross_entropy, parity_ce)                                                          \
     X(cross_entropy_smooth, parity_ce)                                                   \
     X(mse_loss, parity_mse)                                                              \
+    X(l1_loss, parity_l1)                                                                \
     X(sum, parity_sum)                                                                   \
     X(mean, parity_mean)                                                                 \
     X(square, parity_square)                                                             \

@@ -420,6 +420,18 @@ def mse_loss():
             meta("mse_loss", reduction="mean"))
 
 
+@case
+def l1_loss():
+    x = leaf(torch.randn(2, 3, 4, 5))
+    # the target stays at least 0.1 away from x: no element sits on the kink
+    away = (0.1 + torch.randn(2, 3, 4, 5).abs()) * torch.where(torch.rand(2, 3, 4, 5) < 0.5, -1.0, 1.0)
+    target = x.detach() + away
+    y = F.l1_loss(x, target, reduction="mean")
+    grad_y = _loss_backward(y)
+    return ({"x": x, "target": target, "y": y, "grad_y": grad_y, "grad_x": x.grad},
+            meta("l1_loss", reduction="mean"))
+
+
 class ConvNet3(nn.Module):
     def __init__(self):
         super().__init__()

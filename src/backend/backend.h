@@ -172,6 +172,8 @@ typedef struct rt_backend {
     void (*cross_entropy_backward)(int64_t n, int64_t k, float smoothing, const float *p, const int32_t *t,
                                    const float *dy, float *dz);
     void (*mse_backward)(int64_t n, float sign, const float *diff, const float *dy, float *dx);
+    void (*l1_forward)(int64_t n, const float *diff, float *y);
+    void (*l1_backward)(int64_t n, float sign, const float *diff, const float *dy, float *dx);
 
     /* ---- a linear layer's bias, filled before and summed after sgemm (kernels/blas.h) ---- */
     void (*rows_fill)(int64_t rows, int64_t cols, const float *b, float *y);

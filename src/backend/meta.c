@@ -258,6 +258,11 @@ static void meta_mse_backward(int64_t n, float sign, const float *diff, const fl
     (void)n, (void)sign, (void)diff, (void)dy, (void)dx;
 }
 
+static void meta_l1_forward(int64_t n, const float *diff, float *y) { (void)n, (void)diff, (void)y; }
+static void meta_l1_backward(int64_t n, float sign, const float *diff, const float *dy, float *dx) {
+    (void)n, (void)sign, (void)diff, (void)dy, (void)dx;
+}
+
 static void meta_rows(int64_t rows, int64_t cols, const float *src, float *dst) {
     (void)rows, (void)cols, (void)src, (void)dst;
 }
@@ -412,6 +417,8 @@ const rt_backend rt_backend_meta = {
     .cross_entropy_forward = meta_cross_entropy_forward,
     .cross_entropy_backward = meta_cross_entropy_backward,
     .mse_backward = meta_mse_backward,
+    .l1_forward = meta_l1_forward,
+    .l1_backward = meta_l1_backward,
     .rows_fill = meta_rows,
     .rows_sum = meta_rows,
     .affine_coupling_forward = meta_coupling_forward,

@@ -47,3 +47,16 @@ void rt_kernel_mse_backward(int64_t n, float sign, const float *diff, const floa
     float scale = 2.0f * dy[0] / (float)n;
     rt_vec_scale(n, sign < 0 ? -scale : scale, diff, dx);
 }
+
+void rt_kernel_l1_forward(int64_t n, const float *diff, float *y) {
+    if (!y || (n > 0 && !diff)) return;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += fabs((double)diff[i]);
+    y[0] = n > 0 ? (float)(s / (double)n) : NAN;
+}
+
+void rt_kernel_l1_backward(int64_t n, float sign, const float *diff, const float *dy, float *dx) {
+    if (n <= 0 || !diff || !dy || !dx) return;
+    const float g = (sign < 0 ? -dy[0] : dy[0]) / (float)n;
+    for (int64_t i = 0; i < n; i++) dx[i] = diff[i] > 0.0f ? g : diff[i] < 0.0f ? -g : 0.0f;
+}

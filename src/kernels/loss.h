@@ -1,5 +1,5 @@
 /* revtorch's own loss loops for (N, K) logits and elementwise losses: the
- * compute halves of ops/ops.h's rt_cross_entropy and rt_mse_loss. Serial
+ * compute halves of ops/ops.h's rt_cross_entropy, rt_mse_loss and rt_l1_loss. Serial
  * (N·K is a classifier head's size). Buffers are caller-owned contiguous f32
  * (targets int32), nothing is allocated; scalars such as the loss and its
  * incoming gradient stay in the caller's (device) buffers. */
@@ -30,5 +30,16 @@ void rt_kernel_cross_entropy_backward(int64_t n, int64_t k, float smoothing, con
  * order of torch's mse_loss_backward), diff = x − target, sign ±1 (input or
  * target). n contiguous floats; dy one float. NULL buffer or n <= 0: no-op. */
 void rt_kernel_mse_backward(int64_t n, float sign, const float *diff, const float *dy, float *dx);
+
+/* L1 loss forward: y[0] = (float)(Σ|diff| / n), the sum in f64, serial in
+ * index order (so the loss does not depend on the thread count); diff =
+ * x − target, n contiguous floats; y one float (NaN for n = 0, as
+ * torch.nn.functional.l1_loss of an empty tensor). NULL y, or NULL diff with
+ * n > 0: no-op. */
+void rt_kernel_l1_forward(int64_t n, const float *diff, float *y);
+/* L1's gradient for one input: dx = sign · sgn(diff) · dy[0]/n (f32; sgn(0)
+ * = 0, torch's l1_loss backward: sign(input − target) · grad / numel), sign
+ * ±1 (input or target). NULL buffer or n <= 0: no-op. */
+void rt_kernel_l1_backward(int64_t n, float sign, const float *diff, const float *dy, float *dx);
 
 #endif

@@ -1,5 +1,5 @@
-/* Loss functions: cross-entropy with logits (optional label smoothing) and
- * MSE; the loops are the backend's (kernels/loss.h, kernels/vec.h on cpu). */
+/* Loss functions: cross-entropy with logits (optional label smoothing), MSE
+ * and L1; the loops are the backend's (kernels/loss.h, kernels/vec.h on cpu). */
 #include "backend/backend.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -93,6 +93,50 @@ rt_status rt_mse_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out) {
     rt_node *node = NULL;
     rt_tensor *inputs[2] = {x, tl};
     if (st == RT_OK) st = rt_node_create("mse_loss", 2, inputs, 1, rt_mse_backward, 0, &node);
+    if (st == RT_OK && node) st = rt_node_save(node, diff, NULL);
+    rt_tensor_release(diff);
+    rt_tensor_release(tl);
+    return rt_op_return(st, node, y, out);
+}
+
+/* d/dx = sgn(x - t)·g/n and d/dt = -d/dx. */
+static rt_status rt_l1_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rt_tensor *diff, *dy = grad_out[0];
+    RT_SAVED(self, 0, diff);
+    for (int i = 0; i < 2; i++) {
+        if (!rt_node_needs_grad(self, i)) continue;
+        if (!(grad_in[i] = rt_tensor_empty_like(diff, RT_MEM_TEMP))) return RT_ERR_OOM;
+        rt_backend_of(dy)->l1_backward(rt_tensor_numel(diff), i ? -1.0f : 1.0f, rt_tensor_f32(diff),
+                                       rt_tensor_f32(dy), rt_tensor_f32(grad_in[i]));
+    }
+    return RT_OK;
+}
+
+rt_status rt_l1_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "l1_loss"));
+    *out = NULL;
+    RT_TRY(rt_op_check_f32(x, "l1_loss", "input"));
+    RT_TRY(rt_op_check_f32(target, "l1_loss", "target"));
+    RT_TRY(rt_op_check_device(x, target, "l1_loss"));
+    if (!rt_tensor_same_shape(x, target)) {
+        char a[64], b[64];
+        return rt_error_set(RT_ERR_SHAPE, "l1_loss: input %s and target %s differ in shape",
+                            rt_tensor_shape_str(x, a, sizeof a), rt_tensor_shape_str(target, b, sizeof b));
+    }
+    rt_tensor *tl = NULL; /* target in x's memory order (target itself when they match) */
+    RT_TRY(rt_to_layout(target, x->layout, &tl));
+    rt_tensor *diff = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *y = rt_op_new(x, 0, NULL);
+    rt_status st = (diff && y) ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK) {
+        const rt_backend *be = rt_backend_of(x);
+        int64_t n = rt_tensor_numel(x);
+        be->vec_sub(n, rt_tensor_f32(x), rt_tensor_f32(tl), rt_tensor_f32(diff));
+        be->l1_forward(n, rt_tensor_f32(diff), rt_tensor_f32(y));
+    }
+    rt_node *node = NULL;
+    rt_tensor *inputs[2] = {x, tl};
+    if (st == RT_OK) st = rt_node_create("l1_loss", 2, inputs, 1, rt_l1_backward, 0, &node);
     if (st == RT_OK && node) st = rt_node_save(node, diff, NULL);
     rt_tensor_release(diff);
     rt_tensor_release(tl);

@@ -219,5 +219,12 @@ rt_status rt_cross_entropy(rt_tensor *logits, rt_tensor *target, float label_smo
 /* torch.nn.functional.mse_loss, mean reduction: x and target same shape.
  * Output: 0-d scalar. Saves: x - target. */
 rt_status rt_mse_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out);
+/* torch.nn.functional.l1_loss, mean reduction: mean |x − target| over every
+ * element, x and target f32 of the same shape (any memory orders; RT_ERR_SHAPE
+ * naming both shapes otherwise) on one device. Output: 0-d scalar (the sum in
+ * f64, kernels/loss.h). Backward: sgn(x − target)·g/numel for x and its
+ * negative for target, sgn(0) = 0 as torch's. EDSR's training loss (Lim et
+ * al. 2017, sec. 4.2). Saves: x − target. Errors as rt_mse_loss. */
+rt_status rt_l1_loss(rt_tensor *x, rt_tensor *target, rt_tensor **out);
 
 #endif

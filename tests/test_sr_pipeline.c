@@ -15,7 +15,7 @@
 #include "test_util.h"
 #include "train/sr_metric.h"
 
-#define FIXTURE_DIR RT_SOURCE_DIR "/tests/fixtures"
+#define FIXTURE_DIR RT_SOURCE_DIR "/tests/fixtures/sr_pipeline"
 #include "parity_util.h"
 
 /* A [1, D, H, W] volume whose voxel (k, y, x) is 1000·k + W·y + x + 1: each

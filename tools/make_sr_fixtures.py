@@ -4,7 +4,7 @@
 Run from anywhere:   /usr/bin/python3 tools/make_sr_fixtures.py
 (Debian's python3 with python3-torch, python3-numpy and python3-skimage.)
 
-Writes tests/fixtures/sr_metrics.safetensors (deterministic: numpy's
+Writes tests/fixtures/sr_pipeline/sr_metrics.safetensors (deterministic: numpy's
 default_rng(16), torch.manual_seed(16)):
 
     img{i}_x, img{i}_ref   F32 [N, C, H, W] image pairs in [0, 1]
@@ -30,7 +30,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures",
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "sr_pipeline",
                    "sr_metrics.safetensors")
 
 

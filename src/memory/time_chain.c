@@ -155,7 +155,10 @@ static rt_status tc_advance(tc_run *r, int t0, int n, rt_tensor *s, rt_tensor **
 }
 
 /* Records steps a..b-1 from sa and back-propagates scale·Σ loss + <S_b, dsb>;
- * *dsa: sa's gradient (NULL when a == 0: S_0 needs none). */
+ * *dsa: sa's gradient (NULL when a == 0: S_0 needs none). dsb is consumed
+ * (released as soon as the product node holds it, so that no caller keeps
+ * the gradients of states already passed: a recursion with few slots is
+ * T levels deep). */
 static rt_status tc_record(tc_run *r, int a, int b, rt_tensor *sa, rt_tensor *dsb, rt_tensor **dsa) {
     *dsa = NULL;
     bool prev = rt_grad_set_enabled(true);
@@ -185,6 +188,7 @@ static rt_status tc_record(tc_run *r, int a, int b, rt_tensor *sa, rt_tensor *ds
         rt_tensor_release(prod);
         if (st == RT_OK) st = tc_accumulate(&root, dot);
     }
+    rt_tensor_release(dsb);
     rt_tensor_release(cur);
     if (st == RT_OK && root && root->requires_grad) st = rt_backward(root, NULL, false);
     rt_tensor_release(root);
@@ -197,22 +201,30 @@ static rt_status tc_record(tc_run *r, int a, int b, rt_tensor *sa, rt_tensor *ds
     return st;
 }
 
-/* reverse(a, b, S_a, dS_b, s) of the header; dsb borrowed, *dsa new ref. */
+/* reverse(a, b, S_a, dS_b, s) of the header; sa borrowed, dsb consumed,
+ * *dsa a new reference. */
 static rt_status tc_reverse(tc_run *r, int a, int b, rt_tensor *sa, rt_tensor *dsb, int s, rt_tensor **dsa) {
+    *dsa = NULL;
     int l = b - a;
     if (l <= r->tb.seg) return tc_record(r, a, b, sa, dsb, dsa);
     int S = r->tb.S;
     if (s > S) s = S;
-    int j = r->tb.split[(size_t)l * (S + 1) + s];
-    if (s < 1 || j < 1)
+    int j = s >= 1 ? r->tb.split[(size_t)l * (S + 1) + s] : 0;
+    if (j < 1) {
+        rt_tensor_release(dsb);
         return rt_error_set(RT_ERR_INVALID_ARG, "time chain: no schedule reverses %d steps with %d slots and "
                                                 "segments of %d; give the plan more slots", l, s, r->tb.seg);
+    }
     rt_tensor *sm = NULL, *dsm = NULL;
-    RT_TRY(tc_advance(r, a, j, sa, &sm));
-    rt_status st = tc_reverse(r, a + j, b, sm, dsb, s - 1, &dsm);
+    rt_status st = tc_advance(r, a, j, sa, &sm);
+    if (st != RT_OK) {
+        rt_tensor_release(dsb);
+        return st;
+    }
+    st = tc_reverse(r, a + j, b, sm, dsb, s - 1, &dsm);
     rt_tensor_release(sm);
     if (st == RT_OK) st = tc_reverse(r, a, a + j, sa, dsm, s, dsa);
-    rt_tensor_release(dsm);
+    else rt_tensor_release(dsm);
     return st;
 }
 

@@ -13,5 +13,6 @@ int cli_cmd_check(int argc, char **argv);
 int cli_cmd_inspect(int argc, char **argv);
 int cli_cmd_segment(int argc, char **argv);
 int cli_cmd_superres(int argc, char **argv);
+int cli_cmd_video(int argc, char **argv);
 
 #endif

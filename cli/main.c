@@ -19,7 +19,9 @@ static void usage(FILE *f) {
                "  check   measure how exactly a RevNet's reversible blocks rebuild their inputs\n"
                "  inspect show what a NIfTI, IDX or safetensors file holds, as revtorch reads it\n"
                "  segment train, predict or evaluate 3-D segmentation of a NIfTI volume (brain extraction)\n"
-               "  superres train or evaluate x2 super-resolution of MRI slices (EDSR, reversible EDSR)\n\n"
+               "  superres train or evaluate x2 super-resolution of MRI slices (EDSR, reversible EDSR)\n"
+               "  video   train or evaluate next-frame prediction on Moving Fashion-MNIST (ConvLSTM, BPTT\n"
+               "          with checkpointed time steps)\n\n"
                "`revtorch <command> --help` lists a command's options.\n\n"
                "exit status: 0 success, 1 runtime failure (files, data, training), 2 usage error\n"
                "(a bad option or value, found before any work).\n");
@@ -42,6 +44,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(argv[1], "inspect")) return cli_cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(argv[1], "segment")) return cli_cmd_segment(argc - 1, argv + 1);
     if (!strcmp(argv[1], "superres")) return cli_cmd_superres(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "video")) return cli_cmd_video(argc - 1, argv + 1);
     fprintf(stderr, "revtorch: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -84,11 +84,12 @@ extern "C" {
 #include "revtorch/optim/optimizer.h"
 #include "revtorch/optim/schedule.h"
 #include "revtorch/optim/optim.h"
-/* datasets, IDX and NIfTI files, Fashion-MNIST, the batch loader */
+/* datasets, IDX and NIfTI files, Fashion-MNIST (and Moving Fashion-MNIST sequences), the batch loader */
 #include "revtorch/data/dataset.h"
 #include "revtorch/data/idx.h"
 #include "revtorch/data/loader.h"
 #include "revtorch/data/mnist.h"
+#include "revtorch/data/moving_fashion.h"
 #include "revtorch/data/nifti.h"
 #include "revtorch/data/patches.h"
 /* safetensors files; a module tree's weights to and from them */
@@ -101,20 +102,23 @@ extern "C" {
 #include "revtorch/train/seg_metric.h"
 #include "revtorch/train/sliding_window.h"
 /* memory strategies: checkpointing, reversible blocks, the planner,
- * budgets, precision regions; memory prediction on the meta device */
+ * budgets, precision regions; memory prediction on the meta device;
+ * backpropagation through time under checkpointing schedules */
 #include "revtorch/memory/checkpoint.h"
 #include "revtorch/memory/reversible.h"
 #include "revtorch/memory/planner.h"
 #include "revtorch/memory/precision.h"
 #include "revtorch/memory/predict.h"
 #include "revtorch/memory/budget.h"
-/* the model zoo: ResNets and RevNets as module trees; U-Nets; EDSR */
+#include "revtorch/memory/time_chain.h"
+/* the model zoo: ResNets and RevNets as module trees; U-Nets; EDSR; the ConvLSTM predictor */
 #include "revtorch/models/resblock.h"
 #include "revtorch/models/resnet.h"
 #include "revtorch/models/revnet.h"
 #include "revtorch/models/model.h"
 #include "revtorch/models/unet.h"
 #include "revtorch/models/edsr.h"
+#include "revtorch/models/convlstm.h"
 
 #ifdef __cplusplus
 }

@@ -39,6 +39,7 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "data/mnist.h"
+#include "data/moving_fashion.h"
 #include "data/nifti.h"
 #include "data/patches.h"
 #include "data/superres.h"
@@ -77,6 +78,8 @@
 #include "memory/precision.h"
 #include "memory/predict.h"
 #include "memory/reversible.h"
+#include "memory/time_chain.h"
+#include "models/convlstm.h"
 #include "models/edsr.h"
 #include "models/model.h"
 #include "models/resblock.h"
@@ -810,6 +813,7 @@ static void binary_checks(binary_op f, const char *op) {
 CHECK_FN(rt_add_relu) { binary_checks(rt_add_relu, "add_relu"); }
 CHECK_FN(rt_add) { binary_checks(rt_add, "add"); }
 CHECK_FN(rt_sub) { binary_checks(rt_sub, "sub"); }
+CHECK_FN(rt_mul) { binary_checks(rt_mul, "mul"); }
 
 /* Pooling: out NULL, x NULL, opts NULL, a zero kernel, a 2-D input. */
 typedef rt_status (*pool_op)(rt_tensor *, const rt_pool_opts *, rt_tensor **);
@@ -1774,6 +1778,48 @@ CHECK_FN(rt_plan_min_peak) {
     ST(RT_ERR_INVALID_ARG, "profile", rt_plan_min_peak(NULL, 1, rt_plan_options_all(), &mp));
 }
 CHECK_FN(rt_plan_free) { TOL(rt_plan_free(NULL)); }
+CHECK_FN(rt_time_plan_plain) {
+    rt_time_plan p;
+    ST(RT_ERR_INVALID_ARG, "steps >= 1", rt_time_plan_plain(4, 1, 1, NULL));
+    ST(RT_ERR_INVALID_ARG, "steps >= 1", rt_time_plan_plain(0, 1, 1, &p));
+}
+CHECK_FN(rt_time_plan_every) {
+    rt_time_plan p;
+    ST(RT_ERR_INVALID_ARG, "k >= 1", rt_time_plan_every(4, 2, 1, 1, NULL));
+    ST(RT_ERR_INVALID_ARG, "k >= 1", rt_time_plan_every(4, 0, 1, 1, &p));
+}
+CHECK_FN(rt_time_plan_budget) {
+    rt_time_plan p;
+    ST(RT_ERR_INVALID_ARG, "steps >= 1", rt_time_plan_budget(4, 1, 1, 100, NULL));
+    ST(RT_ERR_INVALID_ARG, "byte sizes", rt_time_plan_budget(4, 0, 1, 100, &p));
+    ST(RT_ERR_OOM, "least", rt_time_plan_budget(4, 10, 10, 5, &p));
+}
+static rt_status null_step(void *user, int t, rt_tensor *s, rt_tensor **next, rt_tensor **loss) {
+    (void)user, (void)t, (void)s, (void)next, (void)loss;
+    return rt_error_set(RT_ERR_STATE, "null_step: never called");
+}
+CHECK_FN(rt_time_chain_run) {
+    rt_time_plan p;
+    rt_time_plan_plain(2, 1, 1, &p);
+    ST(RT_ERR_INVALID_ARG, "required", rt_time_chain_run(NULL, NULL, &p, T(2, 3), 1.0f, NULL));
+    ST(RT_ERR_INVALID_ARG, "required", rt_time_chain_run(null_step, NULL, NULL, T(2, 3), 1.0f, NULL));
+    ST(RT_ERR_INVALID_ARG, "required", rt_time_chain_run(null_step, NULL, &p, NULL, 1.0f, NULL));
+    p.segment = 1;
+    ST(RT_ERR_INVALID_ARG, "slot", rt_time_chain_run(null_step, NULL, &p, T(2, 3), 1.0f, NULL));
+}
+CHECK_FN(rt_time_chain_profile) {
+    int64_t a, b;
+    ST(RT_ERR_INVALID_ARG, "required", rt_time_chain_profile(null_step, NULL, T(2, 3), NULL, &b));
+    ST(RT_ERR_INVALID_ARG, "required", rt_time_chain_profile(null_step, NULL, T(2, 3), &a, NULL));
+    ST(RT_ERR_INVALID_ARG, "required", rt_time_chain_profile(NULL, NULL, T(2, 3), &a, &b));
+}
+CHECK_FN(rt_time_chain_peak) {
+    rt_time_plan p;
+    int64_t peak;
+    rt_time_plan_plain(2, 1, 1, &p);
+    ST(RT_ERR_INVALID_ARG, "peak", rt_time_chain_peak(null_step, NULL, &p, T(2, 3), 1.0f, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "required", rt_time_chain_peak(NULL, NULL, &p, T(2, 3), 1.0f, &peak, NULL));
+}
 CHECK_FN(rt_checkpoint_profile) {
     int64_t shape[2] = {2, 4};
     rt_stage_profile p;
@@ -2307,6 +2353,25 @@ CHECK_FN(rt_loader_augment_params) {
 
 CHECK_FN(rt_mnist_default_dir) { VAL(rt_mnist_default_dir() != NULL); }
 
+CHECK_FN(rt_moving_fashion_defaults) { VAL(rt_moving_fashion_defaults(8).size == 64); }
+CHECK_FN(rt_moving_fashion_sequence) {
+    uint8_t im[4] = {0};
+    float out[16];
+    rt_moving_fashion_opts o = rt_moving_fashion_defaults(1);
+    o.size = 4;
+    ST(RT_ERR_INVALID_ARG, "required", rt_moving_fashion_sequence(NULL, 1, 2, &o, 0, 0, out, NULL));
+    ST(RT_ERR_INVALID_ARG, "required", rt_moving_fashion_sequence(im, 1, 2, NULL, 0, 0, out, NULL));
+    ST(RT_ERR_INVALID_ARG, "required", rt_moving_fashion_sequence(im, 1, 2, &o, 0, 0, NULL, NULL));
+    ST(RT_ERR_INVALID_ARG, "at least one image", rt_moving_fashion_sequence(im, 0, 2, &o, 0, 0, out, NULL));
+    o.frames = 0;
+    ST(RT_ERR_INVALID_ARG, "frames", rt_moving_fashion_sequence(im, 1, 2, &o, 0, 0, out, NULL));
+}
+CHECK_FN(rt_moving_fashion_batch) {
+    float out[16];
+    rt_moving_fashion_opts o = rt_moving_fashion_defaults(1);
+    ST(RT_ERR_INVALID_ARG, "required", rt_moving_fashion_batch(NULL, &o, 0, 0, 1, out));
+}
+
 CHECK_FN(rt_mnist_load) {
     rt_dataset *ds = (rt_dataset *)&ds;
     ST(RT_ERR_INVALID_ARG, "out", rt_mnist_load(rt_mnist_default_dir(), true, NULL));
@@ -2488,6 +2553,31 @@ CHECK_FN(rt_model_forward) {
     ST(RT_ERR_INVALID_ARG, "input", rt_model_forward(&m, NULL, &y));
     ST(RT_ERR_INVALID_ARG, "module", rt_model_forward(&netless, x, &y));
     rt_module_destroy(m.net);
+}
+
+CHECK_FN(rt_convlstm_create) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
+    rt_convlstm_config cfg = {1, 4, 3};
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "out", rt_convlstm_create(&ctx, &cfg, NULL));
+    ST(RT_ERR_INVALID_ARG, "ctx", rt_convlstm_create(NULL, &cfg, &m));
+    VAL(m == NULL);
+    ST(RT_ERR_INVALID_ARG, "cfg", rt_convlstm_create(&ctx, NULL, &m));
+    cfg.kernel = 2;
+    ST(RT_ERR_INVALID_ARG, "odd kernel", rt_convlstm_create(&ctx, &cfg, &m));
+}
+CHECK_FN(rt_convlstm_config_of) {
+    rt_convlstm_config c;
+    ST(RT_ERR_INVALID_ARG, "ConvLSTMPredictor", rt_convlstm_config_of(NULL, &c));
+}
+CHECK_FN(rt_convlstm_step) {
+    rt_tensor *n = NULL, *p = NULL;
+    ST(RT_ERR_INVALID_ARG, "ConvLSTMPredictor", rt_convlstm_step(NULL, T(1, 1, 2, 2), T(1, 2, 2, 2), &n, &p));
+    VAL(n == NULL && p == NULL);
+}
+CHECK_FN(rt_convlstm_seq_step) {
+    rt_tensor *n = NULL, *l = NULL;
+    ST(RT_ERR_INVALID_ARG, "outside", rt_convlstm_seq_step(NULL, 0, T(1, 2, 2, 2), &n, &l));
 }
 
 CHECK_FN(rt_resblock_create) {
@@ -3360,7 +3450,7 @@ static const api_entry autograd_entries[] = {
 static const api_entry ops_entries[] = {
     /* ops/ops.h */
     E(rt_conv), E(rt_linear), E(rt_batch_norm), E(rt_relu), E(rt_leaky_relu), E(rt_add_relu), E(rt_max_pool),
-    E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul_scalar), E(rt_sum), E(rt_mean),
+    E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul), E(rt_mul_scalar), E(rt_sum), E(rt_mean),
     E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels),
     E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),
     E(rt_dropout), E(rt_cross_entropy), E(rt_mse_loss), E(rt_l1_loss),
@@ -3418,7 +3508,8 @@ static const api_entry optim_train_entries[] = {
     E(rt_checkpoint_of), E(rt_checkpoint_sequential), E(rt_checkpoint_set_segments), E(rt_checkpoint_set_selective),
     E(rt_checkpoint_set_plain), E(rt_checkpoint_set_plan), E(rt_checkpoint_run_stages),
     /* memory/planner.h, memory/budget.h */
-    E(rt_plan_options_all), E(rt_plan_evaluate), E(rt_plan_chain), E(rt_plan_min_peak), E(rt_plan_free),
+    E(rt_plan_options_all), E(rt_plan_evaluate), E(rt_plan_chain), E(rt_plan_min_peak), E(rt_plan_free), E(rt_time_plan_plain), E(rt_time_plan_every), E(rt_time_plan_budget),
+    E(rt_time_chain_run), E(rt_time_chain_profile), E(rt_time_chain_peak),
     E(rt_checkpoint_profile), E(rt_memory_mode_str), E(rt_memory_mode_parse), E(rt_memory_mode_fraction),
     E(rt_memory_plan_make), E(rt_memory_plan_free),
 };
@@ -3449,7 +3540,8 @@ static const api_entry data_io_entries[] = {
     E(rt_loader_epoch), E(rt_loader_batch_index), E(rt_loader_next), E(rt_loader_reset), E(rt_loader_seek),
     E(rt_loader_order), E(rt_loader_augment_params),
     /* data/mnist.h */
-    E(rt_mnist_default_dir), E(rt_mnist_load), E(rt_mnist_load_first),
+    E(rt_mnist_default_dir), E(rt_mnist_load), E(rt_moving_fashion_defaults), E(rt_moving_fashion_sequence),
+    E(rt_moving_fashion_batch), E(rt_mnist_load_first),
     /* io/safetensors.h */
     E(rt_st_open), E(rt_st_count), E(rt_st_entry_at), E(rt_st_find), E(rt_st_metadata), E(rt_st_close),
     E(rt_st_dtype_size), E(rt_st_writer_create), E(rt_st_writer_add), E(rt_st_writer_set_metadata),
@@ -3463,7 +3555,8 @@ static const api_entry models_entries[] = {
     E(rt_zoo_entries), E(rt_zoo_find), E(rt_model_names), E(rt_model_name_has_reversible), E(rt_model_create),
     E(rt_model_destroy), E(rt_model_forward),
     /* models/resblock.h, resnet.h, revnet.h */
-    E(rt_resblock_create), E(rt_resnet_config_get), E(rt_resnet_build), E(rt_revnet_config_get),
+    E(rt_resblock_create), E(rt_convlstm_create), E(rt_convlstm_config_of), E(rt_convlstm_step),
+    E(rt_convlstm_seq_step), E(rt_resnet_config_get), E(rt_resnet_build), E(rt_revnet_config_get),
     E(rt_revnet_build),
     /* models/model.h, unet.h: segmentation models */
     E(rt_model_name_is_segmentation), E(rt_unet_config_get), E(rt_unet_size_multiple), E(rt_unet_build),

@@ -216,6 +216,34 @@ static rt_status f_sub(void *ctx, rt_tensor *const *in, rt_tensor **out) { retur
 static rt_status f_add_self(void *ctx, rt_tensor *const *in, rt_tensor **out) {
     return rt_add(in[0], in[0], out);
 }
+static rt_status f_mul(void *ctx, rt_tensor *const *in, rt_tensor **out) { return rt_mul(in[0], in[1], out); }
+static rt_status f_mul_self(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    return rt_mul(in[0], in[0], out);
+}
+/* a * b with a blocked (16 channels) and b plain: b is reordered, each
+ * gradient comes back in its own input's order (the product, blocked like
+ * a, is compared in the plain order) */
+static rt_status f_mul_mixed(void *ctx, rt_tensor *const *in, rt_tensor **out) {
+    rt_tensor *ab = NULL, *y = NULL;
+    RT_TRY(rt_to_layout(in[0], RT_LAYOUT_BLOCKED, &ab));
+    rt_status st = rt_mul(ab, in[1], &y);
+    rt_tensor_release(ab);
+    if (st == RT_OK && y->layout != RT_LAYOUT_BLOCKED)
+        st = rt_error_set(RT_ERR_STATE, "mul_mixed_layout: the product should keep a's blocked order");
+    if (st == RT_OK) st = rt_to_layout(y, RT_LAYOUT_PLAIN, out);
+    rt_tensor_release(y);
+    return st;
+}
+
+/* torch.mul: both gradients (da = dy·b, db = dy·a), x·x (one saved tensor,
+ * the gradient accumulates to 2·x·r), and inputs in different orders. */
+TU_TEST(mul) {
+    seed_inputs(131);
+    CHECK(GC("mul", f_mul, NULL, 1e-2f, RANDN(0, 1, 2, 3, 4, 4), RANDN(0, 1, 2, 3, 4, 4)));
+    CHECK(GC("mul_same_input", f_mul_self, NULL, 1e-2f, RANDN(0, 1, 3, 5)));
+    CHECK(GC("mul_mixed_layout", f_mul_mixed, NULL, 1e-2f, RANDN(0, 1, 1, 16, 3, 3), RANDN(0, 1, 1, 16, 3, 3)));
+}
+
 static rt_status f_mul_scalar(void *ctx, rt_tensor *const *in, rt_tensor **out) {
     return rt_mul_scalar(in[0], *(float *)ctx, out);
 }
@@ -891,7 +919,7 @@ RT_TEST_MAIN({"conv2d_basic", conv2d_basic}, {"conv2d_stride2_pad_nobias", conv2
              {"conv2d_rect_mixed", conv2d_rect_mixed}, {"conv3d", conv3d}, {"linear", linear},
              {"batch_norm_train", batch_norm_train}, {"batch_norm_eval", batch_norm_eval}, {"relu", relu},
              {"leaky_relu", leaky_relu}, {"max_pool", max_pool}, {"avg_pool", avg_pool},
-             {"adaptive_avg_pool", adaptive_avg_pool}, {"add", add}, {"add_relu", add_relu}, {"sub", sub}, {"mul_scalar", mul_scalar},
+             {"adaptive_avg_pool", adaptive_avg_pool}, {"add", add}, {"add_relu", add_relu}, {"sub", sub}, {"mul", mul}, {"mul_scalar", mul_scalar},
              {"cat_channels", cat_channels}, {"split_channels", split_channels},
              {"reshape_flatten", reshape_flatten}, {"dropout_gradcheck", dropout_gradcheck},
              {"dropout_mask", dropout_mask}, {"cross_entropy", cross_entropy}, {"mse_loss", mse_loss}, {"l1_loss", l1_loss},

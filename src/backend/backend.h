@@ -142,6 +142,7 @@ typedef struct rt_backend {
     /* ---- elementwise, n contiguous f32 (kernels/vec.h) ---- */
     void (*vec_add)(int64_t n, const float *a, const float *b, float *out);
     void (*vec_sub)(int64_t n, const float *a, const float *b, float *out);
+    void (*vec_mul)(int64_t n, const float *a, const float *b, float *out); /* out = a * b */
     void (*vec_add_relu)(int64_t n, const float *a, const float *b, float *out);
     void (*vec_axpy)(int64_t n, float alpha, const float *x, float *y);
     void (*vec_scale)(int64_t n, float alpha, const float *x, float *out);

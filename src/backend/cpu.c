@@ -37,6 +37,7 @@ const rt_backend rt_backend_cpu = {
     /* revtorch's own loops */
     .vec_add = rt_vec_add,
     .vec_sub = rt_vec_sub,
+    .vec_mul = rt_vec_mul,
     .vec_add_relu = rt_vec_add_relu,
     .vec_axpy = rt_vec_axpy,
     .vec_scale = rt_vec_scale,

@@ -395,6 +395,7 @@ const rt_backend rt_backend_meta = {
     /* revtorch's own loops */
     .vec_add = meta_binary,
     .vec_sub = meta_binary,
+    .vec_mul = meta_binary,
     .vec_add_relu = meta_binary,
     .vec_axpy = meta_scalar_map,
     .vec_scale = meta_scalar_map,

@@ -104,3 +104,51 @@ static rt_status rt_pow_op(rt_tensor *x, float p, const char *op, rt_tensor **ou
 rt_status rt_square(rt_tensor *x, rt_tensor **out) { return rt_pow_op(x, 2.0f, "square", out); }
 
 rt_status rt_pow_scalar(rt_tensor *x, float p, rt_tensor **out) { return rt_pow_op(x, p, "pow_scalar", out); }
+
+/* d(a·b): da = dy·b, db = dy·a, each from the other input saved at forward
+ * (only the one whose partner needs a gradient is saved). */
+static rt_status rt_mul_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    rt_tensor *dy = grad_out[0];
+    const int *slot = self->ctx; /* slot[i]: the saved partner of input i, -1 when input i needs none */
+    for (int i = 0; i < 2; i++) {
+        if (!rt_node_needs_grad(self, i)) continue;
+        rt_tensor *other = NULL;
+        RT_SAVED(self, slot[i], other);
+        rt_tensor *dyl = NULL; /* dy in the partner's memory order */
+        RT_TRY(rt_to_layout(dy, other->layout, &dyl));
+        if (!(grad_in[i] = rt_tensor_empty_like(other, RT_MEM_TEMP))) {
+            rt_tensor_release(dyl);
+            return RT_ERR_OOM;
+        }
+        rt_backend_of(dy)->vec_mul(rt_tensor_numel(dy), rt_tensor_f32(dyl), rt_tensor_f32(other),
+                                   rt_tensor_f32(grad_in[i]));
+        rt_tensor_release(dyl);
+    }
+    return RT_OK;
+}
+
+rt_status rt_mul(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
+    RT_TRY(rt_op_check_out(out, "mul"));
+    *out = NULL;
+    RT_TRY(rt_op_check_pair(a, b, "mul"));
+    rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */
+    RT_TRY(rt_to_layout(b, a->layout, &bl));
+    rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
+    rt_status st = y ? RT_OK : RT_ERR_OOM;
+    if (st == RT_OK) rt_backend_of(a)->vec_mul(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
+    rt_node *node = NULL;
+    rt_tensor *inputs[2] = {a, bl};
+    if (st == RT_OK) st = rt_node_create("mul", 2, inputs, 1, rt_mul_backward, 2 * sizeof(int), &node);
+    if (st == RT_OK && node) {
+        int *slot = node->ctx;
+        slot[0] = slot[1] = -1;
+        /* a's gradient needs b, b's needs a; a tensor both need is saved once */
+        if (rt_node_needs_grad(node, 0)) st = rt_node_save(node, bl, &slot[0]);
+        if (st == RT_OK && rt_node_needs_grad(node, 1)) {
+            if (a == bl && slot[0] >= 0) slot[1] = slot[0];
+            else st = rt_node_save(node, a, &slot[1]);
+        }
+    }
+    rt_tensor_release(bl);
+    return rt_op_return(st, node, y, out);
+}

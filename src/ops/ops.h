@@ -101,6 +101,11 @@ rt_status rt_adaptive_avg_pool_1(rt_tensor *x, rt_tensor **out);
 rt_status rt_add(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 /* a - b (same shape). Saves nothing. */
 rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out);
+/* a * b elementwise (same shape; torch.mul without broadcasting; b is
+ * converted to a's memory order if they differ, the output has a's order).
+ * Backward: da = dy·b, db = dy·a. Saves: b when a needs a gradient, a when
+ * b does (one tensor for rt_mul(x, x)). Errors as rt_add. */
+rt_status rt_mul(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 /* scale · x. Saves nothing. */
 rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out);
 

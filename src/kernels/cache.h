@@ -39,4 +39,11 @@ size_t rt_kernels_cache_size(void);
  * this counter before and after a repeated call. Not reset by release. */
 int64_t rt_kernels_primitives_created(void);
 
+/* Weight reorders (a convolution's input weights from the caller's layout
+ * into the primitive's) this thread has executed since it started, cached
+ * (kernels/conv.h "Weight cache": one per weight version and format) or
+ * not (one per call); tests compare it before and after calls. Not reset by
+ * release. */
+int64_t rt_kernels_weight_reorders(void);
+
 #endif

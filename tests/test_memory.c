@@ -172,26 +172,11 @@ static int64_t analytic_saved_bytes(void) {
     return c1 + bn1_stats + r1 + ws + p1 + c2 + bn2_stats + r2 + a + prob;
 }
 
-/* Bytes of the convolution weights' cached copies in the primitives'
- * formats (kernels/conv.h "Weight cache": TEMP, kept with the weight until
- * its next version; no optimizer steps here, so they stay until the net is
- * destroyed). */
-static int64_t weight_cache_bytes(const net *m) {
-    int64_t b = 0;
-    for (int i = 0; i < m->sd->n; i++) {
-        const rt_tensor *t = m->sd->entries[i].tensor;
-        for (const rt_storage_derived *d = t && t->storage ? t->storage->derived : NULL; d; d = d->next)
-            b += (int64_t)d->nbytes;
-    }
-    return b;
-}
-
 /* One training step; records live after forward, and peaks of the step. */
 typedef struct step_result {
     rt_memstats after_forward;
     rt_memstats after_step;   /* after backward and releasing loss, batch still held */
     rt_memstats after_batch;  /* after releasing the batch too */
-    int64_t cached_forward, cached_step; /* weight_cache_bytes after forward, after backward */
     float loss;
 } step_result;
 
@@ -201,13 +186,11 @@ static rt_status net_step_ex(net *m, rt_device dev, uint64_t seed, bool whole, s
     if (st == RT_OK) st = (whole ? net_forward_whole : net_forward)(m, x, t, &loss);
     if (st == RT_OK) {
         rt_memstats_get(&r->after_forward);
-        r->cached_forward = weight_cache_bytes(m);
         r->loss = dev == RT_DEVICE_CPU ? rt_tensor_f32(loss)[0] : 0.0f;
         st = rt_backward(loss, NULL, false);
     }
     rt_tensor_release(loss);
     rt_memstats_get(&r->after_step);
-    r->cached_step = weight_cache_bytes(m);
     rt_tensor_release(x);
     rt_tensor_release(t);
     rt_memstats_get(&r->after_batch);
@@ -260,12 +243,9 @@ static void test_saved_matches_analytic(void) {
     CHECK_EQ_INT(saved_live, want);
     CHECK_EQ_INT(saved_peak, want);
 
-    /* after backward without retain and dropping the loss: the graph is
-     * gone; TEMP holds only the weights' cached copies (until the next
-     * optimizer step, none here) */
+    /* after backward without retain and dropping the loss: the graph is gone */
     CHECK_EQ_INT(r.after_step.live[RT_MEM_SAVED], base.live[RT_MEM_SAVED]);
-    CHECK(r.cached_step > 0);
-    CHECK_EQ_INT(r.after_step.live[RT_MEM_TEMP], base.live[RT_MEM_TEMP] + r.cached_step);
+    CHECK_EQ_INT(r.after_step.live[RT_MEM_TEMP], base.live[RT_MEM_TEMP]);
     /* parameter gradients exist, one per parameter element */
     CHECK_EQ_INT(r.after_step.live[RT_MEM_GRAD] - base.live[RT_MEM_GRAD], net_grad_bytes());
     /* the batch was the only DATA */
@@ -291,8 +271,7 @@ static void test_forward_temp_after(void) {
     net_zero_grad(&m);
     net_destroy(&m);
     CHECK_OK(st);
-    /* the 0-d loss, and the weights' cached copies */
-    CHECK_EQ_INT(r.after_forward.live[RT_MEM_TEMP] - base.live[RT_MEM_TEMP], 4 + r.cached_forward);
+    CHECK_EQ_INT(r.after_forward.live[RT_MEM_TEMP] - base.live[RT_MEM_TEMP], 4); /* the 0-d loss */
 }
 
 /* The state dict follows the tree (torch's names), and the Sequential run
@@ -321,7 +300,7 @@ static void test_sequential_forward_matches_analytic(void) {
     CHECK_EQ_INT(tracked, 1);
     CHECK_EQ_INT(r.after_forward.live[RT_MEM_SAVED] - base.live[RT_MEM_SAVED], analytic_saved_bytes());
     CHECK_EQ_INT(r.after_step.peak[RT_MEM_SAVED] - base.live[RT_MEM_SAVED], analytic_saved_bytes());
-    CHECK_EQ_INT(r.after_forward.live[RT_MEM_TEMP] - base.live[RT_MEM_TEMP], 4 + r.cached_forward);
+    CHECK_EQ_INT(r.after_forward.live[RT_MEM_TEMP] - base.live[RT_MEM_TEMP], 4);
     CHECK_EQ_INT(r.after_step.live[RT_MEM_GRAD] - base.live[RT_MEM_GRAD], net_grad_bytes());
     CHECK_EQ_INT(r.after_step.live[RT_MEM_SAVED], base.live[RT_MEM_SAVED]);
     rt_memstats end;
@@ -394,7 +373,6 @@ static void test_repeated_steps_no_leak(void) {
     net m;
     CHECK_OK(net_init(&m, RT_DEVICE_CPU));
     rt_memstats first = {0};
-    int64_t first_cached = 0;
     float losses[5];
     for (int k = 0; k < 5; k++) {
         step_result r;
@@ -407,7 +385,6 @@ static void test_repeated_steps_no_leak(void) {
         losses[k] = r.loss;
         if (k == 0) {
             first = r.after_batch;
-            first_cached = r.cached_step;
             continue;
         }
         for (int c = 0; c < RT_MEM_NCAT; c++) {
@@ -422,7 +399,7 @@ static void test_repeated_steps_no_leak(void) {
     CHECK(losses[0] != losses[1]); /* different batches really ran */
     CHECK_EQ_INT(first.live[RT_MEM_GRAD] - base.live[RT_MEM_GRAD], net_grad_bytes());
     CHECK_EQ_INT(first.live[RT_MEM_SAVED], base.live[RT_MEM_SAVED]);
-    CHECK_EQ_INT(first.live[RT_MEM_TEMP], base.live[RT_MEM_TEMP] + first_cached); /* the weight cache */
+    CHECK_EQ_INT(first.live[RT_MEM_TEMP], base.live[RT_MEM_TEMP]);
     CHECK_EQ_INT(net_counter(&m, "bn1.num_batches_tracked"), 5);
     CHECK_EQ_INT(net_counter(&m, "bn2.num_batches_tracked"), 5);
     net_zero_grad(&m);

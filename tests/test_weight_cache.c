@@ -4,7 +4,8 @@
  * that writes the weight (rt_tensor_bump_version, rt_tensor_copy, an
  * optimizer step, loading weights), gives bit-identical results and
  * gradients to the uncached path, and the meta backend books its copies
- * exactly as the real run allocates them. */
+ * exactly as the real run allocates them. The cache is off by default
+ * (kernels/conv.h); each test turns it on, as --weight-cache on does. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,12 +42,28 @@ static int n_derived(const rt_tensor *t) {
     return n;
 }
 
+/* Off by default: a convolution of a parameter keeps no copy. */
+static void test_off_by_default(void) {
+    CHECK(!rt_conv_weight_cache_enabled());
+    rt_tensor *x = wc_randn(4, (const int64_t[]){1, 16, 6, 6}, RT_DEVICE_CPU, RT_MEM_DATA, 1);
+    rt_tensor *w = wc_randn(4, (const int64_t[]){32, 16, 3, 3}, RT_DEVICE_CPU, RT_MEM_PARAM, 2);
+    rt_tensor *y = NULL;
+    rt_status st = rt_conv(x, w, NULL, NULL, &y);
+    int n = w ? n_derived(w) : -1;
+    rt_tensor_release(x);
+    rt_tensor_release(w);
+    rt_tensor_release(y);
+    CHECK_OK(st);
+    CHECK_EQ_INT(n, 0);
+}
+
 /* 16 -> 32 channels, 3x3, plain input: oneDNN computes with blocked
  * weights, so every uncached call reorders them. */
 static const int64_t k_x[4] = {2, 16, 10, 10}, k_w[4] = {32, 16, 3, 3}, k_b[1] = {32};
 static const rt_conv_opts k_opts = {.padding = {1, 1}};
 
 static void test_reused_while_version_unchanged(void) {
+    rt_conv_weight_cache_set(true); /* off by default */
     rt_tensor *x = wc_randn(4, k_x, RT_DEVICE_CPU, RT_MEM_DATA, 1);
     rt_tensor *w = wc_randn(4, k_w, RT_DEVICE_CPU, RT_MEM_PARAM, 2);
     rt_tensor *b = wc_randn(1, k_b, RT_DEVICE_CPU, RT_MEM_PARAM, 3);
@@ -71,8 +88,7 @@ static void test_reused_while_version_unchanged(void) {
     CHECK_OK(rt_conv(x, w, b, &k_opts, &y2));
     CHECK_EQ_INT(rt_kernels_weight_reorders() - r1, 1);
     CHECK(!same_bytes(y1, y2));
-    bool prev = rt_conv_weight_cache_set(false); /* the uncached reference */
-    CHECK(prev);
+    CHECK(rt_conv_weight_cache_set(false)); /* the uncached reference; it was on */
     int64_t r2 = rt_kernels_weight_reorders();
     CHECK_OK(rt_conv(x, w, b, &k_opts, &yr));
     CHECK_OK(rt_conv(x, w, b, &k_opts, &y3));
@@ -140,6 +156,7 @@ static void grads_case(int nd, bool cached, rt_tensor *out[4]) {
 }
 
 static void test_gradients_match_uncached(void) {
+    rt_conv_weight_cache_set(true); /* off by default */
     for (int nd = 4; nd <= 5; nd++) {
         rt_tensor *a[4] = {0}, *u[4] = {0};
         int64_t r0 = rt_kernels_weight_reorders();
@@ -164,6 +181,7 @@ static void test_gradients_match_uncached(void) {
  * with the new values (bit-identical to the uncached forward). Loading
  * weights from a file does the same. */
 static void test_refreshed_after_step_and_load(void) {
+    rt_conv_weight_cache_set(true); /* off by default */
     rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 7);
     rt_module *conv = NULL;
     rt_state_dict *sd = NULL;
@@ -281,6 +299,7 @@ done:
 }
 
 static void test_meta_books_what_real_allocates(void) {
+    rt_conv_weight_cache_set(true); /* off by default */
     for (int tr = 0; tr < 2; tr++) {
         wc_trace real = {0}, meta = {0};
         CHECK_OK(wc_run(RT_DEVICE_META, tr, &meta)); /* meta first: plans create the primitives */
@@ -317,7 +336,8 @@ static void test_meta_books_what_real_allocates(void) {
     rt_tensor_release(w);
 }
 
-RT_TEST_MAIN({"reused_while_version_unchanged", test_reused_while_version_unchanged},
+RT_TEST_MAIN({"off_by_default", test_off_by_default},
+             {"reused_while_version_unchanged", test_reused_while_version_unchanged},
              {"gradients_match_uncached", test_gradients_match_uncached},
              {"refreshed_after_step_and_load", test_refreshed_after_step_and_load},
              {"meta_books_what_real_allocates", test_meta_books_what_real_allocates})

@@ -175,10 +175,12 @@ char *rt_tensor_shape_str(const rt_tensor *t, char *buf, size_t n);
  * bf16/f16 are storage formats only, see dtype.h); RT_ERR_INVALID_ARG when t
  * is NULL. */
 rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad);
-/* Fills every element with `value` (f32, bf16, f16, i32, u8). No-op on meta.
+/* Fills every element with `value` (f32, bf16, f16, i32, u8) and bumps t's
+ * version (rt_tensor_bump_version; on meta too, which fills nothing).
  * RT_ERR_INVALID_ARG when t is NULL. */
 rt_status rt_tensor_fill(rt_tensor *t, float value);
-/* Copies src's elements into dst (same shape, converting dtype). No-op on meta.
+/* Copies src's elements into dst (same shape, converting dtype) and bumps
+ * dst's version (rt_tensor_bump_version). Copies nothing on meta.
  * Errors: RT_ERR_INVALID_ARG (dst or src NULL), RT_ERR_SHAPE (sizes differ). */
 rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src);
 /* Drops the leaf's .grad (set_to_none=True, PyTorch's default for zero_grad).

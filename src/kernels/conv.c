@@ -21,15 +21,15 @@ rt_conv_algo rt_conv_algo_set(rt_conv_algo algo) {
 
 rt_conv_algo rt_conv_algo_get(void) { return rt_tls_conv_algo; }
 
-static _Thread_local bool rt_tls_weight_cache_off; /* zero: the cache is on */
+static _Thread_local bool rt_tls_weight_cache; /* zero: off, the default */
 
 bool rt_conv_weight_cache_set(bool on) {
-    bool prev = !rt_tls_weight_cache_off;
-    rt_tls_weight_cache_off = !on;
+    bool prev = rt_tls_weight_cache;
+    rt_tls_weight_cache = on;
     return prev;
 }
 
-bool rt_conv_weight_cache_enabled(void) { return !rt_tls_weight_cache_off; }
+bool rt_conv_weight_cache_enabled(void) { return rt_tls_weight_cache; }
 
 const char *rt_conv_algo_name(rt_conv_algo algo) {
     switch (algo) {

@@ -126,12 +126,21 @@ rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_
  * rt_tensor_f32) after a cached call must call rt_tensor_bump_version, as
  * PyTorch's in-place ops bump torch.Tensor._version. The cache is not
  * locked: two threads must not run convolutions on the same weight storage
- * at once. rt_conv_weight_cache_set(false) makes the ops (ops/conv.c,
- * ops/conv_transpose.c) pass no storage on this thread (every call
- * reorders into its TEMP block, the behaviour before the cache; less
- * memory, as the copies live from the first forward to the optimizer
- * step); it returns the previous setting. Every thread starts with the
- * cache on. */
+ * at once.
+ * The cache is off by default: rt_conv_weight_cache_set(true) makes the
+ * ops (ops/conv.c, ops/conv_transpose.c) pass the weights' storages on
+ * this thread; it returns the previous setting. Off, every call reorders
+ * into its TEMP block and frees it (the behaviour before the cache). Why
+ * off: in a plain training step every weight changes once per step, so
+ * the cache reorders exactly as often as the uncached path (once for the
+ * forward format, once for backward-data's), saves no time, and holds the
+ * copies from the forward to the optimizer step, across the step's peak:
+ * ResNet-50 224² batch 8 predicts 1016.4 MiB instead of 868.9 (TEMP 73.5 →
+ * 238.9 MiB), and the checkpoint planner's plans for a budget need more
+ * recompute. It pays where one version meets several calls: evaluation,
+ * accumulation's micro-batches, checkpoint and reversible recompute
+ * (docs/design.md "Weight cache", with measurements). The CLI's
+ * --weight-cache on sets it for train, bench and memory. */
 bool rt_conv_weight_cache_set(bool on);
 bool rt_conv_weight_cache_enabled(void);
 

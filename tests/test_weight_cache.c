@@ -164,11 +164,15 @@ static void test_gradients_match_uncached(void) {
         int64_t cached = rt_kernels_weight_reorders() - r0;
         grads_case(nd, false, u);
         int64_t uncached = rt_kernels_weight_reorders() - r0 - cached;
-        printf("  %d-D: weight reorders cached %lld, uncached %lld (2 forward + 2 backward-data calls)\n", nd - 2,
+        printf("  %d-D, 2 forward + 2 backward-data calls: weight reorders cached %lld, uncached %lld\n", nd - 2,
                (long long)cached, (long long)uncached);
         for (int i = 0; i < 4; i++) CHECK(same_bytes(a[i], u[i]));
-        CHECK_EQ_INT(uncached, 4);
-        CHECK(cached >= 1 && cached <= 2); /* forward's format, and backward-data's when it differs */
+        /* each pass whose primitive wants another format than OIHW (the
+         * forward always here; backward-data too unless its kernel reads
+         * OIHW, as some do under AVX2) reorders once per call uncached,
+         * once per version cached */
+        CHECK(cached >= 1 && cached <= 2);
+        CHECK_EQ_INT(uncached, 2 * cached);
         for (int i = 0; i < 4; i++) {
             rt_tensor_release(a[i]);
             rt_tensor_release(u[i]);

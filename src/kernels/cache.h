@@ -12,7 +12,8 @@
  * least recently used one beyond that. Its bookkeeping is plain malloc (it is
  * not tensor memory); every byte a kernel touches at run time (scratchpads,
  * reorder temporaries) goes through the tracked allocator as RT_MEM_TEMP and
- * is freed before the kernel returns.
+ * is freed before the kernel returns, except the weight cache's copies
+ * (conv.h "Weight cache", off by default), which the weight's storage owns.
  *
  * A thread that used kernels frees its cache automatically when it exits
  * (pthread key destructor); the main thread, or a long-lived thread that wants

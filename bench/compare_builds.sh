@@ -6,10 +6,12 @@
 # CPU, per-configuration medians and the ratio B/A.
 #   bench/compare_builds.sh OLD_BINARY NEW_BINARY [REPEATS]
 # Configurations: those of bench/run.sh (resnet20 28² b128, resnet50 224² b8
-# and b16, revnet110 32² b128 reversible), 2 threads.
+# and b16, revnet110 32² b128 reversible), 2 threads, or $RT_COMPARE_CONFIGS.
 set -euo pipefail
 old="${1:?usage: compare_builds.sh OLD_BINARY NEW_BINARY [REPEATS]}" new="${2:?new binary}" repeats="${3:-3}"
 configs=("resnet20 28 1 128 10 3" "resnet50 224 3 8 5 2" "resnet50 224 3 16 5 2" "revnet110 32 3 128 5 2")
+# RT_COMPARE_CONFIGS="model size channels batch steps warmup;..." replaces the list (a shorter run)
+if [ -n "${RT_COMPARE_CONFIGS:-}" ]; then IFS=';' read -r -a configs <<< "$RT_COMPARE_CONFIGS"; fi
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 echo "isa: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|amx_bf16|fma)$' | tr '\n' ' ')"
 median() { tr ' ' '\n' <<< "$1" | sed '/^$/d' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

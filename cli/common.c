@@ -119,6 +119,23 @@ bool cli_conv_algo(int argc, char **argv, int *i) {
     return true;
 }
 
+bool cli_weight_cache(int argc, char **argv, int *i) {
+    const char *v = cli_value(argc, argv, i);
+    if (!v) return false;
+    if (strcmp(v, "on") && strcmp(v, "off")) {
+        fprintf(stderr, "revtorch: --weight-cache: '%s'; choose on or off\n", v);
+        return false;
+    }
+    rt_conv_weight_cache_set(!strcmp(v, "on"));
+    return true;
+}
+
+void cli_weight_cache_help(FILE *f, int col) {
+    fprintf(f, "  %-*son: keep convolution weights reordered for oneDNN until they change\n"
+               "%*s(faster recompute and eval, more TEMP memory); off (default)\n",
+            col - 2, "--weight-cache W", col, "");
+}
+
 void cli_conv_algo_help(FILE *f, int col) {
     fprintf(f, "  %-*sauto (default: Winograd where faster), direct (as PyTorch's CPU\n"
                "%*sconvolution) or winograd (wherever oneDNN has a kernel)\n",
@@ -133,6 +150,7 @@ bool cli_model_arg(int argc, char **argv, int *i, cli_model_args *a, bool *ok) {
     else if (!strcmp(o, "--batch-size")) *ok = cli_int_in(argc, argv, i, 1, INT64_MAX, NULL, &a->batch);
     else if (!strcmp(o, "--threads")) *ok = cli_int(argc, argv, i, &a->threads);
     else if (!strcmp(o, "--conv-algo")) *ok = cli_conv_algo(argc, argv, i);
+    else if (!strcmp(o, "--weight-cache")) *ok = cli_weight_cache(argc, argv, i);
     else return false;
     return true;
 }

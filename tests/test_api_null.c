@@ -573,6 +573,19 @@ CHECK_FN(rt_tensor_copy) {
 
 CHECK_FN(rt_tensor_zero_grad) { TOL(rt_tensor_zero_grad(NULL)); }
 CHECK_FN(rt_storage_mark_saved) { TOL(rt_storage_mark_saved(NULL, 1)); }
+CHECK_FN(rt_tensor_bump_version) { TOL(rt_tensor_bump_version(NULL)); }
+CHECK_FN(rt_tensor_version) { VAL(rt_tensor_version(NULL) == 0); }
+CHECK_FN(rt_storage_derived_find) { VAL(rt_storage_derived_find(NULL, 1) == NULL); }
+CHECK_FN(rt_storage_derived_add) {
+    rt_storage_derived *d;
+    rt_tensor *t = rt_tensor_create(1, (const int64_t[]){4}, RT_F32, RT_DEVICE_META, RT_MEM_PARAM);
+    ST(RT_ERR_INVALID_ARG, "storage", rt_storage_derived_add(NULL, 1, 16, &d));
+    ST(RT_ERR_INVALID_ARG, "out", rt_storage_derived_add(t->storage, 1, 16, HIDDEN_NULL(rt_storage_derived **)));
+    ST(RT_ERR_INVALID_ARG, "nbytes", rt_storage_derived_add(t->storage, 1, 0, &d));
+    rt_tensor_release(t);
+}
+CHECK_FN(rt_storage_derived_drop) { TOL(rt_storage_derived_drop(NULL, 1)); }
+CHECK_FN(rt_storage_derived_clear) { TOL(rt_storage_derived_clear(NULL)); }
 
 /* ------------------------------------------------------------ autograd/engine.h */
 
@@ -2736,6 +2749,72 @@ CHECK_FN(rt_kernel_sgemm) {
 CHECK_FN(rt_kernels_release_cache) { TOL(rt_kernels_release_cache()); }
 CHECK_FN(rt_kernels_cache_size) { VAL(rt_kernels_cache_size() <= RT_KERNELS_CACHE_CAPACITY); }
 CHECK_FN(rt_kernels_primitives_created) { VAL(rt_kernels_primitives_created() >= 0); }
+CHECK_FN(rt_kernels_weight_reorders) { VAL(rt_kernels_weight_reorders() >= 0); }
+
+CHECK_FN(rt_conv_weight_cache_set) {
+    bool was = rt_conv_weight_cache_set(true);
+    VAL(rt_conv_weight_cache_enabled());
+    VAL(rt_conv_weight_cache_set(was));
+}
+CHECK_FN(rt_conv_weight_cache_enabled) {
+    bool was = rt_conv_weight_cache_set(false);
+    VAL(!rt_conv_weight_cache_enabled());
+    rt_conv_weight_cache_set(was);
+}
+
+/* The cached variants: the checks of the plain calls, and a NULL storage
+ * is the uncached call. */
+CHECK_FN(rt_kernel_conv_forward_cached) {
+    rt_conv_shape s = conv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_conv_forward_cached(NULL, kb[0], kb[1], NULL, kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, w, y", rt_kernel_conv_forward_cached(&s, kb[0], NULL, NULL, kb[2], kb[3]));
+}
+CHECK_FN(rt_kernel_conv_backward_data_cached) {
+    rt_conv_shape s = conv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_conv_backward_data_cached(NULL, kb[0], NULL, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "w, dy, dx", rt_kernel_conv_backward_data_cached(&s, NULL, NULL, kb[1], kb[2]));
+}
+CHECK_FN(rt_kernel_conv_forward_plan_cached) {
+    rt_conv_shape s = conv_shape();
+    rt_kernel_plan p;
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_conv_forward_plan_cached(NULL, NULL, &p));
+    ST(RT_ERR_INVALID_ARG, "plan", rt_kernel_conv_forward_plan_cached(&s, NULL, HIDDEN_NULL(rt_kernel_plan *)));
+    ST(RT_OK, NULL, rt_kernel_conv_forward_plan_cached(&s, NULL, &p));
+}
+CHECK_FN(rt_kernel_conv_backward_data_plan_cached) {
+    rt_conv_shape s = conv_shape();
+    rt_kernel_plan p;
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_conv_backward_data_plan_cached(NULL, NULL, &p));
+    ST(RT_ERR_INVALID_ARG, "plan",
+       rt_kernel_conv_backward_data_plan_cached(&s, NULL, HIDDEN_NULL(rt_kernel_plan *)));
+    ST(RT_OK, NULL, rt_kernel_conv_backward_data_plan_cached(&s, NULL, &p));
+}
+static rt_deconv_shape deconv_shape(void);
+CHECK_FN(rt_kernel_deconv_forward_cached) {
+    rt_deconv_shape s = deconv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_deconv_forward_cached(NULL, kb[0], kb[1], NULL, kb[2], kb[3]));
+    ST(RT_ERR_INVALID_ARG, "x, w, y", rt_kernel_deconv_forward_cached(&s, kb[0], NULL, NULL, kb[2], kb[3]));
+}
+CHECK_FN(rt_kernel_deconv_backward_data_cached) {
+    rt_deconv_shape s = deconv_shape();
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_deconv_backward_data_cached(NULL, kb[0], NULL, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "w, dy, dx", rt_kernel_deconv_backward_data_cached(&s, NULL, NULL, kb[1], kb[2]));
+}
+CHECK_FN(rt_kernel_deconv_forward_plan_cached) {
+    rt_deconv_shape s = deconv_shape();
+    rt_kernel_plan p;
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_deconv_forward_plan_cached(NULL, NULL, &p));
+    ST(RT_ERR_INVALID_ARG, "plan", rt_kernel_deconv_forward_plan_cached(&s, NULL, HIDDEN_NULL(rt_kernel_plan *)));
+    ST(RT_OK, NULL, rt_kernel_deconv_forward_plan_cached(&s, NULL, &p));
+}
+CHECK_FN(rt_kernel_deconv_backward_data_plan_cached) {
+    rt_deconv_shape s = deconv_shape();
+    rt_kernel_plan p;
+    ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_deconv_backward_data_plan_cached(NULL, NULL, &p));
+    ST(RT_ERR_INVALID_ARG, "plan",
+       rt_kernel_deconv_backward_data_plan_cached(&s, NULL, HIDDEN_NULL(rt_kernel_plan *)));
+    ST(RT_OK, NULL, rt_kernel_deconv_backward_data_plan_cached(&s, NULL, &p));
+}
 
 CHECK_FN(rt_conv_out_size) {
     rt_conv_shape s = conv_shape();
@@ -3430,7 +3509,8 @@ static const api_entry core_entries[] = {
     E(rt_tensor_detach), E(rt_tensor_view), E(rt_tensor_to), E(rt_tensor_numel), E(rt_tensor_nbytes),
     E(rt_tensor_is_meta), E(rt_tensor_data), E(rt_tensor_f32), E(rt_tensor_same_shape), E(rt_tensor_shape_str),
     E(rt_tensor_set_requires_grad), E(rt_tensor_fill), E(rt_tensor_copy), E(rt_tensor_zero_grad),
-    E(rt_storage_mark_saved),
+    E(rt_storage_mark_saved), E(rt_tensor_bump_version), E(rt_tensor_version), E(rt_storage_derived_find),
+    E(rt_storage_derived_add), E(rt_storage_derived_drop), E(rt_storage_derived_clear),
 };
 
 static const api_entry autograd_entries[] = {
@@ -3568,7 +3648,12 @@ static const api_entry kernels_entries[] = {
     /* core/device.h, backend/backend.h */
     E(rt_device_memory_get), E(rt_device_name), E(rt_backend_get), E(rt_backend_of),
     /* kernels/blas.h, cache.h */
-    E(rt_kernel_sgemm), E(rt_kernels_release_cache), E(rt_kernels_cache_size), E(rt_kernels_primitives_created),
+    E(rt_kernel_sgemm), E(rt_kernels_release_cache), E(rt_kernels_cache_size), E(rt_kernels_primitives_created), E(rt_kernels_weight_reorders),
+    E(rt_conv_weight_cache_set), E(rt_conv_weight_cache_enabled), E(rt_kernel_conv_forward_cached),
+    E(rt_kernel_conv_backward_data_cached), E(rt_kernel_conv_forward_plan_cached),
+    E(rt_kernel_conv_backward_data_plan_cached), E(rt_kernel_deconv_forward_cached),
+    E(rt_kernel_deconv_backward_data_cached), E(rt_kernel_deconv_forward_plan_cached),
+    E(rt_kernel_deconv_backward_data_plan_cached),
     /* kernels/conv.h */
     E(rt_conv_out_size), E(rt_kernel_conv_forward), E(rt_kernel_conv_backward_data),
     E(rt_kernel_conv_backward_weights), E(rt_conv_algo_set), E(rt_conv_algo_get), E(rt_conv_algo_name),

@@ -1246,9 +1246,9 @@ static void test_meta_vs_real(void) {
         float *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx), *dw = tb(nw), *db = tb(s->c_out);
         CHECK(db != NULL);
         const float *bias = s->has_bias ? b : NULL;
-        META_VS_REAL("conv forward", META->conv_forward(s, NULL, NULL, NULL, NULL),
+        META_VS_REAL("conv forward", META->conv_forward(s, NULL, NULL, NULL, NULL, NULL),
                     rt_kernel_conv_forward(s, x, w, bias, y));
-        META_VS_REAL("conv backward_data", META->conv_backward_data(s, NULL, NULL, NULL),
+        META_VS_REAL("conv backward_data", META->conv_backward_data(s, NULL, NULL, NULL, NULL),
                     rt_kernel_conv_backward_data(s, w, dy, dx));
         /* meta plans the variant with db exactly when the shape has a bias */
         META_VS_REAL("conv backward_weights",
@@ -1313,12 +1313,12 @@ static void test_meta_vs_real(void) {
     /* meta booking obeys the allocator's limit like the real call */
     if (cs[0].n > 0) {
         temp_use r;
-        MEASURE_TEMP(META->conv_forward(&cs[0], NULL, NULL, NULL, NULL), r);
+        MEASURE_TEMP(META->conv_forward(&cs[0], NULL, NULL, NULL, NULL, NULL), r);
         if (r.peak > 0) {
             rt_memstats st;
             rt_memstats_get(&st);
             rt_mem_set_limit(st.live_total + r.peak - 1);
-            rt_status rs = META->conv_forward(&cs[0], NULL, NULL, NULL, NULL);
+            rt_status rs = META->conv_forward(&cs[0], NULL, NULL, NULL, NULL, NULL);
             rt_mem_set_limit(0);
             CHECK_EQ_INT(rs, RT_ERR_OOM);
             CHECK_EQ_INT(temp_live(), 0);
@@ -1373,10 +1373,10 @@ static void test_meta_vs_real_blocked(void) {
         float *y = tb(ny), *dy = tb_rand(ny, -1, 1), *dx = tb(nx), *dw = tb(nw), *db = tb(s->c_out);
         CHECK(db != NULL);
         const float *bias = s->has_bias ? b : NULL;
-        META_VS_REAL("blocked conv forward", META->conv_forward(s, NULL, NULL, NULL, NULL),
+        META_VS_REAL("blocked conv forward", META->conv_forward(s, NULL, NULL, NULL, NULL, NULL),
                     rt_kernel_conv_forward(s, x, w, bias, y));
         META_VS_REAL("blocked conv backward_data",
-                    META->conv_backward_data(s, NULL, NULL, NULL),
+                    META->conv_backward_data(s, NULL, NULL, NULL, NULL),
                     rt_kernel_conv_backward_data(s, w, dy, dx));
         META_VS_REAL("blocked conv backward_weights",
                     META->conv_backward_weights(s, NULL, NULL, NULL, NULL),

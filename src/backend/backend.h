@@ -83,14 +83,19 @@ typedef struct rt_backend {
     const rt_device_memory *memory;
 
     /* ---- convolution (kernels/conv.h, kernels/deconv.h) ---- */
-    rt_status (*conv_forward)(const rt_conv_shape *s, const float *x, const float *w, const float *b,
-                              float *y);
-    rt_status (*conv_backward_data)(const rt_conv_shape *s, const float *w, const float *dy, float *dx);
+    /* w_cache: the storage holding w, whose reordered copies the entry
+     * keeps and reuses while its version is unchanged (kernels/conv.h
+     * "Weight cache"; meta books them), or NULL for no cache */
+    rt_status (*conv_forward)(const rt_conv_shape *s, const float *x, const float *w, rt_storage *w_cache,
+                              const float *b, float *y);
+    rt_status (*conv_backward_data)(const rt_conv_shape *s, const float *w, rt_storage *w_cache, const float *dy,
+                                    float *dx);
     rt_status (*conv_backward_weights)(const rt_conv_shape *s, const float *x, const float *dy, float *dw,
                                        float *db);
-    rt_status (*deconv_forward)(const rt_deconv_shape *s, const float *x, const float *w, const float *b,
-                                float *y);
-    rt_status (*deconv_backward_data)(const rt_deconv_shape *s, const float *w, const float *dy, float *dx);
+    rt_status (*deconv_forward)(const rt_deconv_shape *s, const float *x, const float *w, rt_storage *w_cache,
+                                const float *b, float *y);
+    rt_status (*deconv_backward_data)(const rt_deconv_shape *s, const float *w, rt_storage *w_cache,
+                                      const float *dy, float *dx);
     rt_status (*deconv_backward_weights)(const rt_deconv_shape *s, const float *x, const float *dy,
                                          float *dw, float *db);
 

@@ -35,21 +35,37 @@ static rt_status meta_book(const rt_kernel_plan *p) {
     return rs;
 }
 
-/* ---- convolution ---- */
-
-static rt_status meta_conv_forward(const rt_conv_shape *s, const float *x, const float *w, const float *b,
-                                   float *y) {
-    (void)x, (void)w, (void)b, (void)y;
-    rt_kernel_plan p;
-    RT_TRY(rt_kernel_conv_forward_plan(s, &p));
-    return meta_book(&p);
+/* meta_book after the weight cache's copy when the plan makes one: added
+ * to the (meta) storage first, as the cpu execute does, and dropped again
+ * when the TEMP blocks do not fit (the cpu call drops it on failure too). */
+static rt_status meta_book_cached(const rt_kernel_plan *p, rt_storage *w_cache) {
+    if (!p->weights_cache_bytes) return meta_book(p);
+    rt_storage_derived *d;
+    const char *prev = rt_mem_set_op(p->weights_cache_op);
+    rt_status rs = rt_storage_derived_add(w_cache, p->weights_cache_tag, p->weights_cache_bytes, &d);
+    rt_mem_set_op(prev);
+    if (rs != RT_OK) return rs;
+    rs = meta_book(p);
+    if (rs != RT_OK) rt_storage_derived_drop(w_cache, p->weights_cache_tag);
+    return rs;
 }
 
-static rt_status meta_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy, float *dx) {
+/* ---- convolution ---- */
+
+static rt_status meta_conv_forward(const rt_conv_shape *s, const float *x, const float *w, rt_storage *w_cache,
+                                   const float *b, float *y) {
+    (void)x, (void)w, (void)b, (void)y;
+    rt_kernel_plan p;
+    RT_TRY(rt_kernel_conv_forward_plan_cached(s, w_cache, &p));
+    return meta_book_cached(&p, w_cache);
+}
+
+static rt_status meta_conv_backward_data(const rt_conv_shape *s, const float *w, rt_storage *w_cache,
+                                         const float *dy, float *dx) {
     (void)w, (void)dy, (void)dx;
     rt_kernel_plan p;
-    RT_TRY(rt_kernel_conv_backward_data_plan(s, &p));
-    return meta_book(&p);
+    RT_TRY(rt_kernel_conv_backward_data_plan_cached(s, w_cache, &p));
+    return meta_book_cached(&p, w_cache);
 }
 
 static rt_status meta_conv_backward_weights(const rt_conv_shape *s, const float *x, const float *dy, float *dw,
@@ -62,19 +78,20 @@ static rt_status meta_conv_backward_weights(const rt_conv_shape *s, const float 
 
 /* ---- transposed convolution ---- */
 
-static rt_status meta_deconv_forward(const rt_deconv_shape *s, const float *x, const float *w, const float *b,
-                                     float *y) {
+static rt_status meta_deconv_forward(const rt_deconv_shape *s, const float *x, const float *w,
+                                     rt_storage *w_cache, const float *b, float *y) {
     (void)x, (void)w, (void)b, (void)y;
     rt_kernel_plan p;
-    RT_TRY(rt_kernel_deconv_forward_plan(s, &p));
-    return meta_book(&p);
+    RT_TRY(rt_kernel_deconv_forward_plan_cached(s, w_cache, &p));
+    return meta_book_cached(&p, w_cache);
 }
 
-static rt_status meta_deconv_backward_data(const rt_deconv_shape *s, const float *w, const float *dy, float *dx) {
+static rt_status meta_deconv_backward_data(const rt_deconv_shape *s, const float *w, rt_storage *w_cache,
+                                           const float *dy, float *dx) {
     (void)w, (void)dy, (void)dx;
     rt_kernel_plan p;
-    RT_TRY(rt_kernel_deconv_backward_data_plan(s, &p));
-    return meta_book(&p);
+    RT_TRY(rt_kernel_deconv_backward_data_plan_cached(s, w_cache, &p));
+    return meta_book_cached(&p, w_cache);
 }
 
 static rt_status meta_deconv_backward_weights(const rt_deconv_shape *s, const float *x, const float *dy,

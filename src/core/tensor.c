@@ -33,8 +33,68 @@ static rt_mem_category rt_storage_booked(const rt_storage *s) {
     return (s->saved_count > 0 && s->category == RT_MEM_TEMP) ? RT_MEM_SAVED : s->category;
 }
 
+rt_storage_derived *rt_storage_derived_find(rt_storage *s, uint64_t tag) {
+    for (rt_storage_derived *d = s ? s->derived : NULL; d; d = d->next)
+        if (d->tag == tag) return d;
+    return NULL;
+}
+
+rt_status rt_storage_derived_add(rt_storage *s, uint64_t tag, size_t nbytes, rt_storage_derived **out) {
+    if (!s || !out || nbytes == 0)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_storage_derived_add: %s",
+                            !s ? "the storage is NULL" : !out ? "out is NULL" : "nbytes is 0");
+    *out = NULL;
+    rt_storage_derived *d = calloc(1, sizeof *d);
+    if (!d) return rt_error_set(RT_ERR_OOM, "out of memory allocating a derived-copy header");
+    rt_status st = rt_device_memory_get(s->device)->alloc(nbytes, RT_MEM_TEMP, &d->data);
+    if (st != RT_OK) {
+        free(d);
+        return st;
+    }
+    d->tag = tag;
+    d->nbytes = nbytes;
+    d->next = s->derived;
+    s->derived = d;
+    *out = d;
+    return RT_OK;
+}
+
+static void rt_storage_derived_free(const rt_storage *s, rt_storage_derived *d) {
+    rt_device_memory_get(s->device)->free(d->data, d->nbytes, RT_MEM_TEMP);
+    free(d);
+}
+
+void rt_storage_derived_drop(rt_storage *s, uint64_t tag) {
+    if (!s) return;
+    for (rt_storage_derived **pp = &s->derived; *pp; pp = &(*pp)->next)
+        if ((*pp)->tag == tag) {
+            rt_storage_derived *d = *pp;
+            *pp = d->next;
+            rt_storage_derived_free(s, d);
+            return;
+        }
+}
+
+void rt_storage_derived_clear(rt_storage *s) {
+    if (!s) return;
+    while (s->derived) {
+        rt_storage_derived *d = s->derived;
+        s->derived = d->next;
+        rt_storage_derived_free(s, d);
+    }
+}
+
+void rt_tensor_bump_version(rt_tensor *t) {
+    if (!t || !t->storage) return;
+    t->storage->version++;
+    rt_storage_derived_clear(t->storage);
+}
+
+uint64_t rt_tensor_version(const rt_tensor *t) { return t && t->storage ? t->storage->version : 0; }
+
 static void rt_storage_release(rt_storage *s) {
     if (!s || --s->refcount > 0) return;
+    rt_storage_derived_clear(s);
     rt_device_memory_get(s->device)->free(s->data, s->nbytes, rt_storage_booked(s));
     free(s);
 }
@@ -286,6 +346,7 @@ rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad) {
 
 rt_status rt_tensor_fill(rt_tensor *t, float value) {
     if (!t) return rt_error_set(RT_ERR_INVALID_ARG, "rt_tensor_fill: the tensor is NULL");
+    rt_tensor_bump_version(t);
     if (rt_tensor_is_meta(t)) return RT_OK;
     size_t n = (size_t)rt_tensor_numel(t);
     if (t->dtype == RT_F32) {
@@ -308,6 +369,7 @@ rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src) {
         return rt_error_set(RT_ERR_SHAPE, "copy: destination %s and source %s differ in size",
                             rt_tensor_shape_str(dst, a, sizeof a), rt_tensor_shape_str(src, b, sizeof b));
     }
+    rt_tensor_bump_version(dst);
     if (rt_tensor_is_meta(dst) || rt_tensor_is_meta(src)) return RT_OK;
     return rt_dtype_convert(src->storage->data, src->dtype, dst->storage->data, dst->dtype,
                             (size_t)rt_tensor_numel(src));

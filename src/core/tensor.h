@@ -54,7 +54,33 @@ typedef struct rt_storage {
      * (memory/checkpoint.h) and the precision region's pack hook, which
      * packs a storage once however many nodes save it (memory/precision.h). */
     uint64_t serial;
+    /* Version counter (PyTorch's torch.Tensor._version): 0 at creation,
+     * +1 by rt_tensor_bump_version, which every library write that changes
+     * the values of an existing storage calls (rt_tensor_fill, rt_tensor_copy
+     * into it, the optimizers' updates, weight loading, initialisation, data
+     * parallelism's parameter all-gather). Caches of values derived from the
+     * data (the convolution weights in a kernel's layout, `derived` below)
+     * are valid only for the version they were made at. */
+    uint64_t version;
+    /* Copies derived from the data at the current version, each tagged by
+     * its maker (the convolution kernels keep a weight reordered into the
+     * primitive's blocked format here: kernels/conv.h "Weight cache"). Owned
+     * by the storage: freed by rt_tensor_bump_version (stale) and with the
+     * storage. NULL when none. */
+    struct rt_storage_derived *derived;
 } rt_storage;
+
+/* One derived copy of a storage's data (see rt_storage.derived): `nbytes`
+ * booked in the tracker as RT_MEM_TEMP on the storage's device (data NULL
+ * on meta), made for the storage's current version. `tag` says what the
+ * copy is; only its maker interprets it (the convolution kernels: an
+ * interned oneDNN memory format). */
+typedef struct rt_storage_derived {
+    struct rt_storage_derived *next;
+    uint64_t tag;
+    size_t nbytes;
+    void *data;
+} rt_storage_derived;
 
 /* The autograd slot. core/ knows nothing of autograd (no include of
  * autograd/): a tensor's grad_fn points to a node defined in
@@ -149,15 +175,43 @@ char *rt_tensor_shape_str(const rt_tensor *t, char *buf, size_t n);
  * bf16/f16 are storage formats only, see dtype.h); RT_ERR_INVALID_ARG when t
  * is NULL. */
 rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad);
-/* Fills every element with `value` (f32, bf16, f16, i32, u8). No-op on meta.
+/* Fills every element with `value` (f32, bf16, f16, i32, u8) and bumps t's
+ * version (rt_tensor_bump_version; on meta too, which fills nothing).
  * RT_ERR_INVALID_ARG when t is NULL. */
 rt_status rt_tensor_fill(rt_tensor *t, float value);
-/* Copies src's elements into dst (same shape, converting dtype). No-op on meta.
+/* Copies src's elements into dst (same shape, converting dtype) and bumps
+ * dst's version (rt_tensor_bump_version). Copies nothing on meta.
  * Errors: RT_ERR_INVALID_ARG (dst or src NULL), RT_ERR_SHAPE (sizes differ). */
 rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src);
 /* Drops the leaf's .grad (set_to_none=True, PyTorch's default for zero_grad).
  * No-op for NULL. */
 void rt_tensor_zero_grad(rt_tensor *t);
+
+/* Marks t's data as changed (torch.Tensor._version += 1, what PyTorch's
+ * in-place ops do): increments t->storage->version and frees every derived
+ * copy of the storage (they describe the old values). The library calls it
+ * wherever it writes an existing storage; a caller that writes a tensor's
+ * data through rt_tensor_f32 / rt_tensor_data after the tensor has been
+ * used as a convolution weight must call it too, or the next convolution
+ * may compute with the weight's cached old values (kernels/conv.h "Weight
+ * cache"). No-op for NULL. */
+void rt_tensor_bump_version(rt_tensor *t);
+/* t->storage->version; 0 for NULL. */
+uint64_t rt_tensor_version(const rt_tensor *t);
+
+/* Derived copies of a storage (rt_storage.derived), for the kernels that
+ * keep them. find: the copy tagged `tag`, or NULL. add: a new copy of
+ * nbytes (> 0) booked as RT_MEM_TEMP on s's device under the tracker's
+ * current op, put first in the list; its data is uninitialised (the maker
+ * fills it). Errors: RT_ERR_INVALID_ARG (s or out NULL, nbytes 0),
+ * RT_ERR_OOM (the tracker's limit or the system refused; nothing added).
+ * drop: frees the copy tagged `tag` if there is one (a maker that could
+ * not fill it). clear: frees every copy. NULL s: find returns NULL, drop
+ * and clear do nothing. */
+rt_storage_derived *rt_storage_derived_find(rt_storage *s, uint64_t tag);
+rt_status rt_storage_derived_add(rt_storage *s, uint64_t tag, size_t nbytes, rt_storage_derived **out);
+void rt_storage_derived_drop(rt_storage *s, uint64_t tag);
+void rt_storage_derived_clear(rt_storage *s);
 
 /* Books a storage as kept for backward (+1) or no longer kept (-1). The first
  * keeper moves a TEMP storage's bytes to SAVED, the last one moves them back;

@@ -299,9 +299,11 @@ static rt_status rt_dist_allgather_params(rt_dist *d) {
         rt_dist_bucket *bk = &d->buckets[b];
         for (int j = 0; j < bk->n; j++) {
             int i = bk->idx[j];
-            if (d->owner[i] != d->rank)
+            if (d->owner[i] != d->rank) {
                 memcpy(rt_tensor_f32(d->params[i]), bk->buf + bk->off[j],
                        (size_t)rt_tensor_numel(d->params[i]) * sizeof(float));
+                rt_tensor_bump_version(d->params[i]); /* cached weight layouts are stale */
+            }
         }
     }
     d->stats.gather_s += rt_dist_now() - t0;
@@ -445,9 +447,11 @@ static rt_status rt_dist_sync_params(rt_dist *d) {
     RT_TRY(rt_dist_wait(d, d->n_buckets, d->reqs, NULL, "the parameter broadcast from rank 0"));
     for (int b = 0; b < d->n_buckets; b++) {
         rt_dist_bucket *bk = &d->buckets[b];
-        for (int j = 0; j < bk->n; j++)
+        for (int j = 0; j < bk->n; j++) {
             memcpy(rt_tensor_f32(d->params[bk->idx[j]]), bk->buf + bk->off[j],
                    (size_t)rt_tensor_numel(d->params[bk->idx[j]]) * sizeof(float));
+            rt_tensor_bump_version(d->params[bk->idx[j]]);
+        }
     }
     return RT_OK;
 }

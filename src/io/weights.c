@@ -125,15 +125,20 @@ static rt_status rt_load_pass(rt_state_dict *sd, const rt_named_tensor *extra, i
                 return rt_error_set(RT_ERR_UNSUPPORTED, "cannot load '%s' into a meta tensor", e->name);
         } else if (t->dtype == RT_F32) {
             rt_copy_to_f32(fe, rt_tensor_f32(t), rt_tensor_numel(t));
+            rt_tensor_bump_version(t); /* loaded values: cached weight layouts are stale */
         } else {
             memcpy(rt_tensor_data(t), fe->data, fe->nbytes);
+            rt_tensor_bump_version(t);
         }
     }
     for (int i = 0; i < n_extra; i++, expected++) {
         rt_tensor *t = extra[i].tensor;
         const rt_st_entry *fe = rt_st_find(f, extra[i].name);
         if (!copy) RT_TRY(rt_check_entry(path, extra[i].name, fe, rt_dtype_safetensors_name(t->dtype), t->ndim, t->shape));
-        else memcpy(rt_tensor_data(t), fe->data, fe->nbytes);
+        else {
+            memcpy(rt_tensor_data(t), fe->data, fe->nbytes);
+            rt_tensor_bump_version(t);
+        }
     }
     if (!copy && (size_t)expected != rt_st_count(f)) {
         for (size_t i = 0; i < rt_st_count(f); i++) {

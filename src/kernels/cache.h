@@ -12,7 +12,8 @@
  * least recently used one beyond that. Its bookkeeping is plain malloc (it is
  * not tensor memory); every byte a kernel touches at run time (scratchpads,
  * reorder temporaries) goes through the tracked allocator as RT_MEM_TEMP and
- * is freed before the kernel returns.
+ * is freed before the kernel returns, except the weight cache's copies
+ * (conv.h "Weight cache", off by default), which the weight's storage owns.
  *
  * A thread that used kernels frees its cache automatically when it exits
  * (pthread key destructor); the main thread, or a long-lived thread that wants
@@ -38,5 +39,12 @@ size_t rt_kernels_cache_size(void);
  * has created since it started; a cache hit creates none, so tests compare
  * this counter before and after a repeated call. Not reset by release. */
 int64_t rt_kernels_primitives_created(void);
+
+/* Weight reorders (a convolution's input weights from the caller's layout
+ * into the primitive's) this thread has executed since it started, cached
+ * (kernels/conv.h "Weight cache": one per weight version and format) or
+ * not (one per call); tests compare it before and after calls. Not reset by
+ * release. */
+int64_t rt_kernels_weight_reorders(void);
 
 #endif

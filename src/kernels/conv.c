@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/tensor.h"
 #include "kernels/dnnl_common.h"
 
 static _Thread_local rt_conv_algo rt_tls_conv_algo; /* zero: RT_CONV_ALGO_AUTO */
@@ -19,6 +20,16 @@ rt_conv_algo rt_conv_algo_set(rt_conv_algo algo) {
 }
 
 rt_conv_algo rt_conv_algo_get(void) { return rt_tls_conv_algo; }
+
+static _Thread_local bool rt_tls_weight_cache; /* zero: off, the default */
+
+bool rt_conv_weight_cache_set(bool on) {
+    bool prev = rt_tls_weight_cache;
+    rt_tls_weight_cache = on;
+    return prev;
+}
+
+bool rt_conv_weight_cache_enabled(void) { return rt_tls_weight_cache; }
 
 const char *rt_conv_algo_name(rt_conv_algo algo) {
     switch (algo) {
@@ -275,6 +286,10 @@ static rt_status conv_fwd_pd(conv_geom *g, int with_bias, const char *desc,
 }
 
 rt_status rt_kernel_conv_forward_plan(const rt_conv_shape *s, rt_kernel_plan *plan) {
+    return rt_kernel_conv_forward_plan_cached(s, NULL, plan);
+}
+
+rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, rt_storage *w_cache, rt_kernel_plan *plan) {
     int64_t out[3];
     RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_forward_plan"));
     rt_dnnl_plan_init(plan);
@@ -304,12 +319,17 @@ rt_status rt_kernel_conv_forward_plan(const rt_conv_shape *s, rt_kernel_plan *pl
                                     {DNNL_ARG_BIAS, 0, &g.bias_md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, s->has_bias ? 4 : 3, specs, &e));
     }
-    rt_dnnl_entry_plan(e, plan);
+    rt_dnnl_entry_plan_cached(e, w_cache, plan);
     return RT_OK;
 }
 
 rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const float *w,
                                  const float *b, float *y) {
+    return rt_kernel_conv_forward_cached(s, x, w, NULL, b, y);
+}
+
+rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const float *x, const float *w,
+                                        rt_storage *w_cache, const float *b, float *y) {
     RT_TRY(rt_conv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "forward", desc, sizeof desc);
@@ -319,10 +339,10 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const f
     if (!s->has_bias && b)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: b given but has_bias is 0", desc);
     rt_kernel_plan p;
-    RT_TRY(rt_kernel_conv_forward_plan(s, &p));
+    RT_TRY(rt_kernel_conv_forward_plan_cached(s, w_cache, &p));
     if (!p.entry) return RT_OK; /* n == 0 */
     void *ptrs[4] = {(void *)x, (void *)w, y, (void *)b};
-    return rt_dnnl_entry_exec(p.entry, ptrs);
+    return rt_dnnl_entry_exec_cached(p.entry, ptrs, w_cache);
 }
 
 /* The end of both backward primitives' creation: from the status of the
@@ -373,6 +393,11 @@ static rt_status conv_bwd_data_pd(conv_geom *g, bool bf16, const char *desc, dnn
 }
 
 rt_status rt_kernel_conv_backward_data_plan(const rt_conv_shape *s, rt_kernel_plan *plan) {
+    return rt_kernel_conv_backward_data_plan_cached(s, NULL, plan);
+}
+
+rt_status rt_kernel_conv_backward_data_plan_cached(const rt_conv_shape *s, rt_storage *w_cache,
+                                                   rt_kernel_plan *plan) {
     int64_t out[3];
     RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_backward_data_plan"));
     rt_dnnl_plan_init(plan);
@@ -394,22 +419,27 @@ rt_status rt_kernel_conv_backward_data_plan(const rt_conv_shape *s, rt_kernel_pl
                                     {DNNL_ARG_DIFF_SRC, 1, &g.src_user}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, 3, specs, &e));
     }
-    rt_dnnl_entry_plan(e, plan);
+    rt_dnnl_entry_plan_cached(e, w_cache, plan);
     return RT_OK;
 }
 
 rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy,
                                        float *dx) {
+    return rt_kernel_conv_backward_data_cached(s, w, NULL, dy, dx);
+}
+
+rt_status rt_kernel_conv_backward_data_cached(const rt_conv_shape *s, const float *w, rt_storage *w_cache,
+                                              const float *dy, float *dx) {
     RT_TRY(rt_conv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "backward_data", desc, sizeof desc);
     if (!w || !dy || !dx)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: w, dy, dx must be non-NULL", desc);
     rt_kernel_plan p;
-    RT_TRY(rt_kernel_conv_backward_data_plan(s, &p));
+    RT_TRY(rt_kernel_conv_backward_data_plan_cached(s, w_cache, &p));
     if (!p.entry) return RT_OK;
     void *ptrs[3] = {(void *)dy, (void *)w, dx};
-    return rt_dnnl_entry_exec(p.entry, ptrs);
+    return rt_dnnl_entry_exec_cached(p.entry, ptrs, w_cache);
 }
 
 /* Backward-weights primitive and its forward hint; bf16: x and dy in bf16,

@@ -104,6 +104,57 @@ rt_status rt_kernel_conv_forward_plan(const rt_conv_shape *s, rt_kernel_plan *pl
 rt_status rt_kernel_conv_backward_data_plan(const rt_conv_shape *s, rt_kernel_plan *plan);
 rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_db, rt_kernel_plan *plan);
 
+/* Weight cache. A training step reorders each convolution weight from
+ * PyTorch's OIHW into the primitive's format (blocked, e.g. OIhw16i16o,
+ * or Winograd's, or bf16) in every forward and backward-data call; the
+ * _cached variants below take the weight's storage as well (w_cache, the
+ * storage whose data w points into; core/tensor.h) and keep the reordered
+ * copy with it, one per primitive format (forward and backward-data
+ * usually differ), tagged by the (OIHW, primitive format) pair and valid
+ * for the storage's current version (rt_storage.version). A call whose
+ * copy exists reorders nothing; the copy is made by the first call after a
+ * version change (an optimizer step, loading weights, rt_tensor_copy or
+ * rt_tensor_fill into the weight, rt_tensor_bump_version). Reuse happens
+ * within one version: a checkpointed segment's recompute, the reversible
+ * blocks' recomputed F and G, accumulation's micro-batches, evaluation.
+ * The copies are booked as RT_MEM_TEMP (the reorder buffer they replace
+ * was TEMP too) at the moment the first call makes them, under the
+ * primitive's description, and freed at the next version change or with
+ * the storage; the meta backend books them at the same moments
+ * (backend/meta.c), so predictions still equal the real run.
+ * A caller that writes w's data without the library (through
+ * rt_tensor_f32) after a cached call must call rt_tensor_bump_version, as
+ * PyTorch's in-place ops bump torch.Tensor._version. The cache is not
+ * locked: two threads must not run convolutions on the same weight storage
+ * at once.
+ * The cache is off by default: rt_conv_weight_cache_set(true) makes the
+ * ops (ops/conv.c, ops/conv_transpose.c) pass the weights' storages on
+ * this thread; it returns the previous setting. Off, every call reorders
+ * into its TEMP block and frees it (the behaviour before the cache). Why
+ * off: in a plain training step every weight changes once per step, so
+ * the cache reorders exactly as often as the uncached path (once for the
+ * forward format, once for backward-data's), saves no time, and holds the
+ * copies from the forward to the optimizer step, across the step's peak:
+ * ResNet-50 224² batch 8 predicts 1016.4 MiB instead of 868.9 (TEMP 73.5 →
+ * 238.9 MiB), and the checkpoint planner's plans for a budget need more
+ * recompute. It pays where one version meets several calls: evaluation,
+ * accumulation's micro-batches, checkpoint and reversible recompute
+ * (docs/design.md "Weight cache", with measurements). The CLI's
+ * --weight-cache on sets it for train, bench and memory. */
+bool rt_conv_weight_cache_set(bool on);
+bool rt_conv_weight_cache_enabled(void);
+
+rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const float *x, const float *w,
+                                        struct rt_storage *w_cache, const float *b, float *y);
+rt_status rt_kernel_conv_backward_data_cached(const rt_conv_shape *s, const float *w, struct rt_storage *w_cache,
+                                              const float *dy, float *dx);
+/* Their plans (plan.h weights_cached, weights_cache_bytes: whether the
+ * call will make the copy). */
+rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, struct rt_storage *w_cache,
+                                             rt_kernel_plan *plan);
+rt_status rt_kernel_conv_backward_data_plan_cached(const rt_conv_shape *s, struct rt_storage *w_cache,
+                                                   rt_kernel_plan *plan);
+
 /* Convolution algorithm policy, per thread (every thread starts at
  * RT_CONV_ALGO_AUTO). It plays the part of torch.backends.cudnn.benchmark /
  * .deterministic: which algorithm computes the same convolution.

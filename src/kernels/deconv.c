@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/tensor.h"
 #include "kernels/dnnl_common.h"
 
 static void deconv_desc(const rt_deconv_shape *s, const char *what, char *buf, size_t n) {
@@ -204,7 +205,7 @@ static rt_status deconv_entry(rt_dnnl_kind kind, const rt_deconv_shape *s, const
 
 /* The plan of one pass: shape check, entry found or created, its block. */
 static rt_status deconv_plan(rt_dnnl_kind kind, const char *what, const rt_deconv_shape *s, int with_bias,
-                             rt_kernel_plan *plan, const char *fn) {
+                             rt_storage *w_cache, rt_kernel_plan *plan, const char *fn) {
     int64_t out[3];
     RT_TRY(rt_dnnl_plan_check(plan, fn));
     rt_dnnl_plan_init(plan);
@@ -214,25 +215,41 @@ static rt_status deconv_plan(rt_dnnl_kind kind, const char *what, const rt_decon
     deconv_desc(s, what, desc, sizeof desc);
     rt_dnnl_entry *e;
     RT_TRY(deconv_entry(kind, s, out, with_bias != 0, desc, &e));
-    rt_dnnl_entry_plan(e, plan);
+    rt_dnnl_entry_plan_cached(e, w_cache, plan);
     return RT_OK;
 }
 
 rt_status rt_kernel_deconv_forward_plan(const rt_deconv_shape *s, rt_kernel_plan *plan) {
-    return deconv_plan(RT_DNNL_DECONV_FWD, "forward", s, s && s->has_bias, plan, "rt_kernel_deconv_forward_plan");
+    return rt_kernel_deconv_forward_plan_cached(s, NULL, plan);
+}
+
+rt_status rt_kernel_deconv_forward_plan_cached(const rt_deconv_shape *s, rt_storage *w_cache, rt_kernel_plan *plan) {
+    return deconv_plan(RT_DNNL_DECONV_FWD, "forward", s, s && s->has_bias, w_cache, plan,
+                       "rt_kernel_deconv_forward_plan");
 }
 
 rt_status rt_kernel_deconv_backward_data_plan(const rt_deconv_shape *s, rt_kernel_plan *plan) {
-    return deconv_plan(RT_DNNL_DECONV_BWD_DATA, "backward_data", s, 0, plan, "rt_kernel_deconv_backward_data_plan");
+    return rt_kernel_deconv_backward_data_plan_cached(s, NULL, plan);
+}
+
+rt_status rt_kernel_deconv_backward_data_plan_cached(const rt_deconv_shape *s, rt_storage *w_cache,
+                                                     rt_kernel_plan *plan) {
+    return deconv_plan(RT_DNNL_DECONV_BWD_DATA, "backward_data", s, 0, w_cache, plan,
+                       "rt_kernel_deconv_backward_data_plan");
 }
 
 rt_status rt_kernel_deconv_backward_weights_plan(const rt_deconv_shape *s, int with_db, rt_kernel_plan *plan) {
-    return deconv_plan(RT_DNNL_DECONV_BWD_WEIGHTS, "backward_weights", s, with_db, plan,
+    return deconv_plan(RT_DNNL_DECONV_BWD_WEIGHTS, "backward_weights", s, with_db, NULL, plan,
                        "rt_kernel_deconv_backward_weights_plan");
 }
 
 rt_status rt_kernel_deconv_forward(const rt_deconv_shape *s, const float *x, const float *w, const float *b,
                                    float *y) {
+    return rt_kernel_deconv_forward_cached(s, x, w, NULL, b, y);
+}
+
+rt_status rt_kernel_deconv_forward_cached(const rt_deconv_shape *s, const float *x, const float *w,
+                                          rt_storage *w_cache, const float *b, float *y) {
     RT_TRY(rt_deconv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     deconv_desc(s, "forward", desc, sizeof desc);
@@ -240,22 +257,27 @@ rt_status rt_kernel_deconv_forward(const rt_deconv_shape *s, const float *x, con
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, w, y%s must be non-NULL", desc, s->has_bias ? " and b" : "");
     if (!s->has_bias && b) return rt_error_set(RT_ERR_INVALID_ARG, "%s: b given but has_bias is 0", desc);
     rt_kernel_plan p;
-    RT_TRY(rt_kernel_deconv_forward_plan(s, &p));
+    RT_TRY(rt_kernel_deconv_forward_plan_cached(s, w_cache, &p));
     if (!p.entry) return RT_OK; /* n == 0 */
     void *ptrs[4] = {(void *)x, (void *)w, y, (void *)b};
-    return rt_dnnl_entry_exec(p.entry, ptrs);
+    return rt_dnnl_entry_exec_cached(p.entry, ptrs, w_cache);
 }
 
 rt_status rt_kernel_deconv_backward_data(const rt_deconv_shape *s, const float *w, const float *dy, float *dx) {
+    return rt_kernel_deconv_backward_data_cached(s, w, NULL, dy, dx);
+}
+
+rt_status rt_kernel_deconv_backward_data_cached(const rt_deconv_shape *s, const float *w, rt_storage *w_cache,
+                                                const float *dy, float *dx) {
     RT_TRY(rt_deconv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     deconv_desc(s, "backward_data", desc, sizeof desc);
     if (!w || !dy || !dx) return rt_error_set(RT_ERR_INVALID_ARG, "%s: w, dy, dx must be non-NULL", desc);
     rt_kernel_plan p;
-    RT_TRY(rt_kernel_deconv_backward_data_plan(s, &p));
+    RT_TRY(rt_kernel_deconv_backward_data_plan_cached(s, w_cache, &p));
     if (!p.entry) return RT_OK;
     void *ptrs[3] = {(void *)dy, (void *)w, dx};
-    return rt_dnnl_entry_exec(p.entry, ptrs);
+    return rt_dnnl_entry_exec_cached(p.entry, ptrs, w_cache);
 }
 
 rt_status rt_kernel_deconv_backward_weights(const rt_deconv_shape *s, const float *x, const float *dy, float *dw,

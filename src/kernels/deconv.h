@@ -59,4 +59,16 @@ rt_status rt_kernel_deconv_forward_plan(const rt_deconv_shape *s, rt_kernel_plan
 rt_status rt_kernel_deconv_backward_data_plan(const rt_deconv_shape *s, rt_kernel_plan *plan);
 rt_status rt_kernel_deconv_backward_weights_plan(const rt_deconv_shape *s, int with_db, rt_kernel_plan *plan);
 
+/* Forward and backward-data with the weight cache of kernels/conv.h
+ * ("Weight cache"): w_cache is the storage holding w (NULL: no cache, the
+ * calls above). Same arguments and errors otherwise. */
+rt_status rt_kernel_deconv_forward_cached(const rt_deconv_shape *s, const float *x, const float *w,
+                                          struct rt_storage *w_cache, const float *b, float *y);
+rt_status rt_kernel_deconv_backward_data_cached(const rt_deconv_shape *s, const float *w, struct rt_storage *w_cache,
+                                                const float *dy, float *dx);
+rt_status rt_kernel_deconv_forward_plan_cached(const rt_deconv_shape *s, struct rt_storage *w_cache,
+                                               rt_kernel_plan *plan);
+rt_status rt_kernel_deconv_backward_data_plan_cached(const rt_deconv_shape *s, struct rt_storage *w_cache,
+                                                     rt_kernel_plan *plan);
+
 #endif

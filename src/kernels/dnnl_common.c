@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/tensor.h"
 
 /* Per-thread state: the documented exception to the no-global-state rule. */
 typedef struct rt_dnnl_tls {
@@ -18,6 +19,7 @@ typedef struct rt_dnnl_tls {
     size_t n, cap;
     uint64_t tick;
     int64_t created; /* primitives created, monotonic */
+    int64_t weight_reorders; /* input weight reorders executed, monotonic */
 } rt_dnnl_tls;
 
 static _Thread_local rt_dnnl_tls rt_dnnl_state;
@@ -141,6 +143,46 @@ void rt_kernels_release_cache(void) {
 size_t rt_kernels_cache_size(void) { return rt_dnnl_state.n; }
 
 int64_t rt_kernels_primitives_created(void) { return rt_dnnl_state.created; }
+
+int64_t rt_kernels_weight_reorders(void) { return rt_dnnl_state.weight_reorders; }
+
+/* Interned (caller format, primitive format) pairs of reordered weights,
+ * process-wide: a weight's storage is shared by every thread, so the tag of
+ * its cached copy (rt_dnnl_arg.cache_tag) must mean the same format on all
+ * of them. A documented exception to the no-global-state rule, like
+ * rt_mem_intern's table: entries are only added (one per distinct format
+ * pair of a process, a few dozen), under one mutex, at primitive creation. */
+static pthread_mutex_t rt_dnnl_fmt_lock = PTHREAD_MUTEX_INITIALIZER;
+static dnnl_memory_desc_t (*rt_dnnl_fmts)[2];
+static size_t rt_dnnl_nfmt, rt_dnnl_capfmt;
+
+/* The tag of the pair: "DNNL" in the high word, 1 + the pair's index in
+ * the low one; 0 when the table cannot grow (the weights are then not
+ * cached, which is only slower). */
+static uint64_t rt_dnnl_format_tag(const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *prim) {
+    uint64_t tag = 0;
+    pthread_mutex_lock(&rt_dnnl_fmt_lock);
+    for (size_t i = 0; i < rt_dnnl_nfmt && !tag; i++)
+        if (dnnl_memory_desc_equal(&rt_dnnl_fmts[i][0], user) && dnnl_memory_desc_equal(&rt_dnnl_fmts[i][1], prim))
+            tag = i + 1;
+    if (!tag) {
+        if (rt_dnnl_nfmt == rt_dnnl_capfmt) {
+            size_t cap = rt_dnnl_capfmt ? 2 * rt_dnnl_capfmt : 32;
+            void *n = realloc(rt_dnnl_fmts, cap * sizeof *rt_dnnl_fmts);
+            if (n) {
+                rt_dnnl_fmts = n;
+                rt_dnnl_capfmt = cap;
+            }
+        }
+        if (rt_dnnl_nfmt < rt_dnnl_capfmt) {
+            rt_dnnl_fmts[rt_dnnl_nfmt][0] = *user;
+            rt_dnnl_fmts[rt_dnnl_nfmt][1] = *prim;
+            tag = ++rt_dnnl_nfmt;
+        }
+    }
+    pthread_mutex_unlock(&rt_dnnl_fmt_lock);
+    return tag ? (UINT64_C(0x444e4e4c) << 32) | tag : 0;
+}
 
 rt_status rt_dnnl_attr_user_scratchpad(dnnl_primitive_attr_t *out, const char *desc) {
     *out = NULL;
@@ -348,6 +390,7 @@ rt_status rt_dnnl_entry_create(const rt_dnnl_key *key, const char *desc, dnnl_pr
             goto fail;
         }
         if (rbytes > e->scratch_bytes) e->scratch_bytes = rbytes;
+        if (a->id == DNNL_ARG_WEIGHTS && !a->is_output) a->cache_tag = rt_dnnl_format_tag(umd, pmd);
         dnnl_primitive_desc_destroy(rpd);
         rpd = NULL;
     }
@@ -367,11 +410,11 @@ static size_t rt_round64(size_t n) { return (n + 63) / 64 * 64; }
 
 /* Layout of an entry's per-call TEMP block: the reorder buffers (off[i] for
  * argument i), then the shared scratchpad at *scratch_off. Returns the total. */
-static size_t rt_dnnl_block_layout(const rt_dnnl_entry *e, size_t *off, size_t *scratch_off) {
+static size_t rt_dnnl_block_layout(const rt_dnnl_entry *e, int skip, size_t *off, size_t *scratch_off) {
     size_t total = 0;
     for (int i = 0; i < e->nargs; i++) {
         off[i] = total;
-        if (e->args[i].prim) total += rt_round64(e->args[i].prim_bytes);
+        if (e->args[i].prim && i != skip) total += rt_round64(e->args[i].prim_bytes);
     }
     *scratch_off = total;
     return total + rt_round64(e->scratch_bytes);
@@ -390,13 +433,23 @@ rt_status rt_dnnl_plan_check(const rt_kernel_plan *p, const char *what) {
     return RT_OK;
 }
 
-void rt_dnnl_entry_plan(rt_dnnl_entry *e, rt_kernel_plan *p) {
+/* The argument served by the weight cache of w_cache: the input weights
+ * when they are reordered and have a tag; -1 when none (or no w_cache). */
+static int rt_dnnl_cached_arg(const rt_dnnl_entry *e, const rt_storage *w_cache) {
+    if (!w_cache) return -1;
+    for (int i = 0; i < e->nargs; i++)
+        if (e->args[i].prim && e->args[i].cache_tag) return i;
+    return -1;
+}
+
+void rt_dnnl_entry_plan_cached(rt_dnnl_entry *e, rt_storage *w_cache, rt_kernel_plan *p) {
+    int ci = rt_dnnl_cached_arg(e, w_cache);
     size_t off[RT_DNNL_MAX_ARGS], scratch_off;
-    size_t total = rt_dnnl_block_layout(e, off, &scratch_off);
+    size_t total = rt_dnnl_block_layout(e, ci, off, &scratch_off);
     p->entry = e;
     for (int i = 0; i < e->nargs; i++) {
         const rt_dnnl_arg *a = &e->args[i];
-        if (!a->prim) continue;
+        if (!a->prim || i == ci) continue;
         size_t b = rt_round64(a->prim_bytes);
         switch (a->id) {
         case DNNL_ARG_SRC:
@@ -406,23 +459,48 @@ void rt_dnnl_entry_plan(rt_dnnl_entry *e, rt_kernel_plan *p) {
         default: p->dst_reorder_bytes += b; break; /* DST, DIFF_DST (others are never reordered) */
         }
     }
+    if (ci >= 0) {
+        p->weights_cached = 1;
+        p->weights_cache_tag = e->args[ci].cache_tag;
+        p->weights_cache_op = e->desc;
+        if (!rt_storage_derived_find(w_cache, e->args[ci].cache_tag)) p->weights_cache_bytes = e->args[ci].prim_bytes;
+    }
     p->scratchpad_bytes = rt_round64(e->scratch_bytes);
     if (e->workspace_bytes) p->workspace_bytes = e->workspace_bytes;
     /* Same bytes and op name as rt_dnnl_entry_exec's block. */
     rt_dnnl_plan_add(p, total, e->desc);
 }
 
-rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs) {
+void rt_dnnl_entry_plan(rt_dnnl_entry *e, rt_kernel_plan *p) { rt_dnnl_entry_plan_cached(e, NULL, p); }
+
+rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs) { return rt_dnnl_entry_exec_cached(e, ptrs, NULL); }
+
+rt_status rt_dnnl_entry_exec_cached(rt_dnnl_entry *e, void *const *ptrs, rt_storage *w_cache) {
     rt_dnnl_tls *t = &rt_dnnl_state;
+    /* The cached weights: found, or added here (before the TEMP block, as
+     * the plan says) and filled by the weights' reorder below. */
+    int ci = rt_dnnl_cached_arg(e, w_cache);
+    rt_storage_derived *wd = NULL;
+    int fresh = 0;
+    if (ci >= 0 && !(wd = rt_storage_derived_find(w_cache, e->args[ci].cache_tag))) {
+        const char *prev = rt_mem_set_op(e->desc);
+        rt_status rs = rt_storage_derived_add(w_cache, e->args[ci].cache_tag, e->args[ci].prim_bytes, &wd);
+        rt_mem_set_op(prev);
+        if (rs != RT_OK) return rs;
+        fresh = 1;
+    }
     /* One TEMP block: the reorder buffers, then the shared scratchpad. */
     size_t off[RT_DNNL_MAX_ARGS], scratch_off;
-    size_t total = rt_dnnl_block_layout(e, off, &scratch_off);
+    size_t total = rt_dnnl_block_layout(e, ci, off, &scratch_off);
     char *block = NULL;
     if (total > 0) {
         const char *prev = rt_mem_set_op(e->desc);
         rt_status rs = rt_mem_alloc(total, RT_MEM_TEMP, (void **)&block);
         rt_mem_set_op(prev);
-        if (rs != RT_OK) return rs;
+        if (rs != RT_OK) {
+            if (fresh) rt_storage_derived_drop(w_cache, e->args[ci].cache_tag);
+            return rs;
+        }
     }
     rt_status rs = RT_OK;
     dnnl_status_t st = dnnl_success;
@@ -433,7 +511,7 @@ rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs) {
         rt_dnnl_arg *a = &e->args[i];
         if ((st = dnnl_memory_set_data_handle(a->user, ptrs[i])) != dnnl_success) goto dnnl_fail;
         if (a->prim) {
-            if ((st = dnnl_memory_set_data_handle(a->prim, block + off[i])) != dnnl_success)
+            if ((st = dnnl_memory_set_data_handle(a->prim, i == ci ? wd->data : block + off[i])) != dnnl_success)
                 goto dnnl_fail;
             if (a->reorder_scratch &&
                 (st = dnnl_memory_set_data_handle(a->reorder_scratch, scratch)) != dnnl_success)
@@ -454,7 +532,7 @@ rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs) {
         }
         for (int i = 0; i < e->nargs; i++) {
             rt_dnnl_arg *a = &e->args[i];
-            if (!a->reorder || a->is_output != (pass == 2)) continue;
+            if (!a->reorder || a->is_output != (pass == 2) || (i == ci && !fresh)) continue;
             dnnl_exec_arg_t rargs[3];
             int nr = 0;
             rargs[nr++] = (dnnl_exec_arg_t){DNNL_ARG_FROM, a->is_output ? a->prim : a->user};
@@ -463,12 +541,14 @@ rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs) {
                 rargs[nr++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, a->reorder_scratch};
             if ((st = dnnl_primitive_execute(a->reorder, t->stream, nr, rargs)) != dnnl_success)
                 goto dnnl_fail;
+            if (a->id == DNNL_ARG_WEIGHTS) t->weight_reorders++;
         }
     }
     if ((st = dnnl_stream_wait(t->stream)) != dnnl_success) goto dnnl_fail;
     goto done;
 dnnl_fail:
     rs = rt_dnnl_fail(st, "execution", e->desc);
+    if (fresh) rt_storage_derived_drop(w_cache, e->args[ci].cache_tag);
 done:
     if (block) rt_mem_free(block, total, RT_MEM_TEMP);
     return rs;

@@ -77,6 +77,11 @@ typedef struct rt_dnnl_arg {
     dnnl_primitive_t reorder;  /* user->prim (input) or prim->user (output) */
     dnnl_memory_t reorder_scratch; /* NULL when the reorder needs none */
     size_t prim_bytes;
+    /* Input weights reordered into the primitive's format: the interned
+     * (caller format, primitive format) pair, the tag of the copy the
+     * weight cache keeps with the storage (rt_dnnl_entry_plan_cached);
+     * 0 for every other argument, or when interning failed (no caching). */
+    uint64_t cache_tag;
 } rt_dnnl_arg;
 
 typedef struct rt_dnnl_entry {
@@ -120,6 +125,19 @@ rt_status rt_dnnl_entry_exec(rt_dnnl_entry *e, void *const *ptrs);
  * the blocks already in p->temp. The caller zeroed *p first
  * (rt_dnnl_plan_init) and added any block allocated before it. */
 void rt_dnnl_entry_plan(rt_dnnl_entry *e, rt_kernel_plan *p);
+
+/* The same with the weight cache (plan.h weights_cached): when w_cache is
+ * non-NULL and the entry reorders its input weights, the weights come from
+ * the copy w_cache keeps for the entry's format (made by execute when
+ * absent: p->weights_cache_bytes) and the TEMP block holds no weights
+ * buffer. A NULL w_cache is rt_dnnl_entry_plan. */
+void rt_dnnl_entry_plan_cached(rt_dnnl_entry *e, struct rt_storage *w_cache, rt_kernel_plan *p);
+
+/* rt_dnnl_entry_exec with the weight cache of w_cache (NULL: none), as
+ * planned by rt_dnnl_entry_plan_cached: a missing copy is added and filled
+ * by the weights' reorder before the TEMP block is allocated, a present one
+ * is used as it is. On failure the copy added by this call is dropped. */
+rt_status rt_dnnl_entry_exec_cached(rt_dnnl_entry *e, void *const *ptrs, struct rt_storage *w_cache);
 
 /* Zeroes *p (no entry, no blocks). */
 void rt_dnnl_plan_init(rt_kernel_plan *p);

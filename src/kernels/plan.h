@@ -37,6 +37,7 @@ typedef struct rt_kernel_temp {
 } rt_kernel_temp;
 
 struct rt_dnnl_entry;
+struct rt_storage; /* core/tensor.h: the weight cache's owner */
 
 typedef struct rt_kernel_plan {
     /* The primitive (with its cached reorders) that execute runs; NULL when
@@ -57,6 +58,21 @@ typedef struct rt_kernel_plan {
      * (max-pool argmax, fused batch-norm + ReLU mask): not TEMP, the caller
      * allocates it like an activation; 0 when there is none. */
     size_t workspace_bytes;
+    /* The weight cache (kernels/conv.h "Weight cache"), for a plan made
+     * with the weight's storage: weights_cached is 1 when the primitive
+     * reads the weights from a copy in its own format kept with the
+     * storage (rt_storage.derived, core/tensor.h) instead of reordering
+     * them into the TEMP block (weights_reorder_bytes is then 0). When that
+     * copy does not exist yet for the storage's version,
+     * weights_cache_bytes > 0: execute first adds it (RT_MEM_TEMP, owned by
+     * the storage until its next version or its end, recorded under
+     * weights_cache_op), tagged weights_cache_tag, and reorders the weights
+     * into it; then it allocates the temp blocks below. 0 when the copy is
+     * there (nothing is reordered) or nothing is cached. */
+    int weights_cached;
+    size_t weights_cache_bytes;
+    uint64_t weights_cache_tag;
+    const char *weights_cache_op;
     /* The TEMP blocks in the order execute allocates them; execute frees
      * them in the reverse order before it returns, and nothing else is
      * allocated or freed through the tracker in between. */

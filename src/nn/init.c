@@ -4,6 +4,7 @@
 void rt_init_uniform(rt_init_ctx *ctx, rt_tensor *t, float bound) {
     if (!ctx || !t || t->dtype != RT_F32) return;
     int64_t n = rt_tensor_numel(t);
+    rt_tensor_bump_version(t);
     if (rt_tensor_is_meta(t)) {
         ctx->gen.offset += rt_philox_blocks(n);
         return;
@@ -15,6 +16,7 @@ void rt_init_uniform(rt_init_ctx *ctx, rt_tensor *t, float bound) {
 
 void rt_init_normal(rt_init_ctx *ctx, rt_tensor *t, float std) {
     if (!ctx || !t || t->dtype != RT_F32) return;
+    rt_tensor_bump_version(t);
     if (rt_tensor_is_meta(t)) {
         ctx->gen.offset += rt_philox_blocks(rt_tensor_numel(t) + 1);
         return;

@@ -14,8 +14,8 @@ static rt_status rt_conv_transpose_backward(rt_node *self, rt_tensor *const *gra
     if (rt_node_needs_grad(self, 0)) {
         grad_in[0] = rt_tensor_empty_like(x, RT_MEM_TEMP);
         if (!grad_in[0]) return RT_ERR_OOM;
-        RT_TRY(rt_backend_of(x)->deconv_backward_data(s, rt_tensor_f32(w), rt_tensor_f32(dy),
-                                                      rt_tensor_f32(grad_in[0])));
+        RT_TRY(rt_backend_of(x)->deconv_backward_data(s, rt_tensor_f32(w), rt_conv_weight_cache_of(w),
+                                                      rt_tensor_f32(dy), rt_tensor_f32(grad_in[0])));
     }
     bool need_w = rt_node_needs_grad(self, 1), need_b = s->has_bias && rt_node_needs_grad(self, 2);
     if (!need_w && !need_b) return RT_OK;
@@ -85,6 +85,7 @@ rt_status rt_conv_transpose(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, co
     if (!y) return RT_ERR_OOM;
     y->layout = s.dst_layout;
     rt_status st = rt_backend_of(x)->deconv_forward(&s, rt_tensor_f32(x), rt_tensor_f32(weight),
+                                                    rt_conv_weight_cache_of(weight),
                                                     bias ? rt_tensor_f32(bias) : NULL, rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_tensor *inputs[3] = {x, weight, bias};

@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "core/tensor.h"
+#include "kernels/conv.h"
 
 /* RT_ERR_DTYPE unless t is float32; RT_ERR_INVALID_ARG when t is NULL. */
 static inline rt_status rt_op_check_f32(const rt_tensor *t, const char *op, const char *arg) {
@@ -44,6 +45,16 @@ static inline rt_status rt_op_check_pair(const rt_tensor *a, const rt_tensor *b,
 /* A new f32 activation (TEMP) of `shape` on like's device; NULL + message on failure. */
 static inline rt_tensor *rt_op_new(const rt_tensor *like, int ndim, const int64_t *shape) {
     return rt_tensor_create(ndim, shape, RT_F32, like->device, RT_MEM_TEMP);
+}
+
+/* The storage whose reordered copies a convolution keeps for weight w
+ * (kernels/conv.h "Weight cache"): w's storage when w is a parameter (its
+ * storage is booked as RT_MEM_PARAM, as every module's weights are) and
+ * this thread has the cache on; NULL otherwise (inputs and computed
+ * weights are reordered per call, as before the cache). */
+static inline rt_storage *rt_conv_weight_cache_of(const rt_tensor *w) {
+    return w && w->storage && w->storage->category == RT_MEM_PARAM && rt_conv_weight_cache_enabled() ? w->storage
+                                                                                                    : NULL;
 }
 
 /* Shortcut for "this op computes nothing on meta tensors". */

@@ -350,6 +350,7 @@ rt_status rt_optimizer_step(rt_optimizer *opt) {
             const rt_adamw_coef c = rt_adamw_coef_of(opt, st->step);
             be->adamw_update(n, &c, rt_tensor_f32(p), rt_tensor_f32(p->grad), buf0, rt_tensor_f32(st->buf[1]));
         }
+        rt_tensor_bump_version(p); /* new values: cached weight layouts are stale (kernels/conv.h) */
     }
     opt->step_count++;
     return RT_OK;

@@ -72,7 +72,7 @@ check missing-image 1 "cannot read --image" "$bin" superres train --image "$tmp/
 check huge-patch 2 "slices are" "$bin" superres train --patch 400 --out "$tmp/y"
 check not-sr-weights 1 "not a safetensors file" "$bin" superres eval --weights "$tmp/edsr/train.csv" --out "$tmp/z"
 # eval takes the model from the weights: a disagreeing option is a usage error
-check help-eval-model 0 "one the weights file records" "$bin" superres --help
+check help-eval-model 0 "shape (--model, --blocks, --feats, --scale, --res-scale) comes from the" "$bin" superres --help
 w="$tmp/edsr/weights.safetensors"
 check eval-disagree 2 "\-\-model revedsr disagrees with the weights (edsr, 2 blocks x 8 feats, x2" \
     "$bin" superres eval --model revedsr --blocks 3 --feats 16 --scale 3 --weights "$w" --out "$tmp/dis"

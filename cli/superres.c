@@ -272,7 +272,7 @@ static int sr_load(const sr_opts *o, sr_data *d) {
     if (d->n_eval == 0) {
         fprintf(stderr, "revtorch superres %s: no held-out slice has 10%% of its voxels above 0.05; hold out more "
                         "(--holdout)\n", o->cmd);
-        return 2;
+        return 1; /* a property of the volume: a data problem */
     }
     return -1;
 }

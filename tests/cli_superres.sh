@@ -112,12 +112,13 @@ def nii(path, dims, fill):
     h[344:348] = b'n+1\0'
     n = 1
     for d in dims: n *= d
-    open(path, 'wb').write(bytes(h) + struct.pack(f'<{n}f', *(fill() for _ in range(n))))
+    open(path, 'wb').write(bytes(h) + struct.pack(f'<{n}f', *(fill(i) for i in range(n))))
 random.seed(0)
-nii(f'{tmp}/v4d.nii', (40, 40, 40, 2), lambda: 1.0)
-nii(f'{tmp}/v2d.nii', (64, 64), lambda: 1.0)
-nii(f'{tmp}/zero.nii', (16, 16, 16), lambda: 0.0)
-nii(f'{tmp}/small.nii', (40, 40, 40), lambda: random.random())
+nii(f'{tmp}/v4d.nii', (40, 40, 40, 2), lambda i: 1.0)
+nii(f'{tmp}/v2d.nii', (64, 64), lambda i: 1.0)
+nii(f'{tmp}/zero.nii', (16, 16, 16), lambda i: 0.0)
+nii(f'{tmp}/small.nii', (40, 40, 40), lambda i: random.random())
+nii(f'{tmp}/low.nii', (40, 40, 40), lambda i: 1.0 if i < 20 * 40 * 40 else 0.0)  # empty top half
 PY
 # a failed eval leaves no empty --out behind (blocks=3 recorded, 2 blocks' tensors saved)
 python3 - "$tmp/meta-gap.st" "$tmp/b3.st" <<'PY'
@@ -132,6 +133,8 @@ if [ ! -e "$tmp/gone" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAI
 check image-4d 1 "is 4-D (40x40x40x2); give a single 3-D volume" "$bin" superres train --image "$tmp/v4d.nii" --out "$tmp/i"
 check image-2d 1 "is 2-D (64x64); superres needs a 3-D volume with >= 3 axial slices" \
     "$bin" superres train --image "$tmp/v2d.nii" --out "$tmp/i"
+check image-empty-top 1 "no held-out slice has 10% of its voxels" "$bin" superres train --image "$tmp/low.nii" \
+    --patch 4 --out "$tmp/i"
 check image-zero 1 "no voxel is > 0" "$bin" superres train --image "$tmp/zero.nii" --patch 4 --out "$tmp/i"
 # odd features for the reversible model: found before loading anything
 check revedsr-odd-feats 2 "\-\-feats must be even for --model revedsr" \

@@ -16,6 +16,7 @@
 #include "data/nifti.h"
 #include "autograd/node.h"
 #include "data/superres.h"
+#include "io/safetensors.h"
 #include "io/weights.h"
 #include "kernels/threads.h"
 #include "memory/predict.h"
@@ -34,6 +35,7 @@ typedef struct sr_opts {
     const char *image, *model, *out, *weights;
     int64_t blocks, feats, scale, batch, patch, steps, seed, threads, eval_slices, gap, ref_batch, max_batch;
     float res_scale, lr, holdout, percentile, min_foreground, time_limit;
+    bool model_given, blocks_given, feats_given, scale_given, res_scale_given; /* eval checks them */
 } sr_opts;
 
 static void sr_usage(FILE *f) {
@@ -48,7 +50,9 @@ static void sr_usage(FILE *f) {
             "           evaluates as eval does\n"
             "  eval     --weights FILE: PSNR and SSIM (border of `scale` pixels cut, data range 1) of the model\n"
             "           and of bicubic upsampling on the held-out slices; writes OUT/eval.csv, OUT/eval.json\n"
-            "           and OUT/comparison.png (LR, bicubic, model, target on the middle evaluated slice)\n"
+            "           and OUT/comparison.png (LR, bicubic, model, target on the middle evaluated slice).\n"
+            "           The model's shape (--model, --blocks, --feats, --scale, --res-scale) comes from the\n"
+            "           weights file; giving one that differs is a usage error\n"
             "  memory   predicted bytes of one training step (meta device: nothing runs) of edsr and revedsr\n"
             "           at --batch, and the largest revedsr batch that fits in edsr's step peak at --ref-batch\n\n"
             "  --image FILE          volume (NIfTI; default %s)\n"
@@ -91,12 +95,12 @@ static int sr_parse(int argc, char **argv, sr_opts *o) {
             sr_usage(stdout);
             return 0;
         } else if (!strcmp(a, "--image")) ok = cli_str(argc, argv, &i, &o->image);
-        else if (!strcmp(a, "--model")) ok = cli_str(argc, argv, &i, &o->model);
+        else if (!strcmp(a, "--model")) ok = cli_str(argc, argv, &i, &o->model), o->model_given = true;
         else if (!strcmp(a, "--out")) ok = cli_str(argc, argv, &i, &o->out);
         else if (!strcmp(a, "--weights")) ok = cli_str(argc, argv, &i, &o->weights);
-        else if (!strcmp(a, "--blocks")) ok = cli_int_in(argc, argv, &i, 1, 1024, NULL, &o->blocks);
-        else if (!strcmp(a, "--feats")) ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->feats);
-        else if (!strcmp(a, "--scale")) ok = cli_int_in(argc, argv, &i, 2, 4, NULL, &o->scale);
+        else if (!strcmp(a, "--blocks")) o->blocks_given = true, ok = cli_int_in(argc, argv, &i, 1, 1024, NULL, &o->blocks);
+        else if (!strcmp(a, "--feats")) o->feats_given = true, ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->feats);
+        else if (!strcmp(a, "--scale")) o->scale_given = true, ok = cli_int_in(argc, argv, &i, 2, 4, NULL, &o->scale);
         else if (!strcmp(a, "--batch")) ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->batch);
         else if (!strcmp(a, "--patch")) ok = cli_int_in(argc, argv, &i, 4, 4096, NULL, &o->patch);
         else if (!strcmp(a, "--steps")) ok = cli_int_in(argc, argv, &i, 1, INT32_MAX, NULL, &o->steps);
@@ -106,10 +110,16 @@ static int sr_parse(int argc, char **argv, sr_opts *o) {
         else if (!strcmp(a, "--max-batch")) ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->max_batch);
         else if (!strcmp(a, "--seed")) ok = cli_int(argc, argv, &i, &o->seed);
         else if (!strcmp(a, "--threads")) ok = cli_int(argc, argv, &i, &o->threads);
-        else if (!strcmp(a, "--res-scale")) ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->res_scale);
+        else if (!strcmp(a, "--res-scale")) o->res_scale_given = true, ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->res_scale);
         else if (!strcmp(a, "--lr")) ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->lr);
-        else if (!strcmp(a, "--holdout"))
-            ok = cli_float_in(argc, argv, &i, 0, 1, true, "(fraction of the axial slices held out)", &o->holdout);
+        else if (!strcmp(a, "--holdout")) {
+            ok = cli_float(argc, argv, &i, &o->holdout);
+            if (ok && !(o->holdout > 0.0f && o->holdout < 1.0f)) {
+                fprintf(stderr, "revtorch: option --holdout must be in (0, 1) (fraction of the axial slices held out; "
+                                "some must be), got %s\n", argv[i]);
+                ok = false;
+            }
+        }
         else if (!strcmp(a, "--percentile")) ok = cli_float_in(argc, argv, &i, 1, 100, false, NULL, &o->percentile);
         else if (!strcmp(a, "--min-foreground"))
             ok = cli_float_in(argc, argv, &i, 0, 1, false, NULL, &o->min_foreground);
@@ -125,8 +135,10 @@ static int sr_parse(int argc, char **argv, sr_opts *o) {
         fprintf(stderr, "revtorch superres %s: --model must be edsr or revedsr, got '%s'\n", o->cmd, o->model);
         return 2;
     }
-    if (!(o->holdout > 0.0f)) {
-        fprintf(stderr, "revtorch superres %s: --holdout must be in (0, 1): some slices must be held out\n", o->cmd);
+    /* reversible EDSR's couplings split the features in halves; memory builds revedsr whatever --model */
+    if (o->feats % 2 && (!strcmp(o->cmd, "memory") || (!strcmp(o->cmd, "train") && !strcmp(o->model, "revedsr")))) {
+        fprintf(stderr, "revtorch superres %s: --feats must be even for --model revedsr (its couplings split the "
+                        "features in halves), got %lld\n", o->cmd, (long long)o->feats);
         return 2;
     }
     if (!cli_threads_ok(o->threads)) return 2;
@@ -214,20 +226,43 @@ static int sr_load(const sr_opts *o, sr_data *d) {
                                                           "package: apt-get install mricron-data)");
         return 1;
     }
+    /* the shape from the header first: a volume that is not 3-D is refused before its data are read */
+    rt_nifti_info info;
+    if (rt_nifti_read_info(o->image, &info) != RT_OK) {
+        fprintf(stderr, "revtorch superres %s: --image %s: %s\n", o->cmd, o->image, rt_error_last());
+        return 1;
+    }
+    int nd = info.ndim; /* trailing axes of size 1 do not count */
+    while (nd > 1 && info.dim[nd] == 1) nd--;
+    char dims[160] = "";
+    for (int a = 1; a <= info.ndim && a <= 7; a++) {
+        size_t l = strlen(dims);
+        snprintf(dims + l, sizeof dims - l, "%s%lld", a > 1 ? "x" : "", (long long)info.dim[a]);
+    }
+    if (nd > 3) {
+        fprintf(stderr, "revtorch superres %s: --image %s is %d-D (%s); give a single 3-D volume\n", o->cmd,
+                o->image, nd, dims);
+        return 1;
+    }
+    if (nd < 3 || info.dim[3] < 3) {
+        fprintf(stderr, "revtorch superres %s: --image %s is %d-D (%s); superres needs a 3-D volume with >= 3 axial "
+                        "slices\n", o->cmd, o->image, nd, dims);
+        return 1;
+    }
     if (rt_nifti_read(o->image, NULL, &d->volume) != RT_OK) {
         fprintf(stderr, "revtorch superres %s: --image %s: %s\n", o->cmd, o->image, rt_error_last());
         return 1;
     }
     if (rt_sr_normalize(d->volume, o->percentile, &d->q) != RT_OK ||
         rt_sr_split_slices(d->volume->shape[1], o->holdout, o->gap, &d->split) != RT_OK) {
-        fprintf(stderr, "revtorch superres %s: %s\n", o->cmd, rt_error_last());
-        return 2;
+        fprintf(stderr, "revtorch superres %s: --image %s: %s\n", o->cmd, o->image, rt_error_last());
+        return 1;
     }
     const int64_t H = d->volume->shape[2], W = d->volume->shape[3];
-    if (o->patch * o->scale > H || o->patch * o->scale > W) {
+    if (!strcmp(o->cmd, "train") && (o->patch * o->scale > H || o->patch * o->scale > W)) { /* eval draws no patches */
         fprintf(stderr, "revtorch superres %s: --patch %lld at scale %lld needs %lld-pixel targets; the slices are "
-                        "%lldx%lld\n", o->cmd, (long long)o->patch, (long long)o->scale,
-                (long long)(o->patch * o->scale), (long long)H, (long long)W);
+                        "%lldx%lld: use --patch <= %lld\n", o->cmd, (long long)o->patch, (long long)o->scale,
+                (long long)(o->patch * o->scale), (long long)H, (long long)W, (long long)((H < W ? H : W) / o->scale));
         return 2;
     }
     if (rt_sr_eval_slices(d->volume, &d->split, o->eval_slices, 0.05f, 0.1, d->ks, &d->n_eval) != RT_OK) {
@@ -237,24 +272,58 @@ static int sr_load(const sr_opts *o, sr_data *d) {
     if (d->n_eval == 0) {
         fprintf(stderr, "revtorch superres %s: no held-out slice has 10%% of its voxels above 0.05; hold out more "
                         "(--holdout)\n", o->cmd);
-        return 2;
+        return 1; /* a property of the volume: a data problem */
     }
     return -1;
 }
 
-/* Creates DIR (one level) unless it exists as a directory. */
-static int sr_make_out(const sr_opts *o) {
+/* Creates --out and its missing parents (mkdir -p) unless it exists as a
+ * directory. *created (optional) receives how many path levels were made, for
+ * sr_unmake_out. */
+static int sr_make_out(const sr_opts *o, int *created) {
+    if (created) *created = 0;
     struct stat sb;
     if (stat(o->out, &sb) == 0) {
         if (S_ISDIR(sb.st_mode)) return -1;
         fprintf(stderr, "revtorch superres %s: --out %s exists and is not a directory\n", o->cmd, o->out);
         return 1;
     }
-    if (mkdir(o->out, 0777) != 0) {
-        fprintf(stderr, "revtorch superres %s: cannot create --out %s: %s\n", o->cmd, o->out, strerror(errno));
+    char path[CLI_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", o->out) >= (int)sizeof path) {
+        fprintf(stderr, "revtorch superres %s: --out %s: path too long\n", o->cmd, o->out);
         return 1;
     }
+    int made = 0;
+    for (char *p = path + 1;; p++) { /* each prefix ending before a '/', then the whole path */
+        const bool end = *p == '\0';
+        if (*p != '/' && !end) continue;
+        *p = '\0';
+        if (mkdir(path, 0777) == 0) made++;
+        else if (errno != EEXIST || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "revtorch superres %s: cannot create --out %s (at %s): %s\n", o->cmd, o->out, path,
+                    strerror(errno == EEXIST ? ENOTDIR : errno));
+            return 1;
+        }
+        if (end) break;
+        *p = '/';
+    }
+    if (created) *created = made;
     return -1;
+}
+
+/* Removes the `created` innermost levels of --out that sr_make_out made, if
+ * still empty (rmdir fails on a non-empty directory). */
+static void sr_unmake_out(const sr_opts *o, int created) {
+    char path[CLI_PATH_MAX];
+    snprintf(path, sizeof path, "%s", o->out);
+    for (int i = 0; i < created; i++) {
+        size_t l = strlen(path);
+        while (l > 1 && path[l - 1] == '/') path[--l] = '\0';
+        if (rmdir(path) != 0) return;
+        char *slash = strrchr(path, '/');
+        if (!slash) return;
+        *slash = '\0';
+    }
 }
 
 static void out_path(const sr_opts *o, const char *name, char *buf, size_t n) {
@@ -428,8 +497,9 @@ static int sr_evaluate(const sr_opts *o, rt_model *m, const sr_data *d, const ch
     snprintf(cap[1], sizeof cap[1], "bicubic  %.2f dB", sc.psnr[0][mid]);
     snprintf(cap[2], sizeof cap[2], "%s  %.2f dB", m->name, sc.psnr[1][mid]);
     snprintf(cap[3], sizeof cap[3], "target %lldx%lld", (long long)keep[3]->shape[3], (long long)keep[3]->shape[2]);
-    snprintf(title, sizeof title, "held-out axial slice k = %lld, x%lld (PSNR on this slice; mean over %lld slices: "
+    snprintf(title, sizeof title, "held-out axial slice k = %lld, x%lld (PSNR on this slice; mean over %lld slice%s: "
              "bicubic %.2f dB, %s %.2f dB)%s%s", (long long)d->ks[mid], (long long)o->scale, (long long)d->n_eval,
+             d->n_eval == 1 ? "" : "s",
              sc.mean_psnr[0], m->name, sc.mean_psnr[1], label ? ", " : "", label ? label : "");
     const cli_sr_panel panels[4] = {{near, cap[0]}, {keep[1], cap[1]}, {keep[2], cap[2]}, {keep[3], cap[3]}};
     const int64_t H = keep[3]->shape[2], W = keep[3]->shape[3], box = H < 64 || W < 64 ? (H < W ? H : W) : 64;
@@ -473,11 +543,29 @@ static int sr_train(const sr_opts *o) {
     sr_data d = {0};
     int rc = sr_load(o, &d);
     if (rc >= 0) goto out_data;
-    rc = sr_make_out(o);
+    rc = sr_make_out(o, NULL);
     if (rc >= 0) goto out_data;
     char weights[CLI_PATH_MAX], csv[CLI_PATH_MAX], csv_tmp[CLI_PATH_MAX + 32];
     if (o->weights) snprintf(weights, sizeof weights, "%s", o->weights);
     else out_path(o, "weights.safetensors", weights, sizeof weights);
+    { /* the weights are saved after training: find an unwritable path now (a file created and removed beside it) */
+        struct stat sb;
+        char probe[CLI_PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s.tmp.%ld", weights, (long)getpid());
+        FILE *pf = NULL;
+        int e = stat(weights, &sb) == 0 && S_ISDIR(sb.st_mode) ? EISDIR : 0;
+        if (!e && !(pf = fopen(probe, "wx"))) e = errno;
+        if (pf) {
+            fclose(pf);
+            unlink(probe);
+        }
+        if (e) {
+            fprintf(stderr, "revtorch superres train: cannot write --weights %s: %s (found before training; give "
+                            "a writable file path)\n", weights, strerror(e));
+            rc = 1;
+            goto out_data;
+        }
+    }
     out_path(o, "train.csv", csv, sizeof csv);
     rt_model *m = NULL;
     rt_sr_sampler *sampler = NULL;
@@ -623,40 +711,114 @@ out_data:
     return rc;
 }
 
-/* eval: the configuration from the weights file's metadata. */
+/* One metadata value of the weights as an integer in [lo, hi] (false with a
+ * message otherwise); absent keys leave *out alone. */
+static bool sr_meta_int(const rt_st_file *f, const char *path, const char *key, int64_t lo, int64_t hi,
+                        int64_t *out) {
+    const char *v = rt_st_metadata(f, key);
+    if (!v) return true;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata %s=%s is out of range [%lld, %lld]: "
+                        "the file is damaged or not from superres train\n", path, key, v, (long long)lo,
+                (long long)hi);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+/* As sr_meta_int for a float in [lo, hi] (lo excluded when lo_open). */
+static bool sr_meta_float(const rt_st_file *f, const char *path, const char *key, float lo, float hi, bool lo_open,
+                          bool hi_open, float *out) {
+    const char *v = rt_st_metadata(f, key);
+    if (!v) return true;
+    char *end;
+    float x = strtof(v, &end);
+    if (end == v || *end || !isfinite(x) || (lo_open ? !(x > lo) : !(x >= lo)) || (hi_open ? !(x < hi) : !(x <= hi))) {
+        fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata %s=%s is out of range %c%g, %g%c: the "
+                        "file is damaged or not from superres train\n", path, key, v, lo_open ? '(' : '[', (double)lo,
+                (double)hi, hi_open ? ')' : ']');
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+/* eval: the configuration from the weights file's metadata, each value
+ * checked against the options' own limits; an option the user gave that
+ * disagrees with the weights is a usage error (exit 2). The file is read and
+ * validated whole (rt_st_open) first, so a damaged file is reported as such. */
 static int sr_eval(const sr_opts *o_in) {
-    if (access(o_in->weights, R_OK) != 0) {
-        fprintf(stderr, "revtorch superres eval: cannot read --weights %s: %s\n", o_in->weights, strerror(errno));
+    rt_st_file *f = NULL;
+    if (rt_st_open(o_in->weights, &f) != RT_OK) {
+        fprintf(stderr, "revtorch superres eval: cannot read --weights %s: %s\n", o_in->weights, rt_error_last());
         return 1;
     }
     sr_opts oo = *o_in;
-    char model[32], v[32];
-    if (rt_weights_read_metadata(o_in->weights, "task", v, sizeof v) != RT_OK || strcmp(v, "superres") ||
-        rt_weights_read_metadata(o_in->weights, "model", model, sizeof model) != RT_OK) {
+    char model[32];
+    const char *task = rt_st_metadata(f, "task"), *mv = rt_st_metadata(f, "model");
+    rt_error_clear();
+    if (!task || strcmp(task, "superres") || !mv) {
         fprintf(stderr, "revtorch superres eval: --weights %s was not saved by `revtorch superres train` (no "
                         "task=superres metadata)\n", o_in->weights);
+        rt_st_close(f);
         return 1;
     }
+    snprintf(model, sizeof model, "%s", mv);
     oo.model = model;
-    const char *ikeys[4] = {"blocks", "feats", "scale", "gap"};
-    int64_t *ivals[4] = {&oo.blocks, &oo.feats, &oo.scale, &oo.gap};
-    for (int i = 0; i < 4; i++)
-        if (rt_weights_read_metadata(o_in->weights, ikeys[i], v, sizeof v) == RT_OK) *ivals[i] = atoll(v);
-    const char *fkeys[3] = {"res_scale", "holdout", "percentile"};
-    float *fvals[3] = {&oo.res_scale, &oo.holdout, &oo.percentile};
-    for (int i = 0; i < 3; i++)
-        if (rt_weights_read_metadata(o_in->weights, fkeys[i], v, sizeof v) == RT_OK) *fvals[i] = strtof(v, NULL);
+    bool ok = strcmp(model, "edsr") == 0 || strcmp(model, "revedsr") == 0;
+    if (!ok)
+        fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata model=%s is not edsr or revedsr: the "
+                        "file is damaged or not from superres train\n", o_in->weights, mv);
+    ok = ok && sr_meta_int(f, o_in->weights, "blocks", 1, 1024, &oo.blocks) &&
+         sr_meta_int(f, o_in->weights, "feats", 1, 4096, &oo.feats) &&
+         sr_meta_int(f, o_in->weights, "scale", 2, 4, &oo.scale) &&
+         sr_meta_int(f, o_in->weights, "gap", 0, 4096, &oo.gap) &&
+         sr_meta_float(f, o_in->weights, "res_scale", 0, INFINITY, false, true, &oo.res_scale) &&
+         sr_meta_float(f, o_in->weights, "holdout", 0, 1, true, true, &oo.holdout) &&
+         sr_meta_float(f, o_in->weights, "percentile", 1, 100, false, false, &oo.percentile);
+    rt_st_close(f);
     rt_error_clear();
+    if (!ok) return 1;
+    if (!strcmp(model, "revedsr") && oo.feats % 2) {
+        fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata feats=%lld is odd for revedsr: the "
+                        "file is damaged or not from superres train\n", o_in->weights, (long long)oo.feats);
+        return 1;
+    }
+    const char *opt = NULL;
+    char given[64];
+    if (o_in->model_given && strcmp(o_in->model, model))
+        opt = "--model", snprintf(given, sizeof given, "%s", o_in->model);
+    else if (o_in->blocks_given && o_in->blocks != oo.blocks)
+        opt = "--blocks", snprintf(given, sizeof given, "%lld", (long long)o_in->blocks);
+    else if (o_in->feats_given && o_in->feats != oo.feats)
+        opt = "--feats", snprintf(given, sizeof given, "%lld", (long long)o_in->feats);
+    else if (o_in->scale_given && o_in->scale != oo.scale)
+        opt = "--scale", snprintf(given, sizeof given, "%lld", (long long)o_in->scale);
+    else if (o_in->res_scale_given && o_in->res_scale != oo.res_scale)
+        opt = "--res-scale", snprintf(given, sizeof given, "%g", (double)o_in->res_scale);
+    if (opt) {
+        fprintf(stderr, "revtorch superres eval: %s %s disagrees with the weights (%s, %lld blocks x %lld feats, x%lld, "
+                        "res_scale %g); eval takes the model from the weights: drop "
+                        "--model/--blocks/--feats/--scale/--res-scale\n", opt, given, model, (long long)oo.blocks,
+                (long long)oo.feats, (long long)oo.scale, (double)oo.res_scale);
+        return 2;
+    }
     sr_data d = {0};
     rt_model *m = NULL;
+    int created = 0;
     int rc = sr_load(&oo, &d);
-    if (rc < 0) rc = sr_make_out(&oo);
+    if (rc < 0) rc = sr_make_out(&oo, &created);
     if (rc < 0) {
         rc = 1;
         if (sr_model_create(&oo, RT_DEVICE_CPU, 0, &m) != RT_OK) cli_fail("cannot create the model");
         else if (rt_weights_load(m->sd, NULL, 0, oo.weights) != RT_OK) cli_fail("cannot load the weights");
         else if (cli_strategy_apply(&(cli_strategy){.reversible = true}, m), !m->net) cli_fail("out of memory");
         else rc = sr_evaluate(&oo, m, &d, NULL, 0.0);
+        if (rc != 0) sr_unmake_out(&oo, created); /* only what is still empty goes */
     }
     rt_model_destroy(m);
     rt_tensor_release(d.volume);
@@ -710,13 +872,13 @@ static int sr_memory(const sr_opts *o) {
             else hi = mid;
         }
         const char *what = crit == 0 ? "step peak" : "activations (SAVED)";
-        printf("edsr at batch %lld: %s %.1f MiB; the largest revedsr batch within it: %lld%s", (long long)o->ref_batch,
-               what, (double)budget / 1048576.0, (long long)lo, lo >= o->max_batch ? " (--max-batch reached)" : "");
+        printf("edsr at batch %lld: %s %.1f MiB; the largest revedsr batch within it: %lld", (long long)o->ref_batch,
+               what, (double)budget / 1048576.0, (long long)lo);
         if (lo > 0) {
             if (sr_predict(&r, lo, &p) != RT_OK) return cli_fail("memory prediction failed");
-            printf(" (%s %.1f MiB, %.2fx the batch)", what,
+            printf(" (%s %.1f MiB, %.2fx the batch%s)", what,
                    (double)(crit == 0 ? p.peak_total : p.peak[RT_MEM_SAVED]) / 1048576.0,
-                   (double)lo / (double)o->ref_batch);
+                   (double)lo / (double)o->ref_batch, lo >= o->max_batch ? "; --max-batch reached" : "");
         }
         printf("\n");
     }

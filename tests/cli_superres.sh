@@ -70,6 +70,89 @@ check bad-holdout 2 "holdout" "$bin" superres train --holdout 1.5
 check eval-needs-weights 2 "weights FILE is required" "$bin" superres eval
 check missing-image 1 "cannot read --image" "$bin" superres train --image "$tmp/none.nii.gz" --out "$tmp/x"
 check huge-patch 2 "slices are" "$bin" superres train --patch 400 --out "$tmp/y"
-check not-sr-weights 1 "superres train" "$bin" superres eval --weights "$tmp/edsr/train.csv" --out "$tmp/z"
+check not-sr-weights 1 "not a safetensors file" "$bin" superres eval --weights "$tmp/edsr/train.csv" --out "$tmp/z"
+# eval takes the model from the weights: a disagreeing option is a usage error
+check help-eval-model 0 "shape (--model, --blocks, --feats, --scale, --res-scale) comes from the" "$bin" superres --help
+w="$tmp/edsr/weights.safetensors"
+check eval-disagree 2 "\-\-model revedsr disagrees with the weights (edsr, 2 blocks x 8 feats, x2" \
+    "$bin" superres eval --model revedsr --blocks 3 --feats 16 --scale 3 --weights "$w" --out "$tmp/dis"
+check eval-disagree-blocks 2 "\-\-blocks 3 disagrees" "$bin" superres eval --blocks 3 --weights "$w" --out "$tmp/dis"
+# damaged weights: metadata out of range, truncated, empty, a directory
+python3 - "$w" "$tmp" <<'PY'
+import json, struct, sys
+src, tmp = sys.argv[1], sys.argv[2]
+b = open(src, 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+hdr, data = json.loads(b[8:8 + n]), b[8 + n:]
+for key, val in (('blocks', '99999999999'), ('scale', '7'), ('gap', '3')):
+    h = json.loads(json.dumps(hdr)); h['__metadata__'][key] = val
+    t = json.dumps(h).encode()
+    open(f'{tmp}/meta-{key}.st', 'wb').write(struct.pack('<Q', len(t)) + t + data)
+open(f'{tmp}/cut.st', 'wb').write(b[:len(b) - 100])
+open(f'{tmp}/empty.st', 'wb').close()
+PY
+check meta-blocks 1 "weights metadata blocks=99999999999 is out of range \[1, 1024\]: the file is damaged" \
+    "$bin" superres eval --weights "$tmp/meta-blocks.st" --out "$tmp/dm"
+check meta-scale 1 "weights metadata scale=7 is out of range \[2, 4\]" \
+    "$bin" superres eval --weights "$tmp/meta-scale.st" --out "$tmp/dm"
+check weights-truncated 1 "truncated" "$bin" superres eval --weights "$tmp/cut.st" --out "$tmp/dm"
+check weights-empty 1 "the file is 0 bytes" "$bin" superres eval --weights "$tmp/empty.st" --out "$tmp/dm"
+check weights-dir 1 "not a regular file: Is a directory" "$bin" superres eval --weights "$tmp" --out "$tmp/dm"
+# volumes that are not a 3-D intensity image: refused at load, exit 1
+python3 - "$tmp" <<'PY'
+import random, struct, sys
+tmp = sys.argv[1]
+def nii(path, dims, fill):
+    h = bytearray(352)
+    struct.pack_into('<i', h, 0, 348)
+    struct.pack_into('<8h', h, 40, len(dims), *(list(dims) + [1] * (7 - len(dims))))
+    struct.pack_into('<hh', h, 70, 16, 32)               # float32
+    struct.pack_into('<8f', h, 76, 1, 1, 1, 1, 1, 1, 1, 1)
+    struct.pack_into('<f', h, 108, 352.0)                # vox_offset
+    h[344:348] = b'n+1\0'
+    n = 1
+    for d in dims: n *= d
+    open(path, 'wb').write(bytes(h) + struct.pack(f'<{n}f', *(fill(i) for i in range(n))))
+random.seed(0)
+nii(f'{tmp}/v4d.nii', (40, 40, 40, 2), lambda i: 1.0)
+nii(f'{tmp}/v2d.nii', (64, 64), lambda i: 1.0)
+nii(f'{tmp}/zero.nii', (16, 16, 16), lambda i: 0.0)
+nii(f'{tmp}/small.nii', (40, 40, 40), lambda i: random.random())
+nii(f'{tmp}/low.nii', (40, 40, 40), lambda i: 1.0 if i < 20 * 40 * 40 else 0.0)  # empty top half
+PY
+# a failed eval leaves no empty --out behind (blocks=3 recorded, 2 blocks' tensors saved)
+python3 - "$tmp/meta-gap.st" "$tmp/b3.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n]); h['__metadata__']['blocks'] = '3'; t = json.dumps(h).encode()
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(t)) + t + b[8 + n:])
+PY
+check eval-fails 1 "cannot load the weights" "$bin" superres eval --weights "$tmp/b3.st" --image "$tmp/small.nii" \
+    --out "$tmp/gone/deeper"
+if [ ! -e "$tmp/gone" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL eval-fails: empty --out left"; fi
+check image-4d 1 "is 4-D (40x40x40x2); give a single 3-D volume" "$bin" superres train --image "$tmp/v4d.nii" --out "$tmp/i"
+check image-2d 1 "is 2-D (64x64); superres needs a 3-D volume with >= 3 axial slices" \
+    "$bin" superres train --image "$tmp/v2d.nii" --out "$tmp/i"
+check image-empty-top 1 "no held-out slice has 10% of its voxels" "$bin" superres train --image "$tmp/low.nii" \
+    --patch 4 --out "$tmp/i"
+check image-zero 1 "no voxel is > 0" "$bin" superres train --image "$tmp/zero.nii" --patch 4 --out "$tmp/i"
+# odd features for the reversible model: found before loading anything
+check revedsr-odd-feats 2 "\-\-feats must be even for --model revedsr" \
+    "$bin" superres train --model revedsr --feats 7 --image "$tmp/none.nii" --out "$tmp/i"
+check memory-odd-feats 2 "\-\-feats must be even" "$bin" superres memory --feats 7
+# an unwritable --weights is found before training
+check weights-unwritable 1 "cannot write --weights /proc/w.st.*before training" \
+    "$bin" superres train "${tiny[@]}" --image "$tmp/small.nii" --weights /proc/w.st --out "$tmp/uw"
+check weights-is-dir 1 "cannot write --weights $tmp: Is a directory" \
+    "$bin" superres train "${tiny[@]}" --image "$tmp/small.nii" --weights "$tmp" --out "$tmp/uw"
+# --out with missing parents is created
+check out-parents 0 "PSNR" "$bin" superres eval --weights "$w" --image "$tmp/small.nii" --eval-slices 1 --threads 2 \
+    --out "$tmp/a/b/c"
+if [ -s "$tmp/a/b/c/eval.json" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL out-parents: no eval.json"; fi
+check holdout-zero 2 "must be in (0, 1)" "$bin" superres train --holdout 0
+check patch-fix 2 "use --patch <= 13" "$bin" superres train --image "$tmp/small.nii" --patch 24 --scale 3 --out "$tmp/i"
+out="$("$bin" superres memory --blocks 2 --feats 8 --patch 16 --max-batch 1 2>&1)"
+if grep -q "max-batch reached" <<< "$out" && ! grep -q ") (" <<< "$out"; then pass=$((pass+1));
+else fail=$((fail+1)); echo "FAIL memory-max-batch: $out"; fi
 echo "cli_superres: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -452,6 +452,30 @@ static cairo_status_t png_write_cb(void *closure, const unsigned char *data, uns
     return fwrite(data, 1, len, (FILE *)closure) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
+void cli_paint_gray(cairo_t *cr, int64_t h, int64_t w, cli_gray_fn value, const void *user, double x, double y,
+                    double scale) {
+    cairo_surface_t *tile = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)w, (int)h);
+    cairo_surface_flush(tile);
+    unsigned char *px = cairo_image_surface_get_data(tile);
+    const int stride = cairo_image_surface_get_stride(tile);
+    for (int64_t r = 0; px && r < h; r++)
+        for (int64_t c = 0; c < w; c++) {
+            float g = value(user, r, c);
+            g = g < 0 ? 0 : g > 1 ? 1 : g;
+            uint32_t v = (uint32_t)(g * 255.0f + 0.5f);
+            ((uint32_t *)(px + r * stride))[c] = (v << 16) | (v << 8) | v;
+        }
+    cairo_surface_mark_dirty(tile);
+    cairo_save(cr);
+    cairo_translate(cr, x, y);
+    cairo_scale(cr, scale, scale);
+    cairo_set_source_surface(cr, tile, 0, 0);
+    cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
+    cairo_paint(cr);
+    cairo_restore(cr);
+    cairo_surface_destroy(tile);
+}
+
 rt_status cli_png_save(cairo_surface_t *s, const char *path) {
     cairo_surface_flush(s);
     if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS)

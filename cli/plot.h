@@ -30,6 +30,15 @@
 typedef struct _cairo_surface cairo_surface_t;
 rt_status cli_png_save(cairo_surface_t *s, const char *png_path);
 
+/* Paints a grey image of h × w pixels at (x, y) of cr, each pixel a
+ * scale × scale square (nearest filter: pixels stay visible when magnified);
+ * value(user, r, c) gives pixel (r, c), row 0 on top, clamped to [0, 1]
+ * (0 black). For the pictures that show images (superres, video). */
+typedef struct _cairo cairo_t;
+typedef float (*cli_gray_fn)(const void *user, int64_t r, int64_t c);
+void cli_paint_gray(cairo_t *cr, int64_t h, int64_t w, cli_gray_fn value, const void *user, double x, double y,
+                    double scale);
+
 /* Pixel size of cli_plot_lines and cli_plot_memory_timeline images. */
 #define RT_PLOT_WIDTH 800
 #define RT_PLOT_HEIGHT 500

@@ -18,30 +18,24 @@ static float panel_value(const rt_tensor *t, int64_t r, int64_t c, int64_t rows,
     return rt_tensor_f32(t)[i * w + j];
 }
 
-/* Paints rows × cols display pixels of grid cells [gy, gy + gh) × [gx, gx +
- * gw) of the display grid (H × W) at (x, y), `scale` screen pixels each. */
+/* A window [gy, gy + h) × [gx, gx + w) of panel t on the display grid
+ * rows × cols (cli_gray_fn's user). */
+typedef struct sr_window {
+    const rt_tensor *t;
+    int64_t rows, cols, gy, gx;
+} sr_window;
+
+static float window_value(const void *user, int64_t r, int64_t c) {
+    const sr_window *win = user;
+    return panel_value(win->t, win->gy + r, win->gx + c, win->rows, win->cols);
+}
+
+/* Paints grid cells [gy, gy + gh) × [gx, gx + gw) of the display grid
+ * (H × W) at (x, y), `scale` screen pixels each. */
 static void paint(cairo_t *cr, const rt_tensor *t, int64_t H, int64_t W, int64_t gy, int64_t gx, int64_t gh,
                   int64_t gw, double x, double y, int scale) {
-    cairo_surface_t *tile = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)gw, (int)gh);
-    cairo_surface_flush(tile);
-    unsigned char *px = cairo_image_surface_get_data(tile);
-    const int stride = cairo_image_surface_get_stride(tile);
-    for (int64_t r = 0; r < gh; r++)
-        for (int64_t c = 0; c < gw; c++) {
-            double g = panel_value(t, gy + r, gx + c, H, W);
-            g = g < 0 ? 0 : g > 1 ? 1 : g;
-            uint32_t v = (uint32_t)(g * 255.0 + 0.5);
-            *((uint32_t *)(px + r * stride) + c) = (v << 16) | (v << 8) | v;
-        }
-    cairo_surface_mark_dirty(tile);
-    cairo_save(cr);
-    cairo_translate(cr, x, y);
-    cairo_scale(cr, scale, scale);
-    cairo_set_source_surface(cr, tile, 0, 0);
-    cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
-    cairo_paint(cr);
-    cairo_restore(cr);
-    cairo_surface_destroy(tile);
+    const sr_window win = {t, H, W, gy, gx};
+    cli_paint_gray(cr, gh, gw, window_value, &win, x, y, scale);
 }
 
 rt_status cli_superres_png(const char *png_path, const cli_sr_panel *panels, int n, int64_t y0, int64_t x0,

@@ -307,6 +307,11 @@ static rt_status vid_evaluate(const vid_opts *o, rt_module *m, const rt_dataset 
     return st;
 }
 
+/* Pixel (r, c) of one VID_SIZE × VID_SIZE frame (cli_gray_fn). */
+static float frame_value(const void *frame, int64_t r, int64_t c) {
+    return ((const float *)frame)[r * VID_SIZE + c];
+}
+
 /* OUT/strip.png: up to 10 frames t = 1..T spread over the sequence, the
  * ground truth x_t in the top row, the prediction x̂_t (made from frames
  * 0..t-1) below, each 64x64 drawn 2x. */
@@ -334,25 +339,7 @@ static rt_status vid_strip_png(const char *path, const float *gt, const float *p
             int t = idx[k], x0 = margin + k * (cell + margin);
             const float *src = row == 0 ? gt + (int64_t)t * VID_SIZE * VID_SIZE
                                         : pred + (int64_t)(t - 1) * VID_SIZE * VID_SIZE;
-            cairo_surface_t *tile = cairo_image_surface_create(CAIRO_FORMAT_RGB24, VID_SIZE, VID_SIZE);
-            cairo_surface_flush(tile);
-            unsigned char *px = cairo_image_surface_get_data(tile);
-            int stride = cairo_image_surface_get_stride(tile);
-            for (int r = 0; r < VID_SIZE; r++)
-                for (int c = 0; c < VID_SIZE; c++) {
-                    float v = src[r * VID_SIZE + c];
-                    uint32_t g = (uint32_t)((v < 0 ? 0 : v > 1 ? 1 : v) * 255.0f + 0.5f);
-                    ((uint32_t *)(px + r * stride))[c] = (g << 16) | (g << 8) | g;
-                }
-            cairo_surface_mark_dirty(tile);
-            cairo_save(cr);
-            cairo_translate(cr, x0, y0);
-            cairo_scale(cr, scale, scale);
-            cairo_set_source_surface(cr, tile, 0, 0);
-            cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
-            cairo_paint(cr);
-            cairo_restore(cr);
-            cairo_surface_destroy(tile);
+            cli_paint_gray(cr, VID_SIZE, VID_SIZE, frame_value, src, x0, y0, scale);
             if (row == 0) {
                 char lab[16];
                 snprintf(lab, sizeof lab, "t = %d", t);

@@ -1354,6 +1354,57 @@ static void test_backward_frees_early(void) {
     }
 }
 
+/* A convolution's backward computes the weight gradient first and frees
+ * its saved input before it allocates the input gradient (ops/conv.c), so
+ * the two never coexist: one activation less at the peak of a backward.
+ * Traced: without retain_graph the saved input's bytes go (a SAVED free of
+ * its size) before the input gradient's allocation; with retain_graph
+ * nothing saved is freed. The gradients are the same either way. */
+static void test_conv_backward_frees_input_first(void) {
+    const int64_t xs[4] = {2, 16, 32, 32}, ws[4] = {16, 16, 3, 3};
+    const int64_t xbytes = 2 * 16 * 32 * 32 * 4;
+    const rt_conv_opts opts = {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1};
+    rt_tensor *grads[2][2] = {{NULL}};
+    for (int retain = 0; retain <= 1; retain++) {
+        rt_tensor *x0 = rand_tensor(4, xs, RT_MEM_DATA, 11), *w = rand_tensor(4, ws, RT_MEM_PARAM, 12);
+        CHECK(x0 && w);
+        x0->requires_grad = w->requires_grad = true;
+        /* x is an intermediate the convolution alone keeps (mul_scalar saves nothing) */
+        rt_tensor *x = NULL, *y = NULL;
+        CHECK_OK(rt_mul_scalar(x0, 0.5f, &x));
+        CHECK_OK(rt_conv(x, w, NULL, &opts, &y));
+        rt_tensor_release(x);
+        rt_tensor *dy = rand_tensor(y->ndim, y->shape, RT_MEM_DATA, 13);
+        CHECK(dy);
+        rt_mem_trace_enable(1);
+        CHECK_OK(rt_backward(y, dy, retain));
+        size_t n = 0;
+        const rt_mem_event *ev = rt_mem_trace_events(&n);
+        int64_t freed_at = -1, dx_at = -1;
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].category == RT_MEM_SAVED && ev[i].delta_bytes == -xbytes && freed_at < 0) freed_at = (int64_t)i;
+            if (ev[i].category == RT_MEM_TEMP && ev[i].delta_bytes == xbytes && !strcmp(ev[i].op, "backward:conv") &&
+                dx_at < 0)
+                dx_at = (int64_t)i; /* the first: later ones move the finished gradient */
+        }
+        rt_mem_trace_enable(0);
+        CHECK(dx_at >= 0);
+        if (retain) CHECK(freed_at < 0);
+        else CHECK(freed_at >= 0 && freed_at < dx_at);
+        grads[retain][0] = rt_tensor_retain(x0->grad);
+        grads[retain][1] = rt_tensor_retain(w->grad);
+        rt_tensor_release(dy);
+        rt_tensor_release(y);
+        rt_tensor_release(x0);
+        rt_tensor_release(w);
+    }
+    for (int k = 0; k < 2; k++) {
+        CHECK(grads[0][k] && grads[1][k] && max_abs_diff(grads[0][k], grads[1][k]) == 0.0);
+        rt_tensor_release(grads[0][k]);
+        rt_tensor_release(grads[1][k]);
+    }
+}
+
 RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", test_used_twice_add},
              {"diamond", test_diamond}, {"leaf_root", test_leaf_root},
              {"backward_twice_released", test_backward_twice_released},
@@ -1373,4 +1424,5 @@ RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", tes
              {"leaf_grad_or_zeros", test_leaf_grad_or_zeros},
              {"recompute_checkpoint_input_requires_grad", test_recompute_checkpoint_input_requires_grad},
              {"recompute_checkpoint_params_only", test_recompute_checkpoint_params_only},
-             {"backward_frees_early", test_backward_frees_early})
+             {"backward_frees_early", test_backward_frees_early},
+             {"conv_backward_frees_input_first", test_conv_backward_frees_input_first})

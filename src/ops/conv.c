@@ -5,35 +5,42 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
+/* The weight and bias gradients come first: they are the last use of the
+ * saved input, which is then freed (rt_node_drop_saved; a no-op under
+ * retain_graph or while another node holds the same storage) before the
+ * input gradient, of the input's size, is allocated. At the peak of a
+ * backward that is one activation less: EDSR's tail convolution at batch
+ * 8, 48x48 LR patches, holds 18 MiB less. The results are those of either
+ * order (the passes are independent). */
 static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_conv_shape *s = self->ctx;
     rt_tensor *x, *w, *dy = grad_out[0];
     RT_SAVED(self, 0, x);
     RT_SAVED(self, 1, w);
-    if (rt_node_needs_grad(self, 0)) {
-        grad_in[0] = rt_tensor_empty_like(x, RT_MEM_TEMP);
-        if (!grad_in[0]) return RT_ERR_OOM;
-        RT_TRY(rt_backend_of(x)->conv_backward_data(s, rt_tensor_f32(w), rt_conv_weight_cache_of(w),
-                                                    rt_tensor_f32(dy), rt_tensor_f32(grad_in[0])));
-    }
+    const rt_backend *be = rt_backend_of(x);
+    const rt_tensor x_like = *x; /* shape, dtype, device and layout of dx */
     bool need_w = rt_node_needs_grad(self, 1), need_b = s->has_bias && rt_node_needs_grad(self, 2);
     if (need_w || need_b) {
         /* oneDNN computes both in one pass; an unwanted one is dropped */
         rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
         int64_t oc = s->c_out;
         rt_tensor *db = s->has_bias ? rt_tensor_create(1, &oc, RT_F32, w->device, RT_MEM_TEMP) : NULL;
-        if (!dw || (s->has_bias && !db)) {
-            rt_tensor_release(dw);
-            rt_tensor_release(db);
-            return RT_ERR_OOM;
-        }
-        rt_status st = rt_backend_of(x)->conv_backward_weights(s, rt_tensor_f32(x), rt_tensor_f32(dy),
-                                                       rt_tensor_f32(dw), db ? rt_tensor_f32(db) : NULL);
+        rt_status st = dw && (db || !s->has_bias) ? RT_OK : RT_ERR_OOM;
+        if (st == RT_OK)
+            st = be->conv_backward_weights(s, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(dw),
+                                           db ? rt_tensor_f32(db) : NULL);
         if (st == RT_OK && need_w) grad_in[1] = rt_tensor_retain(dw);
         if (st == RT_OK && need_b) grad_in[2] = rt_tensor_retain(db);
         rt_tensor_release(dw);
         rt_tensor_release(db);
-        return st;
+        RT_TRY(st);
+    }
+    rt_node_drop_saved(self, 0);
+    if (rt_node_needs_grad(self, 0)) {
+        grad_in[0] = rt_tensor_empty_like(&x_like, RT_MEM_TEMP);
+        if (!grad_in[0]) return RT_ERR_OOM;
+        RT_TRY(be->conv_backward_data(s, rt_tensor_f32(w), rt_conv_weight_cache_of(w), rt_tensor_f32(dy),
+                                      rt_tensor_f32(grad_in[0])));
     }
     return RT_OK;
 }

@@ -18,9 +18,11 @@
 #include "data/superres.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
+#include "kernels/conv.h"
 #include "kernels/threads.h"
 #include "memory/predict.h"
 #include "models/edsr.h"
+#include "optim/schedule.h"
 #include "ops/ops3d.h"
 #include "outputs.h"
 #include "progress.h"
@@ -35,6 +37,7 @@ typedef struct sr_opts {
     const char *image, *model, *out, *weights;
     int64_t blocks, feats, scale, batch, patch, steps, seed, threads, eval_slices, gap, ref_batch, max_batch;
     float res_scale, lr, holdout, percentile, min_foreground, time_limit;
+    bool cosine; /* --lr-schedule cosine: CosineAnnealingLR(t_max = steps) to 0 */
     bool model_given, blocks_given, feats_given, scale_given, res_scale_given; /* eval checks them */
 } sr_opts;
 
@@ -65,7 +68,9 @@ static void sr_usage(FILE *f) {
             "  --patch N             LR patch side (default 48, EDSR's; the target is N*scale)\n"
             "  --steps N             training steps (default 1000)\n"
             "  --time-limit S        also stop training after S seconds (default 0: no limit)\n"
-            "  --lr X                Adam learning rate, constant (default 1e-4, EDSR's)\n"
+            "  --lr X                Adam learning rate (default 1e-4, EDSR's)\n"
+            "  --lr-schedule S       constant (default), or cosine: annealed to 0 over --steps (PyTorch's\n"
+            "                        CosineAnnealingLR, T_max = steps), so a run ends at a settled point\n"
             "  --holdout F           top fraction of the axial slices held out (default 0.3)\n"
             "  --gap N               slices between the training and held-out parts (default 8)\n"
             "  --eval-slices N       held-out slices evaluated, evenly spaced among those with >= 10%% of\n"
@@ -78,9 +83,10 @@ static void sr_usage(FILE *f) {
             "  --seed N              initialisation and sampling seed (default 0)\n"
             "  --out DIR             output directory (default superres-out; created)\n"
             "  --weights FILE        train: where to save (default OUT/weights.safetensors); eval: required\n"
-            "  --threads N           threads (default: all cores)\n"
-            "Exit status: 0 done, 1 runtime failure (files, data, training), 2 usage error (nothing was run).\n",
+            "  --threads N           threads (default: all cores)\n",
             SR_DEFAULT_IMAGE, SR_DEFAULT_IMAGE, SR_MAX_EVAL);
+    cli_conv_algo_help(f, 24);
+    fprintf(f, "Exit status: 0 done, 1 runtime failure (files, data, training), 2 usage error (nothing was run).\n");
 }
 
 static int sr_parse(int argc, char **argv, sr_opts *o) {
@@ -110,8 +116,18 @@ static int sr_parse(int argc, char **argv, sr_opts *o) {
         else if (!strcmp(a, "--max-batch")) ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->max_batch);
         else if (!strcmp(a, "--seed")) ok = cli_int(argc, argv, &i, &o->seed);
         else if (!strcmp(a, "--threads")) ok = cli_int(argc, argv, &i, &o->threads);
+        else if (!strcmp(a, "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(a, "--res-scale")) o->res_scale_given = true, ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->res_scale);
         else if (!strcmp(a, "--lr")) ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->lr);
+        else if (!strcmp(a, "--lr-schedule")) {
+            const char *v = NULL;
+            ok = cli_str(argc, argv, &i, &v);
+            if (ok && strcmp(v, "constant") && strcmp(v, "cosine")) {
+                fprintf(stderr, "revtorch superres %s: --lr-schedule must be constant or cosine, got '%s'\n", o->cmd, v);
+                ok = false;
+            }
+            if (ok) o->cosine = !strcmp(v, "cosine");
+        }
         else if (!strcmp(a, "--holdout")) {
             ok = cli_float(argc, argv, &i, &o->holdout);
             if (ok && !(o->holdout > 0.0f && o->holdout < 1.0f)) {
@@ -622,11 +638,13 @@ static int sr_train(const sr_opts *o) {
         goto done;
     }
     fprintf(log, "step,loss,bicubic_loss,lr,seconds,step_seconds,step_cpu_seconds\n");
+    const rt_lr_schedule sched = {.kind = o->cosine ? RT_LR_COSINE : RT_LR_CONSTANT, .base_lr = o->lr,
+                                  .t_max = o->steps};
     printf("%s (%lld parameters: %lld blocks x %lld features, res_scale %g, x%lld), batch %lld of %lldx%lld LR "
-           "patches, Adam lr %g, L1 loss, %lld steps, %d thread%s\n",
+           "patches, Adam lr %g%s, L1 loss, %lld steps, %d thread%s\n",
            m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)o->blocks, (long long)o->feats,
            (double)o->res_scale, (long long)o->scale, (long long)o->batch, (long long)o->patch, (long long)o->patch,
-           (double)o->lr, (long long)o->steps, rt_get_num_threads(), rt_get_num_threads() == 1 ? "" : "s");
+           (double)o->lr, o->cosine ? " cosine-annealed to 0" : "", (long long)o->steps, rt_get_num_threads(), rt_get_num_threads() == 1 ? "" : "s");
     printf("predicted step (meta device): activations (SAVED peak) %.1f MiB, step peak %.1f MiB\n",
            (double)predicted.peak[RT_MEM_SAVED] / 1048576.0, (double)predicted.peak_total / 1048576.0);
     fflush(stdout);
@@ -647,6 +665,8 @@ static int sr_train(const sr_opts *o) {
         rt_tensor *lr = NULL, *hr = NULL;
         rt_train_result res;
         double bic_loss = NAN;
+        const float lr_now = rt_lr_at(&sched, s);
+        rt_optimizer_set_lr(opt, lr_now);
         rt_status st = rt_sr_sampler_next(sampler, o->batch, &lr, &hr, NULL);
         if (st == RT_OK) st = rt_train_step(m->net, opt, &cfg, lr, hr, &res);
         const double dt = cli_now_s() - ts, dc = sr_cpu_s() - cs;
@@ -661,7 +681,7 @@ static int sr_train(const sr_opts *o) {
         const double now = cli_now_s();
         if (s >= 1) steady_s += dt, steady_cpu += dc;
         done_steps = s + 1;
-        fprintf(log, "%lld,%.6f,%.6f,%g,%.3f,%.4f,%.4f\n", (long long)done_steps, res.loss, bic_loss, (double)o->lr,
+        fprintf(log, "%lld,%.6f,%.6f,%g,%.3f,%.4f,%.4f\n", (long long)done_steps, res.loss, bic_loss, (double)lr_now,
                 now - t0, dt, dc);
         cli_progress_update(&bar, done_steps, res.loss, done_steps * o->batch);
         if (o->time_limit > 0 && now - t0 >= o->time_limit) break;
@@ -827,6 +847,29 @@ static int sr_eval(const sr_opts *o_in) {
 
 /* memory: predicted peaks of edsr and revedsr, and the largest revedsr batch
  * within edsr's step peak at --ref-batch. */
+/* The largest batch of r (at most r->max_batch; 0 when even 1 does not fit)
+ * whose predicted step peak (saved: its SAVED peak) is within budget bytes,
+ * with that batch's peaks in *p. Both peaks grow with the batch: doubling,
+ * then bisection. */
+static rt_status sr_largest_batch(const sr_opts *r, int64_t budget, bool saved, int64_t *best, rt_memstats *p) {
+    int64_t lo = 0, hi = 1;
+    *p = (rt_memstats){0};
+    while (hi <= r->max_batch) {
+        RT_TRY(sr_predict(r, hi, p));
+        if ((saved ? p->peak[RT_MEM_SAVED] : p->peak_total) > budget) break;
+        lo = hi, hi *= 2;
+    }
+    if (hi > r->max_batch) hi = r->max_batch + 1;
+    while (hi - lo > 1) {
+        int64_t mid = (lo + hi) / 2;
+        RT_TRY(sr_predict(r, mid, p));
+        if ((saved ? p->peak[RT_MEM_SAVED] : p->peak_total) <= budget) lo = mid;
+        else hi = mid;
+    }
+    *best = lo;
+    return lo > 0 ? sr_predict(r, lo, p) : RT_OK;
+}
+
 static int sr_memory(const sr_opts *o) {
     sr_opts e = *o, r = *o;
     e.model = "edsr", r.model = "revedsr";
@@ -853,33 +896,29 @@ static int sr_memory(const sr_opts *o) {
         printf("%-8s %10lld %6lld %16.1f MiB %10.1f MiB %10.1f MiB\n", names[i], (long long)params[i],
                (long long)o->batch, (double)rows[i]->peak[RT_MEM_SAVED] / 1048576.0,
                (double)rows[i]->peak[RT_MEM_TEMP] / 1048576.0, (double)rows[i]->peak_total / 1048576.0);
-    /* the largest batch, by step peak (all categories) and by activations
-     * (SAVED) alone; both grow with the batch: doubling, then bisection */
-    for (int crit = 0; crit < 2; crit++) {
-        const int64_t budget = crit == 0 ? ref.peak_total : ref.peak[RT_MEM_SAVED];
-        int64_t lo = 0, hi = 1;
+    /* the largest batch by step peak (all categories), by activations (SAVED)
+     * alone, and by step peak with revedsr's convolutions direct: Winograd's
+     * backward scratch (oneDNN's transformed tensors, ~6 MiB per 48x48
+     * patch for the upsampler's 64->256 convolution) outgrows revedsr's
+     * activations, so in a tight budget trading its speed buys batch */
+    const rt_conv_algo algo = rt_conv_algo_get();
+    for (int crit = 0; crit < 3; crit++) {
+        if (crit == 2 && algo == RT_CONV_ALGO_DIRECT) break;
+        const bool saved = crit == 1;
+        const int64_t budget = saved ? ref.peak[RT_MEM_SAVED] : ref.peak_total;
+        if (crit == 2) rt_conv_algo_set(RT_CONV_ALGO_DIRECT);
+        int64_t lo;
         rt_memstats p;
-        while (hi <= o->max_batch) {
-            if (sr_predict(&r, hi, &p) != RT_OK) return cli_fail("memory prediction failed");
-            if ((crit == 0 ? p.peak_total : p.peak[RT_MEM_SAVED]) > budget) break;
-            lo = hi, hi *= 2;
-        }
-        if (hi > o->max_batch) hi = o->max_batch + 1;
-        while (hi - lo > 1) {
-            int64_t mid = (lo + hi) / 2;
-            if (sr_predict(&r, mid, &p) != RT_OK) return cli_fail("memory prediction failed");
-            if ((crit == 0 ? p.peak_total : p.peak[RT_MEM_SAVED]) <= budget) lo = mid;
-            else hi = mid;
-        }
-        const char *what = crit == 0 ? "step peak" : "activations (SAVED)";
-        printf("edsr at batch %lld: %s %.1f MiB; the largest revedsr batch within it: %lld", (long long)o->ref_batch,
-               what, (double)budget / 1048576.0, (long long)lo);
-        if (lo > 0) {
-            if (sr_predict(&r, lo, &p) != RT_OK) return cli_fail("memory prediction failed");
+        rt_status st = sr_largest_batch(&r, budget, saved, &lo, &p);
+        rt_conv_algo_set(algo);
+        if (st != RT_OK) return cli_fail("memory prediction failed");
+        const char *what = saved ? "activations (SAVED)" : "step peak";
+        printf("edsr at batch %lld: %s %.1f MiB; the largest revedsr batch within it%s: %lld", (long long)o->ref_batch,
+               what, (double)budget / 1048576.0, crit == 2 ? " with --conv-algo direct" : "", (long long)lo);
+        if (lo > 0)
             printf(" (%s %.1f MiB, %.2fx the batch%s)", what,
-                   (double)(crit == 0 ? p.peak_total : p.peak[RT_MEM_SAVED]) / 1048576.0,
+                   (double)(saved ? p.peak[RT_MEM_SAVED] : p.peak_total) / 1048576.0,
                    (double)lo / (double)o->ref_batch, lo >= o->max_batch ? "; --max-batch reached" : "");
-        }
         printf("\n");
     }
     return 0;

@@ -38,6 +38,7 @@ typedef struct sr_opts {
     int64_t blocks, feats, scale, batch, patch, steps, seed, threads, eval_slices, gap, ref_batch, max_batch;
     float res_scale, lr, holdout, percentile, min_foreground, time_limit;
     bool cosine; /* --lr-schedule cosine: CosineAnnealingLR(t_max = steps) to 0 */
+    const char *memory; /* --memory: reversible (default) or standard backpropagation through revedsr's body */
     bool model_given, blocks_given, feats_given, scale_given, res_scale_given; /* eval checks them */
 } sr_opts;
 
@@ -83,7 +84,9 @@ static void sr_usage(FILE *f) {
             "  --seed N              initialisation and sampling seed (default 0)\n"
             "  --out DIR             output directory (default superres-out; created)\n"
             "  --weights FILE        train: where to save (default OUT/weights.safetensors); eval: required\n"
-            "  --threads N           threads (default: all cores)\n",
+            "  --threads N           threads (default: all cores)\n"
+            "  --memory M            reversible (default): revedsr's body rebuilds its activations in backward;\n"
+            "                        standard: the same network keeps them (ordinary backpropagation)\n",
             SR_DEFAULT_IMAGE, SR_DEFAULT_IMAGE, SR_MAX_EVAL);
     cli_conv_algo_help(f, 24);
     fprintf(f, "Exit status: 0 done, 1 runtime failure (files, data, training), 2 usage error (nothing was run).\n");
@@ -93,7 +96,7 @@ static int sr_parse(int argc, char **argv, sr_opts *o) {
     *o = (sr_opts){.cmd = argv[0], .image = SR_DEFAULT_IMAGE, .model = "edsr", .out = "superres-out",
                    .blocks = 16, .feats = 64, .scale = 2, .batch = 16, .patch = 48, .steps = 1000, .eval_slices = 8,
                    .gap = 8, .ref_batch = 2, .max_batch = 256, .res_scale = 0.1f, .lr = 1e-4f, .holdout = 0.3f,
-                   .percentile = 99.9f, .min_foreground = 0.1f};
+                   .percentile = 99.9f, .min_foreground = 0.1f, .memory = "reversible"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -117,6 +120,14 @@ static int sr_parse(int argc, char **argv, sr_opts *o) {
         else if (!strcmp(a, "--seed")) ok = cli_int(argc, argv, &i, &o->seed);
         else if (!strcmp(a, "--threads")) ok = cli_int(argc, argv, &i, &o->threads);
         else if (!strcmp(a, "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
+        else if (!strcmp(a, "--memory")) {
+            ok = cli_str(argc, argv, &i, &o->memory);
+            if (ok && strcmp(o->memory, "reversible") && strcmp(o->memory, "standard")) {
+                fprintf(stderr, "revtorch superres %s: --memory must be reversible or standard, got '%s'\n", o->cmd,
+                        o->memory);
+                ok = false;
+            }
+        }
         else if (!strcmp(a, "--res-scale")) o->res_scale_given = true, ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->res_scale);
         else if (!strcmp(a, "--lr")) ok = cli_float_in(argc, argv, &i, 0, INFINITY, false, NULL, &o->lr);
         else if (!strcmp(a, "--lr-schedule")) {
@@ -214,7 +225,7 @@ static rt_status sr_predict(const sr_opts *o, int64_t batch, rt_memstats *p) {
     rt_model *m = NULL;
     RT_TRY(sr_model_create(o, RT_DEVICE_META, 0, &m));
     cli_strategy strategy;
-    cli_memory_mode("reversible", "full", &strategy);
+    cli_memory_mode(o->memory, "full", &strategy);
     cli_strategy_apply(&strategy, m);
     rt_status st = m->net ? RT_OK : rt_error_set(RT_ERR_OOM, "out of memory");
     rt_optimizer_spec spec;
@@ -599,7 +610,7 @@ static int sr_train(const sr_opts *o) {
         goto done;
     }
     cli_strategy strategy;
-    cli_memory_mode("reversible", "full", &strategy);
+    cli_memory_mode(o->memory, "full", &strategy);
     cli_strategy_apply(&strategy, m);
     if (!m->net) {
         cli_fail("out of memory");

@@ -7,13 +7,8 @@
 set -uo pipefail
 bin="$1"
 pass=0; fail=0
-check() { # name, expected exit code, grep pattern for stderr+stdout, command...
-    local name="$1" want="$2" pat="$3"; shift 3
-    local out rc
-    out="$("$@" 2>&1)"; rc=$?
-    if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
-    else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | head -5; fi
-}
+. "$(dirname "$0")/cli_lib.sh"
+check_shows=(head -5) # the start of a failing command's output
 check bad_mode 2 "conservative, balanced or aggressive" "$bin" train --memory-mode fast
 check bad_size 2 "1.5GiB" "$bin" train --memory-budget 12parsecs
 # a bare number is refused (it would be bytes), and the message lists the units

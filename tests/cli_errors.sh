@@ -3,13 +3,8 @@
 set -uo pipefail
 bin="$1"
 pass=0; fail=0
-check() { # name, expected exit code, grep pattern for stderr+stdout, command...
-    local name="$1" want="$2" pat="$3"; shift 3
-    local out rc
-    out="$("$@" 2>&1)"; rc=$?
-    if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
-    else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | head -5; fi
-}
+. "$(dirname "$0")/cli_lib.sh"
+check_shows=(head -5) # the start of a failing command's output
 lacks() { # name, grep pattern that must not appear, command...
     local name="$1" pat="$2"; shift 2
     local out

@@ -8,13 +8,8 @@ bin="$1"
 src="$(cd "$(dirname "$0")/.." && pwd)"
 pass=0; fail=0
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-check() { # name, expected exit code, grep pattern for stderr+stdout, command...
-    local name="$1" want="$2" pat="$3"; shift 3
-    local out rc
-    out="$("$@" 2>&1)"; rc=$?
-    if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
-    else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | head -5; fi
-}
+. "$(dirname "$0")/cli_lib.sh"
+check_shows=(head -5) # the start of a failing command's output
 # json_check NAME FILE PYTHON-EXPR: the --json output parsed as `j` must make EXPR true
 json_check() {
     local name="$1" file="$2" expr="$3"

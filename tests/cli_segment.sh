@@ -12,17 +12,7 @@ if [ ! -r "$tpl/ch2.nii.gz" ] || [ ! -r "$tpl/ch2bet.nii.gz" ]; then
     echo "SKIP: $tpl/ch2.nii.gz and ch2bet.nii.gz missing (apt-get install mricron-data)"; exit 77; fi
 pass=0; fail=0
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-check() { # name, expected exit code, grep pattern for stderr+stdout, command...
-    local name="$1" want="$2" pat="$3"; shift 3
-    local out rc
-    out="$("$@" 2>&1)"; rc=$?
-    if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
-    else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | tail -8; fi
-}
-py() { # name, python program (exit status decides)
-    local name="$1"; shift
-    if python3 -c "$@"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $name"; fi
-}
+. "$(dirname "$0")/cli_lib.sh"
 fast=(--model standin --patch 32,32,32 --batch 2 --epochs 1 --steps 3 --overlap 0 --eval-every 0 --threads 2)
 check train 0 "held-out mean foreground Dice" "$bin" segment train "${fast[@]}" --out "$tmp/run"
 for f in weights.safetensors prediction.nii.gz overlay.png dice.csv dice.json; do

@@ -11,17 +11,7 @@ img=/usr/share/mricron/templates/ch2better.nii.gz
 if [ ! -r "$img" ]; then echo "SKIP: $img missing (apt-get install mricron-data)"; exit 77; fi
 pass=0; fail=0
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-check() { # name, expected exit code, grep pattern for stderr+stdout, command...
-    local name="$1" want="$2" pat="$3"; shift 3
-    local out rc
-    out="$("$@" 2>&1)"; rc=$?
-    if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
-    else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | tail -8; fi
-}
-py() { # name, python program (exit status decides)
-    local name="$1"; shift
-    if python3 -c "$@"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $name"; fi
-}
+. "$(dirname "$0")/cli_lib.sh"
 tiny=(--blocks 2 --feats 8 --batch 2 --patch 16 --steps 4 --eval-slices 2 --threads 2)
 for model in edsr revedsr; do
     check "train-$model" 0 "PSNR" "$bin" superres train --model "$model" "${tiny[@]}" --out "$tmp/$model"

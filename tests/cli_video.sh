@@ -13,17 +13,7 @@ if [ ! -r "$data/train-images-idx3-ubyte.gz" ] && [ ! -r "$data/train-images-idx
     echo "SKIP: Fashion-MNIST not in $data (apt-get install dataset-fashion-mnist)"; exit 77; fi
 pass=0; fail=0
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-check() { # name, expected exit code, grep pattern for stderr+stdout, command...
-    local name="$1" want="$2" pat="$3"; shift 3
-    local out rc
-    out="$("$@" 2>&1)"; rc=$?
-    if [ "$rc" -eq "$want" ] && grep -q -- "$pat" <<< "$out"; then pass=$((pass+1));
-    else fail=$((fail+1)); echo "FAIL $name: exit $rc (want $want), output: $out" | tail -8; fi
-}
-py() { # name, python program (exit status decides)
-    local name="$1"; shift
-    if python3 -c "$@"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $name"; fi
-}
+. "$(dirname "$0")/cli_lib.sh"
 fast=(--data "$data" --frames 6 --hidden 4 --batch 2 --steps 3 --eval-sequences 3 --threads 1)
 check plain 0 "held-out next-frame MSE" "$bin" video train "${fast[@]}" --out "$tmp/plain"
 check planned 0 "segments of 1 recorded steps, 2 state slots" "$bin" video train "${fast[@]}" --memory planned \

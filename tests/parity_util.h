@@ -1,4 +1,5 @@
-/* Fixture access for the PyTorch parity tests (test_parity.c, test_ops3d.c):
+/* Fixture access for the PyTorch parity tests (test_parity.c, test_ops3d.c,
+ * test_superres.c):
  * opening tests/fixtures files written by tools/make_fixtures.py, reading
  * their tensors and metadata, and comparing revtorch's results with
  *     max|a - b| / max(max|b|, 1e-6) <= PARITY_TOL = 1e-4   per tensor.
@@ -188,6 +189,22 @@ static inline void fx_compare_grad(rt_st_file *f, const char *grad_name, const r
         return;
     }
     fx_compare(f, grad_name, leaf->grad);
+}
+
+/* A single-input case: run(f, x, &y) builds y from the fixture's x (a leaf
+ * that collects .grad) and its metadata; y, then x's gradient under the
+ * fixture's grad_y, are compared with the fixture's y and grad_x. */
+typedef rt_status (*fx_unary_fn)(rt_st_file *f, rt_tensor *x, rt_tensor **y);
+
+static inline void fx_parity_unary(const char *name, fx_unary_fn run) {
+    rt_st_file *f = fx_open(name);
+    CHECK(f);
+    rt_tensor *x = fx_tensor(f, "x", true), *y = NULL;
+    CHECK(x);
+    CHECK_OK(run(f, x, &y));
+    tu_own(y);
+    fx_forward_backward(f, y, "y", "grad_y");
+    fx_compare_grad(f, "grad_x", x);
 }
 
 /* Every .safetensors file in FIXTURE_DIR has a case in names[0..n_cases-1]

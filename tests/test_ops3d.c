@@ -422,52 +422,43 @@ TU_TEST(blocked_layout) {
 
 /* ------------------------------------------------------------ refusals */
 
-/* st must be `want` and the message must contain `needle`. */
-static bool refused(rt_status st, rt_status want, const char *needle) {
-    const char *msg = rt_error_last();
-    bool ok = st == want && msg && strstr(msg, needle);
-    printf("  refused (%s): %s\n", rt_status_str(st), msg ? msg : "(no message)");
-    if (!ok) fprintf(stderr, "  expected %s with \"%s\"\n", rt_status_str(want), needle);
-    return ok;
-}
-
 TU_TEST(refusals) {
     seed_inputs(309);
     rt_tensor *y = NULL;
     /* Conv3d whose padded input is smaller than the dilated kernel on D */
     rt_conv_opts o = {.dilation = {2, 1, 1}};
-    CHECK(refused(rt_conv(RANDN(0, 1, 1, 2, 4, 5, 5), RANDN(0, 1, 3, 2, 3, 3, 3), NULL, &o, &y), RT_ERR_SHAPE,
-                  "too small"));
+    CHECK(tu_refused(rt_conv(RANDN(0, 1, 1, 2, 4, 5, 5), RANDN(0, 1, 3, 2, 3, 3, 3), NULL, &o, &y), RT_ERR_SHAPE,
+                     "too small"));
     CHECK(!y);
     /* a single spatial element, whatever the batch size */
     for (int64_t n = 1; n <= 8; n *= 8) {
-        CHECK(refused(rt_group_norm(RANDN(0, 1, n, 4, 1, 1, 1), 2, NULL, NULL, 1e-5f, &y), RT_ERR_SHAPE,
-                      "single spatial element"));
-        CHECK(refused(rt_instance_norm(RANDN(0, 1, n, 4, 1, 1, 1), NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f, &y),
-                      RT_ERR_SHAPE, "single spatial element"));
+        CHECK(tu_refused(rt_group_norm(RANDN(0, 1, n, 4, 1, 1, 1), 2, NULL, NULL, 1e-5f, &y), RT_ERR_SHAPE,
+                         "single spatial element"));
+        CHECK(tu_refused(rt_instance_norm(RANDN(0, 1, n, 4, 1, 1, 1), NULL, NULL, NULL, NULL, true, 0.1f, 1e-5f, &y),
+                         RT_ERR_SHAPE, "single spatial element"));
     }
-    CHECK(refused(rt_group_norm(RANDN(0, 1, 1, 6, 2, 2, 2), 4, NULL, NULL, 1e-5f, &y), RT_ERR_SHAPE, "divide"));
+    CHECK(tu_refused(rt_group_norm(RANDN(0, 1, 1, 6, 2, 2, 2), 4, NULL, NULL, 1e-5f, &y), RT_ERR_SHAPE, "divide"));
     /* ConvTranspose3d: output_padding must stay below stride or dilation */
     rt_conv_transpose_opts t = {.stride = {2, 2, 2}, .output_padding = {0, 2, 0}};
-    CHECK(refused(rt_conv_transpose(RANDN(0, 1, 1, 2, 2, 2, 2), RANDN(0, 1, 2, 3, 2, 2, 2), NULL, &t, &y),
-                  RT_ERR_INVALID_ARG, "output_padding"));
+    CHECK(tu_refused(rt_conv_transpose(RANDN(0, 1, 1, 2, 2, 2, 2), RANDN(0, 1, 2, 3, 2, 2, 2), NULL, &t, &y),
+                     RT_ERR_INVALID_ARG, "output_padding"));
     /* weight in Conv3d's order (out, in) instead of (in, out) */
-    CHECK(refused(rt_conv_transpose(RANDN(0, 1, 1, 2, 2, 2, 2), RANDN(0, 1, 3, 2, 2, 2, 2), NULL, NULL, &y),
-                  RT_ERR_SHAPE, "in_channels first"));
+    CHECK(tu_refused(rt_conv_transpose(RANDN(0, 1, 1, 2, 2, 2, 2), RANDN(0, 1, 3, 2, 2, 2, 2), NULL, NULL, &y),
+                     RT_ERR_SHAPE, "in_channels first"));
     int64_t size[3] = {4, 4, 4};
     double scale[3] = {2, 2, 2};
-    CHECK(refused(rt_upsample_linear(RANDN(0, 1, 1, 1, 2, 2, 2), size, scale, &y), RT_ERR_INVALID_ARG, "both"));
-    CHECK(refused(rt_upsample_linear(RANDN(0, 1, 1, 1, 2, 2, 2), NULL, NULL, &y), RT_ERR_INVALID_ARG, "neither"));
+    CHECK(tu_refused(rt_upsample_linear(RANDN(0, 1, 1, 1, 2, 2, 2), size, scale, &y), RT_ERR_INVALID_ARG, "both"));
+    CHECK(tu_refused(rt_upsample_linear(RANDN(0, 1, 1, 1, 2, 2, 2), NULL, NULL, &y), RT_ERR_INVALID_ARG, "neither"));
     rt_tensor *bad = labels(4, (int64_t[]){1, 2, 2, 2}, 3);
     CHECK(bad);
     ((int32_t *)rt_tensor_data(bad))[5] = 3;
-    CHECK(refused(rt_cross_entropy_nd(RANDN(0, 1, 1, 3, 2, 2, 2), bad, NULL, &y), RT_ERR_INVALID_ARG,
-                  "target element 5"));
-    CHECK(refused(rt_soft_dice_loss(positive(5, (int64_t[]){1, 3, 2, 2, 2}), bad, 1e-5f, true, true, &y),
-                  RT_ERR_INVALID_ARG, "outside [0, 3)"));
+    CHECK(tu_refused(rt_cross_entropy_nd(RANDN(0, 1, 1, 3, 2, 2, 2), bad, NULL, &y), RT_ERR_INVALID_ARG,
+                     "target element 5"));
+    CHECK(tu_refused(rt_soft_dice_loss(positive(5, (int64_t[]){1, 3, 2, 2, 2}), bad, 1e-5f, true, true, &y),
+                     RT_ERR_INVALID_ARG, "outside [0, 3)"));
     ((int32_t *)rt_tensor_data(bad))[5] = 0;
-    CHECK(refused(rt_soft_dice_loss(positive(5, (int64_t[]){1, 3, 2, 2, 2}), bad, 0.0f, true, true, &y),
-                  RT_ERR_INVALID_ARG, "smooth"));
+    CHECK(tu_refused(rt_soft_dice_loss(positive(5, (int64_t[]){1, 3, 2, 2, 2}), bad, 0.0f, true, true, &y),
+                     RT_ERR_INVALID_ARG, "smooth"));
     CHECK(!y);
 }
 
@@ -564,13 +555,7 @@ static int64_t decoder_peak(rt_device dev) {
 }
 
 /* Meta tensors predict the real run's peak to the byte, own kernels included. */
-TU_TEST(meta_memory_matches_real) {
-    int64_t cpu = decoder_peak(RT_DEVICE_CPU);
-    int64_t meta = decoder_peak(RT_DEVICE_META);
-    printf("  decoder step peak above start: cpu %lld bytes, meta %lld bytes\n", (long long)cpu, (long long)meta);
-    CHECK(cpu > 0);
-    CHECK_EQ_INT(meta, cpu);
-}
+TU_TEST(meta_memory_matches_real) { tu_meta_peak_matches("decoder", decoder_peak); }
 
 /* ------------------------------------------------------------ modules */
 

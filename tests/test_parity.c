@@ -100,20 +100,7 @@ static void parity_batch_norm(const char *name) {
     fx_compare_grad(f, "grad_bias", b);
 }
 
-/* Single-input ops: run(f, x, &y) builds y from x and the metadata. */
-typedef rt_status (*unary_fn)(rt_st_file *f, rt_tensor *x, rt_tensor **y);
-
-static void parity_unary(const char *name, unary_fn run) {
-    rt_st_file *f = fx_open(name);
-    CHECK(f);
-    rt_tensor *x = fx_tensor(f, "x", true), *y = NULL;
-    CHECK(x);
-    CHECK_OK(run(f, x, &y));
-    tu_own(y);
-    fx_forward_backward(f, y, "y", "grad_y");
-    fx_compare_grad(f, "grad_x", x);
-}
-
+/* Single-input ops (fx_parity_unary): run(f, x, &y) builds y from x and the metadata. */
 static rt_status run_relu(rt_st_file *f, rt_tensor *x, rt_tensor **y) { return rt_relu(x, y); }
 static rt_status run_leaky_relu(rt_st_file *f, rt_tensor *x, rt_tensor **y) {
     return rt_leaky_relu(x, (float)fx_double(f, "negative_slope"), y);
@@ -165,19 +152,19 @@ static rt_status run_pow(rt_st_file *f, rt_tensor *x, rt_tensor **y) {
 static rt_status run_tanh(rt_st_file *f, rt_tensor *x, rt_tensor **y) { return rt_tanh(x, y); }
 static rt_status run_sigmoid(rt_st_file *f, rt_tensor *x, rt_tensor **y) { return rt_sigmoid(x, y); }
 
-static void parity_relu(const char *name) { parity_unary(name, run_relu); }
-static void parity_leaky_relu(const char *name) { parity_unary(name, run_leaky_relu); }
-static void parity_mul_scalar(const char *name) { parity_unary(name, run_mul_scalar); }
-static void parity_flatten(const char *name) { parity_unary(name, run_flatten); }
-static void parity_adaptive(const char *name) { parity_unary(name, run_adaptive); }
-static void parity_max_pool(const char *name) { parity_unary(name, run_max_pool); }
-static void parity_avg_pool(const char *name) { parity_unary(name, run_avg_pool); }
-static void parity_sum(const char *name) { parity_unary(name, run_sum); }
-static void parity_mean(const char *name) { parity_unary(name, run_mean); }
-static void parity_square(const char *name) { parity_unary(name, run_square); }
-static void parity_pow(const char *name) { parity_unary(name, run_pow); }
-static void parity_tanh(const char *name) { parity_unary(name, run_tanh); }
-static void parity_sigmoid(const char *name) { parity_unary(name, run_sigmoid); }
+static void parity_relu(const char *name) { fx_parity_unary(name, run_relu); }
+static void parity_leaky_relu(const char *name) { fx_parity_unary(name, run_leaky_relu); }
+static void parity_mul_scalar(const char *name) { fx_parity_unary(name, run_mul_scalar); }
+static void parity_flatten(const char *name) { fx_parity_unary(name, run_flatten); }
+static void parity_adaptive(const char *name) { fx_parity_unary(name, run_adaptive); }
+static void parity_max_pool(const char *name) { fx_parity_unary(name, run_max_pool); }
+static void parity_avg_pool(const char *name) { fx_parity_unary(name, run_avg_pool); }
+static void parity_sum(const char *name) { fx_parity_unary(name, run_sum); }
+static void parity_mean(const char *name) { fx_parity_unary(name, run_mean); }
+static void parity_square(const char *name) { fx_parity_unary(name, run_square); }
+static void parity_pow(const char *name) { fx_parity_unary(name, run_pow); }
+static void parity_tanh(const char *name) { fx_parity_unary(name, run_tanh); }
+static void parity_sigmoid(const char *name) { fx_parity_unary(name, run_sigmoid); }
 
 /* x, x2 -> y (add, cat). */
 static void parity_binary(const char *name, bool cat) {

@@ -41,15 +41,6 @@
 #define FIXTURE_DIR RT_SOURCE_DIR "/tests/fixtures/superres"
 #include "parity_util.h"
 
-/* st is `want` with `needle` in the message. */
-static bool refused(rt_status st, rt_status want, const char *needle) {
-    const char *msg = rt_error_last();
-    bool ok = st == want && msg && strstr(msg, needle);
-    printf("  refused (%s): %s\n", rt_status_str(st), msg ? msg : "(no message)");
-    if (!ok) fprintf(stderr, "  expected %s with \"%s\"\n", rt_status_str(want), needle);
-    return ok;
-}
-
 static void destroy_module_(void *m) { rt_module_destroy(m); }
 
 /* ------------------------------------------------------------ gradient checks */
@@ -95,19 +86,6 @@ TU_TEST(gc_upsample_bicubic) {
 
 /* ------------------------------------------------------------ PyTorch parity */
 
-typedef rt_status (*parity_fn)(rt_st_file *f, rt_tensor *x, rt_tensor **y);
-
-static void parity_run(const char *name, parity_fn run) {
-    rt_st_file *f = fx_open(name);
-    CHECK(f);
-    rt_tensor *x = fx_tensor(f, "x", true), *y = NULL;
-    CHECK(x);
-    CHECK_OK(run(f, x, &y));
-    tu_own(y);
-    fx_forward_backward(f, y, "y", "grad_y");
-    fx_compare_grad(f, "grad_x", x);
-}
-
 static rt_status run_shuffle(rt_st_file *f, rt_tensor *x, rt_tensor **y) {
     int64_t r;
     const char *op = rt_st_metadata(f, "op");
@@ -124,8 +102,8 @@ static rt_status run_bicubic(rt_st_file *f, rt_tensor *x, rt_tensor **y) {
     scale[1] = strtod(end + 1, &end);
     return rt_upsample_bicubic(x, size[0] ? size : NULL, size[0] ? NULL : scale, y);
 }
-static void parity_shuffle(const char *n) { parity_run(n, run_shuffle); }
-static void parity_bicubic(const char *n) { parity_run(n, run_bicubic); }
+static void parity_shuffle(const char *n) { fx_parity_unary(n, run_shuffle); }
+static void parity_bicubic(const char *n) { fx_parity_unary(n, run_bicubic); }
 
 #define OP_CASES(X)                         \
     X(pixel_shuffle_r2, parity_shuffle)     \
@@ -229,16 +207,16 @@ TU_TEST(blocked_layout) {
 TU_TEST(refusals) {
     seed_inputs(1606);
     rt_tensor *y = NULL;
-    CHECK(refused(rt_pixel_shuffle(RANDN(0, 1, 1, 6, 2, 2), 2, &y), RT_ERR_SHAPE, "multiple of upscale_factor"));
-    CHECK(refused(rt_pixel_shuffle(RANDN(0, 1, 1, 4, 2, 2), 0, &y), RT_ERR_INVALID_ARG, "upscale_factor"));
-    CHECK(refused(rt_pixel_shuffle(RANDN(0, 1, 4, 2, 2), 2, &y), RT_ERR_SHAPE, "4-D"));
-    CHECK(refused(rt_pixel_unshuffle(RANDN(0, 1, 1, 1, 3, 4), 2, &y), RT_ERR_SHAPE, "multiples"));
-    CHECK(refused(rt_upsample_bicubic(RANDN(0, 1, 1, 1, 2, 2, 2), NULL, (double[]){2, 2, 2}, &y), RT_ERR_SHAPE,
-                  "bicubic"));
-    CHECK(refused(rt_upsample_bicubic(RANDN(0, 1, 1, 1, 2, 2), (int64_t[]){4, 4}, (double[]){2, 2}, &y),
-                  RT_ERR_INVALID_ARG, "both"));
-    CHECK(refused(rt_upsample_bicubic(RANDN(0, 1, 1, 1, 2, 2), NULL, (double[]){0.2, 2}, &y), RT_ERR_SHAPE,
-                  ">= 1"));
+    CHECK(tu_refused(rt_pixel_shuffle(RANDN(0, 1, 1, 6, 2, 2), 2, &y), RT_ERR_SHAPE, "multiple of upscale_factor"));
+    CHECK(tu_refused(rt_pixel_shuffle(RANDN(0, 1, 1, 4, 2, 2), 0, &y), RT_ERR_INVALID_ARG, "upscale_factor"));
+    CHECK(tu_refused(rt_pixel_shuffle(RANDN(0, 1, 4, 2, 2), 2, &y), RT_ERR_SHAPE, "4-D"));
+    CHECK(tu_refused(rt_pixel_unshuffle(RANDN(0, 1, 1, 1, 3, 4), 2, &y), RT_ERR_SHAPE, "multiples"));
+    CHECK(tu_refused(rt_upsample_bicubic(RANDN(0, 1, 1, 1, 2, 2, 2), NULL, (double[]){2, 2, 2}, &y), RT_ERR_SHAPE,
+                     "bicubic"));
+    CHECK(tu_refused(rt_upsample_bicubic(RANDN(0, 1, 1, 1, 2, 2), (int64_t[]){4, 4}, (double[]){2, 2}, &y),
+                     RT_ERR_INVALID_ARG, "both"));
+    CHECK(tu_refused(rt_upsample_bicubic(RANDN(0, 1, 1, 1, 2, 2), NULL, (double[]){0.2, 2}, &y), RT_ERR_SHAPE,
+                     ">= 1"));
     CHECK(y == NULL);
 }
 
@@ -286,20 +264,14 @@ static int64_t sr_ops_peak(rt_device dev) {
 }
 
 /* Meta tensors predict the real run's peak to the byte. */
-TU_TEST(meta_memory_matches_real) {
-    int64_t cpu = sr_ops_peak(RT_DEVICE_CPU), meta = sr_ops_peak(RT_DEVICE_META);
-    printf("  shuffle/bicubic/unshuffle step peak above start: cpu %lld bytes, meta %lld bytes\n", (long long)cpu,
-           (long long)meta);
-    CHECK(cpu > 0);
-    CHECK_EQ_INT(meta, cpu);
-}
+TU_TEST(meta_memory_matches_real) { tu_meta_peak_matches("shuffle/bicubic/unshuffle", sr_ops_peak); }
 
 /* ------------------------------------------------------------ modules */
 
 TU_TEST(pixel_shuffle_module) {
     seed_inputs(1607);
     rt_module *m = NULL;
-    CHECK(refused(rt_pixel_shuffle_create(0, &m), RT_ERR_INVALID_ARG, "upscale_factor"));
+    CHECK(tu_refused(rt_pixel_shuffle_create(0, &m), RT_ERR_INVALID_ARG, "upscale_factor"));
     CHECK_OK(rt_pixel_shuffle_create(2, &m));
     tu_defer(destroy_module_, m);
     rt_tensor *x = RANDN(0, 1, 1, 8, 3, 3), *y = NULL, *z = NULL;
@@ -438,10 +410,10 @@ TU_TEST(edsr_shapes_and_counts) {
     CHECK_EQ_INT(rt_edsr_num_params(&c), 777729);
     printf("  EDSR 16x64, 1 channel, x2: plain 1367553, reversible (hidden 64) 1368577, (hidden 32) 777729\n");
     c.n_feats = 63;
-    CHECK(refused(rt_edsr_build(&c, &(rt_init_ctx){0}, &(rt_module *){NULL}), RT_ERR_INVALID_ARG, "even"));
+    CHECK(tu_refused(rt_edsr_build(&c, &(rt_init_ctx){0}, &(rt_module *){NULL}), RT_ERR_INVALID_ARG, "even"));
     c.n_feats = 64;
     c.scale = 5;
-    CHECK(refused(rt_edsr_build(&c, &(rt_init_ctx){0}, &(rt_module *){NULL}), RT_ERR_INVALID_ARG, "scale"));
+    CHECK(tu_refused(rt_edsr_build(&c, &(rt_init_ctx){0}, &(rt_module *){NULL}), RT_ERR_INVALID_ARG, "scale"));
 }
 
 /* The reversible EDSR's gradients equal plain backpropagation through the

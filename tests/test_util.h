@@ -1,4 +1,5 @@
-/* Helpers shared by the op tests (test_gradcheck.c, test_parity.c).
+/* Helpers shared by the op tests (test_gradcheck.c, test_parity.c, test_ops3d.c,
+ * test_superres.c, ...).
  *
  * Ownership scope: a test declared with TU_TEST(name) { ... } runs between
  * tu_begin() and tu_end(). Everything registered with tu_own / tu_defer in
@@ -11,8 +12,10 @@
 #define RT_TEST_UTIL_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/mem.h"
 #include "core/rng.h"
@@ -115,6 +118,29 @@ static inline double tu_max_abs(int64_t n, const float *a) {
         if (!(d <= m)) m = d;
     }
     return m;
+}
+
+/* ------------------------------------------------------------ checks */
+
+/* st is `want` and the error message contains `needle`; prints the message
+ * either way, and what was expected when not. */
+static inline bool tu_refused(rt_status st, rt_status want, const char *needle) {
+    const char *msg = rt_error_last();
+    bool ok = st == want && msg && strstr(msg, needle);
+    printf("  refused (%s): %s\n", rt_status_str(st), msg ? msg : "(no message)");
+    if (!ok) fprintf(stderr, "  expected %s with \"%s\"\n", rt_status_str(want), needle);
+    return ok;
+}
+
+/* Meta tensors predict the real run's peak to the byte: peak(dev) runs the
+ * same step on `dev` and returns its tracked peak above the start (-1 on a
+ * failure); the CPU run must allocate something and meta must book exactly
+ * as much. `what` names the step in the printed line. */
+static inline void tu_meta_peak_matches(const char *what, int64_t (*peak)(rt_device dev)) {
+    int64_t cpu = peak(RT_DEVICE_CPU), meta = peak(RT_DEVICE_META);
+    printf("  %s step peak above start: cpu %lld bytes, meta %lld bytes\n", what, (long long)cpu, (long long)meta);
+    CHECK(cpu > 0);
+    CHECK_EQ_INT(meta, cpu);
 }
 
 #endif

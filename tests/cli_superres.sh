@@ -144,8 +144,35 @@ check patch-fix 2 "use --patch <= 13" "$bin" superres train --image "$tmp/small.
 out="$("$bin" superres memory --blocks 2 --feats 8 --patch 16 --max-batch 1 2>&1)"
 if grep -q "max-batch reached" <<< "$out" && ! grep -q ") (" <<< "$out"; then pass=$((pass+1));
 else fail=$((fail+1)); echo "FAIL memory-max-batch: $out"; fi
+# the options of the training comparison
+check bad-schedule 2 "constant or cosine" "$bin" superres train --lr-schedule linear
+check bad-memory 2 "reversible or standard" "$bin" superres train --memory plain
+check bad-conv-algo 2 "auto, direct or winograd" "$bin" superres train --conv-algo fft
+# cosine: CosineAnnealingLR with T_max = 3 from 1e-4 gives 1e-4, 7.5e-5, 2.5e-5 (train.csv's lr column)
+check train-cosine 0 "cosine-annealed to 0" "$bin" superres train --model revedsr --memory standard "${tiny[@]}" \
+    --steps 3 --lr 1e-4 --lr-schedule cosine --out "$tmp/cos"
+py "cosine-lr" "
+import csv
+rows = list(csv.DictReader(open('$tmp/cos/train.csv')))
+got = [float(r['lr']) for r in rows]
+want = [1e-4, 7.5e-5, 2.5e-5]
+assert len(got) == 3 and all(abs(g - w) <= 1e-6 * w for g, w in zip(got, want)), got
+"
+# standard backpropagation keeps revedsr's activations: more SAVED than the rebuild
+sv() { "$bin" superres memory --blocks 2 --feats 8 --patch 16 --batch 4 --max-batch 1 --threads 1 "$@" |
+       awk '$1 == "revedsr" {print $4}'; }
+rev_saved="$(sv)" std_saved="$(sv --memory standard)"
+if [ -n "$rev_saved" ] && awk -v a="$rev_saved" -v b="$std_saved" 'BEGIN {exit !(b > a)}'; then pass=$((pass+1));
+else fail=$((fail+1)); echo "FAIL memory-standard: reversible $rev_saved MiB, standard $std_saved MiB"; fi
+# memory also reports the largest revedsr batch with direct convolutions (not when they are direct already)
+out="$("$bin" superres memory --blocks 2 --feats 8 --patch 16 --max-batch 4 --threads 1 2>&1)"
+if grep -q "within it with --conv-algo direct: [0-9]" <<< "$out"; then pass=$((pass+1));
+else fail=$((fail+1)); echo "FAIL memory-direct-line: $out"; fi
+out="$("$bin" superres memory --blocks 2 --feats 8 --patch 16 --max-batch 4 --threads 1 --conv-algo direct 2>&1)"
+if ! grep -q "with --conv-algo direct" <<< "$out" && grep -q "largest revedsr batch" <<< "$out"; then pass=$((pass+1));
+else fail=$((fail+1)); echo "FAIL memory-direct-given: $out"; fi
 echo "cli_superres: $pass passed, $fail failed"
 # every check above counts once: fewer means one was skipped unseen (a TAP plan)
-planned=49
+planned=57
 [ "$pass" -eq "$planned" ] || echo "cli_superres: $pass checks counted, $planned planned"
 [ "$fail" -eq 0 ] && [ "$pass" -eq "$planned" ]

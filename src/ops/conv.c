@@ -6,29 +6,27 @@
 #include "ops/ops.h"
 
 /* The weight and bias gradients come first: they are the last use of the
- * saved input, which is then freed (rt_node_drop_saved; a no-op under
- * retain_graph or while another node holds the same storage) before the
- * input gradient, of the input's size, is allocated. At the peak of a
- * backward that is one activation less: EDSR's tail convolution at batch
- * 8, 48x48 LR patches, holds 18 MiB less. The results are those of either
- * order (the passes are independent). */
-static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
-    const rt_conv_shape *s = self->ctx;
+ * saved input, which is then freed before the input gradient, of the
+ * input's size, is allocated. At the peak of a backward that is one
+ * activation less: EDSR's tail convolution at batch 8, 48x48 LR patches,
+ * holds 18 MiB less. The results are those of either order (the passes
+ * are independent). */
+rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in, const void *shape,
+                                int64_t c_out, bool has_bias, const rt_conv_passes *passes) {
     rt_tensor *x, *w, *dy = grad_out[0];
     RT_SAVED(self, 0, x);
     RT_SAVED(self, 1, w);
     const rt_backend *be = rt_backend_of(x);
     const rt_tensor x_like = *x; /* shape, dtype, device and layout of dx */
-    bool need_w = rt_node_needs_grad(self, 1), need_b = s->has_bias && rt_node_needs_grad(self, 2);
+    bool need_w = rt_node_needs_grad(self, 1), need_b = has_bias && rt_node_needs_grad(self, 2);
     if (need_w || need_b) {
         /* oneDNN computes both in one pass; an unwanted one is dropped */
         rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
-        int64_t oc = s->c_out;
-        rt_tensor *db = s->has_bias ? rt_tensor_create(1, &oc, RT_F32, w->device, RT_MEM_TEMP) : NULL;
-        rt_status st = dw && (db || !s->has_bias) ? RT_OK : RT_ERR_OOM;
+        rt_tensor *db = has_bias ? rt_tensor_create(1, &c_out, RT_F32, w->device, RT_MEM_TEMP) : NULL;
+        rt_status st = dw && (db || !has_bias) ? RT_OK : RT_ERR_OOM;
         if (st == RT_OK)
-            st = be->conv_backward_weights(s, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(dw),
-                                           db ? rt_tensor_f32(db) : NULL);
+            st = passes->weights(be, shape, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(dw),
+                                 db ? rt_tensor_f32(db) : NULL);
         if (st == RT_OK && need_w) grad_in[1] = rt_tensor_retain(dw);
         if (st == RT_OK && need_b) grad_in[2] = rt_tensor_retain(db);
         rt_tensor_release(dw);
@@ -39,10 +37,26 @@ static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_
     if (rt_node_needs_grad(self, 0)) {
         grad_in[0] = rt_tensor_empty_like(&x_like, RT_MEM_TEMP);
         if (!grad_in[0]) return RT_ERR_OOM;
-        RT_TRY(be->conv_backward_data(s, rt_tensor_f32(w), rt_conv_weight_cache_of(w), rt_tensor_f32(dy),
-                                      rt_tensor_f32(grad_in[0])));
+        RT_TRY(passes->data(be, shape, rt_tensor_f32(w), rt_conv_weight_cache_of(w), rt_tensor_f32(dy),
+                            rt_tensor_f32(grad_in[0])));
     }
     return RT_OK;
+}
+
+static rt_status rt_conv_weights_pass(const rt_backend *be, const void *shape, const float *x, const float *dy,
+                                      float *dw, float *db) {
+    return be->conv_backward_weights(shape, x, dy, dw, db);
+}
+
+static rt_status rt_conv_data_pass(const rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
+                                   const float *dy, float *dx) {
+    return be->conv_backward_data(shape, w, w_cache, dy, dx);
+}
+
+static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
+    static const rt_conv_passes passes = {rt_conv_weights_pass, rt_conv_data_pass};
+    const rt_conv_shape *s = self->ctx;
+    return rt_conv_like_backward(self, grad_out, grad_in, s, s->c_out, s->has_bias, &passes);
 }
 
 rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_conv_opts *opts,

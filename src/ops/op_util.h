@@ -64,6 +64,29 @@ static inline int rt_op_compute(const rt_tensor *t) { return !rt_tensor_is_meta(
  * enclosing backward when the graph was released. */
 #define RT_SAVED(node, i, var) RT_TRY(rt_node_saved((node), (i), &(var)))
 
+struct rt_backend;
+/* The two backend passes of a convolution-like op, `shape` its own shape
+ * struct (rt_conv_shape, rt_deconv_shape): weights computes dw (and db when
+ * not NULL) from the saved input x and dy; data computes dx from w (and
+ * its weight cache, NULL for none) and dy. All f32, in the op's layouts. */
+typedef struct rt_conv_passes {
+    rt_status (*weights)(const struct rt_backend *be, const void *shape, const float *x, const float *dy, float *dw,
+                         float *db);
+    rt_status (*data)(const struct rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
+                      const float *dy, float *dx);
+} rt_conv_passes;
+
+/* The backward of a convolution-like node with saved slots 0 = x and
+ * 1 = w and inputs (x, w, bias): the weight and bias gradients first (the
+ * last use of x), then x is dropped (rt_node_drop_saved: a no-op under
+ * retain_graph or while another node holds its storage), then dx, x's
+ * shape and layout, is allocated and computed: the saved input and the
+ * input gradient never coexist. Gradients are booked RT_MEM_TEMP; c_out
+ * sizes db. Errors: RT_ERR_GRAPH_RELEASED, RT_ERR_OOM, the passes'.
+ * (ops/conv.c; PyTorch computes the same three gradients.) */
+rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in, const void *shape,
+                                int64_t c_out, bool has_bias, const rt_conv_passes *passes);
+
 struct rt_bn_shape;
 /* The argument checks of batch_norm and batch_norm_relu (`op` names the op
  * in messages): all five tensors f32, x (N, C, ...), the four per-channel

@@ -29,14 +29,17 @@ static void sr_usage(FILE *f) {
             "  eval     --weights FILE: PSNR and SSIM (border of `scale` pixels cut, data range 1) of the model\n"
             "           and of bicubic upsampling on the held-out slices; writes OUT/eval.csv, OUT/eval.json\n"
             "           and OUT/comparison.png (LR, bicubic, model, target on the middle evaluated slice).\n"
-            "           The model's shape (--model, --blocks, --feats, --scale, --res-scale) comes from the\n"
-            "           weights file; giving one that differs is a usage error\n"
+            "           The model's shape (--model, --blocks, --feats, --rev-width, --rev-hidden, --scale,\n"
+            "           --res-scale) comes from the weights file; giving one that differs is a usage error\n"
             "  memory   predicted bytes of one training step (meta device: nothing runs) of edsr and revedsr\n"
             "           at --batch, and the largest revedsr batch that fits in edsr's step peak at --ref-batch\n\n"
             "  --image FILE          volume (NIfTI; default %s)\n"
             "  --model edsr|revedsr  EDSR, or EDSR whose residual body is reversible (default edsr)\n"
             "  --blocks N            residual blocks (default 16, EDSR's baseline)\n"
             "  --feats N             features (default 64)\n"
+            "  --rev-width W         revedsr: the reversible stream's channels, feats x 1..4 (default feats;\n"
+            "                        2*feats with --blocks 8 gives couplings whose F and G are EDSR's blocks)\n"
+            "  --rev-hidden N        revedsr: channels inside each coupling's F and G (default feats)\n"
             "  --res-scale X         residual scaling (default 0.1, EDSR's)\n"
             "  --scale S             upscaling factor 2, 3 or 4 (default 2)\n"
             "  --batch N             patches per step (default 16, EDSR's)\n"
@@ -83,6 +86,8 @@ static int sr_parse(int argc, char **argv, cli_sr_opts *o) {
         else if (!strcmp(a, "--weights")) ok = cli_str(argc, argv, &i, &o->weights);
         else if (!strcmp(a, "--blocks")) o->blocks_given = true, ok = cli_int_in(argc, argv, &i, 1, 1024, NULL, &o->blocks);
         else if (!strcmp(a, "--feats")) o->feats_given = true, ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->feats);
+        else if (!strcmp(a, "--rev-width")) o->rev_given = true, ok = cli_int_in(argc, argv, &i, 1, 16384, NULL, &o->rev_width);
+        else if (!strcmp(a, "--rev-hidden")) o->rev_given = true, ok = cli_int_in(argc, argv, &i, 1, 16384, NULL, &o->rev_hidden);
         else if (!strcmp(a, "--scale")) o->scale_given = true, ok = cli_int_in(argc, argv, &i, 2, 4, NULL, &o->scale);
         else if (!strcmp(a, "--batch")) ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->batch);
         else if (!strcmp(a, "--patch")) ok = cli_int_in(argc, argv, &i, 4, 4096, NULL, &o->patch);
@@ -140,6 +145,18 @@ static int sr_parse(int argc, char **argv, cli_sr_opts *o) {
     if (o->feats % 2 && (!strcmp(o->cmd, "memory") || (!strcmp(o->cmd, "train") && !strcmp(o->model, "revedsr")))) {
         fprintf(stderr, "revtorch superres %s: --feats must be even for --model revedsr (its couplings split the "
                         "features in halves), got %lld\n", o->cmd, (long long)o->feats);
+        return 2;
+    }
+    const int64_t w = o->rev_width ? o->rev_width : o->feats;
+    if (o->rev_width && strcmp(o->cmd, "eval") && (w % o->feats || w > RT_EDSR_MAX_WIDTH_FACTOR * o->feats)) {
+        fprintf(stderr, "revtorch superres %s: --rev-width must be --feats (%lld) times 1 to %d (the stream starts as "
+                        "copies of the head's features), got %lld\n", o->cmd, (long long)o->feats,
+                RT_EDSR_MAX_WIDTH_FACTOR, (long long)w);
+        return 2;
+    }
+    if ((o->rev_width || o->rev_hidden) && !strcmp(o->cmd, "train") && strcmp(o->model, "revedsr")) {
+        fprintf(stderr, "revtorch superres train: --rev-width and --rev-hidden shape reversible EDSR's couplings; "
+                        "add --model revedsr\n");
         return 2;
     }
     if (!cli_threads_ok(o->threads)) return 2;

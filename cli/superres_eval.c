@@ -77,6 +77,8 @@ int cli_sr_eval(const cli_sr_opts *o_in) {
     ok = ok && sr_meta_int(f, o_in->weights, "blocks", 1, 1024, &oo.blocks) &&
          sr_meta_int(f, o_in->weights, "feats", 1, 4096, &oo.feats) &&
          sr_meta_int(f, o_in->weights, "scale", 2, 4, &oo.scale) &&
+         sr_meta_int(f, o_in->weights, "rev_width", 0, 16384, &oo.rev_width) &&
+         sr_meta_int(f, o_in->weights, "rev_hidden", 0, 16384, &oo.rev_hidden) &&
          sr_meta_int(f, o_in->weights, "gap", 0, 4096, &oo.gap) &&
          sr_meta_float(f, o_in->weights, "res_scale", 0, INFINITY, false, true, &oo.res_scale) &&
          sr_meta_float(f, o_in->weights, "holdout", 0, 1, true, true, &oo.holdout) &&
@@ -89,6 +91,13 @@ int cli_sr_eval(const cli_sr_opts *o_in) {
                         "file is damaged or not from superres train\n", o_in->weights, (long long)oo.feats);
         return 1;
     }
+    if (oo.rev_width &&
+        (oo.rev_width % oo.feats || oo.rev_width > RT_EDSR_MAX_WIDTH_FACTOR * oo.feats)) {
+        fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata rev_width=%lld is not feats (%lld) "
+                        "times 1 to %d: the file is damaged or not from superres train\n", o_in->weights,
+                (long long)oo.rev_width, (long long)oo.feats, RT_EDSR_MAX_WIDTH_FACTOR);
+        return 1;
+    }
     const char *opt = NULL;
     char given[64];
     if (o_in->model_given && strcmp(o_in->model, model))
@@ -97,6 +106,9 @@ int cli_sr_eval(const cli_sr_opts *o_in) {
         opt = "--blocks", snprintf(given, sizeof given, "%lld", (long long)o_in->blocks);
     else if (o_in->feats_given && o_in->feats != oo.feats)
         opt = "--feats", snprintf(given, sizeof given, "%lld", (long long)o_in->feats);
+    else if (o_in->rev_given && (o_in->rev_width != oo.rev_width || o_in->rev_hidden != oo.rev_hidden))
+        opt = "--rev-width/--rev-hidden",
+        snprintf(given, sizeof given, "%lld/%lld", (long long)o_in->rev_width, (long long)o_in->rev_hidden);
     else if (o_in->scale_given && o_in->scale != oo.scale)
         opt = "--scale", snprintf(given, sizeof given, "%lld", (long long)o_in->scale);
     else if (o_in->res_scale_given && o_in->res_scale != oo.res_scale)
@@ -104,7 +116,7 @@ int cli_sr_eval(const cli_sr_opts *o_in) {
     if (opt) {
         fprintf(stderr, "revtorch superres eval: %s %s disagrees with the weights (%s, %lld blocks x %lld feats, x%lld, "
                         "res_scale %g); eval takes the model from the weights: drop "
-                        "--model/--blocks/--feats/--scale/--res-scale\n", opt, given, model, (long long)oo.blocks,
+                        "--model/--blocks/--feats/--rev-width/--rev-hidden/--scale/--res-scale\n", opt, given, model, (long long)oo.blocks,
                 (long long)oo.feats, (long long)oo.scale, (double)oo.res_scale);
         return 2;
     }

@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "data/superres.h"
+#include "models/edsr.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
 
@@ -29,10 +30,11 @@ typedef struct cli_sr_opts {
     const char *cmd; /* "train", "eval", "memory" */
     const char *image, *model, *out, *weights;
     int64_t blocks, feats, scale, batch, patch, steps, seed, threads, eval_slices, gap, ref_batch, max_batch;
+    int64_t rev_width, rev_hidden; /* revedsr: stream width and width inside F and G (0: feats) */
     float res_scale, lr, holdout, percentile, min_foreground, time_limit;
     bool cosine; /* --lr-schedule cosine: CosineAnnealingLR(t_max = steps) to 0 */
     const char *memory; /* --memory: reversible (default) or standard backpropagation through revedsr's body */
-    bool model_given, blocks_given, feats_given, scale_given, res_scale_given; /* eval checks them */
+    bool model_given, blocks_given, feats_given, scale_given, res_scale_given, rev_given; /* eval checks them */
 } cli_sr_opts;
 
 /* The volume, normalised, and its split. */

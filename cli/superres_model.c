@@ -19,6 +19,7 @@ rt_status cli_sr_model_create(const cli_sr_opts *o, rt_device device, uint64_t s
     rt_edsr_config c;
     RT_TRY(rt_edsr_config_get(rev ? "edsr_rev" : "edsr", &c));
     c.n_resblocks = (int)o->blocks, c.n_feats = o->feats, c.res_scale = o->res_scale, c.scale = (int)o->scale;
+    if (rev) c.rev_width = o->rev_width, c.rev_hidden = o->rev_hidden;
     rt_model *m = calloc(1, sizeof *m);
     if (!m) return rt_error_set(RT_ERR_OOM, "out of memory");
     snprintf(m->name, sizeof m->name, "%s", rev ? "revedsr" : "edsr");

@@ -49,7 +49,7 @@ static rt_status sr_bicubic_l1(rt_tensor *lr, rt_tensor *hr, double *out) {
 /* Metadata written with the weights, read back by eval. */
 static rt_status sr_save_weights(const cli_sr_opts *o, const rt_model *m, const cli_sr_data *d, const char *path,
                                  int64_t steps) {
-    char v[12][32];
+    char v[14][32];
     snprintf(v[0], 32, "%lld", (long long)o->blocks);
     snprintf(v[1], 32, "%lld", (long long)o->feats);
     snprintf(v[2], 32, "%.9g", (double)o->res_scale);
@@ -62,9 +62,11 @@ static rt_status sr_save_weights(const cli_sr_opts *o, const rt_model *m, const 
     snprintf(v[9], 32, "%lld", (long long)o->batch);
     snprintf(v[10], 32, "%lld", (long long)o->patch);
     snprintf(v[11], 32, "%lld", (long long)o->seed);
+    snprintf(v[12], 32, "%lld", (long long)o->rev_width);
+    snprintf(v[13], 32, "%lld", (long long)o->rev_hidden);
     const char *meta[] = {"model", m->name, "task", "superres", "blocks", v[0], "feats", v[1], "res_scale", v[2],
                           "scale", v[3], "holdout", v[4], "gap", v[5], "percentile", v[6], "robust_max", v[7],
-                          "steps", v[8], "batch", v[9], "patch", v[10], "seed", v[11]};
+                          "steps", v[8], "batch", v[9], "patch", v[10], "seed", v[11], "rev_width", v[12], "rev_hidden", v[13]};
     return rt_weights_save(m->sd, NULL, 0, meta, (int)(sizeof meta / sizeof meta[0]) / 2, path);
 }
 
@@ -153,9 +155,13 @@ int cli_sr_train(const cli_sr_opts *o) {
     fprintf(log, "step,loss,bicubic_loss,lr,seconds,step_seconds,step_cpu_seconds\n");
     const rt_lr_schedule sched = {.kind = o->cosine ? RT_LR_COSINE : RT_LR_CONSTANT, .base_lr = o->lr,
                                   .t_max = o->steps};
-    printf("%s (%lld parameters: %lld blocks x %lld features, res_scale %g, x%lld), batch %lld of %lldx%lld LR "
+    char rev[64] = "";
+    if (!strcmp(o->model, "revedsr") && (o->rev_width || o->rev_hidden))
+        snprintf(rev, sizeof rev, ", stream %lld, F/G hidden %lld", (long long)(o->rev_width ? o->rev_width : o->feats),
+                 (long long)(o->rev_hidden ? o->rev_hidden : o->feats));
+    printf("%s (%lld parameters: %lld blocks x %lld features%s, res_scale %g, x%lld), batch %lld of %lldx%lld LR "
            "patches, Adam lr %g%s, L1 loss, %lld steps, %d thread%s\n",
-           m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)o->blocks, (long long)o->feats,
+           m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)o->blocks, (long long)o->feats, rev,
            (double)o->res_scale, (long long)o->scale, (long long)o->batch, (long long)o->patch, (long long)o->patch,
            (double)o->lr, o->cosine ? " cosine-annealed to 0" : "", (long long)o->steps, rt_get_num_threads(), rt_get_num_threads() == 1 ? "" : "s");
     printf("predicted step (meta device): activations (SAVED peak) %.1f MiB, step peak %.1f MiB\n",

@@ -49,6 +49,20 @@ a = json.load(open('$tmp/revedsr/eval.json')); b = json.load(open('$tmp/ev/eval.
 assert a['model'] == b['model'] == 'revedsr'
 assert abs(a['model_scores']['psnr'] - b['model_scores']['psnr']) < 1e-6, (a, b)
 assert a['bicubic'] == b['bicubic']"
+# a 2F-wide reversible stream: recorded in the weights, rebuilt by eval, and a disagreeing option refused
+check train-wide 0 "stream 16, F/G hidden 8" "$bin" superres train --model revedsr "${tiny[@]}" --rev-width 16 \
+    --out "$tmp/wide"
+check eval-wide 0 "PSNR" "$bin" superres eval --weights "$tmp/wide/weights.safetensors" --eval-slices 2 --threads 2 \
+    --out "$tmp/ev-wide"
+py eval-wide-same "
+import json
+a = json.load(open('$tmp/wide/eval.json')); b = json.load(open('$tmp/ev-wide/eval.json'))
+assert abs(a['model_scores']['psnr'] - b['model_scores']['psnr']) < 1e-6, (a, b)"
+check eval-wide-disagree 2 "\-\-rev-width/--rev-hidden 24/0 disagrees" "$bin" superres eval --rev-width 24 \
+    --weights "$tmp/wide/weights.safetensors" --out "$tmp/dis"
+check bad-rev-width 2 "\-\-rev-width must be --feats (8) times 1 to 4" "$bin" superres train --model revedsr --feats 8 \
+    --rev-width 12
+check rev-width-edsr 2 "add --model revedsr" "$bin" superres train --rev-width 128
 check memory 0 "largest revedsr batch" "$bin" superres memory --blocks 2 --feats 8 --patch 16 --max-batch 16
 
 # refusals
@@ -62,7 +76,7 @@ check missing-image 1 "cannot read --image" "$bin" superres train --image "$tmp/
 check huge-patch 2 "slices are" "$bin" superres train --patch 400 --out "$tmp/y"
 check not-sr-weights 1 "not a safetensors file" "$bin" superres eval --weights "$tmp/edsr/train.csv" --out "$tmp/z"
 # eval takes the model from the weights: a disagreeing option is a usage error
-check help-eval-model 0 "shape (--model, --blocks, --feats, --scale, --res-scale) comes from the" "$bin" superres --help
+check help-eval-model 0 "shape (--model, --blocks, --feats, --rev-width, --rev-hidden, --scale," "$bin" superres --help
 w="$tmp/edsr/weights.safetensors"
 check eval-disagree 2 "\-\-model revedsr disagrees with the weights (edsr, 2 blocks x 8 feats, x2" \
     "$bin" superres eval --model revedsr --blocks 3 --feats 16 --scale 3 --weights "$w" --out "$tmp/dis"
@@ -74,7 +88,7 @@ src, tmp = sys.argv[1], sys.argv[2]
 b = open(src, 'rb').read()
 n = struct.unpack('<Q', b[:8])[0]
 hdr, data = json.loads(b[8:8 + n]), b[8 + n:]
-for key, val in (('blocks', '99999999999'), ('scale', '7'), ('gap', '3')):
+for key, val in (('blocks', '99999999999'), ('scale', '7'), ('gap', '3'), ('rev_width', '12')):
     h = json.loads(json.dumps(hdr)); h['__metadata__'][key] = val
     t = json.dumps(h).encode()
     open(f'{tmp}/meta-{key}.st', 'wb').write(struct.pack('<Q', len(t)) + t + data)
@@ -85,6 +99,8 @@ check meta-blocks 1 "weights metadata blocks=99999999999 is out of range \[1, 10
     "$bin" superres eval --weights "$tmp/meta-blocks.st" --out "$tmp/dm"
 check meta-scale 1 "weights metadata scale=7 is out of range \[2, 4\]" \
     "$bin" superres eval --weights "$tmp/meta-scale.st" --out "$tmp/dm"
+check meta-rev-width 1 "weights metadata rev_width=12 is not feats (8) times 1 to 4" \
+    "$bin" superres eval --weights "$tmp/meta-rev_width.st" --out "$tmp/dm"
 check weights-truncated 1 "truncated" "$bin" superres eval --weights "$tmp/cut.st" --out "$tmp/dm"
 check weights-empty 1 "the file is 0 bytes" "$bin" superres eval --weights "$tmp/empty.st" --out "$tmp/dm"
 check weights-dir 1 "not a regular file: Is a directory" "$bin" superres eval --weights "$tmp" --out "$tmp/dm"
@@ -173,6 +189,6 @@ if ! grep -q "with --conv-algo direct" <<< "$out" && grep -q "largest revedsr ba
 else fail=$((fail+1)); echo "FAIL memory-direct-given: $out"; fi
 echo "cli_superres: $pass passed, $fail failed"
 # every check above counts once: fewer means one was skipped unseen (a TAP plan)
-planned=57
+planned=64
 [ "$pass" -eq "$planned" ] || echo "cli_superres: $pass checks counted, $planned planned"
 [ "$fail" -eq 0 ] && [ "$pass" -eq "$planned" ]

@@ -2702,6 +2702,13 @@ CHECK_FN(rt_edsr_num_params) {
     VAL(rt_edsr_num_params(&cfg) == -1);
 }
 
+CHECK_FN(rt_edsr_rev_width) {
+    rt_edsr_config cfg;
+    rt_edsr_config_get("edsr_rev", &cfg);
+    VAL(rt_edsr_rev_width(NULL) == -1);
+    VAL(rt_edsr_rev_width(&cfg) == 64);
+}
+
 CHECK_FN(rt_revnet_build) {
     rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_META, 0);
     rt_revnet_config cfg, bad;
@@ -3641,7 +3648,7 @@ static const api_entry models_entries[] = {
     /* models/model.h, unet.h: segmentation models */
     E(rt_model_name_is_segmentation), E(rt_unet_config_get), E(rt_unet_size_multiple), E(rt_unet_build),
     /* models/edsr.h: super-resolution */
-    E(rt_edsr_config_get), E(rt_edsr_build), E(rt_edsr_num_params),
+    E(rt_edsr_config_get), E(rt_edsr_build), E(rt_edsr_num_params), E(rt_edsr_rev_width),
 };
 
 static const api_entry kernels_entries[] = {
@@ -3736,6 +3743,14 @@ CHECK_FN(rt_pixel_shuffle) {
     ST(RT_ERR_INVALID_ARG, "input", rt_pixel_shuffle(NULL, 2, &y));
     ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle(T(1, 4, 2, 2), 0, &y));
     ST(RT_ERR_SHAPE, "multiple", rt_pixel_shuffle(T(1, 3, 2, 2), 2, &y));
+}
+
+CHECK_FN(rt_pixel_shuffle_inplace) {
+    rt_tensor *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_pixel_shuffle_inplace(T(1, 4, 2, 2), 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_pixel_shuffle_inplace(NULL, 2, &y));
+    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle_inplace(T(1, 4, 2, 2), 0, &y));
+    ST(RT_ERR_SHAPE, "multiple", rt_pixel_shuffle_inplace(T(1, 3, 2, 2), 2, &y));
 }
 
 CHECK_FN(rt_pixel_unshuffle) {
@@ -3858,6 +3873,13 @@ CHECK_FN(rt_pixel_shuffle_create) {
     rt_module *m = (rt_module *)&m;
     ST(RT_ERR_INVALID_ARG, "m", rt_pixel_shuffle_create(2, NULL));
     ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle_create(0, &m));
+    VAL(m == NULL);
+}
+
+CHECK_FN(rt_pixel_shuffle_inplace_create) {
+    rt_module *m = (rt_module *)&m;
+    ST(RT_ERR_INVALID_ARG, "m", rt_pixel_shuffle_inplace_create(2, NULL));
+    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle_inplace_create(0, &m));
     VAL(m == NULL);
 }
 
@@ -4146,6 +4168,7 @@ static const api_entry ops3d_entries[] = {
     E(rt_dice_ce_loss), E(rt_loss_dice_ce), E(rt_pad_constant),
     /* super-resolution (issue 16): ops/ops3d.h, ops/ops.h, nn/modules3d.h, kernels */
     E(rt_upsample_bicubic), E(rt_pixel_shuffle), E(rt_pixel_unshuffle), E(rt_pixel_shuffle_create),
+    E(rt_pixel_shuffle_inplace), E(rt_pixel_shuffle_inplace_create),
     E(rt_kernel_upsample_bicubic_forward), E(rt_kernel_upsample_bicubic_backward), E(rt_kernel_pixel_shuffle),
     /* nn/modules3d.h */
     E(rt_conv_transpose_create), E(rt_conv_set_dilation), E(rt_conv_set_preferred_output),

@@ -282,6 +282,101 @@ TU_TEST(pixel_shuffle_module) {
     CHECK(rt_rel_difference(y, z) == 0.0);
 }
 
+/* rt_pixel_shuffle_inplace (and the module that calls it): the values and
+ * gradients of rt_pixel_shuffle, plain and blocked. A fresh intermediate is
+ * consumed (the output is its storage, its version moves); one with a
+ * second reference, and a leaf that requires grad, are copied and keep
+ * their values. */
+TU_TEST(pixel_shuffle_inplace) {
+    seed_inputs(1609);
+    const int64_t B = rt_layout_block();
+    for (int blocked = 0; blocked <= 1; blocked++)
+        for (int shared = 0; shared <= 1; shared++) {
+            rt_tensor *x = RANDN(0, 1, 2, blocked ? 4 * B : 8, 3, 2), *r = RANDN(0, 1, 2, blocked ? B : 2, 6, 4);
+            CHECK(x && r);
+            CHECK_OK(rt_tensor_set_requires_grad(x, true));
+            rt_tensor *ys[2] = {NULL, NULL}, *gs[2] = {NULL, NULL};
+            for (int inplace = 0; inplace <= 1; inplace++) {
+                rt_tensor *a = NULL, *y = NULL;
+                CHECK_OK(rt_mul_scalar(x, 2.0f, &a)); /* a fresh intermediate, as a convolution's output */
+                if (blocked) {
+                    rt_tensor *b = NULL;
+                    CHECK_OK(rt_to_layout(a, RT_LAYOUT_BLOCKED, &b));
+                    rt_tensor_release(a);
+                    a = b;
+                }
+                rt_tensor *keep = shared ? tu_own(rt_tensor_empty_like(a, RT_MEM_DATA)) : NULL;
+                if (keep) CHECK_OK(rt_tensor_copy(keep, a));
+                rt_tensor *extra = shared ? rt_tensor_retain(a) : NULL;
+                const rt_storage *before = a->storage;
+                CHECK_OK(inplace ? rt_pixel_shuffle_inplace(a, 2, &y) : rt_pixel_shuffle(a, 2, &y));
+                tu_own(y);
+                CHECK(y->layout == a->layout);
+                CHECK((y->storage == before) == (inplace && !shared));
+                if (keep) CHECK(rt_rel_difference(a, keep) == 0.0); /* a copy left the shared tensor alone */
+                rt_tensor_release(extra);
+                rt_tensor_release(a);
+                rt_tensor *yp = NULL;
+                CHECK_OK(rt_to_layout(y, RT_LAYOUT_PLAIN, &yp));
+                ys[inplace] = tu_own(yp);
+                rt_tensor_zero_grad(x);
+                CHECK_OK(rt_backward(y, r, false));
+                gs[inplace] = tu_own(rt_tensor_to(x->grad, RT_F32, RT_MEM_DATA));
+            }
+            CHECK(rt_rel_difference(ys[1], ys[0]) == 0.0);
+            CHECK(rt_rel_difference(gs[1], gs[0]) == 0.0);
+        }
+    /* a leaf that requires grad is never overwritten */
+    rt_tensor *x = RANDN(0, 1, 1, 8, 2, 2), *copy = tu_own(rt_tensor_to(x, RT_F32, RT_MEM_DATA)), *y = NULL;
+    CHECK(x && copy);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    CHECK_OK(rt_pixel_shuffle_inplace(x, 2, &y));
+    tu_own(y);
+    CHECK(y->storage != x->storage && rt_rel_difference(x, copy) == 0.0);
+    rt_module *m = NULL;
+    CHECK(tu_refused(rt_pixel_shuffle_inplace_create(0, &m), RT_ERR_INVALID_ARG, "upscale_factor"));
+}
+
+/* The backward of a pixel shuffle permutes a gradient nothing else holds in
+ * place: x (leaf, T bytes) -> ·2 -> shuffle -> ·3, backward: while the shuffle's
+ * backward runs (its trace events), the live bytes above the start are the
+ * gradient 3·dz (T) and a one-image scratch (T/N), never the T of a second
+ * gradient (the ·2 keeps the leaf's .grad, booked when the gradient
+ * reaches it, out of the shuffle's events); the meta device books the same. */
+static int64_t shuffle_backward_peak(rt_device dev) {
+    rt_tensor *x = tu_own(rt_tensor_zeros(4, (int64_t[]){4, 16, 6, 5}, RT_F32, dev, RT_MEM_DATA)), *a = NULL,
+              *y = NULL, *z = NULL;
+    if (!x || rt_tensor_set_requires_grad(x, true) != RT_OK) return -1;
+    rt_status st = rt_mul_scalar(x, 2.0f, &a);
+    if (st == RT_OK) st = rt_pixel_shuffle(a, 2, &y);
+    rt_tensor_release(a);
+    if (st == RT_OK) st = rt_mul_scalar(y, 3.0f, &z);
+    rt_tensor_release(y);
+    if (st != RT_OK) return -1;
+    tu_own(z);
+    rt_memstats m;
+    rt_memstats_get(&m);
+    rt_mem_trace_enable(1);
+    rt_status st2 = rt_backward(z, z, false);
+    size_t n = 0;
+    const rt_mem_event *e = rt_mem_trace_events(&n);
+    int64_t most = -1;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(e[i].op, "backward:pixel_shuffle") == 0 && e[i].live_total - m.live_total > most)
+            most = e[i].live_total - m.live_total;
+    rt_mem_trace_enable(0);
+    return st2 == RT_OK ? most : -1;
+}
+
+TU_TEST(pixel_shuffle_backward_in_place) {
+    const int64_t T = 4 * 16 * 6 * 5 * 4;
+    const int64_t cpu = shuffle_backward_peak(RT_DEVICE_CPU), meta = shuffle_backward_peak(RT_DEVICE_META);
+    printf("  most live above the start during the shuffle's backward: cpu %lld, meta %lld bytes; one gradient "
+           "T = %lld, one image T/4\n", (long long)cpu, (long long)meta, (long long)T);
+    CHECK_EQ_INT(meta, cpu);
+    CHECK_EQ_INT(cpu, T + T / 4);
+}
+
 /* ------------------------------------------------------------ EDSR */
 
 static void destroy_sd_(void *sd) { rt_state_dict_destroy(sd); }
@@ -378,11 +473,12 @@ EDSR_CASES(DEFINE_CASE)
 TU_TEST(edsr_shapes_and_counts) {
     rt_tensor *x = tu_own(rt_tensor_create(4, (int64_t[]){2, 1, 10, 7}, RT_F32, RT_DEVICE_META, RT_MEM_DATA));
     CHECK(x);
-    for (int rev = 0; rev <= 1; rev++)
+    for (int rev = 0; rev <= 2; rev++) /* plain, reversible, reversible with a 2F stream */
         for (int s = 2; s <= 4; s++) {
             rt_edsr_config c = small_cfg();
             c.scale = s;
-            c.reversible = rev;
+            c.reversible = rev > 0;
+            c.rev_width = rev == 2 ? 2 * c.n_feats : 0;
             c.out_channels = 2;
             rt_state_dict *sd = NULL;
             rt_module *net = edsr(&c, RT_DEVICE_META, 3, &sd);
@@ -393,7 +489,7 @@ TU_TEST(edsr_shapes_and_counts) {
             CHECK(y->ndim == 4 && y->shape[0] == 2 && y->shape[1] == 2 && y->shape[2] == 10 * s &&
                   y->shape[3] == 7 * s);
             CHECK_EQ_INT(rt_state_dict_num_param_elements(sd), rt_edsr_num_params(&c));
-            CHECK_EQ_INT(rt_module_count_reversible(net), rev);
+            CHECK_EQ_INT(rt_module_count_reversible(net), rev > 0);
         }
     /* the baselines of models/edsr.h's comment: 1 channel ×2 */
     rt_edsr_config c;
@@ -408,7 +504,22 @@ TU_TEST(edsr_shapes_and_counts) {
           rt_state_dict_find(sd, "tail.0.0.weight") && rt_state_dict_find(sd, "tail.1.bias"));
     c.rev_hidden = 32;
     CHECK_EQ_INT(rt_edsr_num_params(&c), 777729);
-    printf("  EDSR 16x64, 1 channel, x2: plain 1367553, reversible (hidden 64) 1368577, (hidden 32) 777729\n");
+    c.rev_hidden = 0;
+    c.n_resblocks = 8;
+    c.rev_width = 128; /* each F and G one of EDSR's residual bodies */
+    CHECK_EQ_INT(rt_edsr_num_params(&c), 1404417);
+    CHECK(edsr(&c, RT_DEVICE_META, 3, &sd));
+    CHECK_EQ_INT(rt_state_dict_num_param_elements(sd), 1404417);
+    CHECK(rt_state_dict_find(sd, "body.7.f.0.weight")->tensor->shape[1] == 64 &&
+          rt_state_dict_find(sd, "body.8.weight")->tensor->shape[1] == 128);
+    printf("  EDSR 16x64, 1 channel, x2: plain 1367553, reversible (hidden 64) 1368577, (hidden 32) 777729, "
+           "(8 blocks, stream 128) 1404417\n");
+    c.rev_width = 96;
+    CHECK(tu_refused(rt_edsr_build(&c, &(rt_init_ctx){0}, &(rt_module *){NULL}), RT_ERR_INVALID_ARG, "rev_width"));
+    c.rev_width = 5 * 64;
+    CHECK(tu_refused(rt_edsr_build(&c, &(rt_init_ctx){0}, &(rt_module *){NULL}), RT_ERR_INVALID_ARG, "rev_width"));
+    c.rev_width = 0;
+    c.n_resblocks = 16;
     c.n_feats = 63;
     CHECK(tu_refused(rt_edsr_build(&c, &(rt_init_ctx){0}, &(rt_module *){NULL}), RT_ERR_INVALID_ARG, "even"));
     c.n_feats = 64;
@@ -420,13 +531,13 @@ TU_TEST(edsr_shapes_and_counts) {
  * same blocks (rt_module_set_reversible(net, false)): same seed, same
  * parameters, same input and upstream gradient; every parameter gradient
  * and the input gradient within 1e-4 relative (tests/test_reversible.c's
- * tolerance), outputs within 1e-6. */
-TU_TEST(edsr_reversible_gradients) {
-    seed_inputs(1608);
+ * tolerance), outputs within 1e-6; for the F-wide stream and the 2F one. */
+static void edsr_reversible_gradients_width(int64_t width_factor) {
     rt_edsr_config c = small_cfg();
     c.n_resblocks = 4;
     c.n_feats = 16;
     c.reversible = true;
+    c.rev_width = width_factor * c.n_feats;
     rt_state_dict *sa = NULL, *sb = NULL;
     rt_module *a = edsr(&c, RT_DEVICE_CPU, 9, &sa), *b = edsr(&c, RT_DEVICE_CPU, 9, &sb);
     CHECK(a && b);
@@ -460,12 +571,18 @@ TU_TEST(edsr_reversible_gradients) {
             worst_name = sa->entries[i].name;
         }
     }
-    printf("  reversible vs plain: output rel %.3g, input grad rel %.3g, worst parameter grad rel %.3g (%s), "
-           "%d parameters\n", ey, ex, worst, worst_name, sa->n);
+    printf("  stream %lldF, reversible vs plain: output rel %.3g, input grad rel %.3g, worst parameter grad rel %.3g (%s), "
+           "%d parameters\n", (long long)width_factor, ey, ex, worst, worst_name, sa->n);
     CHECK(ey <= 1e-6);
     CHECK(ex <= 1e-4);
     CHECK(worst <= 1e-4);
 }
+TU_TEST(edsr_reversible_gradients) {
+    seed_inputs(1608);
+    edsr_reversible_gradients_width(1);
+    edsr_reversible_gradients_width(2); /* the stream starts as two copies of the head's output */
+}
+
 /* One training step's memory on meta: forward, backward of sum(y·r).
  * saved: SAVED bytes live at the end of the forward (what backward keeps);
  * peak: the step's peak of all bytes above those live before it (the
@@ -506,15 +623,16 @@ static bool edsr_step_memory(const rt_edsr_config *c, int64_t n, int64_t h, int6
  * reversible, F = 16 so the blocked order and the blocked pixel shuffle
  * run), so the baseline's numbers below are those of a real step. */
 TU_TEST(edsr_meta_matches_real) {
-    for (int rev = 0; rev <= 1; rev++) {
+    for (int rev = 0; rev <= 2; rev++) { /* plain, reversible, reversible with a 2F stream */
         rt_edsr_config c = small_cfg();
         c.n_feats = 16;
-        c.reversible = rev;
+        c.reversible = rev > 0;
+        c.rev_width = rev == 2 ? 32 : 0;
         edsr_mem cpu, meta;
         CHECK(edsr_step_memory_on(RT_DEVICE_CPU, &c, 2, 10, 12, &cpu));
         CHECK(edsr_step_memory_on(RT_DEVICE_META, &c, 2, 10, 12, &meta));
         printf("  %s EDSR step: saved cpu %lld / meta %lld bytes, peak cpu %lld / meta %lld bytes\n",
-               rev ? "reversible" : "plain", (long long)cpu.saved, (long long)meta.saved, (long long)cpu.peak,
+               rev == 2 ? "reversible 2F-stream" : rev ? "reversible" : "plain", (long long)cpu.saved, (long long)meta.saved, (long long)cpu.peak,
                (long long)meta.peak);
         CHECK(cpu.peak > 0);
         CHECK_EQ_INT(meta.saved, cpu.saved);
@@ -583,7 +701,8 @@ RT_TEST_MAIN({"gc_pixel_shuffle", gc_pixel_shuffle}, {"gc_upsample_bicubic", gc_
              OP_CASES(CASE_ENTRY){"shuffle_roundtrip", shuffle_roundtrip},
              {"bicubic_same_size_is_copy", bicubic_same_size_is_copy}, {"blocked_layout", blocked_layout},
              {"refusals", refusals}, {"meta_shapes", meta_shapes}, {"meta_memory_matches_real", meta_memory_matches_real},
-             {"pixel_shuffle_module", pixel_shuffle_module}, EDSR_CASES(CASE_ENTRY){"edsr_shapes_and_counts",
+             {"pixel_shuffle_module", pixel_shuffle_module}, {"pixel_shuffle_inplace", pixel_shuffle_inplace},
+             {"pixel_shuffle_backward_in_place", pixel_shuffle_backward_in_place}, EDSR_CASES(CASE_ENTRY){"edsr_shapes_and_counts",
              edsr_shapes_and_counts}, {"edsr_reversible_gradients", edsr_reversible_gradients},
              {"edsr_meta_matches_real", edsr_meta_matches_real}, {"edsr_memory_meta", edsr_memory_meta},
              {"all_fixtures_covered", all_fixtures_covered})

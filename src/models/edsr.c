@@ -45,6 +45,23 @@ static rt_status rt_res_scale_forward(rt_module *m, rt_tensor *x, rt_tensor **y)
 
 static const rt_module_class rt_res_scale_class = {"ResScale", rt_res_scale_forward, NULL};
 
+/* y = cat(x, x, …, x) along channels, `copies` times: how a reversible
+ * stream wider than the head starts (a parameter-free module; backward sums
+ * the copies' gradients). */
+typedef struct rt_repeat_channels {
+    rt_module base;
+    int copies;
+} rt_repeat_channels;
+
+static rt_status rt_repeat_channels_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    rt_tensor *xs[RT_EDSR_MAX_WIDTH_FACTOR];
+    const int k = ((rt_repeat_channels *)m)->copies;
+    for (int i = 0; i < k; i++) xs[i] = x;
+    return rt_cat_channels(k, xs, y);
+}
+
+static const rt_module_class rt_repeat_channels_class = {"RepeatChannels", rt_repeat_channels_forward, NULL};
+
 /* The whole network: children head, body, tail; y = tail(body(h) + h),
  * h = head(x). */
 typedef struct rt_edsr {
@@ -123,8 +140,9 @@ static rt_status rt_edsr_resblock_create(rt_init_ctx *ctx, int64_t f, float res_
     return RT_OK;
 }
 
-/* body: B residual blocks "0".."B-1" (or an inline ReversibleSequence of B
- * blocks), then conv "B". */
+/* body: B residual blocks "0".."B-1" (or, reversible, the stream's
+ * widening when W > F and an inline ReversibleSequence of B blocks), then
+ * conv "B" (W → F). */
 static rt_status rt_edsr_body_fill(rt_module *body, const rt_edsr_config *cfg, rt_init_ctx *ctx) {
     const int64_t f = cfg->n_feats;
     char name[16];
@@ -134,7 +152,13 @@ static rt_status rt_edsr_body_fill(rt_module *body, const rt_edsr_config *cfg, r
             RT_ADD_CHILD(body, name, rt_edsr_resblock_create(ctx, f, cfg->res_scale, &m));
         }
     } else {
-        const int64_t half = f / 2, hidden = cfg->rev_hidden > 0 ? cfg->rev_hidden : f;
+        const int64_t w = rt_edsr_rev_width(cfg), half = w / 2, hidden = cfg->rev_hidden > 0 ? cfg->rev_hidden : f;
+        if (w > f) {
+            rt_repeat_channels *r = (rt_repeat_channels *)rt_module_alloc(sizeof *r, &rt_repeat_channels_class);
+            if (!r) return rt_error_last_status();
+            r->copies = (int)(w / f);
+            RT_TRY(rt_module_add_child(body, "", &r->base));
+        }
         rt_module *seq;
         RT_TRY(rt_rev_sequence_create(&seq));
         RT_TRY(rt_module_add_child(body, "", seq));
@@ -150,7 +174,7 @@ static rt_status rt_edsr_body_fill(rt_module *body, const rt_edsr_config *cfg, r
         }
     }
     snprintf(name, sizeof name, "%d", cfg->n_resblocks);
-    RT_ADD_CHILD(body, name, rt_edsr_conv(ctx, f, f, &m));
+    RT_ADD_CHILD(body, name, rt_edsr_conv(ctx, cfg->reversible ? rt_edsr_rev_width(cfg) : f, f, &m));
     return RT_OK;
 }
 
@@ -166,7 +190,7 @@ static rt_status rt_edsr_tail_fill(rt_module *tail, const rt_edsr_config *cfg, r
         rt_module *m;
         RT_TRY(rt_edsr_conv(ctx, f, (int64_t)r * r * f, &m));
         RT_TRY(rt_module_append(up, m));
-        RT_TRY(rt_pixel_shuffle_create(r, &m));
+        RT_TRY(rt_pixel_shuffle_inplace_create(r, &m)); /* the conv's output is dead after it */
         RT_TRY(rt_module_append(up, m));
     }
     RT_ADD_CHILD(tail, "1", rt_edsr_conv(ctx, f, cfg->out_channels, &m));
@@ -198,11 +222,15 @@ static rt_status rt_edsr_check(const char *fn, const rt_edsr_config *cfg) {
     else if (cfg->scale != 2 && cfg->scale != 3 && cfg->scale != 4) bad = "scale must be 2, 3 or 4";
     else if (cfg->reversible && cfg->n_feats % 2) bad = "n_feats must be even for the reversible body (halves)";
     else if (cfg->reversible && cfg->rev_hidden < 0) bad = "rev_hidden must be >= 0 (0: n_feats)";
+    else if (cfg->reversible && (cfg->rev_width < 0 || cfg->rev_width % cfg->n_feats ||
+                                 cfg->rev_width > RT_EDSR_MAX_WIDTH_FACTOR * cfg->n_feats))
+        bad = "rev_width must be 0 (n_feats) or n_feats times 1.." RT_EDSR_MAX_WIDTH_FACTOR_STR;
     if (bad)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: %s (got in %lld, out %lld, B %d, F %lld, res_scale %g, scale "
-                            "%d, rev_hidden %lld)", fn, bad, (long long)cfg->in_channels,
+                            "%d, rev_hidden %lld, rev_width %lld)", fn, bad, (long long)cfg->in_channels,
                             (long long)cfg->out_channels, cfg->n_resblocks, (long long)cfg->n_feats,
-                            (double)cfg->res_scale, cfg->scale, (long long)cfg->rev_hidden);
+                            (double)cfg->res_scale, cfg->scale, (long long)cfg->rev_hidden,
+                            (long long)cfg->rev_width);
     return RT_OK;
 }
 
@@ -213,7 +241,7 @@ rt_status rt_edsr_config_get(const char *name, rt_edsr_config *cfg) {
     if (!rev && strcmp(name, "edsr") != 0)
         return rt_error_set(RT_ERR_INVALID_ARG, "unknown EDSR configuration '%s' (edsr, edsr_rev)", name);
     *cfg = (rt_edsr_config){.in_channels = 1, .out_channels = 1, .n_resblocks = 16, .n_feats = 64,
-                            .res_scale = 0.1f, .scale = 2, .reversible = rev, .rev_hidden = 0};
+                            .res_scale = 0.1f, .scale = 2, .reversible = rev, .rev_hidden = 0, .rev_width = 0};
     return RT_OK;
 }
 
@@ -235,13 +263,22 @@ rt_status rt_edsr_build(const rt_edsr_config *cfg, rt_init_ctx *ctx, rt_module *
 
 static int64_t rt_conv3_params(int64_t a, int64_t b) { return 9 * a * b + b; }
 
+int64_t rt_edsr_rev_width(const rt_edsr_config *cfg) {
+    if (!cfg) {
+        rt_error_set(RT_ERR_INVALID_ARG, "rt_edsr_rev_width: cfg is NULL");
+        return -1;
+    }
+    return cfg->rev_width > 0 ? cfg->rev_width : cfg->n_feats;
+}
+
 int64_t rt_edsr_num_params(const rt_edsr_config *cfg) {
     if (rt_edsr_check("rt_edsr_num_params", cfg) != RT_OK) return -1;
     const int64_t f = cfg->n_feats, h = cfg->rev_hidden > 0 ? cfg->rev_hidden : f;
-    const int64_t block = cfg->reversible ? 2 * (rt_conv3_params(f / 2, h) + rt_conv3_params(h, f / 2))
+    const int64_t w = cfg->reversible ? rt_edsr_rev_width(cfg) : f;
+    const int64_t block = cfg->reversible ? 2 * (rt_conv3_params(w / 2, h) + rt_conv3_params(h, w / 2))
                                           : 2 * rt_conv3_params(f, f);
     const int64_t up = cfg->scale == 3 ? rt_conv3_params(f, 9 * f)
                                        : (cfg->scale == 4 ? 2 : 1) * rt_conv3_params(f, 4 * f);
-    return rt_conv3_params(cfg->in_channels, f) + cfg->n_resblocks * block + rt_conv3_params(f, f) + up +
+    return rt_conv3_params(cfg->in_channels, f) + cfg->n_resblocks * block + rt_conv3_params(w, f) + up +
            rt_conv3_params(f, cfg->out_channels);
 }

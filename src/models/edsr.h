@@ -52,6 +52,18 @@
  * 1 368 577; hidden F/2: 777 729. Its activations: the sequence keeps only
  * its output, so the body's memory does not grow with B
  * (tests/test_superres.c edsr_memory_meta measures both on meta).
+ *
+ * A wider stream (cfg.rev_width W = k·F, k = 2..4; RevNet's recipe of
+ * widening the reversible stream to match a residual net's capacity, Gomez
+ * et al. 2017, §5): the body starts with k copies of the head's output
+ * concatenated along channels (x1 = x2 = h for k = 2, parameter-free,
+ * "RepeatChannels"), its couplings split W in halves W/2, and its last
+ * convolution maps W → F, so the global skip and the tail are EDSR's. With
+ * W = 2F, hidden F and B/2 blocks, each of Fb and Gb is one of EDSR's
+ * residual bodies (F → F → F): the parameter count is EDSR's plus the wider
+ * last conv (1 ch ×2, B 8 for EDSR's 16: 1 404 417), the stream holds 2F
+ * channels. Parameters above with conv(F/2, h) → conv(W/2, h) and the body's
+ * last conv(F, F) → conv(W, F).
  * rt_module_set_reversible(net, false) trains the same parameters with
  * plain backpropagation (the gradients are equal; tested). */
 #ifndef RT_MODELS_EDSR_H
@@ -70,7 +82,16 @@ typedef struct rt_edsr_config {
     int scale;                         /* 2, 3 or 4 */
     bool reversible;                   /* the body as a ReversibleSequence (see above) */
     int64_t rev_hidden;                /* reversible: width inside Fb and Gb; 0 = n_feats */
+    int64_t rev_width;                 /* reversible: stream width W, a multiple of F; 0 = n_feats */
 } rt_edsr_config;
+
+/* The widest reversible stream: W ≤ RT_EDSR_MAX_WIDTH_FACTOR · F. */
+#define RT_EDSR_MAX_WIDTH_FACTOR 4
+#define RT_EDSR_MAX_WIDTH_FACTOR_STR "4"
+
+/* The reversible stream's width W of cfg: cfg->rev_width, or n_feats when
+ * it is 0; -1 (message set, RT_ERR_INVALID_ARG) for a NULL cfg. */
+int64_t rt_edsr_rev_width(const rt_edsr_config *cfg);
 
 /* The configuration named `name`:
  *   "edsr"      baseline B 16, F 64, res_scale 0.1, ×2, 1 channel in and out

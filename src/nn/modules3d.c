@@ -104,16 +104,18 @@ rt_status rt_upsample_create(int nsp, int64_t size, double scale_factor, rt_modu
 typedef struct rt_pixel_shuffle_module {
     rt_module base;
     int64_t r;
+    bool inplace; /* rt_pixel_shuffle_inplace_create */
 } rt_pixel_shuffle_module;
 
 static rt_status rt_pixel_shuffle_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
-    return rt_pixel_shuffle(x, ((rt_pixel_shuffle_module *)m)->r, y);
+    const rt_pixel_shuffle_module *p = (const rt_pixel_shuffle_module *)m;
+    return p->inplace ? rt_pixel_shuffle_inplace(x, p->r, y) : rt_pixel_shuffle(x, p->r, y);
 }
 
 static const rt_module_class rt_pixel_shuffle_class = {"PixelShuffle", rt_pixel_shuffle_forward, NULL};
 
-rt_status rt_pixel_shuffle_create(int64_t upscale_factor, rt_module **m) {
-    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_pixel_shuffle_create: the output pointer m is NULL");
+static rt_status rt_pixel_shuffle_make(const char *fn, int64_t upscale_factor, bool inplace, rt_module **m) {
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "%s: the output pointer m is NULL", fn);
     *m = NULL;
     if (upscale_factor < 1)
         return rt_error_set(RT_ERR_INVALID_ARG, "PixelShuffle: upscale_factor = %lld must be >= 1",
@@ -121,8 +123,17 @@ rt_status rt_pixel_shuffle_create(int64_t upscale_factor, rt_module **m) {
     rt_pixel_shuffle_module *p = (rt_pixel_shuffle_module *)rt_module_alloc(sizeof *p, &rt_pixel_shuffle_class);
     if (!p) return rt_error_last_status();
     p->r = upscale_factor;
+    p->inplace = inplace;
     *m = &p->base;
     return RT_OK;
+}
+
+rt_status rt_pixel_shuffle_create(int64_t upscale_factor, rt_module **m) {
+    return rt_pixel_shuffle_make("rt_pixel_shuffle_create", upscale_factor, false, m);
+}
+
+rt_status rt_pixel_shuffle_inplace_create(int64_t upscale_factor, rt_module **m) {
+    return rt_pixel_shuffle_make("rt_pixel_shuffle_inplace_create", upscale_factor, true, m);
 }
 
 /* ------------------------------------------------------------ GroupNorm / InstanceNorm */

@@ -35,6 +35,11 @@ rt_status rt_upsample_create(int nsp, int64_t size, double scale_factor, rt_modu
 /* torch.nn.PixelShuffle(upscale_factor): (N, C·r², H, W) → (N, C, H·r,
  * W·r), rt_pixel_shuffle; no parameters. r >= 1 (RT_ERR_INVALID_ARG). */
 rt_status rt_pixel_shuffle_create(int64_t upscale_factor, rt_module **m);
+/* The same module consuming its input (rt_pixel_shuffle_inplace), as
+ * torch.nn.ReLU(inplace=True) does: for a Sequential whose previous child's
+ * output nothing else keeps (EDSR's upsampler: conv, then shuffle). The
+ * state dict and values are rt_pixel_shuffle_create's. */
+rt_status rt_pixel_shuffle_inplace_create(int64_t upscale_factor, rt_module **m);
 
 /* torch.nn.GroupNorm(num_groups, num_channels, eps, affine): weight 1, bias 0
  * (C) when affine. num_groups must divide num_channels; eps > 0. */

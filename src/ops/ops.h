@@ -166,10 +166,22 @@ rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor
  * unshuffle of the gradient. The output has x's memory order when x is
  * PLAIN, or BLOCKED with C a multiple of the block (rt_layout_block());
  * another BLOCKED x is reordered to PLAIN first (differentiably) and the
- * output is PLAIN. r = 1 copies. Saves nothing (only sizes).
+ * output is PLAIN. r = 1 copies. Saves nothing (only sizes). Backward
+ * permutes the incoming gradient in place (through a one-image scratch)
+ * when nothing else holds it, so the two gradients never coexist.
  * RT_ERR_INVALID_ARG for r < 1; RT_ERR_SHAPE for x not 4-D or C not a
  * multiple of r². */
 rt_status rt_pixel_shuffle(rt_tensor *x, int64_t upscale_factor, rt_tensor **out);
+/* rt_pixel_shuffle that consumes x: the caller must not read x's values
+ * afterwards (only release it). When x is the only reference to its storage,
+ * nothing saved it for backward and it is not a leaf that requires grad,
+ * the output is x's storage permuted in place through a one-image scratch
+ * (C·r²·H·W floats) and x's version is bumped; otherwise the output is new,
+ * as rt_pixel_shuffle. Same values, gradient and errors as rt_pixel_shuffle
+ * either way. For a convolution's output that nothing else keeps (EDSR's
+ * upsampler), the two never coexist: no PyTorch counterpart (its
+ * pixel_shuffle always copies). */
+rt_status rt_pixel_shuffle_inplace(rt_tensor *x, int64_t upscale_factor, rt_tensor **out);
 /* torch.nn.functional.pixel_unshuffle(x, downscale_factor = r), the inverse
  * permutation: x (N, C, H·r, W·r) → (N, C·r², H, W),
  *   out[n, c·r² + i·r + j, h, w] = x[n, c, h·r + i, w·r + j].

@@ -854,6 +854,8 @@ CHECK_FN(rt_adaptive_avg_pool_1) {
 
 #define CALL_MULS(x, out) rt_mul_scalar(x, 2.0f, out)
 CHECK_FN(rt_mul_scalar) { UNARY_OP_CHECKS(T(2, 3), CALL_MULS); }
+#define CALL_MULS_INPLACE(x, out) rt_mul_scalar_inplace(x, 2.0f, out)
+CHECK_FN(rt_mul_scalar_inplace) { UNARY_OP_CHECKS(T(2, 3), CALL_MULS_INPLACE); }
 
 #define CALL_SUM(x, out) rt_sum(x, out)
 CHECK_FN(rt_sum) {
@@ -3537,7 +3539,7 @@ static const api_entry autograd_entries[] = {
 static const api_entry ops_entries[] = {
     /* ops/ops.h */
     E(rt_conv), E(rt_linear), E(rt_batch_norm), E(rt_relu), E(rt_leaky_relu), E(rt_add_relu), E(rt_max_pool),
-    E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul), E(rt_mul_scalar), E(rt_sum), E(rt_mean),
+    E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul), E(rt_mul_scalar), E(rt_mul_scalar_inplace), E(rt_sum), E(rt_mean),
     E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels),
     E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),
     E(rt_dropout), E(rt_cross_entropy), E(rt_mse_loss), E(rt_l1_loss),

@@ -337,6 +337,40 @@ TU_TEST(pixel_shuffle_inplace) {
     CHECK(tu_refused(rt_pixel_shuffle_inplace_create(0, &m), RT_ERR_INVALID_ARG, "upscale_factor"));
 }
 
+/* rt_mul_scalar_inplace (EDSR's residual scaling): a fresh intermediate is
+ * scaled in its own storage, a shared one or a leaf is copied; values and
+ * gradients equal rt_mul_scalar's exactly. */
+TU_TEST(mul_scalar_inplace) {
+    seed_inputs(1610);
+    rt_tensor *x = RANDN(0, 1, 2, 3, 4, 5), *r = RANDN(0, 1, 2, 3, 4, 5);
+    CHECK(x && r);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    for (int shared = 0; shared <= 1; shared++) {
+        rt_tensor *ys[2], *gs[2];
+        for (int inplace = 0; inplace <= 1; inplace++) {
+            rt_tensor *a = NULL, *y = NULL;
+            CHECK_OK(rt_mul_scalar(x, 2.0f, &a));
+            rt_tensor *extra = shared ? rt_tensor_retain(a) : NULL;
+            const rt_storage *before = a->storage;
+            CHECK_OK(inplace ? rt_mul_scalar_inplace(a, 0.1f, &y) : rt_mul_scalar(a, 0.1f, &y));
+            tu_own(y);
+            CHECK((y->storage == before) == (inplace && !shared));
+            rt_tensor_release(extra);
+            rt_tensor_release(a);
+            ys[inplace] = tu_own(rt_tensor_to(y, RT_F32, RT_MEM_DATA));
+            rt_tensor_zero_grad(x);
+            CHECK_OK(rt_backward(y, r, false));
+            gs[inplace] = tu_own(rt_tensor_to(x->grad, RT_F32, RT_MEM_DATA));
+        }
+        CHECK(rt_rel_difference(ys[1], ys[0]) == 0.0);
+        CHECK(rt_rel_difference(gs[1], gs[0]) == 0.0);
+    }
+    rt_tensor *copy = tu_own(rt_tensor_to(x, RT_F32, RT_MEM_DATA)), *y = NULL;
+    CHECK_OK(rt_mul_scalar_inplace(x, 3.0f, &y)); /* a leaf that requires grad: never overwritten */
+    tu_own(y);
+    CHECK(y->storage != x->storage && rt_rel_difference(x, copy) == 0.0);
+}
+
 /* The backward of a pixel shuffle permutes a gradient nothing else holds in
  * place: x (leaf, T bytes) -> ·2 -> shuffle -> ·3, backward: while the shuffle's
  * backward runs (its trace events), the live bytes above the start are the
@@ -702,6 +736,7 @@ RT_TEST_MAIN({"gc_pixel_shuffle", gc_pixel_shuffle}, {"gc_upsample_bicubic", gc_
              {"bicubic_same_size_is_copy", bicubic_same_size_is_copy}, {"blocked_layout", blocked_layout},
              {"refusals", refusals}, {"meta_shapes", meta_shapes}, {"meta_memory_matches_real", meta_memory_matches_real},
              {"pixel_shuffle_module", pixel_shuffle_module}, {"pixel_shuffle_inplace", pixel_shuffle_inplace},
+             {"mul_scalar_inplace", mul_scalar_inplace},
              {"pixel_shuffle_backward_in_place", pixel_shuffle_backward_in_place}, EDSR_CASES(CASE_ENTRY){"edsr_shapes_and_counts",
              edsr_shapes_and_counts}, {"edsr_reversible_gradients", edsr_reversible_gradients},
              {"edsr_meta_matches_real", edsr_meta_matches_real}, {"edsr_memory_meta", edsr_memory_meta},

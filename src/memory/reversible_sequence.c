@@ -10,6 +10,7 @@
 #include "memory/precision.h"
 #include "memory/reversible_impl.h"
 #include "nn/modules.h"
+#include "ops/op_util.h"
 #include "ops/ops.h"
 
 /* What the sequence keeps per block besides tensors: where the generator was
@@ -154,12 +155,30 @@ static rt_status rt_backward_rebuild(rt_rev_block *b, const rt_block_record *r, 
     return RT_OK;
 }
 
+/* x = y − f for the rebuild, grad mode off. f (a branch's output, the root
+ * of the graph about to be back-propagated) is needed after this only for
+ * its graph, not its values: when nothing else holds f's storage and no node
+ * saved it, x is written over it (an alias of f's storage, no history), so
+ * the rebuilt input and the branch output never take two buffers. Else a
+ * new tensor (rt_sub). */
+static rt_status rt_rev_sub_into_branch(rt_tensor *y, rt_tensor *f, rt_tensor **x) {
+    if (rt_op_can_consume(f) && f->dtype == RT_F32 && y->dtype == RT_F32 && f->layout == y->layout &&
+        rt_tensor_same_shape(f, y)) {
+        float *fd = rt_tensor_f32(f);
+        if (fd) rt_backend_of(f)->vec_sub(rt_tensor_numel(f), rt_tensor_f32(y), fd, fd); /* NULL on meta */
+        *x = rt_op_take_storage(f);
+        return *x ? RT_OK : rt_error_last_status();
+    }
+    return rt_sub(y, f, x);
+}
+
 /* The additive block's backward in the order that holds the fewest
  * activations at once (MemCNN's order): rebuild x2 = y2 − G(y1) and
  * back-propagate dy2 through G at once, freeing G's graph and y2 before F
  * is recomputed; then x1 = y1 − F(x2), freeing y1, and dy1 + G'ᵀdy2 through
  * F. The coupling itself needs no graph: ∂y2/∂x2 = 1, so dx2 = dy2 + F'ᵀ(dx1)
- * with dx1 = dy1 + G'ᵀdy2. Consumes y1, y2, dy1 and dy2 (releases them, also
+ * with dx1 = dy1 + G'ᵀdy2. x2 and x1 take the buffers of G's and F's outputs
+ * (rt_rev_sub_into_branch). Consumes y1, y2, dy1 and dy2 (releases them, also
  * on error), where rt_backward_rebuild leaves them to the caller: at the
  * widest level of a partially reversible U-Net this held 16 half-width
  * activations at once, this order about 10. */
@@ -175,7 +194,7 @@ static rt_status rt_backward_rebuild_additive(rt_rev_block *b, const rt_block_re
     if (st == RT_OK) st = rt_precision_region_forward(b->g, r->region, false, y1l, &gy);
     if (st == RT_OK) st = rt_rev_expect(b, "G", y1, gy, y2, y2->shape[1]);
     rt_grad_set_enabled(false);
-    if (st == RT_OK) st = rt_sub(y2, gy, &x2);
+    if (st == RT_OK) st = rt_rev_sub_into_branch(y2, gy, &x2);
     rt_tensor_release(y2);
     y2 = NULL;
     if (st == RT_OK) st = rt_backward(gy, dy2, false); /* G's graph is freed here */
@@ -191,7 +210,7 @@ static rt_status rt_backward_rebuild_additive(rt_rev_block *b, const rt_block_re
     if (st == RT_OK) st = rt_precision_region_forward(b->f, r->region, false, x2l, &fx);
     if (st == RT_OK) st = rt_rev_expect(b, "F", x2, fx, y1, y1->shape[1]);
     rt_grad_set_enabled(false);
-    if (st == RT_OK) st = rt_sub(y1, fx, &x1);
+    if (st == RT_OK) st = rt_rev_sub_into_branch(y1, fx, &x1);
     rt_rev_release4(y1l, y1, NULL, NULL);
     if (st == RT_OK) st = rt_backward(fx, dx1t, false);
     if (st == RT_OK && !(g2 = rt_leaf_grad_or_zeros(x2l))) st = rt_error_last_status();

@@ -24,7 +24,7 @@ static rt_status rt_edsr_resblock_forward(rt_module *m, rt_tensor *x, rt_tensor 
     *y = NULL;
     rt_tensor *h = NULL;
     RT_TRY(rt_module_forward(b->body, x, &h));
-    RT_SEQ(h, s, rt_mul_scalar(h, b->res_scale, &s));
+    RT_SEQ(h, s, rt_mul_scalar_inplace(h, b->res_scale, &s)); /* EDSR-PyTorch's body(x).mul(res_scale), in place */
     rt_status st = rt_add(h, x, y);
     rt_tensor_release(h);
     return st;
@@ -40,7 +40,7 @@ typedef struct rt_res_scale {
 } rt_res_scale;
 
 static rt_status rt_res_scale_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
-    return rt_mul_scalar(x, ((rt_res_scale *)m)->scale, y);
+    return rt_mul_scalar_inplace(x, ((rt_res_scale *)m)->scale, y); /* x is the conv's fresh output */
 }
 
 static const rt_module_class rt_res_scale_class = {"ResScale", rt_res_scale_forward, NULL};

@@ -54,18 +54,22 @@ rt_status rt_add(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary
 
 rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary(a, b, -1.0f, "sub", out); }
 
-rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out) {
+static rt_status rt_scale(rt_tensor *x, float scale, bool consume, rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, "mul_scalar"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, "mul_scalar", "input"));
-    rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *y = consume && rt_op_can_consume(x) ? rt_op_take_storage(x) : rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
-    rt_backend_of(x)->vec_scale(rt_tensor_numel(x), scale, rt_tensor_f32(x), rt_tensor_f32(y));
+    rt_backend_of(x)->vec_scale(rt_tensor_numel(x), scale, rt_tensor_f32(x), rt_tensor_f32(y)); /* may alias */
     rt_node *node = NULL;
     rt_status st = rt_node_create("mul_scalar", 1, &x, 1, rt_linear_combo_backward, sizeof(rt_scale_ctx), &node);
     if (st == RT_OK && node) *(rt_scale_ctx *)node->ctx = (rt_scale_ctx){scale, 0.0f};
     return rt_op_return(st, node, y, out);
 }
+
+rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out) { return rt_scale(x, scale, false, out); }
+
+rt_status rt_mul_scalar_inplace(rt_tensor *x, float scale, rt_tensor **out) { return rt_scale(x, scale, true, out); }
 
 typedef struct rt_pow_ctx {
     float p;

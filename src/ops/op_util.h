@@ -15,6 +15,27 @@ static inline rt_status rt_op_check_f32(const rt_tensor *t, const char *op, cons
     return RT_OK;
 }
 
+/* True when an op may write its output over x's storage ("consume" x, the
+ * in-place variants such as rt_mul_scalar_inplace): x is the only reference
+ * to its storage, no autograd node saved it, and it is not a leaf that
+ * requires grad (whose values the user owns). The caller of a consuming op
+ * promises not to read x afterwards. The engine's rule for gradients it may
+ * overwrite, applied to an activation. */
+static inline bool rt_op_can_consume(const rt_tensor *x) {
+    return x->refcount == 1 && x->storage->refcount == 1 && x->storage->saved_count == 0 &&
+           !(x->requires_grad && !x->grad_fn);
+}
+
+/* x's storage as a new tensor without history, for a consuming op's output
+ * (its values overwritten, its version bumped); the op sets its shape and
+ * attaches its node. NULL with the message set on OOM. */
+static inline rt_tensor *rt_op_take_storage(rt_tensor *x) {
+    rt_tensor_bump_version(x);
+    rt_tensor *y = rt_tensor_detach(x);
+    if (y) y->requires_grad = false; /* rt_op_return sets it when x requires grad */
+    return y;
+}
+
 /* RT_ERR_INVALID_ARG when the caller passed no place for the result. */
 static inline rt_status rt_op_check_out(const void *out, const char *op) {
     if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "%s: out is NULL (pass the address of an rt_tensor *)", op);

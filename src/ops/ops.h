@@ -108,6 +108,13 @@ rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 rt_status rt_mul(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 /* scale · x. Saves nothing. */
 rt_status rt_mul_scalar(rt_tensor *x, float scale, rt_tensor **out);
+/* rt_mul_scalar that consumes x (torch's x.mul_(scale) for an intermediate):
+ * the caller must not read x's values afterwards, only release it. When x is
+ * the only reference to its storage, nothing saved it and it is not a leaf
+ * that requires grad, the output is x's storage scaled in place (x's version
+ * bumped); otherwise a new tensor. Same values, gradient and errors as
+ * rt_mul_scalar. For EDSR's residual scaling of a convolution's output. */
+rt_status rt_mul_scalar_inplace(rt_tensor *x, float scale, rt_tensor **out);
 
 /* ---- Reductions and pointwise math, for custom losses and couplings.
  * Shared by the six functions below: x is float32 of any shape (0-d to 5-D)
@@ -173,9 +180,8 @@ rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor
  * multiple of r². */
 rt_status rt_pixel_shuffle(rt_tensor *x, int64_t upscale_factor, rt_tensor **out);
 /* rt_pixel_shuffle that consumes x: the caller must not read x's values
- * afterwards (only release it). When x is the only reference to its storage,
- * nothing saved it for backward and it is not a leaf that requires grad,
- * the output is x's storage permuted in place through a one-image scratch
+ * afterwards (only release it). When x may be consumed (as for
+ * rt_mul_scalar_inplace), the output is x's storage permuted in place through a one-image scratch
  * (C·r²·H·W floats) and x's version is bumped; otherwise the output is new,
  * as rt_pixel_shuffle. Same values, gradient and errors as rt_pixel_shuffle
  * either way. For a convolution's output that nothing else keeps (EDSR's

@@ -70,13 +70,6 @@ static rt_status rt_shuffle_backward(rt_node *self, rt_tensor *const *grad_out, 
     return RT_OK;
 }
 
-/* x may be overwritten (consume) when nothing else holds its storage and no
- * node saved it: the caller's x is then dead (rt_pixel_shuffle_inplace). */
-static bool rt_shuffle_can_consume(const rt_tensor *x) {
-    return x->refcount == 1 && x->storage->refcount == 1 && x->storage->saved_count == 0 &&
-           !(x->requires_grad && !x->grad_fn);
-}
-
 static rt_status rt_shuffle(const char *op, rt_tensor *x, int64_t r, int inverse, bool consume, rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, op));
     *out = NULL;
@@ -117,13 +110,10 @@ static rt_status rt_shuffle(const char *op, rt_tensor *x, int64_t r, int inverse
     }
     const int64_t lo[4] = {c.n, c.c * r * r, c.h, c.w}, hi[4] = {c.n, c.c, c.h * r, c.w * r};
     rt_tensor *y = NULL;
-    if (consume && rt_shuffle_can_consume(x)) {
+    if (consume && rt_op_can_consume(x)) {
         RT_TRY(rt_shuffle_in_place(&c, inverse, x));
-        rt_tensor_bump_version(x);
-        y = rt_tensor_detach(x); /* the same storage under the output's shape */
-        if (!y) return RT_ERR_OOM;
-        memcpy(y->shape, inverse ? lo : hi, sizeof lo);
-        y->requires_grad = false; /* rt_op_return sets it when x requires grad */
+        if (!(y = rt_op_take_storage(x))) return RT_ERR_OOM;
+        memcpy(y->shape, inverse ? lo : hi, sizeof lo); /* the same storage under the output's shape */
     } else {
         y = rt_op_new(x, 4, inverse ? lo : hi);
         if (!y) return RT_ERR_OOM;

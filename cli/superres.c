@@ -40,6 +40,7 @@ static void sr_usage(FILE *f) {
             "  --rev-width W         revedsr: the reversible stream's channels, feats x 1..4 (default feats;\n"
             "                        2*feats with --blocks 8 gives couplings whose F and G are EDSR's blocks)\n"
             "  --rev-hidden N        revedsr: channels inside each coupling's F and G (default feats)\n"
+            "  --rev-blocks N        memory: revedsr's couplings, against edsr's --blocks (default --blocks)\n"
             "  --res-scale X         residual scaling (default 0.1, EDSR's)\n"
             "  --scale S             upscaling factor 2, 3 or 4 (default 2)\n"
             "  --batch N             patches per step (default 16, EDSR's)\n"
@@ -86,6 +87,7 @@ static int sr_parse(int argc, char **argv, cli_sr_opts *o) {
         else if (!strcmp(a, "--weights")) ok = cli_str(argc, argv, &i, &o->weights);
         else if (!strcmp(a, "--blocks")) o->blocks_given = true, ok = cli_int_in(argc, argv, &i, 1, 1024, NULL, &o->blocks);
         else if (!strcmp(a, "--feats")) o->feats_given = true, ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->feats);
+        else if (!strcmp(a, "--rev-blocks")) ok = cli_int_in(argc, argv, &i, 1, 1024, NULL, &o->rev_blocks);
         else if (!strcmp(a, "--rev-width")) o->rev_given = true, ok = cli_int_in(argc, argv, &i, 1, 16384, NULL, &o->rev_width);
         else if (!strcmp(a, "--rev-hidden")) o->rev_given = true, ok = cli_int_in(argc, argv, &i, 1, 16384, NULL, &o->rev_hidden);
         else if (!strcmp(a, "--scale")) o->scale_given = true, ok = cli_int_in(argc, argv, &i, 2, 4, NULL, &o->scale);

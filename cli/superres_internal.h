@@ -31,6 +31,7 @@ typedef struct cli_sr_opts {
     const char *image, *model, *out, *weights;
     int64_t blocks, feats, scale, batch, patch, steps, seed, threads, eval_slices, gap, ref_batch, max_batch;
     int64_t rev_width, rev_hidden; /* revedsr: stream width and width inside F and G (0: feats) */
+    int64_t rev_blocks;            /* memory: revedsr's couplings (0: --blocks) */
     float res_scale, lr, holdout, percentile, min_foreground, time_limit;
     bool cosine; /* --lr-schedule cosine: CosineAnnealingLR(t_max = steps) to 0 */
     const char *memory; /* --memory: reversible (default) or standard backpropagation through revedsr's body */
@@ -82,14 +83,6 @@ void cli_sr_unmake_out(const cli_sr_opts *o, int created);
 
 /* OUT/name into buf (n bytes). */
 void cli_sr_out_path(const cli_sr_opts *o, const char *name, char *buf, size_t n);
-
-/* Opens PATH.tmp.PID (written into tmp, n bytes) for writing; cli_sr_commit
- * renames it over PATH. NULL with the error set when it cannot. */
-FILE *cli_sr_open_tmp(const char *path, char *tmp, size_t n);
-
-/* Closes f and renames tmp over path; on any failure removes tmp and returns
- * RT_ERR_IO naming path. */
-rt_status cli_sr_commit(FILE *f, const char *tmp, const char *path);
 
 /* ------------------------------------------------------------ superres_evaluate.c */
 

@@ -33,6 +33,8 @@ static rt_status sr_largest_batch(const cli_sr_opts *r, int64_t budget, bool sav
 int cli_sr_memory(const cli_sr_opts *o) {
     cli_sr_opts e = *o, r = *o;
     e.model = "edsr", r.model = "revedsr";
+    e.rev_width = e.rev_hidden = 0;
+    if (o->rev_blocks) r.blocks = o->rev_blocks;
     rt_memstats pe, pr, ref;
     if (cli_sr_predict(&e, o->batch, &pe) != RT_OK || cli_sr_predict(&r, o->batch, &pr) != RT_OK ||
         cli_sr_predict(&e, o->ref_batch, &ref) != RT_OK)
@@ -45,8 +47,10 @@ int cli_sr_memory(const cli_sr_opts *o) {
         params[i] = rt_state_dict_num_param_elements(m->sd);
         rt_model_destroy(m);
     }
-    printf("one training step (Adam, L1), %lld blocks x %lld features, x%lld, %lldx%lld LR patches, predicted on the "
-           "meta device:\n", (long long)o->blocks, (long long)o->feats, (long long)o->scale, (long long)o->patch,
+    printf("one training step (Adam, L1), edsr %lld blocks x %lld features, revedsr %lld couplings (stream %lld, "
+           "F/G hidden %lld), x%lld, %lldx%lld LR patches, predicted on the meta device:\n", (long long)e.blocks,
+           (long long)o->feats, (long long)r.blocks, (long long)(o->rev_width ? o->rev_width : o->feats),
+           (long long)(o->rev_hidden ? o->rev_hidden : o->feats), (long long)o->scale, (long long)o->patch,
            (long long)o->patch);
     printf("%-8s %10s %6s %20s %14s %14s\n", "model", "params", "batch", "activations (SAVED)", "TEMP peak",
            "step peak");

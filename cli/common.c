@@ -410,6 +410,19 @@ const char *cli_optimizer_label(const rt_optimizer_spec *s) {
     return s->sgd.momentum > 0 ? "SGD with momentum" : "SGD without momentum";
 }
 
+rt_optimizer *cli_optimizer_for(const rt_optimizer_spec *spec, const rt_state_dict *sd) {
+    const int np = rt_state_dict_num_params(sd);
+    rt_tensor **params = malloc((size_t)(np > 0 ? np : 1) * sizeof *params);
+    if (!params) {
+        rt_error_set(RT_ERR_OOM, "out of memory listing the parameters");
+        return NULL;
+    }
+    rt_state_dict_params(sd, params, np);
+    rt_optimizer *opt = rt_optimizer_create(spec, params, np);
+    free(params);
+    return opt;
+}
+
 bool cli_memory_mode(const char *memory, const char *grouping, cli_strategy *s) {
     bool *reversible = &s->reversible;
     rt_grouping *grouping_kind = &s->grouping;

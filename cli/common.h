@@ -147,6 +147,11 @@ bool cli_optimizer_spec(const char *name, float lr, float momentum, float weight
 /* "SGD (momentum 0.9, Nesterov)", "SGD (no momentum)" or "AdamW". */
 const char *cli_optimizer_label(const rt_optimizer_spec *s);
 
+/* An optimizer of `spec` over every trainable parameter of sd, in the state
+ * dict's order (the model's parameters()). NULL with the message set when
+ * memory runs out or the optimizer refuses the spec. */
+rt_optimizer *cli_optimizer_for(const rt_optimizer_spec *spec, const rt_state_dict *sd);
+
 /* One line with the peak bytes per category of `s`, in MiB. */
 void cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s);
 

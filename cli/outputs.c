@@ -245,3 +245,21 @@ void cli_outputs_release(cli_outputs *s) {
     }
     s->n_locks = 0;
 }
+
+FILE *cli_open_tmp(const char *path, char *tmp, size_t n) {
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) rt_error_set(RT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    return f;
+}
+
+rt_status cli_commit_tmp(FILE *f, const char *tmp, const char *path) {
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0) bad = true;
+    if (bad || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return rt_error_set(RT_ERR_IO, "cannot write %s: %s", path, strerror(e ? e : EIO));
+    }
+    return RT_OK;
+}

@@ -11,7 +11,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
+
+#include "core/status.h"
 
 #define CLI_OUTPUTS_MAX 12
 #define CLI_PATH_MAX 4096
@@ -67,5 +70,15 @@ void cli_derived_path(const char *path, const char *ext, const char *suffix, cha
 
 /* True when path ends with ext. */
 bool cli_path_ends_with(const char *path, const char *ext);
+
+/* Opens PATH.tmp.PID (its name written into tmp, n bytes) for writing;
+ * cli_commit_tmp renames it over PATH, so a failure never leaves half a
+ * file. NULL with the error set (RT_ERR_IO naming the temporary) when it
+ * cannot. */
+FILE *cli_open_tmp(const char *path, char *tmp, size_t n);
+
+/* Closes f and renames tmp over path; on any failure (a write error, the
+ * close, the rename) removes tmp and returns RT_ERR_IO naming path. */
+rt_status cli_commit_tmp(FILE *f, const char *tmp, const char *path);
 
 #endif

@@ -455,9 +455,8 @@ static rt_status seg_write_dice(const seg_opts *o, const seg_data *d, const doub
     out_path(o, "dice.csv", path[0], sizeof path[0]);
     out_path(o, "dice.json", path[1], sizeof path[1]);
     for (int f = 0; f < 2; f++) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path[f], (long)getpid());
-        FILE *fp = fopen(tmp, "w");
-        if (!fp) return rt_error_set(RT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+        FILE *fp = cli_open_tmp(path[f], tmp, sizeof tmp);
+        if (!fp) return rt_error_last_status();
         if (f == 0) {
             fprintf(fp, "class,label_value,dice\n");
             for (int64_t k = 0; k < d->K; k++) {
@@ -475,13 +474,7 @@ static rt_status seg_write_dice(const seg_opts *o, const seg_data *d, const doub
             }
             fprintf(fp, "]\n}\n");
         }
-        bool bad = ferror(fp) != 0;
-        if (fclose(fp) != 0) bad = true;
-        if (bad || rename(tmp, path[f]) != 0) {
-            int e = errno;
-            unlink(tmp);
-            return rt_error_set(RT_ERR_IO, "cannot write %s: %s", path[f], strerror(e ? e : EIO));
-        }
+        RT_TRY(cli_commit_tmp(fp, tmp, path[f]));
     }
     return RT_OK;
 }
@@ -622,16 +615,7 @@ static int seg_train(const seg_opts *o) {
             goto done;
         }
     }
-    int np = rt_state_dict_num_params(m->sd);
-    rt_tensor **params = malloc((size_t)np * sizeof *params);
-    if (!params) {
-        cli_fail("out of memory");
-        goto done;
-    }
-    rt_state_dict_params(m->sd, params, np);
-    opt = rt_optimizer_create(&spec, params, np);
-    free(params);
-    if (!opt) {
+    if (!(opt = cli_optimizer_for(&spec, m->sd))) {
         cli_fail("cannot create the optimizer");
         goto done;
     }

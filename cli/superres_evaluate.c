@@ -106,7 +106,7 @@ int cli_sr_evaluate(const cli_sr_opts *o, rt_model *m, const cli_sr_data *d, con
     printf("  %-7s  PSNR %.3f dB  SSIM %.4f\n", m->name, sc.mean_psnr[1], sc.mean_ssim[1]);
     char path[CLI_PATH_MAX], tmp[CLI_PATH_MAX + 32];
     cli_sr_out_path(o, "eval.csv", path, sizeof path);
-    FILE *f = cli_sr_open_tmp(path, tmp, sizeof tmp);
+    FILE *f = cli_open_tmp(path, tmp, sizeof tmp);
     if (!f) {
         cli_fail("cannot write the outputs");
         goto done;
@@ -116,12 +116,12 @@ int cli_sr_evaluate(const cli_sr_opts *o, rt_model *m, const cli_sr_data *d, con
         fprintf(f, "%lld,%.6f,%.6f,%.6f,%.6f\n", (long long)d->ks[e], sc.psnr[0][e], sc.ssim[0][e], sc.psnr[1][e],
                 sc.ssim[1][e]);
     fprintf(f, "mean,%.6f,%.6f,%.6f,%.6f\n", sc.mean_psnr[0], sc.mean_ssim[0], sc.mean_psnr[1], sc.mean_ssim[1]);
-    if (cli_sr_commit(f, tmp, path) != RT_OK) {
+    if (cli_commit_tmp(f, tmp, path) != RT_OK) {
         cli_fail("cannot write the outputs");
         goto done;
     }
     cli_sr_out_path(o, "eval.json", path, sizeof path);
-    if (!(f = cli_sr_open_tmp(path, tmp, sizeof tmp))) {
+    if (!(f = cli_open_tmp(path, tmp, sizeof tmp))) {
         cli_fail("cannot write the outputs");
         goto done;
     }
@@ -131,7 +131,7 @@ int cli_sr_evaluate(const cli_sr_opts *o, rt_model *m, const cli_sr_data *d, con
                "  \"train_seconds\": %.1f\n}\n", o->image, m->name, (long long)o->scale, d->q,
             (long long)d->split.heldout_lo, (long long)d->split.heldout_hi, (long long)d->n_eval,
             (long long)o->scale, sc.mean_psnr[0], sc.mean_ssim[0], sc.mean_psnr[1], sc.mean_ssim[1], train_s);
-    if (cli_sr_commit(f, tmp, path) != RT_OK) {
+    if (cli_commit_tmp(f, tmp, path) != RT_OK) {
         cli_fail("cannot write the outputs");
         goto done;
     }

@@ -64,22 +64,3 @@ void cli_sr_unmake_out(const cli_sr_opts *o, int created) {
 void cli_sr_out_path(const cli_sr_opts *o, const char *name, char *buf, size_t n) {
     snprintf(buf, n, "%s/%s", o->out, name);
 }
-
-/* Opens PATH.tmp.PID for writing; cli_sr_commit renames it over PATH. */
-FILE *cli_sr_open_tmp(const char *path, char *tmp, size_t n) {
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) rt_error_set(RT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    return f;
-}
-
-rt_status cli_sr_commit(FILE *f, const char *tmp, const char *path) {
-    bool bad = ferror(f) != 0;
-    if (fclose(f) != 0) bad = true;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return rt_error_set(RT_ERR_IO, "cannot write %s: %s", path, strerror(e ? e : EIO));
-    }
-    return RT_OK;
-}

@@ -128,16 +128,7 @@ int cli_sr_train(const cli_sr_opts *o) {
     rt_optimizer_spec spec;
     cli_sr_adam(o->lr, &spec);
     rt_train_config cfg = {.accum_steps = 1, .loss = cli_sr_l1};
-    const int np = rt_state_dict_num_params(m->sd);
-    rt_tensor **params = malloc((size_t)np * sizeof *params);
-    if (!params) {
-        cli_fail("out of memory");
-        goto done;
-    }
-    rt_state_dict_params(m->sd, params, np);
-    opt = rt_optimizer_create(&spec, params, np);
-    free(params);
-    if (!opt) {
+    if (!(opt = cli_optimizer_for(&spec, m->sd))) {
         cli_fail("cannot create the optimizer");
         goto done;
     }
@@ -148,7 +139,7 @@ int cli_sr_train(const cli_sr_opts *o) {
         cli_fail("cannot create the patch sampler");
         goto done;
     }
-    if (!(log = cli_sr_open_tmp(csv, csv_tmp, sizeof csv_tmp))) {
+    if (!(log = cli_open_tmp(csv, csv_tmp, sizeof csv_tmp))) {
         cli_fail("cannot write the training log");
         goto done;
     }
@@ -208,7 +199,7 @@ int cli_sr_train(const cli_sr_opts *o) {
     cli_progress_finish(&bar);
     rt_memstats_get(&peaks);
     const double train_s = cli_now_s() - t0;
-    rt_status st = cli_sr_commit(log, csv_tmp, csv);
+    rt_status st = cli_commit_tmp(log, csv_tmp, csv);
     log = NULL;
     if (st != RT_OK) {
         cli_fail("cannot write the training log");

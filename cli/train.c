@@ -848,13 +848,7 @@ static int train_setup(train_run *r) {
     }
     int fits = train_check_memory(r, &spec);
     if (fits >= 0) return fits;
-    int np = rt_state_dict_num_params(r->m->sd);
-    rt_tensor **params = malloc((size_t)np * sizeof *params);
-    if (!params) return cli_fail("out of memory");
-    rt_state_dict_params(r->m->sd, params, np);
-    r->opt = rt_optimizer_create(&spec, params, np);
-    free(params);
-    if (!r->opt) return cli_fail("cannot create the optimizer");
+    if (!(r->opt = cli_optimizer_for(&spec, r->m->sd))) return cli_fail("cannot create the optimizer");
     rc = train_dist_setup(r);
     if (rc >= 0) return rc;
     rt_loader_options lo = cli_loader_options(o->batch_size, true, o->augment, (uint64_t)o->seed);

@@ -358,18 +358,10 @@ static rt_status vid_strip_png(const char *path, const float *gt, const float *p
 /* Writes text to path via a temporary renamed over it. */
 static rt_status vid_write_file(const char *path, const char *text) {
     char tmp[CLI_PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "w");
-    if (!fp) return rt_error_set(RT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    FILE *fp = cli_open_tmp(path, tmp, sizeof tmp);
+    if (!fp) return rt_error_last_status();
     fputs(text, fp);
-    bool bad = ferror(fp) != 0;
-    if (fclose(fp) != 0) bad = true;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return rt_error_set(RT_ERR_IO, "cannot write %s: %s", path, strerror(e ? e : EIO));
-    }
-    return RT_OK;
+    return cli_commit_tmp(fp, tmp, path);
 }
 
 /* Evaluates, prints, writes eval.csv and strip.png. */
@@ -477,9 +469,8 @@ static int vid_train(const vid_opts *o) {
     }
     snprintf(path, sizeof path, "%s/train.csv", o->out);
     char tmp_csv[CLI_PATH_MAX + 32];
-    snprintf(tmp_csv, sizeof tmp_csv, "%s.tmp.%ld", path, (long)getpid());
-    if (!(log = fopen(tmp_csv, "w"))) {
-        fprintf(stderr, "revtorch video train: cannot write %s: %s\n", tmp_csv, strerror(errno));
+    if (!(log = cli_open_tmp(path, tmp_csv, sizeof tmp_csv))) {
+        fprintf(stderr, "revtorch video train: %s\n", rt_error_last());
         goto done;
     }
     fprintf(log, "step,loss,seconds,cpu_seconds,chain_peak_bytes\n");
@@ -511,12 +502,10 @@ static int vid_train(const vid_opts *o) {
         cli_progress_update(&bar, s + 1, loss, (s + 1) * o->batch);
     }
     cli_progress_finish(&bar);
-    bool bad = ferror(log) != 0;
-    if (fclose(log) != 0) bad = true;
+    rt_status written = cli_commit_tmp(log, tmp_csv, path);
     log = NULL;
-    if (bad || rename(tmp_csv, path) != 0) {
-        fprintf(stderr, "revtorch video train: cannot write %s\n", path);
-        unlink(tmp_csv);
+    if (written != RT_OK) {
+        fprintf(stderr, "revtorch video train: %s\n", rt_error_last());
         goto done;
     }
     double step_s = n_timed ? timed / (double)n_timed : cli_now_s() - t_all;

@@ -181,12 +181,12 @@ rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor
 rt_status rt_pixel_shuffle(rt_tensor *x, int64_t upscale_factor, rt_tensor **out);
 /* rt_pixel_shuffle that consumes x: the caller must not read x's values
  * afterwards (only release it). When x may be consumed (as for
- * rt_mul_scalar_inplace), the output is x's storage permuted in place through a one-image scratch
- * (C·r²·H·W floats) and x's version is bumped; otherwise the output is new,
- * as rt_pixel_shuffle. Same values, gradient and errors as rt_pixel_shuffle
- * either way. For a convolution's output that nothing else keeps (EDSR's
- * upsampler), the two never coexist: no PyTorch counterpart (its
- * pixel_shuffle always copies). */
+ * rt_mul_scalar_inplace), the output is x's storage permuted in place
+ * through a one-image scratch (C·r²·H·W floats) and x's version is bumped;
+ * otherwise the output is new, as rt_pixel_shuffle. Same values, gradient
+ * and errors as rt_pixel_shuffle either way. For a convolution's output
+ * that nothing else keeps (EDSR's upsampler): the two never coexist. No
+ * PyTorch counterpart (its pixel_shuffle always copies). */
 rt_status rt_pixel_shuffle_inplace(rt_tensor *x, int64_t upscale_factor, rt_tensor **out);
 /* torch.nn.functional.pixel_unshuffle(x, downscale_factor = r), the inverse
  * permutation: x (N, C, H·r, W·r) → (N, C·r², H, W),

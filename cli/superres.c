@@ -87,9 +87,9 @@ static int sr_parse(int argc, char **argv, cli_sr_opts *o) {
         else if (!strcmp(a, "--weights")) ok = cli_str(argc, argv, &i, &o->weights);
         else if (!strcmp(a, "--blocks")) o->blocks_given = true, ok = cli_int_in(argc, argv, &i, 1, 1024, NULL, &o->blocks);
         else if (!strcmp(a, "--feats")) o->feats_given = true, ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->feats);
-        else if (!strcmp(a, "--rev-blocks")) ok = cli_int_in(argc, argv, &i, 1, 1024, NULL, &o->rev_blocks);
-        else if (!strcmp(a, "--rev-width")) o->rev_given = true, ok = cli_int_in(argc, argv, &i, 1, 16384, NULL, &o->rev_width);
-        else if (!strcmp(a, "--rev-hidden")) o->rev_given = true, ok = cli_int_in(argc, argv, &i, 1, 16384, NULL, &o->rev_hidden);
+        else if (!strcmp(a, "--rev-blocks")) o->rev_blocks_given = true, ok = cli_int_in(argc, argv, &i, 1, 1024, NULL, &o->rev_blocks);
+        else if (!strcmp(a, "--rev-width")) o->rev_width_given = true, ok = cli_int_in(argc, argv, &i, 1, 16384, NULL, &o->rev_width);
+        else if (!strcmp(a, "--rev-hidden")) o->rev_hidden_given = true, ok = cli_int_in(argc, argv, &i, 1, 16384, NULL, &o->rev_hidden);
         else if (!strcmp(a, "--scale")) o->scale_given = true, ok = cli_int_in(argc, argv, &i, 2, 4, NULL, &o->scale);
         else if (!strcmp(a, "--batch")) ok = cli_int_in(argc, argv, &i, 1, 4096, NULL, &o->batch);
         else if (!strcmp(a, "--patch")) ok = cli_int_in(argc, argv, &i, 4, 4096, NULL, &o->patch);
@@ -149,11 +149,16 @@ static int sr_parse(int argc, char **argv, cli_sr_opts *o) {
                         "features in halves), got %lld\n", o->cmd, (long long)o->feats);
         return 2;
     }
-    const int64_t w = o->rev_width ? o->rev_width : o->feats;
+    const int64_t w = cli_sr_rev_width(o);
     if (o->rev_width && strcmp(o->cmd, "eval") && (w % o->feats || w > RT_EDSR_MAX_WIDTH_FACTOR * o->feats)) {
         fprintf(stderr, "revtorch superres %s: --rev-width must be --feats (%lld) times 1 to %d (the stream starts as "
                         "copies of the head's features), got %lld\n", o->cmd, (long long)o->feats,
                 RT_EDSR_MAX_WIDTH_FACTOR, (long long)w);
+        return 2;
+    }
+    if (o->rev_blocks_given && strcmp(o->cmd, "memory")) {
+        fprintf(stderr, "revtorch superres %s: --rev-blocks sets revedsr's depth in `superres memory` only; to train "
+                        "or evaluate reversible EDSR give --model revedsr --blocks N\n", o->cmd);
         return 2;
     }
     if ((o->rev_width || o->rev_hidden) && !strcmp(o->cmd, "train") && strcmp(o->model, "revedsr")) {

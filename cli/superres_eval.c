@@ -22,9 +22,9 @@ static bool sr_meta_int(const rt_st_file *f, const char *path, const char *key, 
     errno = 0;
     long long x = strtoll(v, &end, 10);
     if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata %s=%s is out of range [%lld, %lld]: "
-                        "the file is damaged or not from superres train\n", path, key, v, (long long)lo,
-                (long long)hi);
+        fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata %s=%s is %s [%lld, %lld]: "
+                        "the file is damaged or not from superres train\n", path, key, v,
+                end == v || *end ? "not an integer in" : "out of range", (long long)lo, (long long)hi);
         return false;
     }
     *out = x;
@@ -39,9 +39,10 @@ static bool sr_meta_float(const rt_st_file *f, const char *path, const char *key
     char *end;
     float x = strtof(v, &end);
     if (end == v || *end || !isfinite(x) || (lo_open ? !(x > lo) : !(x >= lo)) || (hi_open ? !(x < hi) : !(x <= hi))) {
-        fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata %s=%s is out of range %c%g, %g%c: the "
-                        "file is damaged or not from superres train\n", path, key, v, lo_open ? '(' : '[', (double)lo,
-                (double)hi, hi_open ? ')' : ']');
+        fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata %s=%s is %s %c%g, %g%c: the "
+                        "file is damaged or not from superres train\n", path, key, v,
+                end == v || *end ? "not a number in" : "out of range", lo_open ? '(' : '[', (double)lo, (double)hi,
+                hi_open ? ')' : ']');
         return false;
     }
     *out = x;
@@ -106,18 +107,20 @@ int cli_sr_eval(const cli_sr_opts *o_in) {
         opt = "--blocks", snprintf(given, sizeof given, "%lld", (long long)o_in->blocks);
     else if (o_in->feats_given && o_in->feats != oo.feats)
         opt = "--feats", snprintf(given, sizeof given, "%lld", (long long)o_in->feats);
-    else if (o_in->rev_given && (o_in->rev_width != oo.rev_width || o_in->rev_hidden != oo.rev_hidden))
-        opt = "--rev-width/--rev-hidden",
-        snprintf(given, sizeof given, "%lld/%lld", (long long)o_in->rev_width, (long long)o_in->rev_hidden);
+    else if (o_in->rev_width_given && o_in->rev_width != cli_sr_rev_width(&oo))
+        opt = "--rev-width", snprintf(given, sizeof given, "%lld", (long long)o_in->rev_width);
+    else if (o_in->rev_hidden_given && o_in->rev_hidden != cli_sr_rev_hidden(&oo))
+        opt = "--rev-hidden", snprintf(given, sizeof given, "%lld", (long long)o_in->rev_hidden);
     else if (o_in->scale_given && o_in->scale != oo.scale)
         opt = "--scale", snprintf(given, sizeof given, "%lld", (long long)o_in->scale);
     else if (o_in->res_scale_given && o_in->res_scale != oo.res_scale)
         opt = "--res-scale", snprintf(given, sizeof given, "%g", (double)o_in->res_scale);
     if (opt) {
-        fprintf(stderr, "revtorch superres eval: %s %s disagrees with the weights (%s, %lld blocks x %lld feats, x%lld, "
-                        "res_scale %g); eval takes the model from the weights: drop "
-                        "--model/--blocks/--feats/--rev-width/--rev-hidden/--scale/--res-scale\n", opt, given, model, (long long)oo.blocks,
-                (long long)oo.feats, (long long)oo.scale, (double)oo.res_scale);
+        char what[160];
+        cli_sr_describe(&oo, what, sizeof what);
+        fprintf(stderr, "revtorch superres eval: %s %s disagrees with the weights (%s); eval takes the model from the "
+                        "weights: drop --model/--blocks/--feats/--rev-width/--rev-hidden/--scale/--res-scale\n", opt,
+                given, what);
         return 2;
     }
     cli_sr_data d = {0};
@@ -130,7 +133,13 @@ int cli_sr_eval(const cli_sr_opts *o_in) {
         if (cli_sr_model_create(&oo, RT_DEVICE_CPU, 0, &m) != RT_OK) cli_fail("cannot create the model");
         else if (rt_weights_load(m->sd, NULL, 0, oo.weights) != RT_OK) cli_fail("cannot load the weights");
         else if (cli_strategy_apply(&(cli_strategy){.reversible = true}, m), !m->net) cli_fail("out of memory");
-        else rc = cli_sr_evaluate(&oo, m, &d, NULL, 0.0);
+        else {
+            char what[160];
+            cli_sr_describe(&oo, what, sizeof what);
+            printf("%s (%lld parameters) from %s\n", what, (long long)rt_state_dict_num_param_elements(m->sd),
+                   oo.weights);
+            rc = cli_sr_evaluate(&oo, m, &d, NULL, 0.0);
+        }
         if (rc != 0) cli_sr_unmake_out(&oo, created); /* only what is still empty goes */
     }
     rt_model_destroy(m);

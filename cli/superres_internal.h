@@ -35,8 +35,19 @@ typedef struct cli_sr_opts {
     float res_scale, lr, holdout, percentile, min_foreground, time_limit;
     bool cosine; /* --lr-schedule cosine: CosineAnnealingLR(t_max = steps) to 0 */
     const char *memory; /* --memory: reversible (default) or standard backpropagation through revedsr's body */
-    bool model_given, blocks_given, feats_given, scale_given, res_scale_given, rev_given; /* eval checks them */
+    bool model_given, blocks_given, feats_given, scale_given, res_scale_given; /* eval checks them */
+    bool rev_width_given, rev_hidden_given, rev_blocks_given;
 } cli_sr_opts;
+
+/* The reversible stream's width and the width inside F and G that the
+ * options give (their defaults resolved to --feats). */
+static inline int64_t cli_sr_rev_width(const cli_sr_opts *o) { return o->rev_width ? o->rev_width : o->feats; }
+static inline int64_t cli_sr_rev_hidden(const cli_sr_opts *o) { return o->rev_hidden ? o->rev_hidden : o->feats; }
+
+/* "revedsr, 8 blocks x 64 features, stream 128, F/G hidden 64, res_scale
+ * 0.1, x2": the model the options describe, for train's header, eval's
+ * report and its disagreement message (superres_model.c). */
+void cli_sr_describe(const cli_sr_opts *o, char *buf, size_t n);
 
 /* The volume, normalised, and its split. */
 typedef struct cli_sr_data {

@@ -62,3 +62,14 @@ rt_status cli_sr_predict(const cli_sr_opts *o, int64_t batch, rt_memstats *p) {
     rt_model_destroy(m);
     return st;
 }
+
+void cli_sr_describe(const cli_sr_opts *o, char *buf, size_t n) {
+    const bool rev = !strcmp(o->model, "revedsr");
+    char width[64] = "";
+    if (rev)
+        snprintf(width, sizeof width, ", stream %lld, F/G hidden %lld", (long long)cli_sr_rev_width(o),
+                 (long long)cli_sr_rev_hidden(o));
+    snprintf(buf, n, "%s, %lld %s x %lld features%s, res_scale %g, x%lld", o->model, (long long)o->blocks,
+             rev ? (o->blocks == 1 ? "coupling" : "couplings") : (o->blocks == 1 ? "block" : "blocks"),
+             (long long)o->feats, width, (double)o->res_scale, (long long)o->scale);
+}

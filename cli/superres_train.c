@@ -62,12 +62,13 @@ static rt_status sr_save_weights(const cli_sr_opts *o, const rt_model *m, const 
     snprintf(v[9], 32, "%lld", (long long)o->batch);
     snprintf(v[10], 32, "%lld", (long long)o->patch);
     snprintf(v[11], 32, "%lld", (long long)o->seed);
-    snprintf(v[12], 32, "%lld", (long long)o->rev_width);
-    snprintf(v[13], 32, "%lld", (long long)o->rev_hidden);
+    snprintf(v[12], 32, "%lld", (long long)cli_sr_rev_width(o)); /* effective values, as a reader needs them */
+    snprintf(v[13], 32, "%lld", (long long)cli_sr_rev_hidden(o));
     const char *meta[] = {"model", m->name, "task", "superres", "blocks", v[0], "feats", v[1], "res_scale", v[2],
                           "scale", v[3], "holdout", v[4], "gap", v[5], "percentile", v[6], "robust_max", v[7],
                           "steps", v[8], "batch", v[9], "patch", v[10], "seed", v[11], "rev_width", v[12], "rev_hidden", v[13]};
-    return rt_weights_save(m->sd, NULL, 0, meta, (int)(sizeof meta / sizeof meta[0]) / 2, path);
+    const int pairs = (int)(sizeof meta / sizeof meta[0]) / 2 - (strcmp(m->name, "revedsr") ? 2 : 0); /* last two */
+    return rt_weights_save(m->sd, NULL, 0, meta, pairs, path);
 }
 
 int cli_sr_train(const cli_sr_opts *o) {
@@ -146,14 +147,11 @@ int cli_sr_train(const cli_sr_opts *o) {
     fprintf(log, "step,loss,bicubic_loss,lr,seconds,step_seconds,step_cpu_seconds\n");
     const rt_lr_schedule sched = {.kind = o->cosine ? RT_LR_COSINE : RT_LR_CONSTANT, .base_lr = o->lr,
                                   .t_max = o->steps};
-    char rev[64] = "";
-    if (!strcmp(o->model, "revedsr") && (o->rev_width || o->rev_hidden))
-        snprintf(rev, sizeof rev, ", stream %lld, F/G hidden %lld", (long long)(o->rev_width ? o->rev_width : o->feats),
-                 (long long)(o->rev_hidden ? o->rev_hidden : o->feats));
-    printf("%s (%lld parameters: %lld blocks x %lld features%s, res_scale %g, x%lld), batch %lld of %lldx%lld LR "
-           "patches, Adam lr %g%s, L1 loss, %lld steps, %d thread%s\n",
-           m->name, (long long)rt_state_dict_num_param_elements(m->sd), (long long)o->blocks, (long long)o->feats, rev,
-           (double)o->res_scale, (long long)o->scale, (long long)o->batch, (long long)o->patch, (long long)o->patch,
+    char what[160];
+    cli_sr_describe(o, what, sizeof what);
+    printf("%s (%lld parameters), batch %lld of %lldx%lld LR patches, Adam lr %g%s, L1 loss, %lld steps, %d thread%s\n",
+           what, (long long)rt_state_dict_num_param_elements(m->sd), (long long)o->batch, (long long)o->patch,
+           (long long)o->patch,
            (double)o->lr, o->cosine ? " cosine-annealed to 0" : "", (long long)o->steps, rt_get_num_threads(), rt_get_num_threads() == 1 ? "" : "s");
     printf("predicted step (meta device): activations (SAVED peak) %.1f MiB, step peak %.1f MiB\n",
            (double)predicted.peak[RT_MEM_SAVED] / 1048576.0, (double)predicted.peak_total / 1048576.0);

@@ -58,8 +58,14 @@ py eval-wide-same "
 import json
 a = json.load(open('$tmp/wide/eval.json')); b = json.load(open('$tmp/ev-wide/eval.json'))
 assert abs(a['model_scores']['psnr'] - b['model_scores']['psnr']) < 1e-6, (a, b)"
-check eval-wide-disagree 2 "\-\-rev-width/--rev-hidden 24/0 disagrees" "$bin" superres eval --rev-width 24 \
-    --weights "$tmp/wide/weights.safetensors" --out "$tmp/dis"
+check eval-wide-disagree 2 "\-\-rev-width 24 disagrees with the weights (revedsr, 2 couplings x 8 features, stream 16, F/G hidden 8," \
+    "$bin" superres eval --rev-width 24 --weights "$tmp/wide/weights.safetensors" --out "$tmp/dis"
+# the options that agree with the weights (the defaults' effective values included) are accepted
+check eval-wide-agree 0 "revedsr, 2 couplings x 8 features, stream 16, F/G hidden 8, res_scale 0.1, x2" \
+    "$bin" superres eval --rev-width 16 --rev-hidden 8 --weights "$tmp/wide/weights.safetensors" --eval-slices 1 \
+    --threads 2 --out "$tmp/agree"
+check rev-blocks-train 2 "\-\-rev-blocks sets revedsr's depth in .superres memory. only" "$bin" superres train \
+    --model revedsr --rev-blocks 8
 check bad-rev-width 2 "\-\-rev-width must be --feats (8) times 1 to 4" "$bin" superres train --model revedsr --feats 8 \
     --rev-width 12
 check rev-width-edsr 2 "add --model revedsr" "$bin" superres train --rev-width 128
@@ -78,7 +84,7 @@ check not-sr-weights 1 "not a safetensors file" "$bin" superres eval --weights "
 # eval takes the model from the weights: a disagreeing option is a usage error
 check help-eval-model 0 "shape (--model, --blocks, --feats, --rev-width, --rev-hidden, --scale," "$bin" superres --help
 w="$tmp/edsr/weights.safetensors"
-check eval-disagree 2 "\-\-model revedsr disagrees with the weights (edsr, 2 blocks x 8 feats, x2" \
+check eval-disagree 2 "\-\-model revedsr disagrees with the weights (edsr, 2 blocks x 8 features, res_scale 0.1, x2)" \
     "$bin" superres eval --model revedsr --blocks 3 --feats 16 --scale 3 --weights "$w" --out "$tmp/dis"
 check eval-disagree-blocks 2 "\-\-blocks 3 disagrees" "$bin" superres eval --blocks 3 --weights "$w" --out "$tmp/dis"
 # damaged weights: metadata out of range, truncated, empty, a directory
@@ -189,6 +195,6 @@ if ! grep -q "with --conv-algo direct" <<< "$out" && grep -q "largest revedsr ba
 else fail=$((fail+1)); echo "FAIL memory-direct-given: $out"; fi
 echo "cli_superres: $pass passed, $fail failed"
 # every check above counts once: fewer means one was skipped unseen (a TAP plan)
-planned=64
+planned=66
 [ "$pass" -eq "$planned" ] || echo "cli_superres: $pass checks counted, $planned planned"
 [ "$fail" -eq 0 ] && [ "$pass" -eq "$planned" ]

@@ -149,11 +149,10 @@ static int sr_parse(int argc, char **argv, cli_sr_opts *o) {
                         "features in halves), got %lld\n", o->cmd, (long long)o->feats);
         return 2;
     }
-    const int64_t w = cli_sr_rev_width(o);
-    if (o->rev_width && strcmp(o->cmd, "eval") && (w % o->feats || w > RT_EDSR_MAX_WIDTH_FACTOR * o->feats)) {
+    if (o->rev_width && strcmp(o->cmd, "eval") && !cli_sr_rev_width_valid(o->feats, o->rev_width)) {
         fprintf(stderr, "revtorch superres %s: --rev-width must be --feats (%lld) times 1 to %d (the stream starts as "
                         "copies of the head's features), got %lld\n", o->cmd, (long long)o->feats,
-                RT_EDSR_MAX_WIDTH_FACTOR, (long long)w);
+                RT_EDSR_MAX_WIDTH_FACTOR, (long long)o->rev_width);
         return 2;
     }
     if (o->rev_blocks_given && strcmp(o->cmd, "memory")) {

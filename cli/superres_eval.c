@@ -92,8 +92,7 @@ int cli_sr_eval(const cli_sr_opts *o_in) {
                         "file is damaged or not from superres train\n", o_in->weights, (long long)oo.feats);
         return 1;
     }
-    if (oo.rev_width &&
-        (oo.rev_width % oo.feats || oo.rev_width > RT_EDSR_MAX_WIDTH_FACTOR * oo.feats)) {
+    if (oo.rev_width && !cli_sr_rev_width_valid(oo.feats, oo.rev_width)) {
         fprintf(stderr, "revtorch superres eval: --weights %s: weights metadata rev_width=%lld is not feats (%lld) "
                         "times 1 to %d: the file is damaged or not from superres train\n", o_in->weights,
                 (long long)oo.rev_width, (long long)oo.feats, RT_EDSR_MAX_WIDTH_FACTOR);

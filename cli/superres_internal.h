@@ -43,6 +43,10 @@ typedef struct cli_sr_opts {
  * options give (their defaults resolved to --feats). */
 static inline int64_t cli_sr_rev_width(const cli_sr_opts *o) { return o->rev_width ? o->rev_width : o->feats; }
 static inline int64_t cli_sr_rev_hidden(const cli_sr_opts *o) { return o->rev_hidden ? o->rev_hidden : o->feats; }
+/* rt_edsr_build's rule for a stream width given explicitly: feats times 1..RT_EDSR_MAX_WIDTH_FACTOR. */
+static inline bool cli_sr_rev_width_valid(int64_t feats, int64_t w) {
+    return w % feats == 0 && w <= RT_EDSR_MAX_WIDTH_FACTOR * feats;
+}
 
 /* "revedsr, 8 blocks x 64 features, stream 128, F/G hidden 64, res_scale
  * 0.1, x2": the model the options describe, for train's header, eval's

@@ -47,11 +47,11 @@ int cli_sr_memory(const cli_sr_opts *o) {
         params[i] = rt_state_dict_num_param_elements(m->sd);
         rt_model_destroy(m);
     }
-    printf("one training step (Adam, L1), edsr %lld blocks x %lld features, revedsr %lld couplings (stream %lld, "
-           "F/G hidden %lld), x%lld, %lldx%lld LR patches, predicted on the meta device:\n", (long long)e.blocks,
-           (long long)o->feats, (long long)r.blocks, (long long)(o->rev_width ? o->rev_width : o->feats),
-           (long long)(o->rev_hidden ? o->rev_hidden : o->feats), (long long)o->scale, (long long)o->patch,
-           (long long)o->patch);
+    char we[160], wr[160];
+    cli_sr_describe(&e, we, sizeof we);
+    cli_sr_describe(&r, wr, sizeof wr);
+    printf("one training step (Adam, L1, %lldx%lld LR patches), predicted on the meta device, of\n  %s\n  %s\n",
+           (long long)o->patch, (long long)o->patch, we, wr);
     printf("%-8s %10s %6s %20s %14s %14s\n", "model", "params", "batch", "activations (SAVED)", "TEMP peak",
            "step peak");
     const rt_memstats *rows[2] = {&pe, &pr};

@@ -3739,21 +3739,19 @@ CHECK_FN(rt_upsample_bicubic) {
     ST(RT_ERR_SHAPE, "bicubic", rt_upsample_bicubic(T(1, 1, 2, 2, 2), NULL, sc, &y));
 }
 
-CHECK_FN(rt_pixel_shuffle) {
-    rt_tensor *y = NULL;
-    ST(RT_ERR_INVALID_ARG, "out", rt_pixel_shuffle(T(1, 4, 2, 2), 2, NULL));
-    ST(RT_ERR_INVALID_ARG, "input", rt_pixel_shuffle(NULL, 2, &y));
-    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle(T(1, 4, 2, 2), 0, &y));
-    ST(RT_ERR_SHAPE, "multiple", rt_pixel_shuffle(T(1, 3, 2, 2), 2, &y));
-}
+/* rt_pixel_shuffle and its consuming variant refuse the same inputs */
+#define SHUFFLE_CHECKS(fn)                                                                   \
+    do {                                                                                     \
+        rt_tensor *y = NULL;                                                                 \
+        ST(RT_ERR_INVALID_ARG, "out", fn(T(1, 4, 2, 2), 2, NULL));                           \
+        ST(RT_ERR_INVALID_ARG, "input", fn(NULL, 2, &y));                                    \
+        ST(RT_ERR_INVALID_ARG, "upscale_factor", fn(T(1, 4, 2, 2), 0, &y));                  \
+        ST(RT_ERR_SHAPE, "multiple", fn(T(1, 3, 2, 2), 2, &y));                              \
+    } while (0)
 
-CHECK_FN(rt_pixel_shuffle_inplace) {
-    rt_tensor *y = NULL;
-    ST(RT_ERR_INVALID_ARG, "out", rt_pixel_shuffle_inplace(T(1, 4, 2, 2), 2, NULL));
-    ST(RT_ERR_INVALID_ARG, "input", rt_pixel_shuffle_inplace(NULL, 2, &y));
-    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle_inplace(T(1, 4, 2, 2), 0, &y));
-    ST(RT_ERR_SHAPE, "multiple", rt_pixel_shuffle_inplace(T(1, 3, 2, 2), 2, &y));
-}
+CHECK_FN(rt_pixel_shuffle) { SHUFFLE_CHECKS(rt_pixel_shuffle); }
+
+CHECK_FN(rt_pixel_shuffle_inplace) { SHUFFLE_CHECKS(rt_pixel_shuffle_inplace); }
 
 CHECK_FN(rt_pixel_unshuffle) {
     rt_tensor *y = NULL;
@@ -3871,19 +3869,18 @@ CHECK_FN(rt_upsample_create) {
     ST(RT_ERR_INVALID_ARG, "nsp", rt_upsample_create(4, 0, 2.0, &m));
 }
 
-CHECK_FN(rt_pixel_shuffle_create) {
-    rt_module *m = (rt_module *)&m;
-    ST(RT_ERR_INVALID_ARG, "m", rt_pixel_shuffle_create(2, NULL));
-    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle_create(0, &m));
-    VAL(m == NULL);
-}
+/* PixelShuffle's two constructors refuse the same arguments */
+#define SHUFFLE_CREATE_CHECKS(fn)                                                            \
+    do {                                                                                     \
+        rt_module *m = (rt_module *)&m;                                                      \
+        ST(RT_ERR_INVALID_ARG, "m", fn(2, NULL));                                            \
+        ST(RT_ERR_INVALID_ARG, "upscale_factor", fn(0, &m));                                 \
+        VAL(m == NULL);                                                                      \
+    } while (0)
 
-CHECK_FN(rt_pixel_shuffle_inplace_create) {
-    rt_module *m = (rt_module *)&m;
-    ST(RT_ERR_INVALID_ARG, "m", rt_pixel_shuffle_inplace_create(2, NULL));
-    ST(RT_ERR_INVALID_ARG, "upscale_factor", rt_pixel_shuffle_inplace_create(0, &m));
-    VAL(m == NULL);
-}
+CHECK_FN(rt_pixel_shuffle_create) { SHUFFLE_CREATE_CHECKS(rt_pixel_shuffle_create); }
+
+CHECK_FN(rt_pixel_shuffle_inplace_create) { SHUFFLE_CREATE_CHECKS(rt_pixel_shuffle_inplace_create); }
 
 CHECK_FN(rt_group_norm_create) {
     rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 1);

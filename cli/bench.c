@@ -27,6 +27,7 @@ static void bench_usage(FILE *f) {
                "  --threads N         (default: all cores)\n");
     cli_conv_algo_help(f, 22);
     cli_weight_cache_help(f, 22);
+    cli_weight_layout_help(f, 22);
     cli_precision_help(f, 22);
     fprintf(f,
                "  --memory MODE       reversible or standard, for RevNets (default reversible)\n"
@@ -57,6 +58,7 @@ int cli_cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--warmup")) ok = cli_int(argc, argv, &i, &warmup);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-cache")) ok = cli_weight_cache(argc, argv, &i);
+        else if (!strcmp(argv[i], "--weight-layout")) ok = cli_weight_layout(argc, argv, &i);
         else if (!strcmp(argv[i], "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--threads")) ok = cli_int(argc, argv, &i, &threads);
         else if (!strcmp(argv[i], "--memory")) ok = cli_str(argc, argv, &i, &memory);

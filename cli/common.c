@@ -119,15 +119,39 @@ bool cli_conv_algo(int argc, char **argv, int *i) {
     return true;
 }
 
-bool cli_weight_cache(int argc, char **argv, int *i) {
+bool cli_on_off(int argc, char **argv, int *i, const char *name, bool *out) {
     const char *v = cli_value(argc, argv, i);
     if (!v) return false;
     if (strcmp(v, "on") && strcmp(v, "off")) {
-        fprintf(stderr, "revtorch: --weight-cache: '%s'; choose on or off\n", v);
+        fprintf(stderr, "revtorch: %s: '%s'; choose on or off\n", name, v);
         return false;
     }
-    rt_conv_weight_cache_set(!strcmp(v, "on"));
+    *out = !strcmp(v, "on");
     return true;
+}
+
+bool cli_weight_cache(int argc, char **argv, int *i) {
+    bool on;
+    if (!cli_on_off(argc, argv, i, "--weight-cache", &on)) return false;
+    rt_conv_weight_cache_set(on);
+    return true;
+}
+
+bool cli_weight_layout(int argc, char **argv, int *i) {
+    const char *v = cli_value(argc, argv, i);
+    if (!v) return false;
+    if (strcmp(v, "blocked") && strcmp(v, "plain")) {
+        fprintf(stderr, "revtorch: --weight-layout: '%s'; choose blocked or plain\n", v);
+        return false;
+    }
+    rt_model_blocked_weights_set(!strcmp(v, "blocked"));
+    return true;
+}
+
+void cli_weight_layout_help(FILE *f, int col) {
+    fprintf(f, "  %-*sblocked (default): convolution weights kept in oneDNN's order, no\n"
+               "%*sreorder in the forward or of the weight gradient; plain: PyTorch's OIHW\n",
+            col - 2, "--weight-layout L", col, "");
 }
 
 void cli_weight_cache_help(FILE *f, int col) {

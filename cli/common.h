@@ -46,14 +46,21 @@ bool cli_str(int argc, char **argv, int *i, const char **out);
  * sets this thread's convolution policy (rt_conv_algo_set). Prints a
  * message and returns false for an unknown name. */
 bool cli_conv_algo(int argc, char **argv, int *i);
+/* An option's on|off value (argv[*i + 1]; advances *i) into *out; prints
+ * a message naming the option `name` and returns false on another value. */
+bool cli_on_off(int argc, char **argv, int *i, const char *name, bool *out);
 /* --weight-cache on|off: rt_conv_weight_cache_set (kernels/conv.h); message
  * and false on another value. */
 bool cli_weight_cache(int argc, char **argv, int *i);
+/* --weight-layout blocked|plain: rt_model_blocked_weights_set
+ * (models/model.h); message and false on another value. */
+bool cli_weight_layout(int argc, char **argv, int *i);
 
 /* Prints the --conv-algo lines of a subcommand's --help, its description
  * starting at column `col` like the other options of that command. */
 void cli_conv_algo_help(FILE *f, int col);
 void cli_weight_cache_help(FILE *f, int col);
+void cli_weight_layout_help(FILE *f, int col);
 
 /* Options shared by the commands that load a model, maybe from saved
  * weights (eval, check). */

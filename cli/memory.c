@@ -33,6 +33,7 @@ static void memory_usage(FILE *f) {
                "                     when it began, in its forward or its backward), from the meta run's trace\n");
     cli_conv_algo_help(f, 21);
     cli_weight_cache_help(f, 21);
+    cli_weight_layout_help(f, 21);
     fprintf(f, "Checkpointing rows (after the table above: plain, selective, 2/4/8 segments, each mode, and a\n"
                "row marked * for the --memory-mode, --memory-budget, --checkpoint-segments or --recompute given,\n"
                "planned as train and segment train plan them; for the U-Nets the stages are the levels and the\n"
@@ -203,6 +204,7 @@ int cli_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-cache")) ok = cli_weight_cache(argc, argv, &i);
+        else if (!strcmp(argv[i], "--weight-layout")) ok = cli_weight_layout(argc, argv, &i);
         else if (!strcmp(argv[i], "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--by-module")) by_module = true;
         else if (!strcmp(argv[i], "--measure")) measure = measure ? measure : 3;

@@ -65,6 +65,7 @@ static void train_usage(FILE *f) {
             rt_model_names());
     cli_conv_algo_help(f, 24);
     cli_weight_cache_help(f, 24);
+    cli_weight_layout_help(f, 24);
     cli_precision_help(f, 24);
     fprintf(f,
             "  --no-loss-scale       fp16 without dynamic loss scaling (on by default for fp16, off for\n"
@@ -135,6 +136,7 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--accum-steps")) ok = cli_int_in(argc, argv, &i, 1, INT32_MAX, NULL, &o->accum_steps);
         else if (!strcmp(a, "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(a, "--weight-cache")) ok = cli_weight_cache(argc, argv, &i);
+        else if (!strcmp(a, "--weight-layout")) ok = cli_weight_layout(argc, argv, &i);
         else if (!strcmp(a, "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(a, "--no-loss-scale")) o->no_loss_scale = true;
         else if (!strcmp(a, "--loss-scale-init"))

@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "io/weights.h"
 #include "kernels/vec.h"
+#include "ops/ops.h"
 
 void cli_train_state_optim_path(const char *weights, char *buf, size_t n) {
     const char *ext = ".safetensors";
@@ -58,8 +59,15 @@ static rt_status optim_state_fill(void *ud, const char *name, rt_tensor *t) {
     if (!e || strcmp(e->dtype, rt_dtype_safetensors_name(t->dtype)) || e->nbytes != rt_tensor_nbytes(t))
         return rt_error_set(RT_ERR_FORMAT, "optimizer checkpoint lacks '%s' or holds it with another dtype or "
                             "shape; resume with the same --optimizer and --model", name);
-    memcpy(rt_tensor_data(t), e->data, e->nbytes);
-    return RT_OK;
+    if (t->layout == RT_LAYOUT_PLAIN) {
+        memcpy(rt_tensor_data(t), e->data, e->nbytes);
+        return RT_OK;
+    }
+    /* the state of a weight in the kernels' order; the file holds OIHW */
+    rt_tensor *plain = rt_tensor_from_data(t->ndim, t->shape, t->dtype, e->data, RT_MEM_TEMP);
+    rt_status st = plain ? rt_copy_in_layout(t, plain) : rt_error_last_status();
+    rt_tensor_release(plain);
+    return st;
 }
 
 /* RT_ERR_NONFINITE for an f32 optimizer state tensor holding NaN or Inf

@@ -933,6 +933,20 @@ CHECK_FN(rt_to_layout) {
     VAL(y == NULL);
 }
 
+CHECK_FN(rt_weight_set_layout) {
+    int64_t b = rt_layout_block();
+    ST(RT_ERR_INVALID_ARG, "weight", rt_weight_set_layout(NULL, RT_LAYOUT_WEIGHT_BLOCKED));
+    ST(RT_ERR_INVALID_ARG, "layout", rt_weight_set_layout(T(b, b, 3, 3), RT_LAYOUT_BLOCKED));
+    ST(RT_ERR_SHAPE, "multiples", rt_weight_set_layout(T(b, 3, 3, 3), RT_LAYOUT_WEIGHT_BLOCKED)); /* the stem's I = 3 */
+    ST(RT_ERR_SHAPE, "weight", rt_weight_set_layout(T(b, b), RT_LAYOUT_WEIGHT_BLOCKED));
+}
+
+CHECK_FN(rt_copy_in_layout) {
+    ST(RT_ERR_INVALID_ARG, "dst", rt_copy_in_layout(NULL, T(2, 3)));
+    ST(RT_ERR_INVALID_ARG, "src", rt_copy_in_layout(T(2, 3), NULL));
+    ST(RT_ERR_SHAPE, "shape", rt_copy_in_layout(T(2, 3), T(3, 2)));
+}
+
 #define CALL_PREFERRED(x, out) rt_to_preferred_layout(x, out)
 CHECK_FN(rt_to_preferred_layout) { UNARY_OP_CHECKS(T(2, 3), CALL_PREFERRED); }
 
@@ -1269,6 +1283,11 @@ CHECK_FN(rt_adaptive_avg_pool_create) {
 
 CHECK_FN(rt_preferred_layout_create) { ST(RT_ERR_INVALID_ARG, "m", rt_preferred_layout_create(NULL)); }
 CHECK_FN(rt_module_set_blocked) { TOL(rt_module_set_blocked(NULL, true)); }
+CHECK_FN(rt_module_set_weight_layout) {
+    int n = -1;
+    ST(RT_ERR_INVALID_ARG, "module", rt_module_set_weight_layout(NULL, RT_LAYOUT_WEIGHT_BLOCKED, &n));
+    VAL(n == 0);
+}
 CHECK_FN(rt_sequential_create) { ST(RT_ERR_INVALID_ARG, "m", rt_sequential_create(NULL)); }
 
 /* ------------------------------------------------------------ nn/state_dict.h */
@@ -2545,6 +2564,10 @@ CHECK_FN(rt_zoo_find) { NUL(RT_ERR_INVALID_ARG, "name", rt_zoo_find(NULL)); }
 CHECK_FN(rt_model_names) { VAL(rt_model_names() != NULL && rt_model_names()[0] != '\0'); }
 CHECK_FN(rt_model_name_has_reversible) { VAL(!rt_model_name_has_reversible(NULL)); }
 
+CHECK_FN(rt_model_blocked_weights_set) { /* a setting, no pointer: returns the previous one */
+    bool prev = rt_model_blocked_weights_set(false);
+    VAL(rt_model_blocked_weights_set(prev) == false);
+}
 CHECK_FN(rt_model_create) {
     rt_model *m = (rt_model *)&m;
     ST(RT_ERR_INVALID_ARG, "output", rt_model_create("resnet20", 1, 10, RT_DEVICE_META, 0, NULL));
@@ -3541,7 +3564,7 @@ static const api_entry ops_entries[] = {
     E(rt_conv), E(rt_linear), E(rt_batch_norm), E(rt_relu), E(rt_leaky_relu), E(rt_add_relu), E(rt_max_pool),
     E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul), E(rt_mul_scalar), E(rt_mul_scalar_inplace), E(rt_sum), E(rt_mean),
     E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels),
-    E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),
+    E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_weight_set_layout), E(rt_copy_in_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),
     E(rt_dropout), E(rt_cross_entropy), E(rt_mse_loss), E(rt_l1_loss),
     /* ops/batchnorm_relu.h */
     E(rt_batch_norm_relu),
@@ -3560,7 +3583,7 @@ static const api_entry nn_entries[] = {
     E(rt_batchnorm_view_get), E(rt_batchnorm_set_function),
     E(rt_linear_create), E(rt_relu_create), E(rt_leaky_relu_create), E(rt_dropout_create), E(rt_flatten_create),
     E(rt_max_pool_create), E(rt_avg_pool_create), E(rt_adaptive_avg_pool_create), E(rt_preferred_layout_create),
-    E(rt_module_set_blocked), E(rt_sequential_create),
+    E(rt_module_set_blocked), E(rt_module_set_weight_layout), E(rt_sequential_create),
     /* nn/state_dict.h */
     E(rt_state_dict_create), E(rt_state_dict_destroy), E(rt_state_dict_push), E(rt_state_dict_find),
     E(rt_state_dict_num_params), E(rt_state_dict_num_param_elements), E(rt_state_dict_check_values),
@@ -3641,7 +3664,7 @@ static const api_entry data_io_entries[] = {
 
 static const api_entry models_entries[] = {
     /* models/model.h */
-    E(rt_zoo_entries), E(rt_zoo_find), E(rt_model_names), E(rt_model_name_has_reversible), E(rt_model_create),
+    E(rt_zoo_entries), E(rt_zoo_find), E(rt_model_names), E(rt_model_name_has_reversible), E(rt_model_blocked_weights_set), E(rt_model_create),
     E(rt_model_destroy), E(rt_model_forward),
     /* models/resblock.h, resnet.h, revnet.h */
     E(rt_resblock_create), E(rt_convlstm_create), E(rt_convlstm_config_of), E(rt_convlstm_step),

@@ -14,6 +14,14 @@
 typedef enum rt_layout {
     RT_LAYOUT_PLAIN = 0,   /* NCHW / NCDHW, PyTorch contiguous */
     RT_LAYOUT_BLOCKED = 1, /* nChw{B}c / nCdhw{B}c, B = rt_layout_block(), C % B == 0 */
+    /* A convolution weight (O, I, [D,] H, W) in the order oneDNN's direct
+     * convolutions compute with, OIhw{B}i{B}o / OIdhw{B}i{B}o (oneDNN's
+     * ABcd{B}b{B}a), for O % B == 0 and I % B == 0, so its byte size is the
+     * plain one's: element (o, i, h, w) at float index
+     *     (((o/B)*(I/B) + i/B)*H*W + h*W + w)*B*B + (i%B)*B + o%B.
+     * Set by rt_module_set_weight_layout (nn/modules.h); the weight's .grad
+     * and optimizer state share it, and weight files always hold OIHW. */
+    RT_LAYOUT_WEIGHT_BLOCKED = 2,
 } rt_layout;
 
 #endif

@@ -369,6 +369,13 @@ rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src) {
         return rt_error_set(RT_ERR_SHAPE, "copy: destination %s and source %s differ in size",
                             rt_tensor_shape_str(dst, a, sizeof a), rt_tensor_shape_str(src, b, sizeof b));
     }
+    if (dst->layout != src->layout) {
+        char a[64], b[64];
+        return rt_error_set(RT_ERR_INVALID_ARG, "copy: destination %s and source %s are in different memory orders "
+                            "(layouts %d and %d); convert one with rt_to_layout first",
+                            rt_tensor_shape_str(dst, a, sizeof a), rt_tensor_shape_str(src, b, sizeof b),
+                            (int)dst->layout, (int)src->layout);
+    }
     rt_tensor_bump_version(dst);
     if (rt_tensor_is_meta(dst) || rt_tensor_is_meta(src)) return RT_OK;
     return rt_dtype_convert(src->storage->data, src->dtype, dst->storage->data, dst->dtype,

@@ -181,7 +181,9 @@ rt_status rt_tensor_set_requires_grad(rt_tensor *t, bool requires_grad);
 rt_status rt_tensor_fill(rt_tensor *t, float value);
 /* Copies src's elements into dst (same shape, converting dtype) and bumps
  * dst's version (rt_tensor_bump_version). Copies nothing on meta.
- * Errors: RT_ERR_INVALID_ARG (dst or src NULL), RT_ERR_SHAPE (sizes differ). */
+ * Errors: RT_ERR_INVALID_ARG (dst or src NULL, or their layouts differ: a
+ * byte copy between memory orders would scramble the values), RT_ERR_SHAPE
+ * (sizes differ). */
 rt_status rt_tensor_copy(rt_tensor *dst, const rt_tensor *src);
 /* Drops the leaf's .grad (set_to_none=True, PyTorch's default for zero_grad).
  * No-op for NULL. */

@@ -1,15 +1,46 @@
 #include "io/weights.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/safetensors.h"
+#include "ops/ops.h"
 
-static rt_status rt_add_tensor(rt_st_writer *w, const char *name, const rt_tensor *t) {
+/* A file always holds PyTorch's order: a tensor in another memory order (a
+ * convolution weight in RT_LAYOUT_WEIGHT_BLOCKED, its optimizer state) is
+ * written from a plain copy, which *keep receives and the caller releases
+ * after the writer has saved (the writer holds the data pointer). */
+static rt_status rt_add_tensor(rt_st_writer *w, const char *name, rt_tensor *t, rt_tensor **keep) {
+    *keep = NULL;
     if (rt_tensor_is_meta(t))
         return rt_error_set(RT_ERR_UNSUPPORTED, "cannot save '%s': meta tensors have no data", name);
+    if (t->layout != RT_LAYOUT_PLAIN) {
+        rt_tensor *d = rt_tensor_detach(t); /* no autograd record for the copy */
+        rt_status st = d ? rt_to_layout(d, RT_LAYOUT_PLAIN, keep) : rt_error_last_status();
+        rt_tensor_release(d);
+        RT_TRY(st);
+        t = *keep;
+    }
     return rt_st_writer_add(w, name, rt_dtype_safetensors_name(t->dtype), t->ndim, t->shape,
                             rt_tensor_data(t), rt_tensor_nbytes(t));
+}
+
+/* Copies file entry fe into the f32 tensor t, converting the dtype and,
+ * for a tensor in another memory order, the order (through a plain copy). */
+static void rt_copy_to_f32(const rt_st_entry *e, float *dst, int64_t n);
+static rt_status rt_load_f32(rt_tensor *t, const rt_st_entry *fe) {
+    if (t->layout == RT_LAYOUT_PLAIN) {
+        rt_copy_to_f32(fe, rt_tensor_f32(t), rt_tensor_numel(t));
+        rt_tensor_bump_version(t); /* loaded values: cached weight layouts are stale */
+        return RT_OK;
+    }
+    rt_tensor *plain = rt_tensor_create(t->ndim, t->shape, RT_F32, t->device, RT_MEM_TEMP);
+    if (!plain) return rt_error_last_status();
+    rt_copy_to_f32(fe, rt_tensor_f32(plain), rt_tensor_numel(t));
+    rt_status st = rt_copy_in_layout(t, plain); /* bumps t's version: cached weight layouts are stale */
+    rt_tensor_release(plain);
+    return st;
 }
 
 /* RT_ERR_INVALID_ARG unless extra[0..n-1] is a valid list of named tensors. */
@@ -30,21 +61,29 @@ rt_status rt_weights_save(const rt_state_dict *sd, const rt_named_tensor *extra,
     if (n_meta < 0 || (n_meta > 0 && !meta))
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_weights_save: meta is NULL or n_meta is negative (n_meta = %d)",
                             n_meta);
-    rt_st_writer *w = rt_st_writer_create();
-    if (!w) return RT_ERR_OOM;
+    int n_entries = (sd ? sd->n : 0) + n_extra;
+    rt_tensor **plain = calloc((size_t)(n_entries ? n_entries : 1), sizeof *plain); /* plain copies, see rt_add_tensor */
+    rt_st_writer *w = plain ? rt_st_writer_create() : NULL;
+    if (!w) {
+        free(plain);
+        return rt_error_set(RT_ERR_OOM, "rt_weights_save: out of memory saving '%s'", path);
+    }
     rt_status st = RT_OK;
+    int k = 0;
     for (int i = 0; sd && i < sd->n && st == RT_OK; i++) {
         const rt_state_entry *e = &sd->entries[i];
         if (e->kind == RT_ENTRY_COUNTER)
             st = rt_st_writer_add(w, e->name, "I64", 0, NULL, e->counter, sizeof(int64_t));
         else
-            st = rt_add_tensor(w, e->name, e->tensor);
+            st = rt_add_tensor(w, e->name, e->tensor, &plain[k++]);
     }
-    for (int i = 0; i < n_extra && st == RT_OK; i++) st = rt_add_tensor(w, extra[i].name, extra[i].tensor);
+    for (int i = 0; i < n_extra && st == RT_OK; i++) st = rt_add_tensor(w, extra[i].name, extra[i].tensor, &plain[k++]);
     for (int i = 0; i < n_meta && st == RT_OK; i++)
         st = rt_st_writer_set_metadata(w, meta[2 * i], meta[2 * i + 1]);
     if (st == RT_OK) st = rt_st_writer_save(w, path);
     rt_st_writer_destroy(w);
+    for (int i = 0; i < k; i++) rt_tensor_release(plain[i]);
+    free(plain);
     return st;
 }
 
@@ -124,8 +163,7 @@ static rt_status rt_load_pass(rt_state_dict *sd, const rt_named_tensor *extra, i
             if (rt_tensor_is_meta(t))
                 return rt_error_set(RT_ERR_UNSUPPORTED, "cannot load '%s' into a meta tensor", e->name);
         } else if (t->dtype == RT_F32) {
-            rt_copy_to_f32(fe, rt_tensor_f32(t), rt_tensor_numel(t));
-            rt_tensor_bump_version(t); /* loaded values: cached weight layouts are stale */
+            RT_TRY(rt_load_f32(t, fe));
         } else {
             memcpy(rt_tensor_data(t), fe->data, fe->nbytes);
             rt_tensor_bump_version(t);
@@ -135,6 +173,8 @@ static rt_status rt_load_pass(rt_state_dict *sd, const rt_named_tensor *extra, i
         rt_tensor *t = extra[i].tensor;
         const rt_st_entry *fe = rt_st_find(f, extra[i].name);
         if (!copy) RT_TRY(rt_check_entry(path, extra[i].name, fe, rt_dtype_safetensors_name(t->dtype), t->ndim, t->shape));
+        else if (t->layout != RT_LAYOUT_PLAIN && t->dtype == RT_F32)
+            RT_TRY(rt_load_f32(t, fe)); /* optimizer state of a weight in another order */
         else {
             memcpy(rt_tensor_data(t), fe->data, fe->nbytes);
             rt_tensor_bump_version(t);

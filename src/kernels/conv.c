@@ -104,6 +104,12 @@ static void conv_desc(const rt_conv_shape *s, const char *what, char *buf, size_
                      s->src_layout == RT_LAYOUT_BLOCKED ? "blocked" : "plain",
                      s->dst_layout == RT_LAYOUT_BLOCKED ? "blocked" : "plain");
     }
+    if (s->wei_layout != RT_LAYOUT_PLAIN) {
+        size_t l = strlen(buf);
+        if (l > 0 && l + 1 < n)
+            snprintf(buf + l - 1, n - (l - 1), " wei_layout=%s)",
+                     s->wei_layout == RT_LAYOUT_WEIGHT_BLOCKED ? "blocked" : "invalid");
+    }
 }
 
 rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]) {
@@ -129,6 +135,7 @@ rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]) {
     }
     RT_TRY(rt_dnnl_layout_check(s->src_layout, s->c_in, "x/dx (src_layout)", d));
     RT_TRY(rt_dnnl_layout_check(s->dst_layout, s->c_out, "y/dy (dst_layout)", d));
+    RT_TRY(rt_dnnl_weight_layout_check(s->wei_layout, s->c_out, s->c_in, s->groups, d));
     int64_t o[3];
     rt_conv_out_size(s, o);
     for (int i = 0; i < s->nsp; i++)
@@ -147,8 +154,8 @@ typedef struct conv_geom {
     int nd, wnd;
     int64_t src[5], dst[5], wei[6], bias[1];
     dnnl_dims_t strides, dil, pad_l, pad_r;
-    /* src_user/dst_user: the caller's x/dx and y/dy layouts */
-    dnnl_memory_desc_t src_any, dst_any, wei_any, src_user, dst_user, wei_plain, bias_md;
+    /* src_user/dst_user/wei_user: the caller's x/dx, y/dy and w/dw layouts */
+    dnnl_memory_desc_t src_any, dst_any, wei_any, src_user, dst_user, wei_user, bias_md;
     dnnl_alg_kind_t alg; /* winograd when wanted and oneDNN has it (conv_fwd_pd decides) */
 } conv_geom;
 
@@ -210,7 +217,7 @@ static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], co
     }
     RT_TRY(rt_dnnl_md_layout(&g->src_user, g->nd, g->src, s->src_layout, desc));
     RT_TRY(rt_dnnl_md_layout(&g->dst_user, g->nd, g->dst, s->dst_layout, desc));
-    RT_TRY(rt_dnnl_md(&g->wei_plain, g->wnd, g->wei, 0, desc));
+    RT_TRY(rt_dnnl_md_layout(&g->wei_user, g->wnd, g->wei, s->wei_layout, desc));
     RT_TRY(rt_dnnl_md(&g->bias_md, 1, g->bias, 0, desc));
     return RT_OK;
 }
@@ -245,6 +252,7 @@ static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, 
     rt_dnnl_key_push(k, s->src_layout);
     rt_dnnl_key_push(k, s->dst_layout);
     rt_dnnl_key_push(k, s->compute_bf16);
+    rt_dnnl_key_push(k, s->wei_layout);
     int64_t out[3];
     rt_conv_out_size(s, out);
     rt_dnnl_key_push(k, conv_wants_winograd(s, out));
@@ -314,7 +322,7 @@ rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, rt_storage 
         }
         if (!pd) RT_TRY(conv_fwd_pd(&g, s->has_bias, desc, &pd));
         rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_user},
-                                    {DNNL_ARG_WEIGHTS, 0, &g.wei_plain},
+                                    {DNNL_ARG_WEIGHTS, 0, &g.wei_user},
                                     {DNNL_ARG_DST, 1, &g.dst_user},
                                     {DNNL_ARG_BIAS, 0, &g.bias_md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, NULL, s->has_bias ? 4 : 3, specs, &e));
@@ -415,7 +423,7 @@ rt_status rt_kernel_conv_backward_data_plan_cached(const rt_conv_shape *s, rt_st
         if (conv_bf16(s, out) && conv_bwd_data_pd(&g, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
         if (!pd) RT_TRY(conv_bwd_data_pd(&g, false, desc, &hint, &pd));
         rt_dnnl_argspec specs[3] = {{DNNL_ARG_DIFF_DST, 0, &g.dst_user},
-                                    {DNNL_ARG_WEIGHTS, 0, &g.wei_plain},
+                                    {DNNL_ARG_WEIGHTS, 0, &g.wei_user},
                                     {DNNL_ARG_DIFF_SRC, 1, &g.src_user}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, 3, specs, &e));
     }
@@ -479,7 +487,7 @@ rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_
         if (!pd) RT_TRY(conv_bwd_weights_pd(&g, with_db, false, desc, &hint, &pd));
         rt_dnnl_argspec specs[4] = {{DNNL_ARG_SRC, 0, &g.src_user},
                                     {DNNL_ARG_DIFF_DST, 0, &g.dst_user},
-                                    {DNNL_ARG_DIFF_WEIGHTS, 1, &g.wei_plain},
+                                    {DNNL_ARG_DIFF_WEIGHTS, 1, &g.wei_user},
                                     {DNNL_ARG_DIFF_BIAS, 1, &g.bias_md}};
         RT_TRY(rt_dnnl_entry_create(&key, desc, pd, hint, with_db ? 4 : 3, specs, &e));
     }

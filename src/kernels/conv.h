@@ -68,6 +68,14 @@ typedef struct rt_conv_shape {
      * which the algorithm (rt_conv_algo_set) picks Winograd: it saves more
      * than bf16 would and exists only in f32. Part of the cache key. */
     int compute_bf16;
+    /* Layout of w and dw (core/layout.h): RT_LAYOUT_PLAIN, PyTorch's OIHW /
+     * OIDHW, or RT_LAYOUT_WEIGHT_BLOCKED, the order the direct primitives
+     * use on this CPU (groups 1, c_out and c_in multiples of
+     * rt_layout_block()), which the forward and backward-weights passes then
+     * read and write without a reorder (backward-data still reorders into
+     * its own, transposed order). Last, so positional initialisers that
+     * stop before it mean plain. Part of the cache key. */
+    rt_layout wei_layout;
 } rt_conv_shape;
 
 /* Output spatial sizes by PyTorch's formula

@@ -244,9 +244,36 @@ rt_status rt_dnnl_layout_check(rt_layout layout, int64_t c, const char *what, co
     return RT_OK;
 }
 
+rt_status rt_dnnl_weight_layout_check(rt_layout layout, int64_t o, int64_t i, int64_t groups, const char *desc) {
+    if (layout == RT_LAYOUT_PLAIN) return RT_OK;
+    if (layout != RT_LAYOUT_WEIGHT_BLOCKED)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown weight layout value %d (plain OIHW or "
+                            "RT_LAYOUT_WEIGHT_BLOCKED)", desc, (int)layout);
+    int64_t b = rt_layout_block();
+    if (groups != 1 || o % b || i % b)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: the blocked weight layout needs groups 1 and output and input "
+                            "channels (%lld, %lld) that are multiples of %lld", desc, (long long)o, (long long)i,
+                            (long long)b);
+    return RT_OK;
+}
+
 rt_status rt_dnnl_md_layout(dnnl_memory_desc_t *md, int ndims, const int64_t *dims,
                             rt_layout layout, const char *desc) {
     if (layout == RT_LAYOUT_PLAIN) return rt_dnnl_md(md, ndims, dims, 0, desc);
+    if (layout == RT_LAYOUT_WEIGHT_BLOCKED) {
+        if (ndims != 4 && ndims != 5)
+            return rt_error_set(RT_ERR_INVALID_ARG, "%s: the blocked weight layout needs a 4-D or 5-D weight "
+                                "(got %d-D)", desc, ndims);
+        RT_TRY(rt_dnnl_weight_layout_check(layout, dims[0], dims[1], 1, desc));
+        bool b16 = rt_layout_block() == 16;
+        dnnl_format_tag_t tag = ndims == 4 ? (b16 ? dnnl_OIhw16i16o : dnnl_OIhw8i8o)
+                                           : (b16 ? dnnl_OIdhw16i16o : dnnl_OIdhw8i8o);
+        dnnl_dims_t d;
+        for (int i = 0; i < ndims; i++) d[i] = dims[i];
+        dnnl_status_t st = dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, tag);
+        if (st != dnnl_success) return rt_dnnl_fail(st, "dnnl_memory_desc_init_by_tag (blocked weight)", desc);
+        return RT_OK;
+    }
     RT_TRY(rt_dnnl_layout_check(layout, dims[1], "a tensor", desc));
     if (ndims != 4 && ndims != 5)
         return rt_error_set(RT_ERR_INVALID_ARG,

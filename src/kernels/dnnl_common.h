@@ -163,8 +163,10 @@ rt_status rt_dnnl_md(dnnl_memory_desc_t *md, int ndims, const int64_t *dims, int
                      const char *desc);
 
 /* Initialises an f32 md of `layout` (see layout.h): plain is
- * rt_dnnl_md(..., any=0); blocked needs ndims 4 or 5 and dims[1] % B == 0
- * (RT_ERR_INVALID_ARG otherwise, message naming `desc`). */
+ * rt_dnnl_md(..., any=0); blocked needs ndims 4 or 5 and dims[1] % B == 0;
+ * weight-blocked (OIhw{B}i{B}o / OIdhw{B}i{B}o) needs ndims 4 or 5 and
+ * dims[0] % B == dims[1] % B == 0 (RT_ERR_INVALID_ARG otherwise, message
+ * naming `desc`). */
 rt_status rt_dnnl_md_layout(dnnl_memory_desc_t *md, int ndims, const int64_t *dims,
                             rt_layout layout, const char *desc);
 
@@ -172,5 +174,9 @@ rt_status rt_dnnl_md_layout(dnnl_memory_desc_t *md, int ndims, const int64_t *di
  * rt_layout_block(). `what` names the tensor(s) in the message. Returns
  * RT_OK or RT_ERR_INVALID_ARG with the message set. */
 rt_status rt_dnnl_layout_check(rt_layout layout, int64_t c, const char *what, const char *desc);
+/* Checks a convolution weight's layout field: plain, or weight-blocked with
+ * groups 1 and o, i multiples of rt_layout_block(). RT_OK or
+ * RT_ERR_INVALID_ARG with the message set. */
+rt_status rt_dnnl_weight_layout_check(rt_layout layout, int64_t o, int64_t i, int64_t groups, const char *desc);
 
 #endif

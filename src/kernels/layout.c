@@ -2,10 +2,15 @@
 #include "kernels/layout.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/dnnl_common.h"
+
+static const char *layout_name(rt_layout l) {
+    return l == RT_LAYOUT_PLAIN ? "plain" : l == RT_LAYOUT_BLOCKED ? "blocked" : l == RT_LAYOUT_WEIGHT_BLOCKED ? "weight-blocked" : "unknown";
+}
 
 /* Checks a reorder's arguments and writes its description. */
 static rt_status reorder_check(int ndim, const int64_t *shape, rt_layout from, rt_layout to, char *desc) {
@@ -13,17 +18,17 @@ static rt_status reorder_check(int ndim, const int64_t *shape, rt_layout from, r
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "reorder_layout: need a 4-D or 5-D shape (got ndim=%d%s)", ndim,
                             shape ? "" : ", shape NULL");
-    int n = snprintf(desc, RT_DNNL_DESC_LEN, "reorder_layout %s->%s [",
-                     from == RT_LAYOUT_BLOCKED ? "blocked" : "plain",
-                     to == RT_LAYOUT_BLOCKED ? "blocked" : "plain");
+    int n = snprintf(desc, RT_DNNL_DESC_LEN, "reorder_layout %s->%s [", layout_name(from), layout_name(to));
     for (int i = 0; i < ndim && n > 0 && n < RT_DNNL_DESC_LEN; i++)
         n += snprintf(desc + n, (size_t)(RT_DNNL_DESC_LEN - n), "%s%lld", i ? "," : "",
                       (long long)shape[i]);
     if (n > 0 && n < RT_DNNL_DESC_LEN) snprintf(desc + n, (size_t)(RT_DNNL_DESC_LEN - n), "]");
-    if ((from != RT_LAYOUT_PLAIN && from != RT_LAYOUT_BLOCKED) ||
-        (to != RT_LAYOUT_PLAIN && to != RT_LAYOUT_BLOCKED))
+    bool weight = from == RT_LAYOUT_WEIGHT_BLOCKED || to == RT_LAYOUT_WEIGHT_BLOCKED;
+    if ((unsigned)from > RT_LAYOUT_WEIGHT_BLOCKED || (unsigned)to > RT_LAYOUT_WEIGHT_BLOCKED)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown layout value (%d -> %d)", desc,
                             (int)from, (int)to);
+    if (weight && (from == RT_LAYOUT_BLOCKED || to == RT_LAYOUT_BLOCKED))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: a weight converts between plain and weight-blocked only", desc);
     if (shape[0] < 0)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: N must be >= 0", desc);
     for (int i = 1; i < ndim; i++)
@@ -34,6 +39,10 @@ static rt_status reorder_check(int ndim, const int64_t *shape, rt_layout from, r
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: the blocked layout needs C (%lld) to be a multiple of %d", desc,
                             (long long)shape[1], rt_layout_block());
+    if (weight && (shape[0] % rt_layout_block() || shape[1] % rt_layout_block()))
+        return rt_error_set(RT_ERR_INVALID_ARG,
+                            "%s: the blocked weight layout needs O (%lld) and I (%lld) to be multiples of %d", desc,
+                            (long long)shape[0], (long long)shape[1], rt_layout_block());
     return RT_OK;
 }
 

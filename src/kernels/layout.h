@@ -40,10 +40,13 @@ int rt_layout_block(void);
  * kernels/plan.h) reports the RT_MEM_TEMP bytes a call allocates (a
  * scratchpad, if oneDNN wants one; usually none). N == 0 is a valid empty
  * call.
+ * A convolution weight (O, I, [D,] H, W) converts the same way between
+ * RT_LAYOUT_PLAIN (OIHW) and RT_LAYOUT_WEIGHT_BLOCKED (core/layout.h).
  * Errors: RT_ERR_INVALID_ARG (ndim not 4 or 5, shape NULL, N < 0, C or a
- * spatial size < 1, a layout value other than the two above, a blocked side
- * with C % rt_layout_block() != 0, src or dst NULL), RT_ERR_OOM,
- * RT_ERR_BACKEND. */
+ * spatial size < 1, an unknown layout value, blocked to or from
+ * weight-blocked, a blocked side with C % rt_layout_block() != 0, a
+ * weight-blocked side with O or I not a multiple of it, src or dst NULL),
+ * RT_ERR_OOM, RT_ERR_BACKEND. */
 rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout from, rt_layout to,
                                    const float *src, float *dst);
 

@@ -42,10 +42,22 @@ bool rt_model_name_has_reversible(const char *name);
  * logits (N, K, D, H, W)); false for unknown names and NULL. */
 bool rt_model_name_is_segmentation(const char *name);
 
+/* Whether rt_model_create on this thread puts convolution weights in
+ * RT_LAYOUT_WEIGHT_BLOCKED (true, the default) or leaves them in PyTorch's
+ * OIHW (false: each training step then reorders every weight into the
+ * forward's order and its gradient back, as before). Returns the previous
+ * setting. Thread-local, like rt_conv_algo_set; the CLI's --weight-layout. */
+bool rt_model_blocked_weights_set(bool on);
+
 /* Creates zoo model `name` for `in_channels` input channels and
  * `num_classes` outputs, parameters on `device` (cpu, or meta for memory
  * prediction), initialised from Philox stream `seed` as the PyTorch
- * original initialises them, in training mode. Errors: RT_ERR_INVALID_ARG
+ * original initialises them, in training mode. Convolution weights are put
+ * in RT_LAYOUT_WEIGHT_BLOCKED where they can be (rt_module_set_weight_layout,
+ * nn/modules.h; unless rt_model_blocked_weights_set(false) on this thread):
+ * read their values through a state dict saved with io/weights.h, or after
+ * rt_module_set_weight_layout(m->net, RT_LAYOUT_PLAIN, NULL); the file
+ * always holds OIHW. Errors: RT_ERR_INVALID_ARG
  * for out NULL, a NULL or unknown name (the message lists the valid ones),
  * channels or classes < 1 or an unknown device, RT_ERR_OOM. *out is NULL on
  * error (when out is not NULL). */

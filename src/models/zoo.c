@@ -69,6 +69,14 @@ bool rt_model_name_is_segmentation(const char *name) {
     return e && e->segmentation;
 }
 
+static _Thread_local bool rt_tls_plain_weights; /* zero: blocked weights, the default */
+
+bool rt_model_blocked_weights_set(bool on) {
+    bool prev = !rt_tls_plain_weights;
+    rt_tls_plain_weights = !on;
+    return prev;
+}
+
 static rt_status rt_zoo_build(const char *name, rt_init_ctx *ctx, int64_t in_channels, int64_t num_classes,
                               rt_module **net) {
     rt_resnet_config cfg;
@@ -100,6 +108,9 @@ rt_status rt_model_create(const char *name, int64_t in_channels, int64_t num_cla
     m->num_classes = num_classes;
     rt_init_ctx ctx = rt_init_ctx_make(device, seed);
     rt_status st = rt_zoo_build(name, &ctx, in_channels, num_classes, &m->net);
+    /* weights in the convolutions' own order: no reorder in the forward
+     * and none of the weight gradient (nn/modules.h) */
+    if (st == RT_OK && !rt_tls_plain_weights) st = rt_module_set_weight_layout(m->net, RT_LAYOUT_WEIGHT_BLOCKED, NULL);
     if (st == RT_OK) st = rt_module_state_dict(m->net, &m->sd);
     if (st != RT_OK) {
         rt_model_destroy(m);

@@ -83,6 +83,38 @@ rt_status rt_conv_set_preferred_output(rt_module *m, bool on) {
     return RT_OK;
 }
 
+typedef struct rt_weight_layout_walk {
+    rt_layout layout;
+    int converted;
+} rt_weight_layout_walk;
+
+static rt_status rt_conv_weight_layout_visit(rt_module *m, const char *path, void *user) {
+    (void)path;
+    rt_weight_layout_walk *walk = user;
+    if (!rt_is_conv(m)) return RT_OK;
+    rt_conv_module *c = (rt_conv_module *)m;
+    int64_t b = rt_layout_block();
+    rt_tensor *w = c->weight;
+    if (walk->layout == RT_LAYOUT_WEIGHT_BLOCKED && (c->opts.groups != 1 || w->shape[0] % b || w->shape[1] % b))
+        return RT_OK; /* stays OIHW: oneDNN computes these in another order */
+    if (w->layout == walk->layout) return RT_OK;
+    RT_TRY(rt_weight_set_layout(w, walk->layout));
+    walk->converted++;
+    return RT_OK;
+}
+
+rt_status rt_module_set_weight_layout(rt_module *m, rt_layout layout, int *converted) {
+    if (converted) *converted = 0;
+    if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_set_weight_layout: the module is NULL");
+    if (layout != RT_LAYOUT_PLAIN && layout != RT_LAYOUT_WEIGHT_BLOCKED)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_set_weight_layout: layout %d is not RT_LAYOUT_PLAIN or "
+                            "RT_LAYOUT_WEIGHT_BLOCKED", (int)layout);
+    rt_weight_layout_walk walk = {layout, 0};
+    rt_status st = rt_module_visit(m, rt_conv_weight_layout_visit, &walk);
+    if (converted) *converted = walk.converted;
+    return st;
+}
+
 void rt_conv_follow_blocked(rt_module *m, bool blocked) {
     if (!rt_is_conv(m)) return;
     rt_conv_module *c = (rt_conv_module *)m;

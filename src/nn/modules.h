@@ -50,6 +50,24 @@ rt_status rt_conv_set_preferred_output(rt_module *m, bool on);
  * preferred output writes blocked exactly when `blocked`. No-op for any
  * other module and for NULL. */
 void rt_conv_follow_blocked(rt_module *m, bool blocked);
+/* Puts the weight of every Conv2d/Conv3d in m's tree whose groups are 1 and
+ * whose output and input channels are multiples of rt_layout_block() into
+ * `layout` (rt_weight_set_layout, ops/ops.h): RT_LAYOUT_WEIGHT_BLOCKED, the
+ * order oneDNN's direct convolutions compute with, so a training step
+ * reorders a weight once (into backward-data's transposed order) instead of
+ * three times (into the forward's order, into backward-data's, and the
+ * weight gradient back to OIHW); RT_LAYOUT_PLAIN puts every converted weight
+ * back into PyTorch's OIHW. Other convolutions (the stem's 3 input
+ * channels, grouped ones) stay plain. State dicts and weight files
+ * (io/weights.h) still see OIHW: saving and loading convert. rt_model_create
+ * (models/model.h) converts its models. Call it before creating the
+ * optimizer (its state takes each weight's layout). *converted (may be
+ * NULL) receives the number of weights now in `layout` that were not.
+ * Errors: RT_ERR_INVALID_ARG (m NULL, another layout), those of
+ * rt_weight_set_layout (RT_ERR_OOM); weights converted before an error stay
+ * converted. Like PyTorch's model.to(memory_format=torch.channels_last),
+ * which also changes the conv weights' memory order. */
+rt_status rt_module_set_weight_layout(rt_module *m, rt_layout layout, int *converted);
 
 /* torch.nn.BatchNorm2d/3d(channels): weight 1, bias 0, running_mean 0,
  * running_var 1, num_batches_tracked 0, momentum 0.1, eps 1e-5; batch

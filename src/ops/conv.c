@@ -111,6 +111,7 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     s.src_layout = x->layout;
     bool blocked_out = x->layout == RT_LAYOUT_BLOCKED || o.preferred_output;
     s.dst_layout = blocked_out && s.c_out % rt_layout_block() == 0 ? RT_LAYOUT_BLOCKED : RT_LAYOUT_PLAIN;
+    s.wei_layout = weight->layout; /* rt_weight_set_layout; dw is made like the weight, in its order */
     /* a bf16 precision region computes in bf16 where oneDNN has the kernel
      * (memory/precision.h); backward reuses s, so its passes match */
     s.compute_bf16 = rt_autocast_compute_dtype() == RT_BF16 && rt_backend_of(x)->conv_bf16_available();

@@ -33,6 +33,9 @@ rt_status rt_conv_transpose(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, co
     RT_TRY(rt_op_check_f32(weight, op, "weight"));
     if (bias) RT_TRY(rt_op_check_f32(bias, op, "bias"));
     RT_TRY(rt_op_check_device(x, weight, op));
+    if (weight->layout != RT_LAYOUT_PLAIN)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: the weight must be in PyTorch's plain (C_in, C_out/groups, ...) "
+                            "order; convert it with rt_weight_set_layout(weight, RT_LAYOUT_PLAIN)", op);
     RT_TRY(rt_op_check_device(x, bias, op));
     char a[64], b[64];
     if ((x->ndim != 4 && x->ndim != 5) || weight->ndim != x->ndim)

@@ -1,5 +1,7 @@
 /* Conversion between the PLAIN and BLOCKED memory orders (core/tensor.h),
- * through the backend's reorder entry (kernels/layout.h on cpu). */
+ * and of convolution weights between OIHW and WEIGHT_BLOCKED, through the
+ * backend's reorder entry (kernels/layout.h on cpu). */
+#include <string.h>
 #include <math.h>
 
 #include "backend/backend.h"
@@ -88,4 +90,58 @@ double rt_rel_difference(rt_tensor *a, rt_tensor *ref) {
     double m, scale;
     if (rt_compare(a, ref, &m, &scale) != RT_OK) return INFINITY;
     return m / fmax(scale, 1e-30);
+}
+
+/* Reorders t's data in place to `layout` through a TEMP copy. */
+static rt_status rt_relayout_in_place(rt_tensor *t, rt_layout layout) {
+    rt_tensor *tmp = NULL;
+    RT_TRY(rt_reorder(t, layout, &tmp));
+    if (!rt_tensor_is_meta(t)) memcpy(rt_tensor_data(t), rt_tensor_data(tmp), rt_tensor_nbytes(t));
+    rt_tensor_release(tmp);
+    t->layout = layout;
+    rt_tensor_bump_version(t);
+    return RT_OK;
+}
+
+rt_status rt_weight_set_layout(rt_tensor *w, rt_layout layout) {
+    if (!w) return rt_error_set(RT_ERR_INVALID_ARG, "rt_weight_set_layout: the weight is NULL");
+    if (layout != RT_LAYOUT_PLAIN && layout != RT_LAYOUT_WEIGHT_BLOCKED)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_weight_set_layout: layout %d is not RT_LAYOUT_PLAIN or "
+                            "RT_LAYOUT_WEIGHT_BLOCKED", (int)layout);
+    RT_TRY(rt_op_check_f32(w, "weight_set_layout", "weight"));
+    char a[64];
+    if (w->grad_fn)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_weight_set_layout: the weight %s is not a leaf (it has a "
+                            "grad_fn); convert the parameter itself", rt_tensor_shape_str(w, a, sizeof a));
+    if (w->ndim != 4 && w->ndim != 5)
+        return rt_error_set(RT_ERR_SHAPE, "rt_weight_set_layout: a convolution weight is (O, I, [D,] H, W), got %s",
+                            rt_tensor_shape_str(w, a, sizeof a));
+    if (w->layout == layout) return RT_OK;
+    int64_t b = rt_layout_block();
+    if (layout == RT_LAYOUT_WEIGHT_BLOCKED && (w->shape[0] % b || w->shape[1] % b))
+        return rt_error_set(RT_ERR_SHAPE, "rt_weight_set_layout: the blocked weight layout needs output and input "
+                            "channels that are multiples of %lld, got weight %s; keep this one plain", (long long)b,
+                            rt_tensor_shape_str(w, a, sizeof a));
+    if (w->layout != RT_LAYOUT_PLAIN && w->layout != RT_LAYOUT_WEIGHT_BLOCKED)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_weight_set_layout: the weight %s is in an activation layout",
+                            rt_tensor_shape_str(w, a, sizeof a));
+    if (w->grad && w->grad->layout == w->layout) RT_TRY(rt_relayout_in_place(w->grad, layout));
+    return rt_relayout_in_place(w, layout);
+}
+
+rt_status rt_copy_in_layout(rt_tensor *dst, rt_tensor *src) {
+    if (!dst || !src) return rt_error_set(RT_ERR_INVALID_ARG, "rt_copy_in_layout: %s is NULL", !dst ? "dst" : "src");
+    RT_TRY(rt_op_check_f32(dst, "copy_in_layout", "dst"));
+    RT_TRY(rt_op_check_f32(src, "copy_in_layout", "src"));
+    if (!rt_tensor_same_shape(dst, src)) {
+        char a[64], b[64];
+        return rt_error_set(RT_ERR_SHAPE, "rt_copy_in_layout: dst %s and src %s differ in shape",
+                            rt_tensor_shape_str(dst, a, sizeof a), rt_tensor_shape_str(src, b, sizeof b));
+    }
+    if (dst->layout == src->layout) return rt_tensor_copy(dst, src);
+    rt_tensor *ordered = NULL;
+    RT_TRY(rt_reorder(src, dst->layout, &ordered));
+    rt_status st = rt_tensor_copy(dst, ordered);
+    rt_tensor_release(ordered);
+    return st;
 }

@@ -210,6 +210,32 @@ rt_status rt_flatten(rt_tensor *x, rt_tensor **out);
  * or 5-D x with C % rt_layout_block() == 0 (else RT_ERR_INVALID_ARG). Like
  * torch.Tensor.to(memory_format=...). Saves nothing. */
 rt_status rt_to_layout(rt_tensor *x, rt_layout layout, rt_tensor **out);
+/* Converts a convolution weight in place between PyTorch's OIHW / OIDHW
+ * (RT_LAYOUT_PLAIN) and RT_LAYOUT_WEIGHT_BLOCKED, the order oneDNN's direct
+ * convolutions compute with (core/layout.h), so that rt_conv reads and its
+ * backward writes the weight without reordering it (like PyTorch's
+ * module.to(memory_format=torch.channels_last) converting conv weights).
+ * w: an f32 leaf (no grad_fn), 4-D or 5-D; blocked needs the output and
+ * input channels (shape[0], shape[1]) to be multiples of rt_layout_block()
+ * and the weight to be used with groups 1. The values move within w's own
+ * storage (through a TEMP copy of w's size), so every tensor and state dict
+ * holding w sees the new order; w->grad, if any, is converted too; w's
+ * version is bumped. Tensors made earlier that share the storage (detach,
+ * view) keep their old layout field: convert before making them, and
+ * before creating an optimizer, whose state takes w's layout at creation.
+ * A no-op when w already has `layout`; on meta only the field changes.
+ * Errors: RT_ERR_INVALID_ARG (w NULL, a layout other than the two, w not a
+ * leaf), RT_ERR_DTYPE (not f32), RT_ERR_SHAPE (not 4-D/5-D, or channels not
+ * multiples of the block for blocked), RT_ERR_OOM. */
+rt_status rt_weight_set_layout(rt_tensor *w, rt_layout layout);
+/* Copies src's values into dst in dst's memory order (rt_tensor_copy, which
+ * refuses differing orders, after reordering src through a TEMP copy when
+ * the orders differ), not recorded by autograd; bumps dst's version. For
+ * filling a weight or its optimizer state in RT_LAYOUT_WEIGHT_BLOCKED from
+ * OIHW values read from a file. Both f32, same shape. Errors:
+ * RT_ERR_INVALID_ARG (NULL), RT_ERR_DTYPE, RT_ERR_SHAPE, those of the
+ * reorder (RT_ERR_OOM). */
+rt_status rt_copy_in_layout(rt_tensor *dst, rt_tensor *src);
 /* BLOCKED when x is 4-D/5-D with C % rt_layout_block() == 0, else x as it is:
  * what models call after the stem so activations stay in the convolutions'
  * preferred order. */

@@ -32,6 +32,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_info import cpu_info  # noqa: E402
+
 
 def vm(field):
     with open("/proc/self/status") as f:
@@ -42,15 +45,8 @@ def vm(field):
 
 
 def cpu():
-    name, flags = "unknown", ""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name") and name == "unknown":
-                name = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = line
-    isa = ", ".join(f"{k} {'yes' if (' ' + k) in flags else 'no'}" for k in ("avx2", "avx512f", "amx_tile"))
-    return f"cpu: {name}; {isa}"
+    name, isa = cpu_info()
+    return f"cpu: {name}; isa: {isa}"
 
 
 def setup(args):

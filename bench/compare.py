@@ -38,6 +38,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_info import cpu_info  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"  # Debian's python: the one with torch
 NOISY = 1.25  # flag a side whose per-run medians spread more than this factor
@@ -179,6 +182,8 @@ def main(argv=None):
 
     print(f"\n### revtorch vs PyTorch {torch_version()}: training step (forward, cross-entropy, backward, "
           f"SGD momentum), {args.threads} threads, median of {args.repeats} alternating runs\n")
+    model_name, isa = cpu_info()
+    print(f"CPU: {model_name}; ISA flags: {isa}\n")
     direct = "direct" in sides
     print("| config | revtorch s/step | PyTorch s/step | ratio rt/pt "
           + ("| direct s/step | ratio direct/pt " if direct else "")

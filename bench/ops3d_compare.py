@@ -37,6 +37,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_info import cpu_info  # noqa: E402
+
 os.environ.setdefault("GOMP_SPINCOUNT", "10000")  # before torch loads libgomp
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -47,18 +50,6 @@ DEFAULT_CONFIGS = [("conv3d", 1, 16, 64), ("conv3d", 2, 32, 64), ("convt3d", 1, 
                    ("block_gn", 2, 32, 64)]
 PASSES = {"conv3d": ("fwd", "bwd_data", "bwd_weights"), "convt3d": ("fwd", "bwd_data", "bwd_weights"),
           "block_in": ("fwd", "bwd", "step"), "block_gn": ("fwd", "bwd", "step")}
-
-
-def cpu_info():
-    model, flags = "?", []
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name") and model == "?":
-                model = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and not flags:
-                flags = line.split(":", 1)[1].split()
-    isa = [f for f in flags if f.startswith(("avx", "fma", "sse4", "amx"))]
-    return model, " ".join(sorted(isa))
 
 
 def run_revtorch(bench, case, n, c, size, steps, warmup, threads, layout):

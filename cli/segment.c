@@ -35,6 +35,8 @@ typedef struct seg_opts {
     bool binary;           /* labels > 0 → 1 (default task); else every label value is a class */
     bool labels_given, patch_given, holdout_given;
     bool augment, norm_nonzero;
+    bool transpose; /* --transpose on|off: rt_patch_options.transpose */
+    bool mirror;    /* --tta on|off: rt_sliding_window_options.mirror */
     float holdout, lr, momentum, weight_decay, overlap, fg_fraction;
     int64_t patch[3], batch, epochs, steps, seed, threads, eval_batch, eval_every;
     cli_ckpt_args ckpt;
@@ -78,12 +80,16 @@ static void seg_usage(FILE *f) {
             "  --momentum X          SGD momentum (default 0.99, nnU-Net's)\n"
             "  --weight-decay X      (default 3e-5, nnU-Net's)\n"
             "  --foreground X        fraction of patches centred on a foreground voxel (default 0.33)\n"
-            "  --no-augment          no flips and no intensity augmentation\n"
+            "  --no-augment          no flips, axis permutations or intensity augmentation\n"
+            "  --transpose on|off    random permutation of the patch's axes after the flips (cubic patches;\n"
+            "                        batchgenerators' TransposeAxesTransform; default on)\n"
             "  --norm nonzero|volume z-score over the non-zero voxels, the rest set to 0 (default: then the\n"
             "                        background equals the zero padding of patches and convolutions), or\n"
             "                        over the whole volume\n"
             "  --overlap X           sliding-window overlap in [0, 1) (default 0.5)\n"
             "  --eval-batch N        windows per forward in inference (default 2)\n"
+            "  --tta on|off          test-time mirroring: each window's softmax averaged over its 8\n"
+            "                        flipped copies, 8x the inference time (nnU-Net's default; default on)\n"
             "  --eval-every N        also score the held-out slab every N epochs (default 0: only at the end)\n"
             "  --seed N              initialisation and sampling seed (default 0)\n"
             "  --out DIR             output directory (default segment-out; created)\n"
@@ -112,7 +118,7 @@ static const char *default_model(void) { return "unet3d"; }
 
 static int seg_parse(int argc, char **argv, seg_opts *o) {
     *o = (seg_opts){.cmd = argv[0], .image = SEG_TEMPLATES "/ch2.nii.gz", .model = NULL, .optimizer = "adamw",
-                    .out = "segment-out", .augment = true, .holdout = 0.3f, .lr = NAN, .momentum = 0.99f,
+                    .out = "segment-out", .augment = true, .transpose = true, .mirror = true, .holdout = 0.3f, .lr = NAN, .momentum = 0.99f,
                     .weight_decay = 3e-5f, .overlap = 0.5f, .fg_fraction = 0.33f, .patch = {48, 48, 48},
                     .batch = 3, .epochs = 6, .steps = 150, .eval_batch = 2, .eval_every = 0};
     const char *norm = "nonzero";
@@ -131,6 +137,8 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
         else if (!strcmp(a, "--weights")) ok = cli_str(argc, argv, &i, &o->weights);
         else if (!strcmp(a, "--norm")) ok = cli_str(argc, argv, &i, &norm);
         else if (!strcmp(a, "--no-augment")) o->augment = false;
+        else if (!strcmp(a, "--transpose")) ok = cli_on_off(argc, argv, &i, "--transpose", &o->transpose);
+        else if (!strcmp(a, "--tta")) ok = cli_on_off(argc, argv, &i, "--tta", &o->mirror);
         else if (!strcmp(a, "--holdout")) {
             o->holdout_given = true;
             ok = cli_float_in(argc, argv, &i, 0, 1, true, "(fraction of the axial slices held out)", &o->holdout);
@@ -188,6 +196,13 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
         }
     }
     if (!cli_threads_ok(o->threads)) return 2;
+    if (!strcmp(o->cmd, "train") && o->augment && o->transpose &&
+        (o->patch[0] != o->patch[1] || o->patch[1] != o->patch[2])) {
+        fprintf(stderr, "revtorch segment train: permuting the patch's axes (--transpose on, the default) needs a "
+                        "cubic patch, got --patch %lld,%lld,%lld; give three equal sizes or --transpose off\n",
+                (long long)o->patch[0], (long long)o->patch[1], (long long)o->patch[2]);
+        return 2;
+    }
     if (strcmp(o->cmd, "train") && !o->weights) {
         fprintf(stderr, "revtorch segment %s: --weights FILE is required (the file `revtorch segment train` "
                         "saved)\n", o->cmd);
@@ -379,6 +394,7 @@ static rt_status seg_predict(const seg_opts *o, rt_model *m, const rt_tensor *im
     memcpy(so.patch, o->patch, sizeof so.patch);
     so.overlap = o->overlap;
     so.batch = o->eval_batch;
+    so.mirror = o->mirror;
     rt_module_train(m->net, false);
     rt_status st = rt_sliding_window_predict(m->net, image, K, &so, NULL, labels);
     if (bar.out) cli_progress_finish(&bar);
@@ -620,7 +636,8 @@ static int seg_train(const seg_opts *o) {
         goto done;
     }
     rt_patch_options po = {.region_lo = {0, 0, 0}, .region_hi = {d.split, H, W}, .foreground_fraction = o->fg_fraction,
-                           .flip = o->augment, .intensity = o->augment, .seed = (uint64_t)o->seed};
+                           .flip = o->augment, .intensity = o->augment, .seed = (uint64_t)o->seed,
+                           .transpose = o->augment && o->transpose};
     memcpy(po.patch, o->patch, sizeof po.patch);
     if (rt_patch_sampler_create(d.image, d.labels, &po, &sampler) != RT_OK) {
         cli_fail("cannot create the patch sampler");

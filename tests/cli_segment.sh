@@ -13,7 +13,7 @@ if [ ! -r "$tpl/ch2.nii.gz" ] || [ ! -r "$tpl/ch2bet.nii.gz" ]; then
 pass=0; fail=0
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/cli_lib.sh"
-fast=(--model standin --patch 32,32,32 --batch 2 --epochs 1 --steps 3 --overlap 0 --eval-every 0 --threads 2)
+fast=(--model standin --patch 32,32,32 --batch 2 --epochs 1 --steps 3 --overlap 0 --eval-every 0 --threads 2 --tta off)
 check train 0 "held-out mean foreground Dice" "$bin" segment train "${fast[@]}" --out "$tmp/run"
 for f in weights.safetensors prediction.nii.gz overlay.png dice.csv dice.json; do
     if [ -s "$tmp/run/$f" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL output $f missing"; fi
@@ -37,26 +37,31 @@ d = open('$tmp/run/overlay.png', 'rb').read(24)
 assert d[:8] == b'\x89PNG\r\n\x1a\n' and int.from_bytes(d[16:20], 'big') > 600"
 # eval from the saved weights (patch and classes recorded there) gives train's Dice
 check eval 0 "mean foreground Dice" "$bin" segment eval --weights "$tmp/run/weights.safetensors" --overlap 0 \
-    --out "$tmp/ev"
+    --tta off --out "$tmp/ev"
 py eval-same-dice "
 import json
 a = json.load(open('$tmp/run/dice.json')); b = json.load(open('$tmp/ev/dice.json'))
 assert a['dice'] == b['dice'], (a['dice'], b['dice'])"
 check predict 0 "prediction.nii.gz" "$bin" segment predict --weights "$tmp/run/weights.safetensors" --overlap 0 \
-    --out "$tmp/pr"
+    --tta off --out "$tmp/pr"
 [ -s "$tmp/pr/prediction.nii.gz" ] && [ ! -e "$tmp/pr/dice.json" ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL predict outputs"; }
+# test-time mirroring (the default): runs the 8 flipped copies and scores
+check eval-tta 0 "mean foreground Dice" "$bin" segment eval --weights "$tmp/run/weights.safetensors" --overlap 0 \
+    --tta on --out "$tmp/evt"
 
 # refusals
 # a U-Net under a memory mode: the plan (its stages, predicted peak and recompute), then the measured step peak
 # equal to the prediction
 check train-plan 0 "step peak \([0-9.]*\) MiB measured (tracked, above the volumes), \1 MiB predicted" \
     "$bin" segment train --model unet3d --patch 16,16,16 --batch 1 --epochs 1 --steps 2 --overlap 0 --eval-every 0 \
-    --threads 2 --memory-mode balanced --out "$tmp/plan"
+    --threads 2 --tta off --memory-mode balanced --out "$tmp/plan"
 check no-sub 2 "usage: revtorch segment" "$bin" segment
 check bad-sub 2 "unknown subcommand" "$bin" segment fit
+check bad-tta 2 "--tta: 'maybe'; choose on or off" "$bin" segment train --tta maybe
+check transpose-not-cube 2 "needs a cubic patch" "$bin" segment train --patch 32,32,16
 check bad-option 2 "unknown option '--nope'" "$bin" segment train --nope
 check bad-patch 2 "three integers" "$bin" segment train --patch 32,32
-check patch-too-big 2 "larger than the volume" "$bin" segment train --patch 182,64,64 --out "$tmp/x"
+check patch-too-big 2 "larger than the volume" "$bin" segment train --patch 182,64,64 --transpose off --out "$tmp/x"
 check classifier-model 2 "image classifier" "$bin" segment train --model resnet20
 check holdout 2 "--holdout" "$bin" segment train --holdout 1
 check missing-image 1 "cannot read --image" "$bin" segment train --image "$tmp/none.nii.gz" --out "$tmp/x"

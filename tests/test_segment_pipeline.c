@@ -140,6 +140,68 @@ static void test_sampler_foreground_fraction(void) {
     rt_tensor_release(lab);
 }
 
+/* The axis permutation: with the same seed, a transposing sampler draws
+ * the same starts and flips as one that does not, and each of its patches
+ * (image and labels) is the other's with the axes permuted as recorded;
+ * over 60 patches all six orders occur. A patch that is not a cube is
+ * refused. */
+static void test_sampler_transpose(void) {
+    rt_tensor *img, *lab;
+    make_volume(&img, &lab);
+    enum { P = 8, B = 6 };
+    rt_patch_options o = {.patch = {P, P, P}, .region_lo = {0, 0, 0}, .region_hi = {VD, VH, VW},
+                          .foreground_fraction = 0.5f, .flip = true, .intensity = false, .seed = 3};
+    rt_patch_sampler *plain = NULL, *perm = NULL;
+    CHECK_OK(rt_patch_sampler_create(img, lab, &o, &plain));
+    o.transpose = true;
+    CHECK_OK(rt_patch_sampler_create(img, lab, &o, &perm));
+    bool seen[3][3][3] = {{{false}}};
+    int64_t mismatches = 0;
+    for (int it = 0; it < 10 && plain && perm; it++) {
+        rt_tensor *xa = NULL, *ya = NULL, *xb = NULL, *yb = NULL;
+        rt_patch_info ia[B], ib[B];
+        CHECK_OK(rt_patch_sampler_next(plain, B, &xa, &ya, ia));
+        CHECK_OK(rt_patch_sampler_next(perm, B, &xb, &yb, ib));
+        const int64_t pn = P * P * P;
+        for (int b = 0; b < B && xa && xb; b++) {
+            for (int a = 0; a < 3; a++) {
+                CHECK(ia[b].start[a] == ib[b].start[a] && ia[b].flipped[a] == ib[b].flipped[a]);
+                CHECK_EQ_INT(ia[b].axes[a], a);
+            }
+            const int *ax = ib[b].axes;
+            seen[ax[0]][ax[1]][ax[2]] = true;
+            int64_t c[3], in[3];
+            for (c[0] = 0; c[0] < P; c[0]++)
+                for (c[1] = 0; c[1] < P; c[1]++)
+                    for (c[2] = 0; c[2] < P; c[2]++) {
+                        for (int a = 0; a < 3; a++) in[ax[a]] = c[a];
+                        int64_t kb = (c[0] * P + c[1]) * P + c[2], ka = (in[0] * P + in[1]) * P + in[2];
+                        for (int ch = 0; ch < 2; ch++)
+                            mismatches += rt_tensor_f32(xb)[(b * 2 + ch) * pn + kb] !=
+                                          rt_tensor_f32(xa)[(b * 2 + ch) * pn + ka];
+                        mismatches += ((int32_t *)rt_tensor_data(yb))[b * pn + kb] !=
+                                      ((int32_t *)rt_tensor_data(ya))[b * pn + ka];
+                    }
+        }
+        rt_tensor_release(xa);
+        rt_tensor_release(ya);
+        rt_tensor_release(xb);
+        rt_tensor_release(yb);
+    }
+    CHECK_EQ_INT(mismatches, 0);
+    int orders = 0;
+    for (int i = 0; i < 27; i++) orders += seen[i / 9][(i / 3) % 3][i % 3];
+    CHECK_EQ_INT(orders, 6);
+    rt_patch_sampler_destroy(plain);
+    rt_patch_sampler_destroy(perm);
+    o.patch[2] = P + 1;
+    rt_patch_sampler *s = NULL;
+    CHECK_EQ_INT(rt_patch_sampler_create(img, lab, &o, &s), RT_ERR_INVALID_ARG);
+    CHECK(strstr(rt_error_last(), "cubic") != NULL && s == NULL);
+    rt_tensor_release(img);
+    rt_tensor_release(lab);
+}
+
 static void test_sampler_errors(void) {
     rt_tensor *img, *lab;
     make_volume(&img, &lab);
@@ -329,6 +391,59 @@ static void test_sliding_window_matches_full_volume(void) {
     rt_module_destroy(net);
 }
 
+/* Test-time mirroring with one window covering the volume: the result is
+ * the mean over the 8 flip combinations f of flip_f(softmax(net(flip_f(x))))
+ * (the Gaussian weight of a voxel is the same in every term, so it
+ * cancels), computed here by hand; a 3×3×3 convolution is not
+ * flip-equivariant, so the mirrored and plain predictions differ. */
+static void test_sliding_window_mirroring(void) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 9);
+    rt_module *net = NULL;
+    CHECK_OK(rt_conv_create(&ctx, 3, 2, 3, 3, 1, 1, 1, true, RT_INIT_KAIMING_FAN_OUT, &net));
+    if (!net) return;
+    rt_module_train(net, false);
+    const int64_t s[4] = {2, 6, 7, 5}, s5[5] = {1, 2, 6, 7, 5}, V = 6 * 7 * 5;
+    rt_tensor *img = rt_tensor_create(4, s, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_generator_normal(&(rt_generator){.seed = 4}, rt_tensor_numel(img), 0.0f, 1.0f, rt_tensor_f32(img));
+    rt_sliding_window_options o = rt_sliding_window_defaults();
+    o.patch[0] = 6, o.patch[1] = 7, o.patch[2] = 5;
+    rt_tensor *plain = NULL, *mirrored = NULL;
+    CHECK_OK(rt_sliding_window_predict(net, img, 3, &o, &plain, NULL));
+    o.mirror = true;
+    CHECK_OK(rt_sliding_window_predict(net, img, 3, &o, &mirrored, NULL));
+    static float want[3 * 6 * 7 * 5];
+    memset(want, 0, sizeof want);
+    bool g = rt_grad_set_enabled(false);
+    for (int f = 0; f < 8; f++) {
+        rt_tensor *x = rt_tensor_to(img, RT_F32, RT_MEM_DATA), *x5 = NULL, *logits = NULL, *p = NULL, *pp = NULL;
+        for (int a = 0; a < 3; a++)
+            if (f & (1 << a)) CHECK_OK(rt_volume_flip(x, a));
+        x5 = rt_tensor_view(x, 5, s5);
+        CHECK_OK(rt_module_forward(net, x5, &logits));
+        CHECK_OK(rt_softmax_channels(logits, &p));
+        CHECK_OK(rt_to_layout(p, RT_LAYOUT_PLAIN, &pp));
+        rt_tensor *back = rt_tensor_to(pp, RT_F32, RT_MEM_DATA);
+        for (int a = 0; a < 3; a++)
+            if (f & (1 << a)) CHECK_OK(rt_volume_flip(back, a));
+        for (int64_t i = 0; i < 3 * V; i++) want[i] += rt_tensor_f32(back)[i] / 8.0f;
+        rt_tensor *ts[] = {x, x5, logits, p, pp, back};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) rt_tensor_release(ts[i]);
+    }
+    rt_grad_set_enabled(g);
+    double worst = 0, moved = 0;
+    for (int64_t i = 0; i < 3 * V && mirrored && plain; i++) {
+        worst = fmax(worst, fabs((double)rt_tensor_f32(mirrored)[i] - want[i]));
+        moved = fmax(moved, fabs((double)rt_tensor_f32(mirrored)[i] - rt_tensor_f32(plain)[i]));
+    }
+    fprintf(stderr, "  mirroring: max |mirrored - hand mean| %.3g, max |mirrored - plain| %.3g\n", worst, moved);
+    CHECK(worst <= 1e-6);
+    CHECK(moved > 1e-3);
+    rt_tensor_release(plain);
+    rt_tensor_release(mirrored);
+    rt_tensor_release(img);
+    rt_module_destroy(net);
+}
+
 static void test_dice_metric(void) {
     const int32_t pv[6] = {0, 1, 1, 2, 2, 0}, tv[6] = {0, 1, 2, 2, 2, 1};
     const int64_t s[2] = {2, 3};
@@ -401,7 +516,7 @@ static void test_dice_ce_gradient(void) {
 RT_TEST_MAIN(
     {"sampler_region_and_flips", test_sampler_region_and_flips},
     {"sampler_foreground_fraction", test_sampler_foreground_fraction},
-    {"sampler_errors", test_sampler_errors},
+    {"sampler_transpose", test_sampler_transpose}, {"sampler_errors", test_sampler_errors},
     {"flip", test_flip},
     {"crop_pads_with_zero", test_crop_pads_with_zero},
     {"zscore", test_zscore},
@@ -409,5 +524,6 @@ RT_TEST_MAIN(
     {"window_starts", test_window_starts},
     {"gaussian_map", test_gaussian_map},
     {"sliding_window_matches_full_volume", test_sliding_window_matches_full_volume},
+    {"sliding_window_mirroring", test_sliding_window_mirroring},
     {"dice_metric", test_dice_metric},
     {"dice_ce_gradient", test_dice_ce_gradient})

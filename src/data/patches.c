@@ -324,6 +324,10 @@ rt_status rt_patch_sampler_create(rt_tensor *image, rt_tensor *labels, const rt_
     if (!(o->foreground_fraction >= 0.0f && o->foreground_fraction <= 1.0f))
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: foreground_fraction %g must be in [0, 1] (nnU-Net: 0.33)", fn,
                             (double)o->foreground_fraction);
+    if (o->transpose && (o->patch[0] != o->patch[1] || o->patch[1] != o->patch[2]))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: permuting the axes needs a cubic patch, got %lldx%lldx%lld; "
+                            "give equal sizes or turn the permutation off", fn, (long long)o->patch[0],
+                            (long long)o->patch[1], (long long)o->patch[2]);
     rt_patch_sampler *s = calloc(1, sizeof *s);
     if (!s) return rt_error_set(RT_ERR_OOM, "%s: out of memory", fn);
     s->image = rt_tensor_retain(image);
@@ -340,8 +344,31 @@ rt_status rt_patch_sampler_create(rt_tensor *image, rt_tensor *labels, const rt_
 }
 
 /* Draws per patch besides the intensity augmentation: foreground?, class,
- * voxel (2: 48 bits of index), start per axis (3), flip per axis (3). */
+ * voxel (2: 48 bits of index), start per axis (3), flip per axis (3), axis
+ * permutation (1), one spare. */
 #define RT_PATCH_DRAWS 12
+
+/* The six orders of three axes. */
+static const int k_axis_orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+/* Permutes the axes of each of `outer` cubes of side n (elements of es
+ * bytes) in place: out(c0, c1, c2) = in(c') with c'[axes[a]] = c_a.
+ * scratch holds one cube. */
+static void transpose_raw(void *p, int64_t outer, int64_t n, const int axes[3], size_t es, void *scratch) {
+    const int64_t n3 = n * n * n;
+    for (int64_t o = 0; o < outer; o++) {
+        char *cube = (char *)p + (size_t)(o * n3) * es;
+        memcpy(scratch, cube, (size_t)n3 * es);
+        int64_t c[3], in[3];
+        for (c[0] = 0; c[0] < n; c[0]++)
+            for (c[1] = 0; c[1] < n; c[1]++)
+                for (c[2] = 0; c[2] < n; c[2]++) {
+                    for (int a = 0; a < 3; a++) in[axes[a]] = c[a];
+                    memcpy(cube + (size_t)((c[0] * n + c[1]) * n + c[2]) * es,
+                           (const char *)scratch + (size_t)((in[0] * n + in[1]) * n + in[2]) * es, es);
+                }
+    }
+}
 
 /* Start of a patch of size p on one axis of region [lo, hi): inside the
  * region where it fits, else the region inside the patch. */
@@ -377,6 +404,12 @@ rt_status rt_patch_sampler_next(rt_patch_sampler *s, int64_t batch, rt_tensor **
         return rt_error_last_status();
     }
     const int64_t nfg = s->class_start[s->n_classes];
+    void *scratch = o->transpose ? malloc((size_t)pn * sizeof(float)) : NULL; /* one cube of f32 or i32 */
+    if (o->transpose && !scratch) {
+        rt_tensor_release(bx);
+        rt_tensor_release(by);
+        return rt_error_set(RT_ERR_OOM, "rt_patch_sampler_next: out of memory for the axis permutation");
+    }
     for (int64_t b = 0; b < batch; b++) {
         float u[RT_PATCH_DRAWS];
         rt_generator_uniform(&s->g, RT_PATCH_DRAWS, u);
@@ -407,6 +440,13 @@ rt_status rt_patch_sampler_next(rt_patch_sampler *s, int64_t batch, rt_tensor **
                 flip_raw(py, 1, pd, ph, pw, a, sizeof(int32_t));
             }
         }
+        const int *axes = k_axis_orders[0];
+        if (o->transpose) {
+            int k = (int)(u[10] * 6.0f);
+            axes = k_axis_orders[k < 6 ? k : 5];
+            transpose_raw(px, C, pd, axes, sizeof(float), scratch);
+            transpose_raw(py, 1, pd, axes, sizeof(int32_t), scratch);
+        }
         if (o->intensity) {
             float du[RT_INTENSITY_DRAWS * 16];
             for (int64_t c = 0; c < C; c += 16) {
@@ -420,9 +460,11 @@ rt_status rt_patch_sampler_next(rt_patch_sampler *s, int64_t batch, rt_tensor **
             for (int a = 0; a < 3; a++) {
                 info[b].start[a] = start[a];
                 info[b].flipped[a] = flipped[a];
+                info[b].axes[a] = axes[a];
             }
         }
     }
+    free(scratch);
     *x = bx;
     *y = by;
     return RT_OK;

@@ -78,6 +78,14 @@ typedef struct rt_patch_options {
     bool flip;                 /* random flip of each axis with probability 1/2 (nnU-Net's mirroring) */
     bool intensity;            /* rt_volume_intensity_augment on each image patch */
     uint64_t seed;             /* Philox seed of every draw */
+    /* Random permutation of the three spatial axes, one of the six with
+     * probability 1/6 each, after the flips (batchgenerators'
+     * TransposeAxesTransform): with the flips, every orientation of the
+     * cube in 90° steps, so surfaces seen in training at one orientation
+     * teach the others (an isotropic volume's sides teach its top). Needs
+     * a cubic patch (refused otherwise). Last, so initialisers that stop
+     * before it mean off. */
+    bool transpose;
 } rt_patch_options;
 
 /* Where one patch came from (for tests and logs). */
@@ -85,6 +93,7 @@ typedef struct rt_patch_info {
     int64_t start[3];          /* volume coordinates of the patch's voxel 0 (may be < region lo when padded) */
     bool foreground;           /* centred on a foreground voxel */
     bool flipped[3];           /* axes flipped after cropping */
+    int axes[3];               /* patch axis a holds the cropped (and flipped) axis axes[a]: {0, 1, 2} unless transposed */
 } rt_patch_info;
 
 typedef struct rt_patch_sampler rt_patch_sampler;
@@ -104,11 +113,13 @@ typedef struct rt_patch_sampler rt_patch_sampler;
  *   - the patch is cut from the REGION only: voxels outside it (outside the
  *     volume or in the held-out part) are 0 in the image and 0
  *     (background) in the labels;
- *   - then flips and intensity augmentation when enabled.
+ *   - then flips, the axis permutation and intensity augmentation when
+ *     enabled.
  * The per-class voxel lists of the region (8 bytes per foreground voxel) are
  * booked RT_MEM_DATA. Errors: RT_ERR_INVALID_ARG (NULL arguments, meta
  * tensors, a region outside the volume or empty, patch < 1,
- * foreground_fraction outside [0, 1], negative labels), RT_ERR_SHAPE
+ * foreground_fraction outside [0, 1], negative labels, transpose with a
+ * patch that is not a cube), RT_ERR_SHAPE
  * (image and labels differ in D, H, W; naming both shapes), RT_ERR_DTYPE,
  * RT_ERR_OOM. */
 rt_status rt_patch_sampler_create(rt_tensor *image, rt_tensor *labels, const rt_patch_options *o,

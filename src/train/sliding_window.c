@@ -74,22 +74,82 @@ rt_status rt_gaussian_importance_map(const int64_t patch[3], float sigma_scale, 
     return RT_OK;
 }
 
-/* One batch of windows: forward, softmax, weighted accumulation. */
-static rt_status run_windows(rt_module *net, rt_tensor *batch_x, int64_t nb, const int64_t (*starts)[3],
-                             const rt_tensor *wmap, int64_t K, const int64_t vol[3], float *acc, float *wsum) {
-    const int64_t pd = wmap->shape[0], ph = wmap->shape[1], pw = wmap->shape[2], pn = pd * ph * pw;
-    rt_tensor *logits = NULL, *probs = NULL, *plain = NULL;
-    rt_status st = rt_module_forward(net, batch_x, &logits);
+/* Softmax probabilities [nb, K, window] (plain, new reference in *out) of
+ * the network on batch_x with the spatial axes whose bits are set in
+ * `flips` (1: D, 2: H, 4: W) mirrored on the way in and out, so they are
+ * aligned with batch_x. */
+static rt_status window_probs(rt_module *net, rt_tensor *batch_x, int64_t K, const int64_t win[3], int flips,
+                              rt_tensor **out) {
+    *out = NULL;
+    rt_tensor *x = batch_x, *logits = NULL, *probs = NULL, *plain = NULL;
+    rt_status st = RT_OK;
+    if (flips) {
+        x = rt_tensor_to(batch_x, RT_F32, RT_MEM_DATA);
+        if (!x) return rt_error_last_status();
+        for (int a = 0; a < 3 && st == RT_OK; a++)
+            if (flips & (1 << a)) st = rt_volume_flip(x, a);
+    }
+    if (st == RT_OK) st = rt_module_forward(net, x, &logits);
     if (st == RT_OK && (logits->ndim != 5 || logits->shape[0] != batch_x->shape[0] || logits->shape[1] != K ||
-                        logits->shape[2] != pd || logits->shape[3] != ph || logits->shape[4] != pw)) {
+                        logits->shape[2] != win[0] || logits->shape[3] != win[1] || logits->shape[4] != win[2])) {
         char s[64];
         st = rt_error_set(RT_ERR_SHAPE, "rt_sliding_window_predict: the network gave logits %s for windows of "
                           "%lldx%lldx%lld; expected [%lld, %lld, %lld, %lld, %lld]",
-                          rt_tensor_shape_str(logits, s, sizeof s), (long long)pd, (long long)ph, (long long)pw,
-                          (long long)batch_x->shape[0], (long long)K, (long long)pd, (long long)ph, (long long)pw);
+                          rt_tensor_shape_str(logits, s, sizeof s), (long long)win[0], (long long)win[1],
+                          (long long)win[2], (long long)batch_x->shape[0], (long long)K, (long long)win[0],
+                          (long long)win[1], (long long)win[2]);
     }
     if (st == RT_OK) st = rt_softmax_channels(logits, &probs);
     if (st == RT_OK) st = rt_to_layout(probs, RT_LAYOUT_PLAIN, &plain);
+    for (int a = 0; a < 3 && st == RT_OK; a++)
+        if (flips & (1 << a)) {
+            if (plain == probs) { /* shared with the softmax's output: flip a copy */
+                rt_tensor *c = rt_tensor_to(plain, RT_F32, RT_MEM_TEMP);
+                rt_tensor_release(plain);
+                plain = c;
+                if (!c) st = rt_error_last_status();
+            }
+            if (st == RT_OK) st = rt_volume_flip(plain, a);
+        }
+    if (x != batch_x) rt_tensor_release(x);
+    rt_tensor_release(logits);
+    rt_tensor_release(probs);
+    if (st == RT_OK) *out = plain;
+    else rt_tensor_release(plain);
+    return st;
+}
+
+/* One batch of windows: forward (once, or under each of the 8 mirrorings
+ * averaged), softmax, weighted accumulation. */
+static rt_status run_windows(rt_module *net, rt_tensor *batch_x, int64_t nb, const int64_t (*starts)[3],
+                             const rt_tensor *wmap, int64_t K, const int64_t vol[3], bool mirror, float *acc,
+                             float *wsum) {
+    const int64_t pd = wmap->shape[0], ph = wmap->shape[1], pw = wmap->shape[2], pn = pd * ph * pw;
+    const int64_t win[3] = {pd, ph, pw};
+    rt_tensor *plain = NULL;
+    rt_status st = window_probs(net, batch_x, K, win, 0, &plain);
+    if (st == RT_OK && mirror) {
+        /* nnU-Net's test-time mirroring (use_mirroring, all axes): the mean
+         * of the softmax under the 8 combinations of flipped axes */
+        if (plain->storage->refcount > 1 || plain->refcount > 1) {
+            rt_tensor *c = rt_tensor_to(plain, RT_F32, RT_MEM_TEMP);
+            rt_tensor_release(plain);
+            plain = c;
+            if (!c) st = rt_error_last_status();
+        }
+        float *sum = st == RT_OK ? rt_tensor_f32(plain) : NULL;
+        const int64_t n = rt_tensor_numel(plain);
+        for (int flips = 1; flips < 8 && st == RT_OK; flips++) {
+            rt_tensor *pm = NULL;
+            st = window_probs(net, batch_x, K, win, flips, &pm);
+            if (st == RT_OK) {
+                const float *q = rt_tensor_f32(pm);
+                for (int64_t i = 0; i < n; i++) sum[i] += q[i];
+            }
+            rt_tensor_release(pm);
+        }
+        for (int64_t i = 0; st == RT_OK && i < n; i++) sum[i] *= 0.125f;
+    }
     if (st == RT_OK) {
         const float *p = rt_tensor_f32(plain), *w = rt_tensor_f32(wmap);
         const int64_t H = vol[1], W = vol[2], V = vol[0] * H * W;
@@ -114,8 +174,6 @@ static rt_status run_windows(rt_module *net, rt_tensor *batch_x, int64_t nb, con
             }
         }
     }
-    rt_tensor_release(logits);
-    rt_tensor_release(probs);
     rt_tensor_release(plain);
     return st;
 }
@@ -180,8 +238,8 @@ rt_status rt_sliding_window_predict(rt_module *net, const rt_tensor *image, int6
                             break;
                         }
                     }
-                    st = run_windows(net, x, nb, (const int64_t(*)[3])starts, wmap, K, vol, rt_tensor_f32(acc),
-                                     rt_tensor_f32(wsum));
+                    st = run_windows(net, x, nb, (const int64_t(*)[3])starts, wmap, K, vol, o->mirror,
+                                     rt_tensor_f32(acc), rt_tensor_f32(wsum));
                     if (x != bx) rt_tensor_release(x);
                     done += nb;
                     nb = 0;

@@ -9,6 +9,7 @@
 #ifndef RT_TRAIN_SLIDING_WINDOW_H
 #define RT_TRAIN_SLIDING_WINDOW_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../nn/module.h"
@@ -24,9 +25,15 @@ typedef struct rt_sliding_window_options {
      * silent. Runs on the calling thread. */
     void (*progress)(void *user, int64_t done, int64_t total);
     void *progress_user;
+    /* Test-time mirroring (nnU-Net's use_mirroring over all three axes):
+     * each window's softmax is the mean over the 8 combinations of
+     * flipped spatial axes (flipped in, flipped back out), 8 forwards per
+     * window. For a net trained with flips. */
+    bool mirror;
 } rt_sliding_window_options;
 
-/* {patch 0, overlap 0.5, sigma_scale 0.125, batch 1, no progress}: set patch. */
+/* {patch 0, overlap 0.5, sigma_scale 0.125, batch 1, no progress, no
+ * mirroring}: set patch. */
 rt_sliding_window_options rt_sliding_window_defaults(void);
 
 /* Window starts on one axis of `size` voxels (nnU-Net's

@@ -1,4 +1,5 @@
-/* `revtorch check`: how exactly a RevNet's blocks invert on real data. */
+/* `revtorch check`: how exactly a model's reversible blocks invert (RevNets on real data, the
+ * partially reversible U-Nets on random volumes). */
 #include <string.h>
 
 #include "cli.h"
@@ -11,8 +12,10 @@ static void check_usage(FILE *f) {
                "Measures how exactly the reversible blocks of a RevNet rebuild their inputs, on the first\n"
                "batch of the Fashion-MNIST test set, in eval mode. Prints the worst block's error\n"
                "max|inverse(forward(x)) - x| / max|x| (and forward(inverse(x))), naming the block, and the\n"
-               "worst stage's drift when its input is rebuilt through the whole chain of blocks.\n\n"
-               "  --model NAME       a RevNet: %s\n"
+               "worst stage's drift when its input is rebuilt through the whole chain of blocks. A partially\n"
+               "reversible U-Net (prunet3d, prunet3d_brats) is checked on 2 volumes of N(0, 1) voxels, 32^3,\n"
+               "1 channel, 2 classes (the inversion needs inputs, not data).\n\n"
+               "  --model NAME       a model with reversible blocks: %s\n"
                "                     (default: the one recorded in --weights; give one of the two)\n"
                "  --weights FILE     trained weights (default: the untrained initialisation)\n"
                "  --data DIR         Fashion-MNIST directory\n"
@@ -69,21 +72,33 @@ int cli_cmd_check(int argc, char **argv) {
     double block_err, chain_err;
     char worst[64] = "-";
     rt_loader_options lo = cli_loader_options(batch, false, false, 0);
-    if (cli_open_dataset(a.data, false, batch, &test) != RT_OK) cli_fail("cannot load the test set");
+    const bool volumes = rt_model_name_is_segmentation(model);
+    const int64_t vol_shape[5] = {2, 1, 32, 32, 32};
+    bool created = false; /* the model exists, and for volumes their batch */
+    if (volumes) { /* random volumes: the inversion's error needs inputs, not data */
+        if (rt_model_create(model, 1, 2, RT_DEVICE_CPU, 0, &m) != RT_OK) cli_fail("cannot create the model");
+        else if (!(x = rt_tensor_create(5, vol_shape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA))) cli_fail("out of memory");
+        else {
+            rt_generator_normal(&(rt_generator){.seed = 1}, rt_tensor_numel(x), 0.0f, 1.0f, rt_tensor_f32(x));
+            created = true;
+        }
+    } else if (cli_open_dataset(a.data, false, batch, &test) != RT_OK) cli_fail("cannot load the test set");
     else if (rt_model_create(model, test->channels, test->num_classes, RT_DEVICE_CPU, 0, &m) != RT_OK)
         cli_fail("cannot create the model");
+    else created = true;
+    if (!created) (void)0; /* reported above */
     else if (weights && rt_weights_load(m->sd, NULL, 0, weights) != RT_OK) cli_fail("cannot load the weights");
     else if (rt_state_dict_check_values(m->sd) != RT_OK) cli_fail("unusable weights");
     else if (!cli_precision_apply(m)) cli_fail("cannot set the precision");
-    else if (rt_loader_create(test, &lo, &l) != RT_OK || rt_loader_next(l, &x, &y, &end) != RT_OK || end)
+    else if (!volumes && (rt_loader_create(test, &lo, &l) != RT_OK || rt_loader_next(l, &x, &y, &end) != RT_OK || end))
         cli_fail("cannot read a batch");
     else if (rt_reversible_reconstruction(m->net, x, &block_err, &chain_err, worst, sizeof worst) != RT_OK)
         cli_fail("check failed");
     else {
-        printf("%s%s, precision %s, on %lld test images: worst block reconstruction error %.3g (relative, block %s); "
+        printf("%s%s, precision %s, on %lld %s: worst block reconstruction error %.3g (relative, block %s); "
                "worst stage chain drift %.3g\n", model, weights ? "" : " (untrained)",
                rt_precision_str(cli_precision()), (long long)x->shape[0],
-               block_err, worst, chain_err);
+               volumes ? "random 32^3 volumes" : "test images", block_err, worst, chain_err);
         rc = 0;
     }
     rt_tensor_release(x);

@@ -149,9 +149,10 @@ bool cli_weight_layout(int argc, char **argv, int *i) {
 }
 
 void cli_weight_layout_help(FILE *f, int col) {
-    fprintf(f, "  %-*sblocked (default): convolution weights kept in oneDNN's order, no\n"
-               "%*sreorder in the forward or of the weight gradient; plain: PyTorch's OIHW\n",
-            col - 2, "--weight-layout L", col, "");
+    fprintf(f, "  %-*sblocked (default): convolution weights kept in the order oneDNN's\n"
+               "%*sdirect kernels use, so those reorder neither the weight in the forward nor\n"
+               "%*sits gradient; plain: PyTorch's OIHW. Files hold OIHW either way\n",
+            col - 2, "--weight-layout L", col, "", col, "");
 }
 
 void cli_weight_cache_help(FILE *f, int col) {

@@ -253,6 +253,11 @@ FILE *cli_open_tmp(const char *path, char *tmp, size_t n) {
     return f;
 }
 
+void cli_discard_tmp(FILE *f, const char *tmp) {
+    if (f) fclose(f);
+    if (tmp && tmp[0]) unlink(tmp);
+}
+
 rt_status cli_commit_tmp(FILE *f, const char *tmp, const char *path) {
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0) bad = true;

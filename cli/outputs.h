@@ -80,5 +80,8 @@ FILE *cli_open_tmp(const char *path, char *tmp, size_t n);
 /* Closes f and renames tmp over path; on any failure (a write error, the
  * close, the rename) removes tmp and returns RT_ERR_IO naming path. */
 rt_status cli_commit_tmp(FILE *f, const char *tmp, const char *path);
+/* Closes f (NULL: none) and removes tmp ("" or NULL: none): the output of
+ * a run that failed before cli_commit_tmp, so no PATH.tmp.PID is left. */
+void cli_discard_tmp(FILE *f, const char *tmp);
 
 #endif

@@ -481,9 +481,10 @@ static rt_status seg_write_dice(const seg_opts *o, const seg_data *d, const doub
             }
         } else {
             fprintf(fp, "{\n  \"image\": \"%s\",\n  \"labels\": \"%s\",\n  \"heldout_first_axial_index\": %lld,\n"
-                        "  \"classes\": %lld,\n  \"mean_foreground_dice\": %.6f,\n  \"seconds\": %.1f,\n"
-                        "  \"dice\": [", o->image, o->labels, (long long)d->split, (long long)d->K,
-                    isnan(mean) ? -1.0 : mean, seconds);
+                        "  \"classes\": %lld,\n  \"overlap\": %.3f,\n  \"tta_mirroring\": %s,\n"
+                        "  \"mean_foreground_dice\": %.6f,\n  \"seconds\": %.1f,\n  \"dice\": [",
+                    o->image, o->labels, (long long)d->split, (long long)d->K, (double)o->overlap,
+                    o->mirror ? "true" : "false", isnan(mean) ? -1.0 : mean, seconds);
             for (int64_t k = 0; k < d->K; k++) {
                 if (isnan(dice[k])) fprintf(fp, "%snull", k ? ", " : "");
                 else fprintf(fp, "%s%.6f", k ? ", " : "", dice[k]);

@@ -87,10 +87,7 @@ int cli_sr_train(const cli_sr_opts *o) {
         FILE *pf = NULL;
         int e = stat(weights, &sb) == 0 && S_ISDIR(sb.st_mode) ? EISDIR : 0;
         if (!e && !(pf = fopen(probe, "wx"))) e = errno;
-        if (pf) {
-            fclose(pf);
-            unlink(probe);
-        }
+        if (pf) cli_discard_tmp(pf, probe);
         if (e) {
             fprintf(stderr, "revtorch superres train: cannot write --weights %s: %s (found before training; give "
                             "a writable file path)\n", weights, strerror(e));
@@ -227,10 +224,7 @@ int cli_sr_train(const cli_sr_opts *o) {
     snprintf(label, sizeof label, "%lld steps of batch %lld", (long long)done_steps, (long long)o->batch);
     rc = cli_sr_evaluate(o, m, &d, label, train_s);
 done:
-    if (log) {
-        fclose(log);
-        unlink(csv_tmp);
-    }
+    cli_discard_tmp(log, log ? csv_tmp : NULL);
     rt_sr_sampler_destroy(sampler);
     rt_optimizer_destroy(opt);
     rt_model_destroy(m);

@@ -430,6 +430,7 @@ static int vid_train(const vid_opts *o) {
     rt_state_dict *sd = NULL;
     vid_batch b = {0};
     FILE *log = NULL;
+    char tmp_csv[CLI_PATH_MAX + 32] = ""; /* train.csv's temporary, removed if the run fails */
     rc = 1;
     if (rt_mnist_load(o->data, true, &train) != RT_OK || rt_mnist_load(o->data, false, &test) != RT_OK) {
         cli_fail("cannot read Fashion-MNIST");
@@ -468,7 +469,6 @@ static int vid_train(const vid_opts *o) {
         goto done;
     }
     snprintf(path, sizeof path, "%s/train.csv", o->out);
-    char tmp_csv[CLI_PATH_MAX + 32];
     if (!(log = cli_open_tmp(path, tmp_csv, sizeof tmp_csv))) {
         fprintf(stderr, "revtorch video train: %s\n", rt_error_last());
         goto done;
@@ -527,7 +527,7 @@ static int vid_train(const vid_opts *o) {
              (long long)vp.predicted_plain);
     rc = vid_report_eval(o, m, test, extra);
 done:
-    if (log) fclose(log);
+    cli_discard_tmp(log, log ? tmp_csv : NULL);
     vid_batch_free(&b);
     rt_optimizer_destroy(opt);
     rt_state_dict_destroy(sd);

@@ -20,6 +20,8 @@ check memory-help 0 "meta tensors" "$bin" memory --help
 check check-help 0 "inverse" "$bin" check --help
 check check-resnet 2 "resnet20 has no reversible blocks to check; pass one of revnet38" "$bin" check --model resnet20
 check check-help-either 0 "(--model NAME | --weights FILE)" "$bin" check --help
+# the partially reversible U-Net on random volumes: its blocks invert to float rounding (an error of 1e-5 or more fails)
+check check-prunet 0 "on 2 random 32^3 volumes: worst block reconstruction error [0-9.]*e-0[6-9] " "$bin" check --model prunet3d --threads 2
 check help-exit-status 0 "2 usage error" "$bin" --help
 check bad-memory 2 "standard or reversible" "$bin" train --memory tiny
 check bad-grouping 2 "grouping" "$bin" train --grouping zero

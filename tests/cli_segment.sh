@@ -29,6 +29,7 @@ py dice-files "
 import csv, json, math
 j = json.load(open('$tmp/run/dice.json'))
 assert j['classes'] == 2 and len(j['dice']) == 2 and j['heldout_first_axial_index'] == 127
+assert j['overlap'] == 0 and j['tta_mirroring'] is False
 assert all(0 <= d <= 1 for d in j['dice']) and abs(j['mean_foreground_dice'] - j['dice'][1]) < 1e-6
 rows = list(csv.DictReader(open('$tmp/run/dice.csv')))
 assert [r['class'] for r in rows] == ['0', '1'] and abs(float(rows[1]['dice']) - j['dice'][1]) < 1e-6"

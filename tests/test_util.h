@@ -96,6 +96,25 @@ static inline rt_tensor *tu_randn(rt_generator *g, int ndim, const int64_t *shap
     return t;
 }
 
+/* New f32 tensor of `shape` on `dev`, booked to `cat`, with N(0, 1) draws
+ * from Philox stream `seed` (cpu; a meta tensor has no data). Not owned:
+ * the caller releases it. */
+static inline rt_tensor *tu_randn_seeded(int ndim, const int64_t *shape, rt_device dev, rt_mem_category cat,
+                                         uint64_t seed) {
+    rt_tensor *t = rt_tensor_create(ndim, shape, RT_F32, dev, cat);
+    if (t && dev == RT_DEVICE_CPU) {
+        rt_generator g = {seed, 0};
+        rt_generator_normal(&g, rt_tensor_numel(t), 0.0f, 1.0f, rt_tensor_f32(t));
+    }
+    return t;
+}
+
+/* Both non-NULL with the same byte size and bytes. */
+static inline bool tu_same_bytes(const rt_tensor *a, const rt_tensor *b) {
+    return a && b && rt_tensor_nbytes(a) == rt_tensor_nbytes(b) &&
+           memcmp(rt_tensor_data(a), rt_tensor_data(b), rt_tensor_nbytes(a)) == 0;
+}
+
 /* New owned f32 tensor (DATA) filled with N(0, std) draws of the same shape as `like`. */
 static inline rt_tensor *tu_randn_like(rt_generator *g, const rt_tensor *like, float std) {
     return tu_randn(g, like->ndim, like->shape, 0.0f, std);

@@ -20,21 +20,7 @@
 #include "ops/ops3d.h"
 #include "optim/optimizer.h"
 #include "rt_test.h"
-
-/* A tensor of `shape` on `dev`, booked to `cat`, N(0, 1) from seed (cpu). */
-static rt_tensor *wc_randn(int nd, const int64_t *shape, rt_device dev, rt_mem_category cat, uint64_t seed) {
-    rt_tensor *t = rt_tensor_create(nd, shape, RT_F32, dev, cat);
-    if (t && dev == RT_DEVICE_CPU) {
-        rt_generator g = {seed, 0};
-        rt_generator_normal(&g, rt_tensor_numel(t), 0.0f, 1.0f, rt_tensor_f32(t));
-    }
-    return t;
-}
-
-static bool same_bytes(const rt_tensor *a, const rt_tensor *b) {
-    return a && b && rt_tensor_nbytes(a) == rt_tensor_nbytes(b) &&
-           memcmp(rt_tensor_data(a), rt_tensor_data(b), rt_tensor_nbytes(a)) == 0;
-}
+#include "test_util.h"
 
 static int n_derived(const rt_tensor *t) {
     int n = 0;
@@ -45,8 +31,8 @@ static int n_derived(const rt_tensor *t) {
 /* Off by default: a convolution of a parameter keeps no copy. */
 static void test_off_by_default(void) {
     CHECK(!rt_conv_weight_cache_enabled());
-    rt_tensor *x = wc_randn(4, (const int64_t[]){1, 16, 6, 6}, RT_DEVICE_CPU, RT_MEM_DATA, 1);
-    rt_tensor *w = wc_randn(4, (const int64_t[]){32, 16, 3, 3}, RT_DEVICE_CPU, RT_MEM_PARAM, 2);
+    rt_tensor *x = tu_randn_seeded(4, (const int64_t[]){1, 16, 6, 6}, RT_DEVICE_CPU, RT_MEM_DATA, 1);
+    rt_tensor *w = tu_randn_seeded(4, (const int64_t[]){32, 16, 3, 3}, RT_DEVICE_CPU, RT_MEM_PARAM, 2);
     rt_tensor *y = NULL;
     rt_status st = rt_conv(x, w, NULL, NULL, &y);
     int n = w ? n_derived(w) : -1;
@@ -64,9 +50,9 @@ static const rt_conv_opts k_opts = {.padding = {1, 1}};
 
 static void test_reused_while_version_unchanged(void) {
     rt_conv_weight_cache_set(true); /* off by default */
-    rt_tensor *x = wc_randn(4, k_x, RT_DEVICE_CPU, RT_MEM_DATA, 1);
-    rt_tensor *w = wc_randn(4, k_w, RT_DEVICE_CPU, RT_MEM_PARAM, 2);
-    rt_tensor *b = wc_randn(1, k_b, RT_DEVICE_CPU, RT_MEM_PARAM, 3);
+    rt_tensor *x = tu_randn_seeded(4, k_x, RT_DEVICE_CPU, RT_MEM_DATA, 1);
+    rt_tensor *w = tu_randn_seeded(4, k_w, RT_DEVICE_CPU, RT_MEM_PARAM, 2);
+    rt_tensor *b = tu_randn_seeded(1, k_b, RT_DEVICE_CPU, RT_MEM_PARAM, 3);
     rt_tensor *y0 = NULL, *y1 = NULL, *y2 = NULL, *y3 = NULL, *yr = NULL;
     CHECK(x && w && b);
     int64_t r0 = rt_kernels_weight_reorders();
@@ -76,7 +62,7 @@ static void test_reused_while_version_unchanged(void) {
     CHECK_EQ_INT(n_derived(w), 1);
     CHECK_OK(rt_conv(x, w, b, &k_opts, &y1));
     CHECK_EQ_INT(rt_kernels_weight_reorders(), r1); /* reused: no reorder */
-    CHECK(same_bytes(y0, y1));
+    CHECK(tu_same_bytes(y0, y1));
 
     /* a raw write announced by rt_tensor_bump_version: the copy is dropped
      * and remade, and the result is the new weight's */
@@ -87,18 +73,18 @@ static void test_reused_while_version_unchanged(void) {
     CHECK_EQ_INT(n_derived(w), 0);
     CHECK_OK(rt_conv(x, w, b, &k_opts, &y2));
     CHECK_EQ_INT(rt_kernels_weight_reorders() - r1, 1);
-    CHECK(!same_bytes(y1, y2));
+    CHECK(!tu_same_bytes(y1, y2));
     CHECK(rt_conv_weight_cache_set(false)); /* the uncached reference; it was on */
     int64_t r2 = rt_kernels_weight_reorders();
     CHECK_OK(rt_conv(x, w, b, &k_opts, &yr));
     CHECK_OK(rt_conv(x, w, b, &k_opts, &y3));
     CHECK_EQ_INT(rt_kernels_weight_reorders() - r2, 2); /* off: every call reorders */
     rt_conv_weight_cache_set(true);
-    CHECK(same_bytes(y2, yr));
-    CHECK(same_bytes(y3, yr));
+    CHECK(tu_same_bytes(y2, yr));
+    CHECK(tu_same_bytes(y3, yr));
 
     /* rt_tensor_copy into the weight bumps the version too */
-    rt_tensor *w2 = wc_randn(4, k_w, RT_DEVICE_CPU, RT_MEM_DATA, 9);
+    rt_tensor *w2 = tu_randn_seeded(4, k_w, RT_DEVICE_CPU, RT_MEM_DATA, 9);
     CHECK_OK(rt_tensor_copy(w, w2));
     CHECK_EQ_INT(n_derived(w), 0);
     rt_tensor_release(y3);
@@ -109,7 +95,7 @@ static void test_reused_while_version_unchanged(void) {
     rt_conv_weight_cache_set(false);
     CHECK_OK(rt_conv(x, w2, b, &k_opts, &yr)); /* w2 is DATA: never cached */
     rt_conv_weight_cache_set(true);
-    CHECK(same_bytes(y3, yr));
+    CHECK(tu_same_bytes(y3, yr));
     CHECK_EQ_INT(n_derived(w2), 0);
 
     rt_tensor *ts[] = {x, w, b, y0, y1, y2, y3, yr, w2};
@@ -121,10 +107,10 @@ static void test_reused_while_version_unchanged(void) {
 static void grads_case(int nd, bool cached, rt_tensor *out[4]) {
     const int64_t x2[4] = {2, 16, 9, 9}, w2[4] = {32, 16, 3, 3}, x3[5] = {1, 8, 6, 6, 6}, w3[5] = {16, 8, 3, 3, 3};
     rt_conv_weight_cache_set(cached);
-    rt_tensor *x = wc_randn(nd, nd == 4 ? x2 : x3, RT_DEVICE_CPU, RT_MEM_DATA, 4);
-    rt_tensor *w = wc_randn(nd, nd == 4 ? w2 : w3, RT_DEVICE_CPU, RT_MEM_PARAM, 5);
+    rt_tensor *x = tu_randn_seeded(nd, nd == 4 ? x2 : x3, RT_DEVICE_CPU, RT_MEM_DATA, 4);
+    rt_tensor *w = tu_randn_seeded(nd, nd == 4 ? w2 : w3, RT_DEVICE_CPU, RT_MEM_PARAM, 5);
     int64_t oc = w->shape[0];
-    rt_tensor *b = wc_randn(1, &oc, RT_DEVICE_CPU, RT_MEM_PARAM, 6);
+    rt_tensor *b = tu_randn_seeded(1, &oc, RT_DEVICE_CPU, RT_MEM_PARAM, 6);
     rt_tensor_set_requires_grad(x, true);
     rt_tensor_set_requires_grad(w, true);
     rt_tensor_set_requires_grad(b, true);
@@ -166,7 +152,7 @@ static void test_gradients_match_uncached(void) {
         int64_t uncached = rt_kernels_weight_reorders() - r0 - cached;
         printf("  %d-D, 2 forward + 2 backward-data calls: weight reorders cached %lld, uncached %lld\n", nd - 2,
                (long long)cached, (long long)uncached);
-        for (int i = 0; i < 4; i++) CHECK(same_bytes(a[i], u[i]));
+        for (int i = 0; i < 4; i++) CHECK(tu_same_bytes(a[i], u[i]));
         /* each pass whose primitive wants another format than OIHW (the
          * forward always here; backward-data too unless its kernel reads
          * OIHW, as some do under AVX2) reorders once per call uncached,
@@ -197,7 +183,7 @@ static void test_refreshed_after_step_and_load(void) {
     rt_sgd_opts so = rt_sgd_default_opts(0.1);
     rt_optimizer *opt = rt_sgd_create(params, 2, &so);
     CHECK(opt != NULL);
-    rt_tensor *x = wc_randn(4, k_x, RT_DEVICE_CPU, RT_MEM_DATA, 8);
+    rt_tensor *x = tu_randn_seeded(4, k_x, RT_DEVICE_CPU, RT_MEM_DATA, 8);
     char path[64];
     snprintf(path, sizeof path, "/tmp/rt_test_weight_cache_%d.safetensors", (int)getpid());
     CHECK_OK(rt_weights_save(sd, NULL, 0, NULL, 0, path));
@@ -216,7 +202,7 @@ static void test_refreshed_after_step_and_load(void) {
         CHECK_OK(rt_module_forward(conv, x, &yr));
         rt_grad_set_enabled(gm);
         rt_conv_weight_cache_set(true);
-        CHECK(same_bytes(y, yr));
+        CHECK(tu_same_bytes(y, yr));
         uint64_t v = rt_tensor_version(w);
         CHECK_OK(rt_optimizer_step(opt));
         CHECK_EQ_INT(rt_tensor_version(w), v + 1);
@@ -238,8 +224,8 @@ static void test_refreshed_after_step_and_load(void) {
     CHECK_OK(rt_module_forward(conv, x, &yr));
     rt_conv_weight_cache_set(true);
     rt_grad_set_enabled(gm);
-    CHECK(!same_bytes(y1, y2));
-    CHECK(same_bytes(y2, yr));
+    CHECK(!tu_same_bytes(y1, y2));
+    CHECK(tu_same_bytes(y2, yr));
     remove(path);
     rt_tensor_release(y1);
     rt_tensor_release(y2);
@@ -272,8 +258,8 @@ static rt_status wc_run(rt_device dev, bool transposed, wc_trace *t) {
     rt_memstats base;
     rt_memstats_reset_peaks();
     rt_memstats_get(&base);
-    rt_tensor *x = wc_randn(transposed ? 5 : 4, transposed ? xs : k_x, dev, RT_MEM_DATA, 1);
-    rt_tensor *w = wc_randn(transposed ? 5 : 4, transposed ? ws3 : ws2, dev, RT_MEM_PARAM, 2);
+    rt_tensor *x = tu_randn_seeded(transposed ? 5 : 4, transposed ? xs : k_x, dev, RT_MEM_DATA, 1);
+    rt_tensor *w = tu_randn_seeded(transposed ? 5 : 4, transposed ? ws3 : ws2, dev, RT_MEM_PARAM, 2);
     rt_tensor *y = NULL, *y2 = NULL, *l = NULL;
     rt_tensor_set_requires_grad(x, true);
     rt_conv_opts o = {.padding = {1, 1}};
@@ -324,7 +310,7 @@ static void test_meta_books_what_real_allocates(void) {
      * books no new copy and reorders nothing */
     rt_conv_shape s = {.nsp = 2, .n = 2, .c_in = 16, .c_out = 32, .groups = 1, .in = {10, 10}, .k = {3, 3},
                        .stride = {1, 1}, .pad = {1, 1}, .dil = {1, 1}};
-    rt_tensor *w = wc_randn(4, k_w, RT_DEVICE_META, RT_MEM_PARAM, 0);
+    rt_tensor *w = tu_randn_seeded(4, k_w, RT_DEVICE_META, RT_MEM_PARAM, 0);
     rt_kernel_plan p0, p1, pu;
     CHECK_OK(rt_kernel_conv_forward_plan(&s, &pu));
     CHECK_OK(rt_kernel_conv_forward_plan_cached(&s, w->storage, &p0));

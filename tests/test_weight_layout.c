@@ -21,30 +21,19 @@
 #include "optim/optimizer.h"
 #include "train/step.h"
 #include "rt_test.h"
+#include "test_util.h"
 
+/* A cpu tensor of N(0, 1) draws from stream `seed`, booked to `cat`. */
 static rt_tensor *randn(int nd, const int64_t *shape, rt_mem_category cat, uint64_t seed) {
-    rt_tensor *t = rt_tensor_create(nd, shape, RT_F32, RT_DEVICE_CPU, cat);
-    if (t) {
-        rt_generator g = {seed, 0};
-        rt_generator_normal(&g, rt_tensor_numel(t), 0.0f, 1.0f, rt_tensor_f32(t));
-    }
-    return t;
+    return tu_randn_seeded(nd, shape, RT_DEVICE_CPU, cat, seed);
 }
 
-static bool same_bytes(const rt_tensor *a, const rt_tensor *b) {
-    return a && b && rt_tensor_nbytes(a) == rt_tensor_nbytes(b) &&
-           memcmp(rt_tensor_data(a), rt_tensor_data(b), rt_tensor_nbytes(a)) == 0;
-}
-
-/* A plain copy of t's values (t unchanged). */
+/* A plain copy of t's values in new storage (t unchanged). */
 static rt_tensor *plain_copy(rt_tensor *t) {
-    rt_tensor *d = rt_tensor_detach(t), *p = NULL;
+    if (t->layout == RT_LAYOUT_PLAIN) return rt_tensor_to(t, RT_F32, RT_MEM_TEMP);
+    rt_tensor *d = rt_tensor_detach(t), *p = NULL; /* detached: the reorder is not recorded */
     if (d && rt_to_layout(d, RT_LAYOUT_PLAIN, &p) != RT_OK) p = NULL;
     rt_tensor_release(d);
-    if (p == t) { /* already plain: copy so the caller owns distinct bytes */
-        rt_tensor_release(p);
-        p = rt_tensor_to(t, RT_F32, RT_MEM_TEMP);
-    }
     return p;
 }
 
@@ -73,8 +62,8 @@ static void test_order_matches_formula_and_round_trips(void) {
     CHECK(memcmp(rt_tensor_data(w), rt_tensor_data(w->grad), rt_tensor_nbytes(w)) == 0);
     CHECK_OK(rt_weight_set_layout(w, RT_LAYOUT_WEIGHT_BLOCKED)); /* a no-op */
     CHECK_OK(rt_weight_set_layout(w, RT_LAYOUT_PLAIN));
-    CHECK(same_bytes(w, orig));
-    CHECK(same_bytes(w->grad, orig));
+    CHECK(tu_same_bytes(w, orig));
+    CHECK(tu_same_bytes(w->grad, orig));
     rt_tensor_release(orig);
     rt_tensor_release(w);
 }
@@ -120,10 +109,10 @@ static void check_conv_equal(int nsp, rt_layout xl) {
     conv_pass(nsp, RT_LAYOUT_WEIGHT_BLOCKED, xl, &y[1], &dx[1], &dw[1], &db[1], &fr[1]);
     printf("  conv%dd, %s input: forward weight reorders plain %lld, blocked %lld\n", nsp,
            xl == RT_LAYOUT_BLOCKED ? "blocked" : "plain", (long long)fr[0], (long long)fr[1]);
-    CHECK(same_bytes(y[0], y[1]));
-    CHECK(same_bytes(dx[0], dx[1]));
-    CHECK(same_bytes(dw[0], dw[1]));
-    CHECK(same_bytes(db[0], db[1]));
+    CHECK(tu_same_bytes(y[0], y[1]));
+    CHECK(tu_same_bytes(dx[0], dx[1]));
+    CHECK(tu_same_bytes(dw[0], dw[1]));
+    CHECK(tu_same_bytes(db[0], db[1]));
     CHECK_EQ_INT(fr[0], 1); /* OIHW is reordered into the primitive's order */
     CHECK_EQ_INT(fr[1], 0); /* the primitive reads the weight as it is */
     for (int i = 0; i < 2; i++) {
@@ -190,7 +179,7 @@ static void check_training_equal(const char *name) {
     CHECK(na > 0 && na == nb);
     int differ = 0;
     for (int i = 0; i < na; i++) {
-        differ += !same_bytes(pa[i], pb[i]);
+        differ += !tu_same_bytes(pa[i], pb[i]);
         rt_tensor_release(pa[i]);
         rt_tensor_release(pb[i]);
     }
@@ -202,6 +191,54 @@ static void check_training_equal(const char *name) {
 
 static void test_resnet20_training_bit_identical(void) { check_training_equal("resnet20"); }
 static void test_revnet_small_training_bit_identical(void) { check_training_equal("revnet_small"); }
+
+/* Converting the weights after the optimizer has state: the state follows
+ * at the next step, so training continues exactly as without the
+ * conversion (two resnet20 models, one converted to OIHW after a step). */
+static void test_optimizer_state_follows_conversion(void) {
+    rt_model *m[2] = {NULL, NULL};
+    rt_optimizer *opt[2] = {NULL, NULL};
+    int64_t xs[4] = {4, 3, 16, 16}, n = 4;
+    rt_tensor *x = randn(4, xs, RT_MEM_DATA, 41);
+    rt_tensor *y = rt_tensor_create(1, &n, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
+    for (int i = 0; i < n; i++) ((int32_t *)rt_tensor_data(y))[i] = (i * 3) % 10;
+    rt_train_config cfg = {.accum_steps = 1};
+    double loss[2][3] = {{0}};
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(rt_model_create("resnet20", 3, 10, RT_DEVICE_CPU, 8, &m[k]));
+        if (!m[k]) return;
+        rt_tensor *params[512];
+        int np = rt_state_dict_num_params(m[k]->sd);
+        rt_state_dict_params(m[k]->sd, params, 512);
+        rt_sgd_opts so = rt_sgd_default_opts(0.05f);
+        so.momentum = 0.9f;
+        opt[k] = rt_sgd_create(params, np, &so);
+        for (int s = 0; s < 3 && opt[k]; s++) {
+            if (k == 1 && s == 1) CHECK_OK(rt_module_set_weight_layout(m[k]->net, RT_LAYOUT_PLAIN, NULL));
+            rt_train_result r;
+            CHECK_OK(rt_train_step(m[k]->net, opt[k], &cfg, x, y, &r));
+            loss[k][s] = r.loss;
+        }
+    }
+    int differ = 0;
+    for (int i = 0; i < m[0]->sd->n; i++) {
+        if (!m[0]->sd->entries[i].tensor) continue; /* a counter (num_batches_tracked) */
+        rt_tensor *a = plain_copy(m[0]->sd->entries[i].tensor), *b = plain_copy(m[1]->sd->entries[i].tensor);
+        differ += !tu_same_bytes(a, b);
+        rt_tensor_release(a);
+        rt_tensor_release(b);
+    }
+    printf("  losses blocked %.9g %.9g %.9g, converted after step 1 %.9g %.9g %.9g; %d tensors differ\n", loss[0][0],
+           loss[0][1], loss[0][2], loss[1][0], loss[1][1], loss[1][2], differ);
+    CHECK(loss[0][2] == loss[1][2]);
+    CHECK_EQ_INT(differ, 0);
+    for (int k = 0; k < 2; k++) {
+        rt_optimizer_destroy(opt[k]);
+        rt_model_destroy(m[k]);
+    }
+    rt_tensor_release(x);
+    rt_tensor_release(y);
+}
 
 /* The zoo converts every convolution it can: all but resnet20's stem. */
 static void test_zoo_converts_all_but_the_stem(void) {
@@ -264,8 +301,8 @@ static void test_files_hold_oihw(void) {
     rt_named_tensor ec = {"state.layer1.0.conv1.weight", extra};
     CHECK_OK(rt_weights_load(c->sd, &ec, 1, pb));
     CHECK_EQ_INT(wc->layout, RT_LAYOUT_WEIGHT_BLOCKED);
-    CHECK(same_bytes(wc, wb));
-    CHECK(same_bytes(extra, wb));
+    CHECK(tu_same_bytes(wc, wb));
+    CHECK(tu_same_bytes(extra, wb));
     rt_tensor_release(extra);
     rt_model_destroy(a);
     rt_model_destroy(b);
@@ -292,6 +329,24 @@ static void test_refusals(void) {
     CHECK_OK(rt_weight_set_layout(w2, RT_LAYOUT_WEIGHT_BLOCKED));
     CHECK_EQ_INT(rt_conv(x2, w2, NULL, &grouped, &y), RT_ERR_INVALID_ARG);
     CHECK(strstr(rt_error_last(), "groups 1") != NULL);
+    /* a grad that cannot follow the weight: refused, nothing converted */
+    rt_tensor *w3 = randn(4, (const int64_t[]){B, B, 3, 3}, RT_MEM_PARAM, 5);
+    rt_tensor *w3_before = rt_tensor_to(w3, RT_F32, RT_MEM_TEMP);
+    CHECK_OK(rt_tensor_set_requires_grad(w3, true));
+    w3->grad = rt_tensor_zeros(4, w3->shape, RT_BF16, RT_DEVICE_CPU, RT_MEM_GRAD);
+    CHECK_EQ_INT(rt_weight_set_layout(w3, RT_LAYOUT_WEIGHT_BLOCKED), RT_ERR_DTYPE);
+    CHECK(w3->layout == RT_LAYOUT_PLAIN && tu_same_bytes(w3, w3_before));
+    /* a grad in another order than its parameter: the optimizer refuses */
+    rt_tensor_release(w3->grad);
+    w3->grad = rt_tensor_zeros(4, w3->shape, RT_F32, RT_DEVICE_CPU, RT_MEM_GRAD);
+    w3->grad->layout = RT_LAYOUT_WEIGHT_BLOCKED;
+    rt_sgd_opts so = rt_sgd_default_opts(0.1f);
+    rt_optimizer *opt = rt_sgd_create(&w3, 1, &so);
+    CHECK_EQ_INT(rt_optimizer_step(opt), RT_ERR_STATE);
+    CHECK(strstr(rt_error_last(), "memory orders") != NULL && tu_same_bytes(w3, w3_before));
+    rt_optimizer_destroy(opt);
+    rt_tensor_release(w3);
+    rt_tensor_release(w3_before);
     rt_tensor *doubled = NULL;
     CHECK_OK(rt_tensor_set_requires_grad(plain, true));
     CHECK_OK(rt_mul_scalar(plain, 2.0f, &doubled));
@@ -304,6 +359,7 @@ RT_TEST_MAIN({"order_matches_formula_and_round_trips", test_order_matches_formul
              {"conv_same_results_no_forward_reorder", test_conv_same_results_no_forward_reorder},
              {"resnet20_training_bit_identical", test_resnet20_training_bit_identical},
              {"revnet_small_training_bit_identical", test_revnet_small_training_bit_identical},
+             {"optimizer_state_follows_conversion", test_optimizer_state_follows_conversion},
              {"zoo_converts_all_but_the_stem", test_zoo_converts_all_but_the_stem},
              {"files_hold_oihw", test_files_hold_oihw},
              {"refusals", test_refusals})

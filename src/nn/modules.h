@@ -60,8 +60,8 @@ void rt_conv_follow_blocked(rt_module *m, bool blocked);
  * back into PyTorch's OIHW. Other convolutions (the stem's 3 input
  * channels, grouped ones) stay plain. State dicts and weight files
  * (io/weights.h) still see OIHW: saving and loading convert. rt_model_create
- * (models/model.h) converts its models. Call it before creating the
- * optimizer (its state takes each weight's layout). *converted (may be
+ * (models/model.h) converts its models. An optimizer's state follows at
+ * its next step (rt_optimizer_step). *converted (may be
  * NULL) receives the number of weights now in `layout` that were not.
  * Errors: RT_ERR_INVALID_ARG (m NULL, another layout), those of
  * rt_weight_set_layout (RT_ERR_OOM); weights converted before an error stay

@@ -125,7 +125,17 @@ rt_status rt_weight_set_layout(rt_tensor *w, rt_layout layout) {
     if (w->layout != RT_LAYOUT_PLAIN && w->layout != RT_LAYOUT_WEIGHT_BLOCKED)
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_weight_set_layout: the weight %s is in an activation layout",
                             rt_tensor_shape_str(w, a, sizeof a));
-    if (w->grad && w->grad->layout == w->layout) RT_TRY(rt_relayout_in_place(w->grad, layout));
+    if (w->grad) { /* converted with the weight: check it first, so nothing changes on a refusal */
+        char g[64];
+        if (w->grad->dtype != RT_F32)
+            return rt_error_set(RT_ERR_DTYPE, "rt_weight_set_layout: the grad of weight %s is %s; it must be float32",
+                                rt_tensor_shape_str(w, a, sizeof a), rt_dtype_str(w->grad->dtype));
+        if (!rt_tensor_same_shape(w, w->grad) || w->grad->layout != w->layout)
+            return rt_error_set(RT_ERR_SHAPE, "rt_weight_set_layout: the grad %s of weight %s has another shape or "
+                                "memory order; drop it (rt_tensor_zero_grad) first",
+                                rt_tensor_shape_str(w->grad, g, sizeof g), rt_tensor_shape_str(w, a, sizeof a));
+        RT_TRY(rt_relayout_in_place(w->grad, layout));
+    }
     return rt_relayout_in_place(w, layout);
 }
 

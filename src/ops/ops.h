@@ -221,12 +221,14 @@ rt_status rt_to_layout(rt_tensor *x, rt_layout layout, rt_tensor **out);
  * storage (through a TEMP copy of w's size), so every tensor and state dict
  * holding w sees the new order; w->grad, if any, is converted too; w's
  * version is bumped. Tensors made earlier that share the storage (detach,
- * view) keep their old layout field: convert before making them, and
- * before creating an optimizer, whose state takes w's layout at creation.
+ * view) keep their old layout field: convert before making them.
  * A no-op when w already has `layout`; on meta only the field changes.
+ * An optimizer created before follows: rt_optimizer_step puts each
+ * parameter's state in the parameter's order (optim/optimizer.h).
  * Errors: RT_ERR_INVALID_ARG (w NULL, a layout other than the two, w not a
- * leaf), RT_ERR_DTYPE (not f32), RT_ERR_SHAPE (not 4-D/5-D, or channels not
- * multiples of the block for blocked), RT_ERR_OOM. */
+ * leaf), RT_ERR_DTYPE (w or its grad not f32), RT_ERR_SHAPE (not 4-D/5-D,
+ * channels not multiples of the block for blocked, a grad of another shape
+ * or order), RT_ERR_OOM; nothing is changed on an error. */
 rt_status rt_weight_set_layout(rt_tensor *w, rt_layout layout);
 /* Copies src's values into dst in dst's memory order (rt_tensor_copy, which
  * refuses differing orders, after reordering src through a TEMP copy when

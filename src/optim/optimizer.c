@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "ops/ops.h"
 
 /* PyTorch's optimizer.state[p] for one parameter. */
 typedef struct rt_param_state {
@@ -273,6 +274,22 @@ static rt_status rt_optimizer_check_grad(const rt_optimizer *opt, int i) {
                             rt_optimizer_name(opt), i, rt_tensor_shape_str(p, a, sizeof a),
                             rt_tensor_shape_str(g, b, sizeof b));
     }
+    if (g->layout != p->layout) /* the elementwise update would pair unrelated elements */
+        return rt_error_set(RT_ERR_STATE, "%s.step: parameter %d and its grad are in different memory orders "
+                            "(layouts %d and %d); convert the parameter with rt_weight_set_layout, which converts its "
+                            "grad too", rt_optimizer_name(opt), i, (int)p->layout, (int)g->layout);
+    return RT_OK;
+}
+
+/* Puts parameter i's state buffers in the parameter's memory order: a
+ * weight converted (rt_weight_set_layout) after its state was made keeps
+ * its moments meaning what they meant, as PyTorch's state follows a
+ * parameter's memory format. */
+static rt_status rt_optimizer_state_follow_layout(rt_optimizer *opt, int i) {
+    rt_param_state *st = &opt->state[i];
+    for (int b = 0; b < opt->nbuf; b++)
+        if (st->buf[b] && st->buf[b]->layout != opt->params[i]->layout)
+            RT_TRY(rt_weight_set_layout(st->buf[b], opt->params[i]->layout));
     return RT_OK;
 }
 
@@ -327,6 +344,7 @@ rt_status rt_optimizer_step(rt_optimizer *opt) {
     for (int i = 0; i < opt->n; i++) {
         if (!opt->params[i]->grad || rt_optimizer_is_foreign(opt, i)) continue;
         rt_status s = rt_optimizer_ensure_state(opt, i);
+        if (s == RT_OK) s = rt_optimizer_state_follow_layout(opt, i);
         if (s != RT_OK) {
             rt_mem_set_op(prev_op);
             return s;

@@ -135,13 +135,17 @@ rt_tensor *const *rt_optimizer_params(const rt_optimizer *opt);
  * without a closure). Grads are read, never modified. Increments the step
  * count (rt_optimizer_step_count) and, for each updated parameter, its own
  * state step.
+ * A state buffer in another memory order than its parameter (a weight
+ * converted by rt_weight_set_layout after the state was made) is first put
+ * in the parameter's order, so the moments keep their meaning.
  * All checks and state allocations happen before any parameter changes, so
  * on error no parameter has been modified. Errors: RT_ERR_INVALID_ARG when
  * opt is NULL, when
  * the current lr is negative or not finite (e.g. a bad schedule), or a grad
  * is on a different device than its parameter; RT_ERR_SHAPE when a grad's
  * shape differs from its parameter's; RT_ERR_DTYPE when a grad is not f32;
- * RT_ERR_OOM when the state cannot be allocated. */
+ * RT_ERR_STATE when a grad is in another memory order than its parameter;
+ * RT_ERR_OOM when the state cannot be allocated or converted. */
 rt_status rt_optimizer_step(rt_optimizer *opt);
 
 /* Drops every parameter's .grad (rt_tensor_zero_grad: release and set to

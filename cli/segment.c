@@ -118,8 +118,8 @@ static const char *default_model(void) { return "unet3d"; }
 
 static int seg_parse(int argc, char **argv, seg_opts *o) {
     *o = (seg_opts){.cmd = argv[0], .image = SEG_TEMPLATES "/ch2.nii.gz", .model = NULL, .optimizer = "adamw",
-                    .out = "segment-out", .augment = true, .transpose = true, .mirror = true, .holdout = 0.3f, .lr = NAN, .momentum = 0.99f,
-                    .weight_decay = 3e-5f, .overlap = 0.5f, .fg_fraction = 0.33f, .patch = {48, 48, 48},
+                    .out = "segment-out", .augment = true, .transpose = true, .mirror = true, .holdout = 0.3f,
+                    .lr = NAN, .momentum = 0.99f, .weight_decay = 3e-5f, .overlap = 0.5f, .fg_fraction = 0.33f, .patch = {48, 48, 48},
                     .batch = 3, .epochs = 6, .steps = 150, .eval_batch = 2, .eval_every = 0};
     const char *norm = "nonzero";
     for (int i = 1; i < argc; i++) {

@@ -3141,6 +3141,11 @@ CHECK_FN(rt_get_num_threads) { VAL(rt_get_num_threads() >= 1); }
 
 /* The run-time ISA queries take nothing and never fail. */
 CHECK_FN(rt_layout_block) { VAL(rt_layout_block() == 8 || rt_layout_block() == 16); }
+CHECK_FN(rt_layout_weight_blockable) { /* impossible sizes answer false */
+    int64_t b = rt_layout_block();
+    VAL(rt_layout_weight_blockable(b, 2 * b) && !rt_layout_weight_blockable(b, 3) && !rt_layout_weight_blockable(0, b) &&
+        !rt_layout_weight_blockable(-b, b));
+}
 CHECK_FN(rt_cpu_level_get) { VAL(rt_cpu_level_get() >= RT_CPU_BASELINE && rt_cpu_level_get() <= RT_CPU_AVX512); }
 CHECK_FN(rt_cpu_level_name) {
     VAL(strcmp(rt_cpu_level_name((rt_cpu_level)99), "unknown") == 0);
@@ -3691,7 +3696,7 @@ static const api_entry kernels_entries[] = {
     E(rt_kernel_conv_backward_weights), E(rt_conv_algo_set), E(rt_conv_algo_get), E(rt_conv_algo_name),
     E(rt_conv_algo_parse), E(rt_conv_shape_check),
     /* kernels/eltwise.h, layout.h */
-    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_cpu_level_get),
+    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_layout_weight_blockable), E(rt_cpu_level_get),
     E(rt_cpu_level_name), E(rt_cpu_dnnl_isa_name),
     /* kernels/norm.h */
     E(rt_kernel_batchnorm_forward_train), E(rt_kernel_batchnorm_forward_eval), E(rt_kernel_batchnorm_backward),

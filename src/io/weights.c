@@ -26,23 +26,6 @@ static rt_status rt_add_tensor(rt_st_writer *w, const char *name, rt_tensor *t, 
                             rt_tensor_data(t), rt_tensor_nbytes(t));
 }
 
-/* Copies file entry fe into the f32 tensor t, converting the dtype and,
- * for a tensor in another memory order, the order (through a plain copy). */
-static void rt_copy_to_f32(const rt_st_entry *e, float *dst, int64_t n);
-static rt_status rt_load_f32(rt_tensor *t, const rt_st_entry *fe) {
-    if (t->layout == RT_LAYOUT_PLAIN) {
-        rt_copy_to_f32(fe, rt_tensor_f32(t), rt_tensor_numel(t));
-        rt_tensor_bump_version(t); /* loaded values: cached weight layouts are stale */
-        return RT_OK;
-    }
-    rt_tensor *plain = rt_tensor_create(t->ndim, t->shape, RT_F32, t->device, RT_MEM_TEMP);
-    if (!plain) return rt_error_last_status();
-    rt_copy_to_f32(fe, rt_tensor_f32(plain), rt_tensor_numel(t));
-    rt_status st = rt_copy_in_layout(t, plain); /* bumps t's version: cached weight layouts are stale */
-    rt_tensor_release(plain);
-    return st;
-}
-
 /* RT_ERR_INVALID_ARG unless extra[0..n-1] is a valid list of named tensors. */
 static rt_status rt_check_extra(const char *fn, const rt_named_tensor *extra, int n) {
     if (n < 0 || (n > 0 && !extra))
@@ -119,6 +102,22 @@ static void rt_copy_to_f32(const rt_st_entry *e, float *dst, int64_t n) {
             dst[i] = f16 ? rt_f16_to_f32(h) : rt_bf16_to_f32(h);
         }
     }
+}
+
+/* Copies file entry fe into the f32 tensor t, converting the dtype and,
+ * for a tensor in another memory order, the order (through a plain copy). */
+static rt_status rt_load_f32(rt_tensor *t, const rt_st_entry *fe) {
+    if (t->layout == RT_LAYOUT_PLAIN) {
+        rt_copy_to_f32(fe, rt_tensor_f32(t), rt_tensor_numel(t));
+        rt_tensor_bump_version(t); /* loaded values: cached weight layouts are stale */
+        return RT_OK;
+    }
+    rt_tensor *plain = rt_tensor_create(t->ndim, t->shape, RT_F32, t->device, RT_MEM_TEMP);
+    if (!plain) return rt_error_last_status();
+    rt_copy_to_f32(fe, rt_tensor_f32(plain), rt_tensor_numel(t));
+    rt_status st = rt_copy_in_layout(t, plain); /* bumps t's version: cached weight layouts are stale */
+    rt_tensor_release(plain);
+    return st;
 }
 
 /* Checks that file entry `e` can fill a tensor of (dtype, ndim, shape);

@@ -249,11 +249,10 @@ rt_status rt_dnnl_weight_layout_check(rt_layout layout, int64_t o, int64_t i, in
     if (layout != RT_LAYOUT_WEIGHT_BLOCKED)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown weight layout value %d (plain OIHW or "
                             "RT_LAYOUT_WEIGHT_BLOCKED)", desc, (int)layout);
-    int64_t b = rt_layout_block();
-    if (groups != 1 || o % b || i % b)
+    if (groups != 1 || !rt_layout_weight_blockable(o, i))
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: the blocked weight layout needs groups 1 and output and input "
-                            "channels (%lld, %lld) that are multiples of %lld", desc, (long long)o, (long long)i,
-                            (long long)b);
+                            "channels (%lld, %lld) that are multiples of %d", desc, (long long)o, (long long)i,
+                            rt_layout_block());
     return RT_OK;
 }
 

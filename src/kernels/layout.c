@@ -9,7 +9,10 @@
 #include "kernels/dnnl_common.h"
 
 static const char *layout_name(rt_layout l) {
-    return l == RT_LAYOUT_PLAIN ? "plain" : l == RT_LAYOUT_BLOCKED ? "blocked" : l == RT_LAYOUT_WEIGHT_BLOCKED ? "weight-blocked" : "unknown";
+    return l == RT_LAYOUT_PLAIN              ? "plain"
+           : l == RT_LAYOUT_BLOCKED          ? "blocked"
+           : l == RT_LAYOUT_WEIGHT_BLOCKED   ? "weight-blocked"
+                                             : "unknown";
 }
 
 /* Checks a reorder's arguments and writes its description. */
@@ -39,7 +42,7 @@ static rt_status reorder_check(int ndim, const int64_t *shape, rt_layout from, r
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: the blocked layout needs C (%lld) to be a multiple of %d", desc,
                             (long long)shape[1], rt_layout_block());
-    if (weight && (shape[0] % rt_layout_block() || shape[1] % rt_layout_block()))
+    if (weight && !rt_layout_weight_blockable(shape[0], shape[1]))
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: the blocked weight layout needs O (%lld) and I (%lld) to be multiples of %d", desc,
                             (long long)shape[0], (long long)shape[1], rt_layout_block());
@@ -96,6 +99,11 @@ rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout fro
     }
     void *ptrs[2] = {(void *)src, dst};
     return rt_dnnl_entry_exec(p.entry, ptrs);
+}
+
+bool rt_layout_weight_blockable(int64_t o, int64_t i) {
+    const int64_t b = rt_layout_block();
+    return o >= 1 && i >= 1 && o % b == 0 && i % b == 0;
 }
 
 int rt_layout_block(void) {

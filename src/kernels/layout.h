@@ -16,6 +16,7 @@
 #ifndef RT_KERNELS_LAYOUT_H
 #define RT_KERNELS_LAYOUT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../core/layout.h"
@@ -31,6 +32,13 @@
  * dnnl_set_max_cpu_isa, if at all, before any revtorch call). Never fails;
  * at most RT_LAYOUT_BLOCK_MAX. */
 int rt_layout_block(void);
+
+/* Whether a convolution weight with o output and i input channels (per
+ * group; groups must be 1) can be RT_LAYOUT_WEIGHT_BLOCKED (core/layout.h):
+ * both multiples of rt_layout_block(), so the blocked order pads nothing.
+ * The one rule the kernels, rt_weight_set_layout and
+ * rt_module_set_weight_layout apply. False for o or i < 1. */
+bool rt_layout_weight_blockable(int64_t o, int64_t i);
 
 /* Copies a tensor of logical shape `shape` (ndim 4: N,C,H,W or 5: N,C,D,H,W)
  * from layout `from` in src to layout `to` in dst (oneDNN reorder primitive,

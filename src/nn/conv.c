@@ -93,9 +93,9 @@ static rt_status rt_conv_weight_layout_visit(rt_module *m, const char *path, voi
     rt_weight_layout_walk *walk = user;
     if (!rt_is_conv(m)) return RT_OK;
     rt_conv_module *c = (rt_conv_module *)m;
-    int64_t b = rt_layout_block();
     rt_tensor *w = c->weight;
-    if (walk->layout == RT_LAYOUT_WEIGHT_BLOCKED && (c->opts.groups != 1 || w->shape[0] % b || w->shape[1] % b))
+    if (walk->layout == RT_LAYOUT_WEIGHT_BLOCKED &&
+        (c->opts.groups != 1 || !rt_layout_weight_blockable(w->shape[0], w->shape[1])))
         return RT_OK; /* stays OIHW: oneDNN computes these in another order */
     if (w->layout == walk->layout) return RT_OK;
     RT_TRY(rt_weight_set_layout(w, walk->layout));

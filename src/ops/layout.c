@@ -117,11 +117,10 @@ rt_status rt_weight_set_layout(rt_tensor *w, rt_layout layout) {
         return rt_error_set(RT_ERR_SHAPE, "rt_weight_set_layout: a convolution weight is (O, I, [D,] H, W), got %s",
                             rt_tensor_shape_str(w, a, sizeof a));
     if (w->layout == layout) return RT_OK;
-    int64_t b = rt_layout_block();
-    if (layout == RT_LAYOUT_WEIGHT_BLOCKED && (w->shape[0] % b || w->shape[1] % b))
+    if (layout == RT_LAYOUT_WEIGHT_BLOCKED && !rt_layout_weight_blockable(w->shape[0], w->shape[1]))
         return rt_error_set(RT_ERR_SHAPE, "rt_weight_set_layout: the blocked weight layout needs output and input "
-                            "channels that are multiples of %lld, got weight %s; keep this one plain", (long long)b,
-                            rt_tensor_shape_str(w, a, sizeof a));
+                            "channels that are multiples of %d, got weight %s; keep this one plain",
+                            rt_layout_block(), rt_tensor_shape_str(w, a, sizeof a));
     if (w->layout != RT_LAYOUT_PLAIN && w->layout != RT_LAYOUT_WEIGHT_BLOCKED)
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_weight_set_layout: the weight %s is in an activation layout",
                             rt_tensor_shape_str(w, a, sizeof a));

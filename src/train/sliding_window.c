@@ -101,16 +101,10 @@ static rt_status window_probs(rt_module *net, rt_tensor *batch_x, int64_t K, con
     }
     if (st == RT_OK) st = rt_softmax_channels(logits, &probs);
     if (st == RT_OK) st = rt_to_layout(probs, RT_LAYOUT_PLAIN, &plain);
+    /* plain is probs itself or its reordered copy, held by nothing else
+     * (grad mode is off): flipped back in place */
     for (int a = 0; a < 3 && st == RT_OK; a++)
-        if (flips & (1 << a)) {
-            if (plain == probs) { /* shared with the softmax's output: flip a copy */
-                rt_tensor *c = rt_tensor_to(plain, RT_F32, RT_MEM_TEMP);
-                rt_tensor_release(plain);
-                plain = c;
-                if (!c) st = rt_error_last_status();
-            }
-            if (st == RT_OK) st = rt_volume_flip(plain, a);
-        }
+        if (flips & (1 << a)) st = rt_volume_flip(plain, a);
     if (x != batch_x) rt_tensor_release(x);
     rt_tensor_release(logits);
     rt_tensor_release(probs);
@@ -130,14 +124,9 @@ static rt_status run_windows(rt_module *net, rt_tensor *batch_x, int64_t nb, con
     rt_status st = window_probs(net, batch_x, K, win, 0, &plain);
     if (st == RT_OK && mirror) {
         /* nnU-Net's test-time mirroring (use_mirroring, all axes): the mean
-         * of the softmax under the 8 combinations of flipped axes */
-        if (plain->storage->refcount > 1 || plain->refcount > 1) {
-            rt_tensor *c = rt_tensor_to(plain, RT_F32, RT_MEM_TEMP);
-            rt_tensor_release(plain);
-            plain = c;
-            if (!c) st = rt_error_last_status();
-        }
-        float *sum = st == RT_OK ? rt_tensor_f32(plain) : NULL;
+         * of the softmax under the 8 combinations of flipped axes, summed
+         * into the unflipped probabilities (window_probs's own tensor) */
+        float *sum = rt_tensor_f32(plain);
         const int64_t n = rt_tensor_numel(plain);
         for (int flips = 1; flips < 8 && st == RT_OK; flips++) {
             rt_tensor *pm = NULL;

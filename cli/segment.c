@@ -37,6 +37,9 @@ typedef struct seg_opts {
     bool augment, norm_nonzero;
     bool transpose; /* --transpose on|off: rt_patch_options.transpose */
     bool mirror;    /* --tta on|off: rt_sliding_window_options.mirror */
+    bool save_probs; /* --save-probabilities: OUT/probabilities.nii.gz */
+    float threshold; /* --threshold X: two-class decision threshold; NAN: auto (train), recorded (predict, eval) */
+    bool threshold_auto; /* --threshold auto given (train only) */
     float holdout, lr, momentum, weight_decay, overlap, fg_fraction;
     int64_t patch[3], batch, epochs, steps, seed, threads, eval_batch, eval_every;
     cli_ckpt_args ckpt;
@@ -51,6 +54,16 @@ typedef struct seg_data {
     int32_t values[SEG_MAX_CLASSES];   /* class k's value in the label file (binary: 0, 1) */
     int64_t split;                     /* first held-out axial index (D axis) */
 } seg_data;
+
+/* How a two-class prediction turned probabilities into labels. */
+typedef struct seg_decision {
+    float threshold;    /* foreground when the averaged probability exceeds it; 0.5: argmax */
+    const char *source; /* "argmax", "auto (training slab)", "--threshold", "recorded in the weights" */
+    double heldout_argmax;          /* held-out Dice of the argmax labels (NaN: not scored or the same) */
+    double train_dice, train_argmax; /* auto: training-slab Dice at the threshold and at argmax */
+} seg_decision;
+
+static seg_decision seg_argmax(void) { return (seg_decision){0.5f, "argmax", NAN, NAN, NAN}; }
 
 static void seg_usage(FILE *f) {
     fprintf(f,
@@ -90,6 +103,13 @@ static void seg_usage(FILE *f) {
             "  --eval-batch N        windows per forward in inference (default 2)\n"
             "  --tta on|off          test-time mirroring: each window's softmax averaged over its 8\n"
             "                        flipped copies, 8x the inference time (nnU-Net's default; default on)\n"
+            "  --threshold auto|X    two-class tasks: label a voxel foreground when its averaged probability\n"
+            "                        exceeds X (0.5 = argmax); train's default auto picks, from 0.05 to 0.95,\n"
+            "                        the X with the best Dice on the training slab (never the held-out one)\n"
+            "                        and records it in the weights; predict and eval use the recorded one\n"
+            "  --save-probabilities  also write OUT/probabilities.nii.gz: the softmax averaged over windows\n"
+            "                        (and mirrors), float32, one volume per class (5th NIfTI dimension),\n"
+            "                        the input's grid (nnU-Net's --save_probabilities)\n"
             "  --eval-every N        also score the held-out slab every N epochs (default 0: only at the end)\n"
             "  --seed N              initialisation and sampling seed (default 0)\n"
             "  --out DIR             output directory (default segment-out; created)\n"
@@ -120,7 +140,7 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
     *o = (seg_opts){.cmd = argv[0], .image = SEG_TEMPLATES "/ch2.nii.gz", .model = NULL, .optimizer = "adamw",
                     .out = "segment-out", .augment = true, .transpose = true, .mirror = true, .holdout = 0.3f,
                     .lr = NAN, .momentum = 0.99f, .weight_decay = 3e-5f, .overlap = 0.5f, .fg_fraction = 0.33f, .patch = {48, 48, 48},
-                    .batch = 3, .epochs = 6, .steps = 150, .eval_batch = 2, .eval_every = 0};
+                    .batch = 3, .epochs = 6, .steps = 150, .eval_batch = 2, .eval_every = 0, .threshold = NAN};
     const char *norm = "nonzero";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -139,6 +159,11 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
         else if (!strcmp(a, "--no-augment")) o->augment = false;
         else if (!strcmp(a, "--transpose")) ok = cli_on_off(argc, argv, &i, "--transpose", &o->transpose);
         else if (!strcmp(a, "--tta")) ok = cli_on_off(argc, argv, &i, "--tta", &o->mirror);
+        else if (!strcmp(a, "--save-probabilities")) o->save_probs = true;
+        else if (!strcmp(a, "--threshold")) {
+            if (i + 1 < argc && !strcmp(argv[i + 1], "auto")) o->threshold = NAN, o->threshold_auto = true, i++;
+            else ok = cli_float_in(argc, argv, &i, 0, 1, true, "(a probability, or auto)", &o->threshold);
+        }
         else if (!strcmp(a, "--holdout")) {
             o->holdout_given = true;
             ok = cli_float_in(argc, argv, &i, 0, 1, true, "(fraction of the axial slices held out)", &o->holdout);
@@ -206,6 +231,15 @@ static int seg_parse(int argc, char **argv, seg_opts *o) {
     if (strcmp(o->cmd, "train") && !o->weights) {
         fprintf(stderr, "revtorch segment %s: --weights FILE is required (the file `revtorch segment train` "
                         "saved)\n", o->cmd);
+        return 2;
+    }
+    if (!isnan(o->threshold) && !(o->threshold > 0.0f)) {
+        fprintf(stderr, "revtorch segment %s: --threshold must lie in (0, 1) (0.5 is the argmax), got 0\n", o->cmd);
+        return 2;
+    }
+    if (o->threshold_auto && strcmp(o->cmd, "train")) {
+        fprintf(stderr, "revtorch segment %s: --threshold auto is chosen on the training slab by `segment train` and "
+                        "recorded in the weights; give a number here, or nothing to use the recorded one\n", o->cmd);
         return 2;
     }
     if (isnan(o->lr)) o->lr = strcmp(o->optimizer, "sgd") ? 3e-3f : 1e-2f;
@@ -385,8 +419,10 @@ static void seg_progress(void *user, int64_t done, int64_t total) {
 }
 
 /* Sliding-window prediction of image box [lo, hi) (context included; the
- * caller scores only what it needs). */
-static rt_status seg_predict(const seg_opts *o, rt_model *m, const rt_tensor *image, int64_t K, rt_tensor **labels) {
+ * caller scores only what it needs): the argmax labels, and the averaged
+ * probabilities [K, D, H, W] when probs is not NULL. */
+static rt_status seg_predict(const seg_opts *o, rt_model *m, const rt_tensor *image, int64_t K, rt_tensor **labels,
+                             rt_tensor **probs) {
     rt_sliding_window_options so = rt_sliding_window_defaults();
     cli_progress bar = {0};
     so.progress = seg_progress;
@@ -396,7 +432,7 @@ static rt_status seg_predict(const seg_opts *o, rt_model *m, const rt_tensor *im
     so.batch = o->eval_batch;
     so.mirror = o->mirror;
     rt_module_train(m->net, false);
-    rt_status st = rt_sliding_window_predict(m->net, image, K, &so, NULL, labels);
+    rt_status st = rt_sliding_window_predict(m->net, image, K, &so, probs, labels);
     if (bar.out) cli_progress_finish(&bar);
     rt_module_train(m->net, true);
     return st;
@@ -422,6 +458,44 @@ static rt_status seg_score(const seg_data *d, const rt_tensor *pred, int64_t fir
     return st;
 }
 
+/* pred[v] = (class-1 probability of voxel v > t): a two-class decision at
+ * threshold t over probs [2, D, H, W]; t = 0.5 keeps the argmax labels
+ * (which break exact ties towards class 0, as this does). */
+static void seg_apply_threshold(const rt_tensor *probs, float t, rt_tensor *pred) {
+    if (t == 0.5f) return;
+    const int64_t n = rt_tensor_numel(pred);
+    const float *p1 = rt_tensor_f32(probs) + n;
+    int32_t *y = rt_tensor_data(pred);
+    for (int64_t v = 0; v < n; v++) y[v] = p1[v] > t;
+}
+
+/* --threshold auto: of 0.05, 0.10, ..., 0.95, the threshold whose labels
+ * have the best Dice on the training slab (axial slices k < d->split),
+ * which the model was trained on; the held-out slab is never looked at.
+ * Ties go to the threshold nearest 0.5 (rt_dice_threshold_sweep). */
+static rt_status seg_calibrate(const seg_data *d, const rt_tensor *probs, seg_decision *dec) {
+    const int64_t H = d->labels->shape[1], W = d->labels->shape[2], n = d->split * H * W;
+    const int64_t lo[3] = {0, 0, 0}, hi[3] = {d->split, H, W};
+    float grid[19];
+    for (int i = 0; i < 19; i++) grid[i] = (float)(i + 1) / 20.0f;
+    double dice[19];
+    int best = -1;
+    rt_tensor *p1 = rt_tensor_create(3, hi, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *lab = NULL;
+    rt_status st = p1 ? rt_volume_crop(d->labels, lo, hi, &lab) : rt_error_last_status();
+    if (st == RT_OK) { /* the class-1 probabilities of slices 0..split-1: the start of channel 1 */
+        memcpy(rt_tensor_f32(p1), rt_tensor_f32(probs) + rt_tensor_numel(d->labels), (size_t)n * sizeof(float));
+        st = rt_dice_threshold_sweep(p1, lab, 19, grid, dice, &best);
+    }
+    if (st == RT_OK && best >= 0) {
+        *dec = (seg_decision){grid[best], "auto (training slab)", NAN, dice[best], dice[9]}; /* grid[9] = 0.5 */
+    } else if (st == RT_OK) {
+        *dec = seg_argmax(); /* no foreground in the training slab: nothing to calibrate on */
+    }
+    rt_tensor_release(p1);
+    rt_tensor_release(lab);
+    return st;
+}
+
 /* The held-out slab with half a window of context below it, predicted, and
  * scored on the slab alone. */
 static rt_status seg_eval_slab(const seg_opts *o, rt_model *m, const seg_data *d, double *dice, double *mean) {
@@ -432,7 +506,7 @@ static rt_status seg_eval_slab(const seg_opts *o, rt_model *m, const seg_data *d
     const int64_t lo[3] = {from, 0, 0}, hi[3] = {D, H, W}, llo[3] = {from, 0, 0};
     rt_tensor *img = NULL, *pred = NULL, *lab = NULL;
     rt_status st = rt_volume_crop(d->image, lo, hi, &img);
-    if (st == RT_OK) st = seg_predict(o, m, img, d->K, &pred);
+    if (st == RT_OK) st = seg_predict(o, m, img, d->K, &pred, NULL);
     if (st == RT_OK) st = rt_volume_crop(d->labels, llo, hi, &lab);
     if (st == RT_OK) {
         seg_data sub = *d;
@@ -466,7 +540,7 @@ static void out_path(const seg_opts *o, const char *name, char *buf, size_t n) {
 
 /* Writes dice.csv and dice.json (via temporaries renamed over them). */
 static rt_status seg_write_dice(const seg_opts *o, const seg_data *d, const double *dice, double mean,
-                                double seconds) {
+                                const seg_decision *dec, double seconds) {
     char path[2][CLI_PATH_MAX], tmp[CLI_PATH_MAX + 32];
     out_path(o, "dice.csv", path[0], sizeof path[0]);
     out_path(o, "dice.json", path[1], sizeof path[1]);
@@ -482,9 +556,18 @@ static rt_status seg_write_dice(const seg_opts *o, const seg_data *d, const doub
         } else {
             fprintf(fp, "{\n  \"image\": \"%s\",\n  \"labels\": \"%s\",\n  \"heldout_first_axial_index\": %lld,\n"
                         "  \"classes\": %lld,\n  \"overlap\": %.3f,\n  \"tta_mirroring\": %s,\n"
-                        "  \"mean_foreground_dice\": %.6f,\n  \"seconds\": %.1f,\n  \"dice\": [",
+                        "  \"mean_foreground_dice\": %.6f,\n  \"seconds\": %.1f,\n",
                     o->image, o->labels, (long long)d->split, (long long)d->K, (double)o->overlap,
                     o->mirror ? "true" : "false", isnan(mean) ? -1.0 : mean, seconds);
+            if (d->K == 2) {
+                fprintf(fp, "  \"threshold\": %.4f,\n  \"threshold_source\": \"%s\",\n", (double)dec->threshold,
+                        dec->source);
+                if (!isnan(dec->heldout_argmax)) fprintf(fp, "  \"dice_at_argmax\": %.6f,\n", dec->heldout_argmax);
+                if (!isnan(dec->train_dice))
+                    fprintf(fp, "  \"training_slab_dice\": %.6f,\n  \"training_slab_dice_at_argmax\": %.6f,\n",
+                            dec->train_dice, dec->train_argmax);
+            }
+            fprintf(fp, "  \"dice\": [");
             for (int64_t k = 0; k < d->K; k++) {
                 if (isnan(dice[k])) fprintf(fp, "%snull", k ? ", " : "");
                 else fprintf(fp, "%s%.6f", k ? ", " : "", dice[k]);
@@ -509,6 +592,14 @@ static rt_status seg_write_nifti(const seg_opts *o, const seg_data *d, const rt_
     return st;
 }
 
+/* --save-probabilities: [K, D, H, W] f32 with the image's geometry. */
+static rt_status seg_write_probs(const seg_opts *o, const seg_data *d, const rt_tensor *probs) {
+    if (!o->save_probs || !probs) return RT_OK;
+    char path[CLI_PATH_MAX];
+    out_path(o, "probabilities.nii.gz", path, sizeof path);
+    return rt_nifti_write(path, probs, d->info.affine);
+}
+
 static rt_status seg_write_png(const seg_opts *o, const seg_data *d, const rt_tensor *pred, const char *title) {
     char path[CLI_PATH_MAX];
     out_path(o, "overlay.png", path, sizeof path);
@@ -519,8 +610,10 @@ static rt_status seg_write_png(const seg_opts *o, const seg_data *d, const rt_te
 }
 
 /* Metadata written with the weights, read back by predict and eval. */
-static rt_status seg_save_weights(const seg_opts *o, const rt_model *m, const seg_data *d, const char *path) {
-    char classes[16], values[SEG_MAX_CLASSES * 12] = "", patch[64], channels[16], holdout[32];
+static rt_status seg_save_weights(const seg_opts *o, const rt_model *m, const seg_data *d, float threshold,
+                                  const char *path) {
+    char classes[16], values[SEG_MAX_CLASSES * 12] = "", patch[64], channels[16], holdout[32], thr[32];
+    snprintf(thr, sizeof thr, "%.9g", (double)threshold);
     snprintf(classes, sizeof classes, "%lld", (long long)d->K);
     snprintf(channels, sizeof channels, "%lld", (long long)d->image->shape[0]);
     snprintf(holdout, sizeof holdout, "%.9g", (double)o->holdout);
@@ -532,7 +625,7 @@ static rt_status seg_save_weights(const seg_opts *o, const rt_model *m, const se
     }
     const char *meta[] = {"model", m->name, "task", "segment", "num_classes", classes, "in_channels", channels,
                           "label_values", values, "patch", patch, "binary", o->binary ? "1" : "0",
-                          "norm", o->norm_nonzero ? "nonzero" : "volume", "holdout", holdout};
+                          "norm", o->norm_nonzero ? "nonzero" : "volume", "holdout", holdout, "threshold", thr};
     return rt_weights_save(m->sd, NULL, 0, meta, (int)(sizeof meta / sizeof meta[0]) / 2, path);
 }
 
@@ -590,7 +683,7 @@ static int seg_train(const seg_opts *o) {
     rt_model *m = NULL;
     rt_patch_sampler *sampler = NULL;
     rt_optimizer *opt = NULL;
-    rt_tensor *pred = NULL;
+    rt_tensor *pred = NULL, *probs = NULL;
     const char *model = o->model ? o->model : default_model();
     rc = 1;
     if (seg_load(o, true, false, &d) != RT_OK) {
@@ -598,6 +691,12 @@ static int seg_train(const seg_opts *o) {
         goto done;
     }
     const int64_t C = d.image->shape[0], D = d.image->shape[1], H = d.image->shape[2], W = d.image->shape[3];
+    if (!isnan(o->threshold) && d.K != 2) {
+        fprintf(stderr, "revtorch segment train: --threshold applies to two-class tasks (--binary); %s has %lld "
+                        "classes, labelled by the argmax\n", o->labels, (long long)d.K);
+        rc = 2;
+        goto done;
+    }
     if (d.split < o->patch[0] || d.split >= D) {
         fprintf(stderr, "revtorch segment train: --holdout %g leaves %lld training slices and %lld held-out ones; "
                         "both must be non-empty and the training slab at least --patch's D (%lld)\n",
@@ -707,12 +806,25 @@ static int seg_train(const seg_opts *o) {
     }
     rt_mem_set_limit(0);
     double train_s = cli_now_s() - t_start;
-    if (seg_save_weights(o, m, &d, weights) != RT_OK) {
+    /* saved before predicting, so that a failure there keeps them */
+    if (seg_save_weights(o, m, &d, 0.5f, weights) != RT_OK) {
         cli_fail("cannot save the weights");
         goto done;
     }
     double tp = cli_now_s();
-    if (seg_predict(o, m, d.image, d.K, &pred) != RT_OK || seg_score(&d, pred, d.split, dice, &mean) != RT_OK) {
+    seg_decision dec = seg_argmax();
+    rt_status pst = seg_predict(o, m, d.image, d.K, &pred, o->save_probs || d.K == 2 ? &probs : NULL);
+    if (pst == RT_OK && d.K == 2) {
+        if (isnan(o->threshold)) pst = seg_calibrate(&d, probs, &dec);
+        else dec = (seg_decision){o->threshold, "--threshold", NAN, NAN, NAN};
+    }
+    if (pst == RT_OK && dec.threshold != 0.5f) { /* score the argmax too, then relabel */
+        pst = seg_score(&d, pred, d.split, dice, &dec.heldout_argmax);
+        seg_apply_threshold(probs, dec.threshold, pred);
+        if (pst == RT_OK) pst = seg_save_weights(o, m, &d, dec.threshold, weights);
+    }
+    if (pst == RT_OK) pst = seg_score(&d, pred, d.split, dice, &mean);
+    if (pst != RT_OK) {
         cli_fail("prediction failed");
         goto done;
     }
@@ -722,26 +834,60 @@ static int seg_train(const seg_opts *o) {
     for (int64_t k = 0; k < d.K && k < 12; k++) printf(" %.4f", dice[k]);
     printf("%s\nheld-out mean foreground Dice %.4f after %.1f s of training, %.1f s in all\n", d.K > 12 ? " ..." : "",
            mean, train_s, total_s);
+    if (d.K == 2 && dec.threshold != 0.5f) {
+        printf("decision threshold %.2f", (double)dec.threshold);
+        if (!isnan(dec.train_dice))
+            printf(", the best on the training slab (Dice there %.4f, %.4f at the argmax)", dec.train_dice,
+                   dec.train_argmax);
+        printf("; held-out Dice at the argmax %.4f\n", dec.heldout_argmax);
+    }
     char title[256];
     snprintf(title, sizeof title, "%s, %s: held-out Dice %.4f (k >= %lld, above the dashed line, is held out)",
              m->name, d.K == 2 ? "brain extraction" : "parcellation", mean, (long long)d.split);
     rt_status st = seg_write_nifti(o, &d, pred);
+    if (st == RT_OK) st = seg_write_probs(o, &d, probs);
     if (st == RT_OK) st = seg_write_png(o, &d, pred, title);
-    if (st == RT_OK) st = seg_write_dice(o, &d, dice, mean, total_s);
+    if (st == RT_OK) st = seg_write_dice(o, &d, dice, mean, &dec, total_s);
     if (st != RT_OK) {
         cli_fail("cannot write the outputs");
         goto done;
     }
-    printf("wrote %s, %s/prediction.nii.gz, %s/overlay.png, %s/dice.csv, %s/dice.json\n", weights, o->out, o->out,
-           o->out, o->out);
+    printf("wrote %s, %s/prediction.nii.gz, %s/overlay.png, %s/dice.csv, %s/dice.json%s\n", weights, o->out, o->out,
+           o->out, o->out, o->save_probs ? ", probabilities.nii.gz" : "");
     rc = 0;
 done:
     rt_tensor_release(pred);
+    rt_tensor_release(probs);
     rt_patch_sampler_destroy(sampler);
     rt_optimizer_destroy(opt);
     rt_model_destroy(m);
     seg_data_free(&d);
     return rc;
+}
+
+/* predict and eval: the two-class threshold given, else the one train
+ * recorded in the weights, else the argmax. RT_ERR_INVALID_ARG (message
+ * printed) for --threshold on a task of more than two classes. */
+static rt_status seg_decide(const seg_opts *o, const seg_data *d, seg_decision *dec) {
+    char thr[32];
+    *dec = seg_argmax();
+    if (!isnan(o->threshold)) {
+        if (d->K != 2) {
+            fprintf(stderr, "revtorch segment %s: --threshold applies to two-class tasks; --weights %s has %lld "
+                            "classes, labelled by the argmax\n", o->cmd, o->weights, (long long)d->K);
+            return RT_ERR_INVALID_ARG;
+        }
+        dec->threshold = o->threshold;
+        dec->source = "--threshold";
+    } else if (d->K == 2 && rt_weights_read_metadata(o->weights, "threshold", thr, sizeof thr) == RT_OK) {
+        float t = strtof(thr, NULL);
+        if (t > 0.0f && t < 1.0f) {
+            dec->threshold = t;
+            dec->source = "recorded in the weights";
+        }
+    }
+    rt_error_clear(); /* weights saved before the threshold existed have none */
+    return RT_OK;
 }
 
 /* predict and eval: the model, classes and label values from the weights file. */
@@ -788,7 +934,8 @@ static int seg_apply(const seg_opts *o_in, bool score) {
         if (*p == ',') p++;
     }
     rt_model *m = NULL;
-    rt_tensor *pred = NULL;
+    rt_tensor *pred = NULL, *probs = NULL;
+    seg_decision dec = seg_argmax();
     double t0 = cli_now_s();
     rc = 1;
     if (seg_load(&oo, score, true, &d) != RT_OK) cli_fail("cannot read the volumes");
@@ -796,29 +943,36 @@ static int seg_apply(const seg_opts *o_in, bool score) {
         cli_fail("cannot create the model");
     else if (rt_weights_load(m->sd, NULL, 0, o->weights) != RT_OK) cli_fail("cannot load the weights");
     else if (cli_strategy_apply(&(cli_strategy){.reversible = true}, m), !m->net) cli_fail("out of memory");
-    else if (seg_predict(&oo, m, d.image, d.K, &pred) != RT_OK) cli_fail("prediction failed");
+    else if (seg_decide(&oo, &d, &dec) != RT_OK) rc = 2;
+    else if (seg_predict(&oo, m, d.image, d.K, &pred, o->save_probs || dec.threshold != 0.5f ? &probs : NULL) != RT_OK)
+        cli_fail("prediction failed");
     else {
         double dice[SEG_MAX_CLASSES], mean = NAN;
         char title[256];
         snprintf(title, sizeof title, "%s: prediction of %s", m->name, o->image);
         rt_status st = RT_OK;
-        if (score && (st = seg_score(&d, pred, d.split, dice, &mean)) == RT_OK) {
+        if (score && dec.threshold != 0.5f) st = seg_score(&d, pred, d.split, dice, &dec.heldout_argmax);
+        seg_apply_threshold(probs, dec.threshold, pred);
+        if (dec.threshold != 0.5f) printf("decision threshold %.2f (%s)\n", (double)dec.threshold, dec.source);
+        if (st == RT_OK && score && (st = seg_score(&d, pred, d.split, dice, &mean)) == RT_OK) {
             printf("held-out slab (k >= %lld) mean foreground Dice %.4f over %lld classes\n", (long long)d.split,
                    mean, (long long)d.K);
             snprintf(title, sizeof title, "%s: held-out Dice %.4f (k >= %lld, above the dashed line)", m->name, mean,
                      (long long)d.split);
-            st = seg_write_dice(&oo, &d, dice, mean, cli_now_s() - t0);
+            st = seg_write_dice(&oo, &d, dice, mean, &dec, cli_now_s() - t0);
         }
         if (st == RT_OK) st = seg_write_nifti(&oo, &d, pred);
+        if (st == RT_OK) st = seg_write_probs(&oo, &d, probs);
         if (st == RT_OK) st = seg_write_png(&oo, &d, pred, title);
         if (st != RT_OK) cli_fail("cannot write the outputs");
         else {
-            printf("wrote %s/prediction.nii.gz, %s/overlay.png%s\n", o->out, o->out,
-                   score ? ", dice.csv, dice.json" : "");
+            printf("wrote %s/prediction.nii.gz, %s/overlay.png%s%s\n", o->out, o->out,
+                   score ? ", dice.csv, dice.json" : "", o->save_probs ? ", probabilities.nii.gz" : "");
             rc = 0;
         }
     }
     rt_tensor_release(pred);
+    rt_tensor_release(probs);
     rt_model_destroy(m);
     seg_data_free(&d);
     return rc;

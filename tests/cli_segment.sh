@@ -14,8 +14,8 @@ pass=0; fail=0
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/cli_lib.sh"
 fast=(--model standin --patch 32,32,32 --batch 2 --epochs 1 --steps 3 --overlap 0 --eval-every 0 --threads 2 --tta off)
-check train 0 "held-out mean foreground Dice" "$bin" segment train "${fast[@]}" --out "$tmp/run"
-for f in weights.safetensors prediction.nii.gz overlay.png dice.csv dice.json; do
+check train 0 "held-out mean foreground Dice" "$bin" segment train "${fast[@]}" --save-probabilities --out "$tmp/run"
+for f in weights.safetensors prediction.nii.gz overlay.png dice.csv dice.json probabilities.nii.gz; do
     if [ -s "$tmp/run/$f" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL output $f missing"; fi
 done
 "$bin" inspect --json "$tpl/ch2.nii.gz" > "$tmp/in.json" && "$bin" inspect --json "$tmp/run/prediction.nii.gz" > "$tmp/out.json"
@@ -33,6 +33,20 @@ assert j['overlap'] == 0 and j['tta_mirroring'] is False
 assert all(0 <= d <= 1 for d in j['dice']) and abs(j['mean_foreground_dice'] - j['dice'][1]) < 1e-6
 rows = list(csv.DictReader(open('$tmp/run/dice.csv')))
 assert [r['class'] for r in rows] == ['0', '1'] and abs(float(rows[1]['dice']) - j['dice'][1]) < 1e-6"
+# the decision threshold: chosen on the training slab (its Dice there is the best of the sweep, so at least
+# the argmax's, which the sweep includes), recorded with the held-out Dice at the argmax when it differs
+py threshold "
+import json
+j = json.load(open('$tmp/run/dice.json'))
+assert j['threshold_source'] == 'auto (training slab)', j
+assert 0 < j['threshold'] < 1 and j['training_slab_dice'] >= j['training_slab_dice_at_argmax'], j
+assert (j['threshold'] == 0.5) == ('dice_at_argmax' not in j), j"
+"$bin" inspect --json "$tmp/run/probabilities.nii.gz" > "$tmp/prob.json"
+py probabilities "
+import json
+b = json.load(open('$tmp/prob.json'))
+assert b['shape'][:3] == [181, 217, 181] and b['shape'][-1] == 2, b['shape']
+assert 0 <= b['min'] and b['max'] <= 1 and b['max'] > 0.5, (b['min'], b['max'])"
 py png "
 d = open('$tmp/run/overlay.png', 'rb').read(24)
 assert d[:8] == b'\x89PNG\r\n\x1a\n' and int.from_bytes(d[16:20], 'big') > 600"
@@ -43,6 +57,14 @@ py eval-same-dice "
 import json
 a = json.load(open('$tmp/run/dice.json')); b = json.load(open('$tmp/ev/dice.json'))
 assert a['dice'] == b['dice'], (a['dice'], b['dice'])"
+# the argmax on request: the Dice train reported at the argmax
+check eval-argmax 0 "mean foreground Dice" "$bin" segment eval --weights "$tmp/run/weights.safetensors" --overlap 0 \
+    --tta off --threshold 0.5 --out "$tmp/ev5"
+py eval-argmax-dice "
+import json
+a = json.load(open('$tmp/run/dice.json')); b = json.load(open('$tmp/ev5/dice.json'))
+assert b['threshold'] == 0.5 and b['threshold_source'] == '--threshold', b
+assert abs(b['dice'][1] - a.get('dice_at_argmax', a['dice'][1])) < 1e-6, (a, b)"
 check predict 0 "prediction.nii.gz" "$bin" segment predict --weights "$tmp/run/weights.safetensors" --overlap 0 \
     --tta off --out "$tmp/pr"
 [ -s "$tmp/pr/prediction.nii.gz" ] && [ ! -e "$tmp/pr/dice.json" ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL predict outputs"; }
@@ -57,6 +79,12 @@ check train-plan 0 "step peak \([0-9.]*\) MiB measured (tracked, above the volum
     "$bin" segment train --model unet3d --patch 16,16,16 --batch 1 --epochs 1 --steps 2 --overlap 0 --eval-every 0 \
     --threads 2 --tta off --memory-mode balanced --out "$tmp/plan"
 check no-sub 2 "usage: revtorch segment" "$bin" segment
+check threshold-range 2 "--threshold" "$bin" segment train --threshold 1.5
+check threshold-zero 2 "must lie in (0, 1)" "$bin" segment train --threshold 0
+check threshold-auto-eval 2 "chosen on the training slab" "$bin" segment eval --weights "$tmp/run/weights.safetensors" \
+    --threshold auto
+check threshold-multiclass 2 "two-class tasks" "$bin" segment train "${fast[@]}" --labels "$tpl/aal.nii.gz" \
+    --threshold 0.6 --out "$tmp/x"
 check bad-sub 2 "unknown subcommand" "$bin" segment fit
 check bad-tta 2 "--tta: 'maybe'; choose on or off" "$bin" segment train --tta maybe
 check transpose-not-cube 2 "needs a cubic patch" "$bin" segment train --patch 32,32,16

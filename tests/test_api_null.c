@@ -4311,6 +4311,21 @@ CHECK_FN(rt_dice_per_class) {
     ST(RT_ERR_SHAPE, "shape", rt_dice_per_class(t, seg_labels(), 2, d));
 }
 
+CHECK_FN(rt_dice_threshold_sweep) {
+    rt_tensor *t = labels3d(), *p = T(1, 2, 2, 2);
+    const float th[1] = {0.5f};
+    double d[1];
+    int best;
+    ST(RT_ERR_INVALID_ARG, "prob", rt_dice_threshold_sweep(NULL, t, 1, th, d, &best));
+    ST(RT_ERR_INVALID_ARG, "target", rt_dice_threshold_sweep(p, NULL, 1, th, d, &best));
+    ST(RT_ERR_INVALID_ARG, "thresholds", rt_dice_threshold_sweep(p, t, 1, HIDDEN_NULL(const float *), d, &best));
+    ST(RT_ERR_INVALID_ARG, "dice", rt_dice_threshold_sweep(p, t, 1, th, HIDDEN_NULL(double *), &best));
+    ST(RT_ERR_INVALID_ARG, "best", rt_dice_threshold_sweep(p, t, 1, th, d, HIDDEN_NULL(int *)));
+    ST(RT_ERR_INVALID_ARG, "thresholds", rt_dice_threshold_sweep(p, t, 0, th, d, &best));
+    ST(RT_ERR_DTYPE, "float32", rt_dice_threshold_sweep(t, t, 1, th, d, &best));
+    ST(RT_ERR_SHAPE, "shape", rt_dice_threshold_sweep(T(2, 2, 2), t, 1, th, d, &best));
+}
+
 CHECK_FN(rt_sliding_window_defaults) { VAL(rt_sliding_window_defaults().overlap == 0.5f); }
 
 CHECK_FN(rt_sliding_window_starts) {
@@ -4460,7 +4475,7 @@ static const api_entry segment_entries[] = {
     E(rt_patch_sampler_create), E(rt_patch_sampler_destroy), E(rt_patch_sampler_foreground_voxels),
     E(rt_patch_sampler_next),
     /* train/seg_metric.h, sliding_window.h (train/seg_loss.h's entry is with the U-Nets') */
-    E(rt_dice_per_class), E(rt_sliding_window_defaults),
+    E(rt_dice_per_class), E(rt_dice_threshold_sweep), E(rt_sliding_window_defaults),
     E(rt_sliding_window_starts), E(rt_gaussian_importance_map), E(rt_sliding_window_predict),
     /* data/superres.h, train/sr_metric.h */
     E(rt_sr_normalize), E(rt_sr_split_slices), E(rt_sr_downsample), E(rt_sr_slice), E(rt_sr_slice_foreground),

@@ -459,6 +459,35 @@ static void test_dice_metric(void) {
     rt_tensor_release(t);
 }
 
+/* The threshold sweep's Dice values by hand, the tie rule, and refusals. */
+static void test_dice_threshold_sweep(void) {
+    const float pv[6] = {0.1f, 0.4f, 0.6f, 0.9f, 0.95f, 0.2f};
+    const int32_t tv[6] = {0, 1, 1, 1, 0, 2}; /* 2 counts as background */
+    const int64_t s[2] = {2, 3};
+    rt_tensor *p = rt_tensor_from_data(2, s, RT_F32, pv, RT_MEM_DATA), *t = rt_tensor_from_data(2, s, RT_I32, tv, RT_MEM_DATA);
+    const float th[4] = {0.15f, 0.3f, 0.5f, 0.92f};
+    double d[4];
+    int best = -2;
+    CHECK_OK(rt_dice_threshold_sweep(p, t, 4, th, d, &best));
+    CHECK_NEAR(d[0], 2.0 * 3 / (5 + 3), 1e-15); /* > 0.15: 0.4 0.6 0.9 0.95 0.2, 3 of them foreground */
+    CHECK_NEAR(d[1], 2.0 * 3 / (4 + 3), 1e-15); /* > 0.3: 0.4 0.6 0.9 0.95 */
+    CHECK_NEAR(d[2], 2.0 * 2 / (3 + 3), 1e-15); /* > 0.5: 0.6 0.9 0.95 */
+    CHECK_NEAR(d[3], 0.0, 1e-15);               /* > 0.92: 0.95, background */
+    CHECK(best == 1);
+    /* equal Dice at 0.35 and 0.3: the one nearer 0.5 wins, in either order */
+    const float tie[2] = {0.3f, 0.35f}, tie_rev[2] = {0.35f, 0.3f};
+    CHECK_OK(rt_dice_threshold_sweep(p, t, 2, tie, d, &best));
+    CHECK(best == 1 && d[0] == d[1]);
+    CHECK_OK(rt_dice_threshold_sweep(p, t, 2, tie_rev, d, &best));
+    CHECK(best == 0);
+    const float bad[1] = {1.0f};
+    CHECK(rt_dice_threshold_sweep(p, t, 1, bad, d, &best) == RT_ERR_INVALID_ARG);
+    CHECK(rt_dice_threshold_sweep(p, t, 0, th, d, &best) == RT_ERR_INVALID_ARG);
+    CHECK(rt_dice_threshold_sweep(t, t, 1, th, d, &best) == RT_ERR_DTYPE);
+    rt_tensor_release(p);
+    rt_tensor_release(t);
+}
+
 /* The loss's value against a double-precision evaluation of its formula. */
 static double dice_ce_reference(const float *x, const int32_t *t, int64_t N, int64_t K, int64_t S) {
     double ce = 0, I[8] = {0}, P[8] = {0}, G[8] = {0};
@@ -526,4 +555,5 @@ RT_TEST_MAIN(
     {"sliding_window_matches_full_volume", test_sliding_window_matches_full_volume},
     {"sliding_window_mirroring", test_sliding_window_mirroring},
     {"dice_metric", test_dice_metric},
+    {"dice_threshold_sweep", test_dice_threshold_sweep},
     {"dice_ce_gradient", test_dice_ce_gradient})

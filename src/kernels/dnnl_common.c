@@ -120,6 +120,7 @@ static void rt_dnnl_entry_destroy(rt_dnnl_entry *e) {
         if (a->reorder_scratch) dnnl_memory_destroy(a->reorder_scratch);
         if (a->prim) dnnl_memory_destroy(a->prim);
         if (a->user) dnnl_memory_destroy(a->user);
+        if (a->user_spill) dnnl_memory_destroy(a->user_spill);
     }
     if (e->scratch) dnnl_memory_destroy(e->scratch);
     if (e->prim) dnnl_primitive_destroy(e->prim);
@@ -336,6 +337,36 @@ static rt_status rt_dnnl_cache_insert(rt_dnnl_entry *e) {
     return RT_OK;
 }
 
+/* Chooses rt_dnnl_arg.spill for each reordered activation output (never
+ * weights: their reorder buffer may be the weight cache's): the largest
+ * reordered activation input whose buffer holds the output in the caller's
+ * layout, when the primitive's layout of the output fits in the caller's
+ * buffer. */
+static rt_status rt_dnnl_plan_spills(rt_dnnl_entry *e, dnnl_engine_t eng, const char *desc) {
+    for (int o = 0; o < e->nargs; o++) {
+        rt_dnnl_arg *a = &e->args[o];
+        if (!a->is_output || !a->prim || a->id == DNNL_ARG_DIFF_WEIGHTS || a->id == DNNL_ARG_DIFF_BIAS ||
+            a->prim_bytes > a->user_bytes)
+            continue;
+        int best = -1;
+        for (int i = 0; i < e->nargs; i++) {
+            const rt_dnnl_arg *b = &e->args[i];
+            if (b->is_output || !b->prim || b->id == DNNL_ARG_WEIGHTS || b->prim_bytes < a->user_bytes) continue;
+            if (best < 0 || b->prim_bytes > e->args[best].prim_bytes) best = i;
+        }
+        if (best < 0) continue;
+        const dnnl_memory_desc_t *umd = NULL;
+        dnnl_status_t st = dnnl_memory_get_memory_desc(a->user, &umd);
+        if (st == dnnl_success) st = dnnl_memory_create(&a->user_spill, umd, eng, DNNL_MEMORY_NONE);
+        if (st != dnnl_success) {
+            a->user_spill = NULL;
+            return rt_dnnl_fail(st, "dnnl_memory_create (spill buffer)", desc);
+        }
+        a->spill = best;
+    }
+    return RT_OK;
+}
+
 rt_status rt_dnnl_entry_create(const rt_dnnl_key *key, const char *desc, dnnl_primitive_desc_t pd,
                                dnnl_primitive_desc_t hint, int nargs,
                                const rt_dnnl_argspec *specs, rt_dnnl_entry **out) {
@@ -373,6 +404,7 @@ rt_status rt_dnnl_entry_create(const rt_dnnl_key *key, const char *desc, dnnl_pr
         rt_dnnl_arg *a = &e->args[i];
         a->id = specs[i].id;
         a->is_output = specs[i].is_output;
+        a->spill = -1;
         const dnnl_memory_desc_t *pmd = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md,
                                                                      a->id);
         if (!pmd || pmd->ndims == 0) {
@@ -383,6 +415,7 @@ rt_status rt_dnnl_entry_create(const rt_dnnl_key *key, const char *desc, dnnl_pr
         }
         if (a->id == DNNL_ARG_WORKSPACE) e->workspace_bytes = dnnl_memory_desc_get_size(pmd);
         const dnnl_memory_desc_t *umd = specs[i].user_md ? specs[i].user_md : pmd;
+        a->user_bytes = dnnl_memory_desc_get_size(umd);
         if ((st = dnnl_memory_create(&a->user, umd, eng, DNNL_MEMORY_NONE)) != dnnl_success) {
             a->user = NULL;
             rs = rt_dnnl_fail(st, "dnnl_memory_create", desc);
@@ -420,6 +453,7 @@ rt_status rt_dnnl_entry_create(const rt_dnnl_key *key, const char *desc, dnnl_pr
         dnnl_primitive_desc_destroy(rpd);
         rpd = NULL;
     }
+    if ((rs = rt_dnnl_plan_spills(e, eng, desc)) != RT_OK) goto fail;
     if ((rs = rt_dnnl_cache_insert(e)) != RT_OK) goto fail;
     if (pd) dnnl_primitive_desc_destroy(pd);
     *out = e;
@@ -440,7 +474,7 @@ static size_t rt_dnnl_block_layout(const rt_dnnl_entry *e, int skip, size_t *off
     size_t total = 0;
     for (int i = 0; i < e->nargs; i++) {
         off[i] = total;
-        if (e->args[i].prim && i != skip) total += rt_round64(e->args[i].prim_bytes);
+        if (e->args[i].prim && i != skip && e->args[i].spill < 0) total += rt_round64(e->args[i].prim_bytes);
     }
     *scratch_off = total;
     return total + rt_round64(e->scratch_bytes);
@@ -475,7 +509,7 @@ void rt_dnnl_entry_plan_cached(rt_dnnl_entry *e, rt_storage *w_cache, rt_kernel_
     p->entry = e;
     for (int i = 0; i < e->nargs; i++) {
         const rt_dnnl_arg *a = &e->args[i];
-        if (!a->prim || i == ci) continue;
+        if (!a->prim || i == ci || a->spill >= 0) continue;
         size_t b = rt_round64(a->prim_bytes);
         switch (a->id) {
         case DNNL_ARG_SRC:
@@ -537,7 +571,10 @@ rt_status rt_dnnl_entry_exec_cached(rt_dnnl_entry *e, void *const *ptrs, rt_stor
         rt_dnnl_arg *a = &e->args[i];
         if ((st = dnnl_memory_set_data_handle(a->user, ptrs[i])) != dnnl_success) goto dnnl_fail;
         if (a->prim) {
-            if ((st = dnnl_memory_set_data_handle(a->prim, i == ci ? wd->data : block + off[i])) != dnnl_success)
+            void *buf = i == ci ? wd->data : a->spill >= 0 ? ptrs[i] : block + off[i];
+            if ((st = dnnl_memory_set_data_handle(a->prim, buf)) != dnnl_success) goto dnnl_fail;
+            if (a->spill >= 0 &&
+                (st = dnnl_memory_set_data_handle(a->user_spill, block + off[a->spill])) != dnnl_success)
                 goto dnnl_fail;
             if (a->reorder_scratch &&
                 (st = dnnl_memory_set_data_handle(a->reorder_scratch, scratch)) != dnnl_success)
@@ -562,11 +599,15 @@ rt_status rt_dnnl_entry_exec_cached(rt_dnnl_entry *e, void *const *ptrs, rt_stor
             dnnl_exec_arg_t rargs[3];
             int nr = 0;
             rargs[nr++] = (dnnl_exec_arg_t){DNNL_ARG_FROM, a->is_output ? a->prim : a->user};
-            rargs[nr++] = (dnnl_exec_arg_t){DNNL_ARG_TO, a->is_output ? a->user : a->prim};
+            rargs[nr++] = (dnnl_exec_arg_t){DNNL_ARG_TO, !a->is_output ? a->prim : a->spill >= 0 ? a->user_spill : a->user};
             if (a->reorder_scratch)
                 rargs[nr++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, a->reorder_scratch};
             if ((st = dnnl_primitive_execute(a->reorder, t->stream, nr, rargs)) != dnnl_success)
                 goto dnnl_fail;
+            if (a->spill >= 0) { /* the converted output is in the spent input's buffer: back to the caller's */
+                if ((st = dnnl_stream_wait(t->stream)) != dnnl_success) goto dnnl_fail;
+                memcpy(ptrs[i], block + off[a->spill], a->user_bytes);
+            }
             if (a->id == DNNL_ARG_WEIGHTS) t->weight_reorders++;
         }
     }

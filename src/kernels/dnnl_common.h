@@ -82,6 +82,16 @@ typedef struct rt_dnnl_arg {
      * weight cache keeps with the storage (rt_dnnl_entry_plan_cached);
      * 0 for every other argument, or when interning failed (no caching). */
     uint64_t cache_tag;
+    /* An output whose primitive format fits in the caller's buffer (no
+     * padding, same element type) is computed there, converted into the
+     * reorder buffer of input argument `spill` (free once the primitive has
+     * run) and copied back: the call's TEMP block then holds one activation
+     * reorder buffer, not two (a channels-last convolution of plain tensors:
+     * 3 → 2 copies alive at its peak). -1: the output has its own buffer.
+     * user_spill: the caller's layout over that input buffer. */
+    int spill;
+    dnnl_memory_t user_spill;
+    size_t user_bytes;
 } rt_dnnl_arg;
 
 typedef struct rt_dnnl_entry {

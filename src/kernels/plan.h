@@ -48,7 +48,9 @@ typedef struct rt_kernel_plan {
      * bytes as laid out in the block: reorder buffers of the activation
      * read or written on the source side (x, dx), of the weights (w, dw), of
      * the destination side (y, dy), and the scratchpad (the main
-     * primitive's or the largest reorder's, shared). */
+     * primitive's or the largest reorder's, shared). An output the
+     * primitive computes in the caller's buffer and converts through a
+     * spent input's reorder buffer (rt_dnnl_arg.spill) has no part. */
     size_t src_reorder_bytes, weights_reorder_bytes, dst_reorder_bytes, scratchpad_bytes;
     /* Bytes of helper vectors the kernel allocates around the primitive's
      * block (batch-norm backward: an unwanted weight gradient and the

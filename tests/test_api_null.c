@@ -1026,7 +1026,7 @@ CHECK_FN(rt_affine_coupling_logdet) {
 
 /* ------------------------------------------------------------ nn/module.h */
 
-static const rt_module_class no_forward_class = {"NoForward", NULL, NULL};
+static const rt_module_class no_forward_class = {"NoForward", NULL, NULL, NULL};
 
 CHECK_FN(rt_init_ctx_make) {
     rt_init_ctx c = rt_init_ctx_make(RT_DEVICE_META, 3);
@@ -1050,6 +1050,22 @@ CHECK_FN(rt_module_forward) {
     ST(RT_ERR_INVALID_ARG, "input", rt_module_forward(m, NULL, &y));
     ST(RT_ERR_INVALID_ARG, "class", rt_module_forward(&classless, x, &y));
     ST(RT_ERR_SHAPE, "linear", rt_module_forward(m, T(2, 5), &y));
+    rt_module_destroy(m);
+}
+
+/* every call hands over a reference it owns (released also on error: the
+ * references counted below end at the one `own` keeps) */
+CHECK_FN(rt_module_forward_consume) {
+    rt_module *m = linear_module(RT_DEVICE_CPU);
+    rt_tensor *x = T(2, 3), *y = (rt_tensor *)&y;
+    rt_module classless = {0};
+    ST(RT_ERR_INVALID_ARG, "output", rt_module_forward_consume(m, rt_tensor_retain(x), NULL));
+    ST(RT_ERR_INVALID_ARG, "module", rt_module_forward_consume(NULL, rt_tensor_retain(x), &y));
+    VAL(y == NULL);
+    ST(RT_ERR_INVALID_ARG, "input", rt_module_forward_consume(m, NULL, &y));
+    ST(RT_ERR_INVALID_ARG, "class", rt_module_forward_consume(&classless, rt_tensor_retain(x), &y));
+    ST(RT_ERR_SHAPE, "linear", rt_module_forward_consume(m, rt_tensor_retain(T(2, 5)), &y));
+    VAL(x->refcount == 1);
     rt_module_destroy(m);
 }
 
@@ -3579,7 +3595,7 @@ static const api_entry ops_entries[] = {
 
 static const api_entry nn_entries[] = {
     /* nn/module.h */
-    E(rt_init_ctx_make), E(rt_module_alloc), E(rt_module_destroy), E(rt_module_forward), E(rt_module_add_child),
+    E(rt_init_ctx_make), E(rt_module_alloc), E(rt_module_destroy), E(rt_module_forward), E(rt_module_forward_consume), E(rt_module_add_child),
     E(rt_module_append), E(rt_module_register), E(rt_module_register_counter), E(rt_module_tensor),
     E(rt_module_find), E(rt_module_train), E(rt_module_visit), E(rt_module_is), E(rt_module_state_dict),
     E(rt_module_path), E(rt_module_set_forward_hook),

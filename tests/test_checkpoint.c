@@ -406,7 +406,7 @@ static rt_status flaky_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return RT_OK;
 }
 
-static const rt_module_class flaky_class = {"Flaky", flaky_forward, NULL};
+static const rt_module_class flaky_class = {"Flaky", flaky_forward, NULL, NULL};
 
 TU_TEST(recompute_mismatch_is_an_error) {
     rt_module *s = NULL, *w = NULL, *lin = NULL;

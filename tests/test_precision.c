@@ -80,7 +80,7 @@ static rt_status model_at(const char *name, rt_precision p, rt_device dev, int64
 static rt_status storage_only_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return rt_precision_region_forward(m->children[0].module, RT_BF16, false, x, y);
 }
-static const rt_module_class k_storage_only = {"StorageOnlyBf16", storage_only_forward, NULL};
+static const rt_module_class k_storage_only = {"StorageOnlyBf16", storage_only_forward, NULL, NULL};
 
 typedef enum run_mode { RUN_F32, RUN_BF16_STORAGE, RUN_BF16, RUN_FP16 } run_mode;
 static const char *const k_mode_name[] = {"fp32", "bf16 storage-only", "bf16 (compute where the CPU has it)",

@@ -90,7 +90,7 @@ static rt_status scale_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return st;
 }
 
-static const rt_module_class scale_class = {"Scale", scale_forward, NULL};
+static const rt_module_class scale_class = {"Scale", scale_forward, NULL, NULL};
 
 static rt_status scale_create(float a, float b, bool stack, rt_module **out) {
     scale_module *s = (scale_module *)rt_module_alloc(sizeof *s, &scale_class);
@@ -1581,6 +1581,61 @@ TU_TEST(auto_linear_chain) {
  * FULL succeeds with gradients ≤ 1e-4 of plain, or it returns
  * RT_ERR_RECONSTRUCTION naming the block AND the same step with the check
  * disabled (tol = +inf) really gives gradients > 1e-4 off (no false alarm). */
+/* Records the live bytes when the hooked module's first forward ends (not
+ * the recompute in backward). */
+static rt_status live_hook(rt_module *m, rt_tensor *x, rt_tensor *y, void *user) {
+    (void)m, (void)x, (void)y;
+    rt_memstats s;
+    rt_memstats_get(&s);
+    if (*(int64_t *)user == 0) *(int64_t *)user = s.live_total;
+    return RT_OK;
+}
+
+/* A fresh copy of x with one reference, the caller's. */
+static rt_tensor *fresh_copy(const rt_tensor *x) {
+    rt_tensor *c = rt_tensor_create(x->ndim, x->shape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    if (c) memcpy(rt_tensor_f32(c), rt_tensor_f32(x), (size_t)rt_tensor_numel(x) * sizeof(float));
+    return c;
+}
+
+/* Handed over through the Sequential root (rt_module_forward_consume), the
+ * sequence frees its input once it is split: when block 0's F has run,
+ * exactly the input's bytes fewer are live than when the caller keeps its
+ * reference (rt_module_forward); the output and every gradient are
+ * bit-identical either way. */
+TU_TEST(consume_frees_input) {
+    chain_opts o = base_opts();
+    chain *A, *B;
+    CHECK_OK(chain_create(&o, &A));
+    CHECK_OK(chain_create(&o, &B));
+    rt_tensor *x = make_input(o.c, 91, 1.0f), *dy = make_input(o.c, 92, 1.0f);
+    int64_t live[2] = {0, 0};
+    rt_module_set_forward_hook(rt_rev_block_of(chain_block(A, 0))->f, live_hook, &live[0]);
+    rt_module_set_forward_hook(rt_rev_block_of(chain_block(B, 0))->f, live_hook, &live[1]);
+    rt_tensor *xa = tu_own(fresh_copy(x)), *xb = fresh_copy(x), *ya = NULL, *yb = NULL;
+    CHECK(xa && xb);
+    if (!xa || !xb) return;
+    rt_memstats m0, m1; /* live bytes before each forward: each run's own copy of x included */
+    rt_memstats_get(&m0);
+    CHECK_OK(rt_module_forward(A->root, xa, &ya));
+    rt_memstats_get(&m1);
+    CHECK_OK(rt_module_forward_consume(B->root, xb, &yb)); /* xb is B's now */
+    live[0] -= m0.live_total;
+    live[1] -= m1.live_total;
+    if (!ya || !yb) return;
+    tu_own(ya);
+    tu_own(yb);
+    printf("  live when block 0's F ends, above the start of the forward: caller keeps the input %lld bytes, "
+           "hands it over %lld bytes "
+           "(input %lld bytes)\n", (long long)live[0], (long long)live[1], (long long)rt_tensor_nbytes(x));
+    CHECK_EQ_INT(live[0] - live[1], rt_tensor_nbytes(x));
+    CHECK_OK(rt_backward(ya, dy, false));
+    CHECK_OK(rt_backward(yb, dy, false));
+    CHECK(tu_same_bytes(ya, yb));
+    char name[96];
+    CHECK(grads_rel(B->sd, A->sd, name, sizeof name) == 0.0);
+}
+
 static void small_input_case(float scale, bool *refused) {
     chain_opts o = base_opts();
     o.bn = true;
@@ -1896,4 +1951,5 @@ RT_TEST_MAIN({"meta_device", meta_device}, {"equiv_additive", equiv_additive}, {
              {"unstable_chain_full", unstable_chain_full}, {"unstable_chain_auto", unstable_chain_auto},
              {"unstable_chain_auto_calibration_step", unstable_chain_auto_calibration_step},
              {"auto_linear_chain", auto_linear_chain}, {"small_input", small_input},
-             {"memory_depth", memory_depth}, {"memory_steady", memory_steady}, {"revnet38", revnet38})
+             {"memory_depth", memory_depth}, {"memory_steady", memory_steady}, {"revnet38", revnet38},
+             {"consume_frees_input", consume_frees_input})

@@ -664,7 +664,7 @@ static void rt_ckpt_destroy(rt_module *m) {
     free(ck->segment);
 }
 
-static const rt_module_class rt_checkpoint_class = {"Checkpoint", rt_ckpt_forward, rt_ckpt_destroy};
+static const rt_module_class rt_checkpoint_class = {"Checkpoint", rt_ckpt_forward, rt_ckpt_destroy, NULL};
 
 rt_checkpoint *rt_checkpoint_of(rt_module *m) {
     return rt_module_is(m, &rt_checkpoint_class) ? (rt_checkpoint *)m : NULL;

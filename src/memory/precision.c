@@ -173,7 +173,7 @@ static rt_status rt_autocast_forward(rt_module *m, rt_tensor *x, rt_tensor **y) 
     return rt_precision_region_forward(m->children[0].module, rt_precision_dtype(a->precision), true, x, y);
 }
 
-static const rt_module_class rt_autocast_class = {"Autocast", rt_autocast_forward, NULL};
+static const rt_module_class rt_autocast_class = {"Autocast", rt_autocast_forward, NULL, NULL};
 
 rt_status rt_autocast_wrap(rt_module *inner, rt_precision p, rt_module **out) {
     if (!inner || !out || p < RT_PRECISION_FP32 || p > RT_PRECISION_FP16) {

@@ -124,7 +124,7 @@ static rt_status rt_rev_block_forward(rt_module *m, rt_tensor *x, rt_tensor **y)
     return st;
 }
 
-static const rt_module_class rt_rev_block_class = {"ReversibleBlock", rt_rev_block_forward, NULL};
+static const rt_module_class rt_rev_block_class = {"ReversibleBlock", rt_rev_block_forward, NULL, NULL};
 
 rt_status rt_rev_block_create(rt_module *f, rt_module *g, rt_coupling coupling, rt_module **out) {
     if (out) *out = NULL;

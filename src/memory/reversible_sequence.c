@@ -424,7 +424,8 @@ static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x,
 /* A sequence leaves any precision region (memory/precision.h): its coupling
  * arithmetic, stored output and exact inputs stay f32 so the rebuild in
  * backward stays exact enough; its node records f32 too. F and G rebuilt
- * in backward run in the region recorded here (rt_block_record.region). */
+ * in backward run in the region recorded here (rt_block_record.region).
+ * Takes over the reference to x (released once split, also on error). */
 static rt_status rt_seq_forward_reversible(rt_rev_sequence *s, rt_tensor *x, bool training, rt_tensor **out) {
     rt_dtype prev = rt_autocast_set_dtype(RT_F32), prev_compute = rt_autocast_set_compute_dtype(RT_F32);
     rt_status st = rt_seq_forward_reversible_f32(s, x, training, prev, out);
@@ -442,12 +443,16 @@ static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x,
     rt_node *node = NULL;
     if (st == RT_OK) st = rt_node_create("reversible_sequence", inputs.n, inputs.items, 1, rt_seq_backward, 0, &node);
     free(inputs.items);
-    if (st != RT_OK) return st;
+    if (st != RT_OK) {
+        rt_tensor_release(x);
+        return st;
+    }
     rt_seq_ctx *c = NULL;
     if (node) {
         c = calloc(1, sizeof *c + (size_t)n * sizeof(rt_block_record));
         if (!c) {
             rt_node_release(node);
+            rt_tensor_release(x);
             return rt_error_set(RT_ERR_OOM, "out of memory in a reversible sequence");
         }
         node->ctx = c;
@@ -475,6 +480,10 @@ static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x,
             }
             if (st == RT_OK) rt_fingerprint(x1, x2, &r->sum, &r->sumsq, &r->proj);
         }
+        if (i == 0) { /* split (and saved when exact): the whole input is no longer needed */
+            rt_tensor_release(x);
+            x = NULL;
+        }
         rt_tensor *y1 = NULL, *y2 = NULL;
         rt_rev_rng at;
         if (st == RT_OK) st = rt_rev_block_apply(b, NULL, &at, x1, x2, &y1, &y2);
@@ -489,6 +498,7 @@ static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x,
         x1 = y1;
         x2 = y2;
     }
+    rt_tensor_release(x); /* NULL unless the split failed */
     if (st == RT_OK) st = rt_rev_join(x1, x2, &h);
     rt_rev_release4(x1, x2, NULL, NULL);
     rt_grad_set_enabled(grad);
@@ -503,40 +513,55 @@ static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x,
     return RT_OK;
 }
 
-static rt_status rt_seq_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+/* The sequence's forward on an owned reference to x (released here, also on
+ * error): the reversible path drops it once x is split into halves, so a
+ * caller that handed its only reference over (rt_module_forward_consume)
+ * does not keep a full-width input alive through every block. */
+static rt_status rt_seq_forward_consume(rt_module *m, rt_tensor *x, rt_tensor **y) {
     rt_rev_sequence *s = (rt_rev_sequence *)m;
     *y = NULL;
-    for (int i = 0; i < m->n_children; i++)
+    rt_status st = RT_OK;
+    for (int i = 0; i < m->n_children && st == RT_OK; i++)
         if (!rt_rev_block_of(m->children[i].module)) {
             char path[128];
-            return rt_error_set(RT_ERR_INVALID_ARG, "reversible sequence '%s': child '%s' is a %s, not a "
-                                "ReversibleBlock", rt_module_path(m, path, sizeof path), m->children[i].name,
-                                m->children[i].module->cls->type);
+            st = rt_error_set(RT_ERR_INVALID_ARG, "reversible sequence '%s': child '%s' is a %s, not a "
+                              "ReversibleBlock", rt_module_path(m, path, sizeof path), m->children[i].name,
+                              m->children[i].module->cls->type);
         }
-    if (m->n_children == 0) {
-        *y = rt_tensor_retain(x);
-        return RT_OK;
+    if (st == RT_OK && s->grouping == RT_GROUPING_EVERY && s->k < 1)
+        st = rt_error_set(RT_ERR_INVALID_ARG, "reversible sequence: grouping every k needs k >= 1 (got %d)", s->k);
+    if (st != RT_OK || m->n_children == 0) {
+        if (st == RT_OK) *y = x;
+        else rt_tensor_release(x);
+        return st;
     }
-    if (s->grouping == RT_GROUPING_EVERY && s->k < 1)
-        return rt_error_set(RT_ERR_INVALID_ARG, "reversible sequence: grouping every k needs k >= 1 (got %d)", s->k);
     if (x->ndim >= 2 && x->layout == RT_LAYOUT_BLOCKED &&
         ((x->shape[1] / 2) % rt_layout_block() || (x->shape[1] - x->shape[1] / 2) % rt_layout_block())) {
         /* The halves are not block-aligned, so every block works in the PLAIN
          * order; convert once here so inputs and rebuilt inputs share one order. */
         rt_tensor *plain = NULL;
-        RT_TRY(rt_to_layout(x, RT_LAYOUT_PLAIN, &plain));
-        rt_status st = rt_seq_forward(m, plain, y);
-        rt_tensor_release(plain);
-        return st;
+        st = rt_to_layout(x, RT_LAYOUT_PLAIN, &plain);
+        rt_tensor_release(x);
+        return st == RT_OK ? rt_seq_forward_consume(m, plain, y) : st;
     }
     if (s->reversible && rt_grad_is_enabled()) return rt_seq_forward_reversible(s, x, m->training, y);
-    rt_tensor *h = rt_tensor_retain(x);
-    for (int i = 0; i < m->n_children; i++) RT_SEQ(h, next, rt_module_forward(m->children[i].module, h, &next));
+    rt_tensor *h = x;
+    for (int i = 0; i < m->n_children; i++) {
+        rt_tensor *next = NULL;
+        st = rt_module_forward_consume(m->children[i].module, h, &next); /* releases h */
+        h = next;
+        if (st != RT_OK) return st;
+    }
     *y = h;
     return RT_OK;
 }
 
-static const rt_module_class rt_rev_sequence_class = {"ReversibleSequence", rt_seq_forward, NULL};
+static rt_status rt_seq_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    return rt_seq_forward_consume(m, rt_tensor_retain(x), y);
+}
+
+static const rt_module_class rt_rev_sequence_class = {"ReversibleSequence", rt_seq_forward, NULL,
+                                                      rt_seq_forward_consume};
 
 rt_status rt_rev_sequence_create(rt_module **out) {
     if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_sequence_create: the output pointer is NULL");

@@ -66,8 +66,8 @@ static rt_status rt_convlstm_forward(rt_module *m, rt_tensor *x, rt_tensor **y) 
     return st;
 }
 
-static const rt_module_class rt_convlstm_cell_class = {"ConvLSTMCell", rt_convlstm_cell_forward, NULL};
-static const rt_module_class rt_convlstm_class = {"ConvLSTMPredictor", rt_convlstm_forward, NULL};
+static const rt_module_class rt_convlstm_cell_class = {"ConvLSTMCell", rt_convlstm_cell_forward, NULL, NULL};
+static const rt_module_class rt_convlstm_class = {"ConvLSTMPredictor", rt_convlstm_forward, NULL, NULL};
 
 static rt_status rt_convlstm_build(rt_init_ctx *ctx, rt_convlstm *p) {
     const rt_convlstm_config *c = &p->cfg;

@@ -30,7 +30,7 @@ static rt_status rt_edsr_resblock_forward(rt_module *m, rt_tensor *x, rt_tensor 
     return st;
 }
 
-static const rt_module_class rt_edsr_resblock_class = {"ResBlock", rt_edsr_resblock_forward, NULL};
+static const rt_module_class rt_edsr_resblock_class = {"ResBlock", rt_edsr_resblock_forward, NULL, NULL};
 
 /* y = res_scale·x: the scaling at the end of a reversible block's Fb and Gb
  * (a parameter-free module, so it adds no state-dict entry). */
@@ -43,7 +43,7 @@ static rt_status rt_res_scale_forward(rt_module *m, rt_tensor *x, rt_tensor **y)
     return rt_mul_scalar_inplace(x, ((rt_res_scale *)m)->scale, y); /* x is the conv's fresh output */
 }
 
-static const rt_module_class rt_res_scale_class = {"ResScale", rt_res_scale_forward, NULL};
+static const rt_module_class rt_res_scale_class = {"ResScale", rt_res_scale_forward, NULL, NULL};
 
 /* y = cat(x, x, …, x) along channels, `copies` times: how a reversible
  * stream wider than the head starts (a parameter-free module; backward sums
@@ -60,7 +60,7 @@ static rt_status rt_repeat_channels_forward(rt_module *m, rt_tensor *x, rt_tenso
     return rt_cat_channels(k, xs, y);
 }
 
-static const rt_module_class rt_repeat_channels_class = {"RepeatChannels", rt_repeat_channels_forward, NULL};
+static const rt_module_class rt_repeat_channels_class = {"RepeatChannels", rt_repeat_channels_forward, NULL, NULL};
 
 /* The whole network: children head, body, tail; y = tail(body(h) + h),
  * h = head(x). */
@@ -88,7 +88,7 @@ static rt_status rt_edsr_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return st;
 }
 
-static const rt_module_class rt_edsr_class = {"EDSR", rt_edsr_forward, NULL};
+static const rt_module_class rt_edsr_class = {"EDSR", rt_edsr_forward, NULL, NULL};
 
 /* ------------------------------------------------------------ builders */
 

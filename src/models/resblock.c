@@ -36,8 +36,8 @@ static rt_status rt_resblock_forward(rt_module *m, rt_tensor *x, rt_tensor **out
     return st;
 }
 
-static const rt_module_class rt_basic_block_class = {"BasicBlock", rt_resblock_forward, NULL};
-static const rt_module_class rt_bottleneck_class = {"Bottleneck", rt_resblock_forward, NULL};
+static const rt_module_class rt_basic_block_class = {"BasicBlock", rt_resblock_forward, NULL, NULL};
+static const rt_module_class rt_bottleneck_class = {"Bottleneck", rt_resblock_forward, NULL, NULL};
 
 /* Adds conv`i` and bn`i` (with a fused ReLU unless it is the last). */
 static rt_status rt_resblock_add_unit(rt_init_ctx *ctx, rt_resblock *b, int i, const int64_t spec[5]) {

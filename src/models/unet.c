@@ -178,11 +178,11 @@ static rt_status rt_unet_glue_forward(rt_module *m, rt_tensor *x, rt_tensor **y)
     return st;
 }
 
-static const rt_module_class rt_unet_store_class = {"UNetSkipStore", rt_unet_glue_forward, NULL};
-static const rt_module_class rt_unet_cat_class = {"UNetSkipCat", rt_unet_glue_forward, NULL};
-static const rt_module_class rt_unet_add_class = {"UNetSkipAdd", rt_unet_glue_forward, NULL};
-static const rt_module_class rt_unet_pad_class = {"UNetPad", rt_unet_glue_forward, NULL};
-static const rt_module_class rt_unet_crop_class = {"UNetCrop", rt_unet_glue_forward, NULL};
+static const rt_module_class rt_unet_store_class = {"UNetSkipStore", rt_unet_glue_forward, NULL, NULL};
+static const rt_module_class rt_unet_cat_class = {"UNetSkipCat", rt_unet_glue_forward, NULL, NULL};
+static const rt_module_class rt_unet_add_class = {"UNetSkipAdd", rt_unet_glue_forward, NULL, NULL};
+static const rt_module_class rt_unet_pad_class = {"UNetPad", rt_unet_glue_forward, NULL, NULL};
+static const rt_module_class rt_unet_crop_class = {"UNetCrop", rt_unet_glue_forward, NULL, NULL};
 
 static rt_status rt_unet_glue_create(rt_unet *u, int level, rt_unet_glue_op op, rt_module **out) {
     const rt_module_class *cls = op == RT_GLUE_STORE ? &rt_unet_store_class
@@ -279,8 +279,7 @@ static rt_status rt_unet_body(rt_unet *u, rt_tensor *x, rt_tensor **out) {
     rt_status st = RT_OK;
     for (int i = 0; i < u->n_stages && st == RT_OK; i++) {
         rt_tensor *y = NULL;
-        st = rt_module_forward(u->stage[i], h, &y);
-        rt_tensor_release(h);
+        st = rt_module_forward_consume(u->stage[i], h, &y); /* releases h: a stage may free it early */
         h = y;
     }
     for (int l = 0; l < RT_UNET_MAX_LEVELS; l++) { /* none left unless a stage failed */
@@ -315,8 +314,8 @@ static void rt_unet_destroy(rt_module *m) {
     free(u->reads);
 }
 
-static const rt_module_class rt_unet_class = {"UNet3d", rt_unet_forward, rt_unet_destroy};
-static const rt_module_class rt_prunet_class = {"PartiallyReversibleUNet3d", rt_unet_forward, rt_unet_destroy};
+static const rt_module_class rt_unet_class = {"UNet3d", rt_unet_forward, rt_unet_destroy, NULL};
+static const rt_module_class rt_prunet_class = {"PartiallyReversibleUNet3d", rt_unet_forward, rt_unet_destroy, NULL};
 
 rt_unet *rt_unet_alloc(bool reversible) {
     rt_unet *u = (rt_unet *)rt_module_alloc(sizeof *u, reversible ? &rt_prunet_class : &rt_unet_class);

@@ -22,9 +22,9 @@ static rt_status rt_dropout_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return rt_dropout(x, ((rt_scalar_module *)m)->value, m->training, y);
 }
 
-static const rt_module_class rt_relu_class = {"ReLU", rt_relu_forward, NULL};
-static const rt_module_class rt_leaky_relu_class = {"LeakyReLU", rt_leaky_relu_forward, NULL};
-static const rt_module_class rt_dropout_class = {"Dropout", rt_dropout_forward, NULL};
+static const rt_module_class rt_relu_class = {"ReLU", rt_relu_forward, NULL, NULL};
+static const rt_module_class rt_leaky_relu_class = {"LeakyReLU", rt_leaky_relu_forward, NULL, NULL};
+static const rt_module_class rt_dropout_class = {"Dropout", rt_dropout_forward, NULL, NULL};
 
 static rt_status rt_scalar_module_create(const rt_module_class *cls, float value, rt_module **m) {
     rt_scalar_module *s = (rt_scalar_module *)rt_module_alloc(sizeof *s, cls);

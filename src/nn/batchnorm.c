@@ -20,8 +20,8 @@ static rt_status rt_batchnorm_module_forward(rt_module *m, rt_tensor *x, rt_tens
                                                                m->training, b->momentum, b->eps, y);
 }
 
-static const rt_module_class rt_batchnorm2d_class = {"BatchNorm2d", rt_batchnorm_module_forward, NULL};
-static const rt_module_class rt_batchnorm3d_class = {"BatchNorm3d", rt_batchnorm_module_forward, NULL};
+static const rt_module_class rt_batchnorm2d_class = {"BatchNorm2d", rt_batchnorm_module_forward, NULL, NULL};
+static const rt_module_class rt_batchnorm3d_class = {"BatchNorm3d", rt_batchnorm_module_forward, NULL, NULL};
 
 rt_status rt_batchnorm_create(rt_init_ctx *ctx, int nsp, int64_t channels, bool fuse_relu, rt_module **m) {
     if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_batchnorm_create: the output pointer m is NULL");

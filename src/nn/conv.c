@@ -16,8 +16,8 @@ static rt_status rt_conv_module_forward(rt_module *m, rt_tensor *x, rt_tensor **
     return rt_conv(x, c->weight, c->bias, &c->opts, y);
 }
 
-static const rt_module_class rt_conv2d_class = {"Conv2d", rt_conv_module_forward, NULL};
-static const rt_module_class rt_conv3d_class = {"Conv3d", rt_conv_module_forward, NULL};
+static const rt_module_class rt_conv2d_class = {"Conv2d", rt_conv_module_forward, NULL, NULL};
+static const rt_module_class rt_conv3d_class = {"Conv3d", rt_conv_module_forward, NULL, NULL};
 
 rt_status rt_conv_create(rt_init_ctx *ctx, int nsp, int64_t in, int64_t out, int64_t k, int64_t stride,
                          int64_t padding, int64_t groups, bool bias, rt_conv_init init, rt_module **m) {

@@ -13,7 +13,7 @@ static rt_status rt_linear_module_forward(rt_module *m, rt_tensor *x, rt_tensor 
     return rt_linear(x, l->weight, l->bias, y);
 }
 
-static const rt_module_class rt_linear_class = {"Linear", rt_linear_module_forward, NULL};
+static const rt_module_class rt_linear_class = {"Linear", rt_linear_module_forward, NULL, NULL};
 
 rt_status rt_linear_create(rt_init_ctx *ctx, int64_t in, int64_t out, bool bias, rt_module **m) {
     if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_linear_create: the output pointer m is NULL");

@@ -50,14 +50,20 @@ rt_module_interceptor rt_module_set_interceptor(rt_module_interceptor ic) {
     return prev;
 }
 
-rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
-    if (!y) return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_forward: the output pointer is NULL");
-    *y = NULL;
-    if (!m || !x)
-        return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_forward: %s is NULL", m ? "the input" : "the module");
-    if (!m->cls || !m->cls->forward)
-        return rt_error_set(RT_ERR_INVALID_ARG, "rt_module_forward: the module has no class or no forward "
-                            "function (allocate modules with rt_module_alloc)");
+/* Both forwards: consume says x's reference is the callee's to release. */
+static rt_status rt_module_run(rt_module *m, rt_tensor *x, rt_tensor **y, bool consume) {
+    const char *fn = consume ? "rt_module_forward_consume" : "rt_module_forward";
+    rt_status st = RT_OK;
+    if (!y) st = rt_error_set(RT_ERR_INVALID_ARG, "%s: the output pointer is NULL", fn);
+    else if (!m || !x) st = rt_error_set(RT_ERR_INVALID_ARG, "%s: %s is NULL", fn, m ? "the input" : "the module");
+    else if (!m->cls || !m->cls->forward)
+        st = rt_error_set(RT_ERR_INVALID_ARG, "%s: the module has no class or no forward function (allocate "
+                          "modules with rt_module_alloc)", fn);
+    if (y) *y = NULL;
+    if (st != RT_OK) {
+        if (consume) rt_tensor_release(x);
+        return st;
+    }
     /* The module stack of this thread: the tracker's module slot names the
      * innermost module running, the previous one is kept here on the C call
      * stack and restored on the way out (see core/mem.h). Allocations that
@@ -67,18 +73,25 @@ rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     const char *prev_module = rt_mem_set_module(interned ? interned : rt_mem_module());
     const char *prev_op = rt_mem_set_op(m->cls->type);
     rt_module_interceptor ic = rt_tls_interceptor;
-    bool handled = false;
-    rt_status st = ic.before ? ic.before(ic.user, m, x, y, &handled) : RT_OK;
-    if (st == RT_OK && !handled) st = m->cls->forward(m, x, y);
-    if (st == RT_OK && !handled && m->hook) st = m->hook(m, x, *y, m->hook_user);
-    if (!handled && ic.after) {
-        if (st != RT_OK) {
-            rt_tensor_release(*y);
-            *y = NULL;
+    if (consume && m->cls->forward_consume && !m->hook && !ic.before && !ic.after) {
+        st = m->cls->forward_consume(m, x, y); /* releases x */
+        x = NULL;
+        consume = false;
+    } else {
+        bool handled = false;
+        st = ic.before ? ic.before(ic.user, m, x, y, &handled) : RT_OK;
+        if (st == RT_OK && !handled) st = m->cls->forward(m, x, y);
+        if (st == RT_OK && !handled && m->hook) st = m->hook(m, x, *y, m->hook_user);
+        if (!handled && ic.after) {
+            if (st != RT_OK) {
+                rt_tensor_release(*y);
+                *y = NULL;
+            }
+            rt_status s2 = ic.after(ic.user, m, x, *y, st);
+            if (st == RT_OK) st = s2;
         }
-        rt_status s2 = ic.after(ic.user, m, x, *y, st);
-        if (st == RT_OK) st = s2;
     }
+    if (consume) rt_tensor_release(x);
     if (st != RT_OK) {
         rt_tensor_release(*y);
         *y = NULL;
@@ -86,6 +99,12 @@ rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     rt_mem_set_op(prev_op);
     rt_mem_set_module(prev_module);
     return st;
+}
+
+rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y) { return rt_module_run(m, x, y, false); }
+
+rt_status rt_module_forward_consume(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    return rt_module_run(m, x, y, true);
 }
 
 static bool rt_module_name_taken(const rt_module *m, const char *name) {

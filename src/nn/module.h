@@ -37,6 +37,14 @@ typedef struct rt_module_class {
     /* Frees what the concrete module holds beyond the base (NULL: nothing).
      * Children and registered tensors are freed by rt_module_destroy. */
     void (*destroy)(rt_module *m);
+    /* Optional: forward that takes over the caller's reference to x and
+     * releases it as soon as x is no longer needed, so that x's memory is
+     * freed inside the forward when nothing else holds it (a reversible
+     * sequence after splitting x into halves: MemCNN's keep_input=False,
+     * without its resize of a storage someone else may read). NULL: the
+     * module runs `forward`, then x is released. Called through
+     * rt_module_forward_consume. */
+    rt_status (*forward_consume)(rt_module *m, rt_tensor *x, rt_tensor **y);
 } rt_module_class;
 
 typedef struct rt_module_child {
@@ -103,6 +111,16 @@ void rt_module_destroy(rt_module *m);
  * RT_ERR_INVALID_ARG for NULL arguments (*y is NULL on every error when y
  * is not NULL) or a module without a class. */
 rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y);
+
+/* rt_module_forward for a caller that hands over its reference to x (and
+ * never reads x again): x is released by the time this returns, also on
+ * error. Through the class's forward_consume when it has one and nothing
+ * may look at x after the forward — no forward hook on m, no interceptor
+ * installed (checkpointing, planning) — else rt_module_forward, then the
+ * release. Containers (Sequential, the U-Nets) pass activations on this
+ * way, so a module deep inside can free its input early. Same errors as
+ * rt_module_forward; x NULL is RT_ERR_INVALID_ARG. */
+rt_status rt_module_forward_consume(rt_module *m, rt_tensor *x, rt_tensor **y);
 
 /* Makes `child` m's child named `name` (torch's add_module). The parent
  * owns the child from this call on; on failure the child is destroyed.

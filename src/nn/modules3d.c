@@ -17,8 +17,8 @@ static rt_status rt_convt_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return rt_conv_transpose(x, c->weight, c->bias, &c->opts, y);
 }
 
-static const rt_module_class rt_convt2d_class = {"ConvTranspose2d", rt_convt_forward, NULL};
-static const rt_module_class rt_convt3d_class = {"ConvTranspose3d", rt_convt_forward, NULL};
+static const rt_module_class rt_convt2d_class = {"ConvTranspose2d", rt_convt_forward, NULL, NULL};
+static const rt_module_class rt_convt3d_class = {"ConvTranspose3d", rt_convt_forward, NULL, NULL};
 
 rt_status rt_conv_transpose_create(rt_init_ctx *ctx, int nsp, int64_t in, int64_t out, int64_t k, int64_t stride,
                                    int64_t padding, int64_t output_padding, int64_t groups, bool bias,
@@ -78,7 +78,7 @@ static rt_status rt_upsample_forward(rt_module *m, rt_tensor *x, rt_tensor **y) 
     return rt_upsample_linear(x, u->size[0] ? u->size : NULL, u->size[0] ? NULL : u->scale, y);
 }
 
-static const rt_module_class rt_upsample_class = {"Upsample", rt_upsample_forward, NULL};
+static const rt_module_class rt_upsample_class = {"Upsample", rt_upsample_forward, NULL, NULL};
 
 rt_status rt_upsample_create(int nsp, int64_t size, double scale_factor, rt_module **m) {
     if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_upsample_create: the output pointer m is NULL");
@@ -112,7 +112,7 @@ static rt_status rt_pixel_shuffle_forward(rt_module *m, rt_tensor *x, rt_tensor 
     return p->inplace ? rt_pixel_shuffle_inplace(x, p->r, y) : rt_pixel_shuffle(x, p->r, y);
 }
 
-static const rt_module_class rt_pixel_shuffle_class = {"PixelShuffle", rt_pixel_shuffle_forward, NULL};
+static const rt_module_class rt_pixel_shuffle_class = {"PixelShuffle", rt_pixel_shuffle_forward, NULL, NULL};
 
 static rt_status rt_pixel_shuffle_make(const char *fn, int64_t upscale_factor, bool inplace, rt_module **m) {
     if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "%s: the output pointer m is NULL", fn);
@@ -155,9 +155,9 @@ static rt_status rt_gnorm_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
                             y);
 }
 
-static const rt_module_class rt_group_norm_class = {"GroupNorm", rt_gnorm_forward, NULL};
-static const rt_module_class rt_instance_norm2d_class = {"InstanceNorm2d", rt_gnorm_forward, NULL};
-static const rt_module_class rt_instance_norm3d_class = {"InstanceNorm3d", rt_gnorm_forward, NULL};
+static const rt_module_class rt_group_norm_class = {"GroupNorm", rt_gnorm_forward, NULL, NULL};
+static const rt_module_class rt_instance_norm2d_class = {"InstanceNorm2d", rt_gnorm_forward, NULL, NULL};
+static const rt_module_class rt_instance_norm3d_class = {"InstanceNorm3d", rt_gnorm_forward, NULL, NULL};
 
 /* Registers weight = 1, bias = 0 (C) on g. */
 static rt_status rt_gnorm_affine(rt_gnorm_module *g, rt_init_ctx *ctx, int64_t c) {
@@ -233,8 +233,8 @@ static rt_status rt_sigmoid_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return rt_sigmoid(x, y);
 }
 
-static const rt_module_class rt_softmax_class = {"Softmax", rt_softmax_forward, NULL};
-static const rt_module_class rt_sigmoid_class = {"Sigmoid", rt_sigmoid_forward, NULL};
+static const rt_module_class rt_softmax_class = {"Softmax", rt_softmax_forward, NULL, NULL};
+static const rt_module_class rt_sigmoid_class = {"Sigmoid", rt_sigmoid_forward, NULL, NULL};
 
 rt_status rt_softmax_create(rt_module **m) {
     if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_softmax_create: the output pointer m is NULL");

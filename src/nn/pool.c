@@ -20,10 +20,10 @@ static rt_status rt_adaptive_avg_pool_forward(rt_module *m, rt_tensor *x, rt_ten
 }
 
 static const rt_module_class rt_pool_classes[3][2] = {
-    {{"MaxPool2d", rt_max_pool_forward, NULL}, {"MaxPool3d", rt_max_pool_forward, NULL}},
-    {{"AvgPool2d", rt_avg_pool_forward, NULL}, {"AvgPool3d", rt_avg_pool_forward, NULL}},
-    {{"AdaptiveAvgPool2d", rt_adaptive_avg_pool_forward, NULL},
-     {"AdaptiveAvgPool3d", rt_adaptive_avg_pool_forward, NULL}},
+    {{"MaxPool2d", rt_max_pool_forward, NULL, NULL}, {"MaxPool3d", rt_max_pool_forward, NULL, NULL}},
+    {{"AvgPool2d", rt_avg_pool_forward, NULL, NULL}, {"AvgPool3d", rt_avg_pool_forward, NULL, NULL}},
+    {{"AdaptiveAvgPool2d", rt_adaptive_avg_pool_forward, NULL, NULL},
+     {"AdaptiveAvgPool3d", rt_adaptive_avg_pool_forward, NULL, NULL}},
 };
 
 static rt_status rt_pool_create(int kind, int nsp, int64_t kernel, int64_t stride, int64_t padding, rt_module **m) {

@@ -20,8 +20,8 @@ static rt_status rt_layout_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return rt_to_preferred_layout(x, y);
 }
 
-static const rt_module_class rt_flatten_class = {"Flatten", rt_flatten_forward, NULL};
-static const rt_module_class rt_layout_class = {"PreferredLayout", rt_layout_forward, NULL};
+static const rt_module_class rt_flatten_class = {"Flatten", rt_flatten_forward, NULL, NULL};
+static const rt_module_class rt_layout_class = {"PreferredLayout", rt_layout_forward, NULL, NULL};
 
 rt_status rt_flatten_create(rt_module **m) {
     if (!m) return rt_error_set(RT_ERR_INVALID_ARG, "rt_flatten_create: the output pointer m is NULL");

@@ -810,6 +810,16 @@ CHECK_FN(rt_leaky_relu) {
     ST(RT_ERR_INVALID_ARG, "negative_slope", rt_leaky_relu(T(2, 3), NAN, &y));
 }
 
+#define CALL_RELU_INPLACE(x, out) rt_relu_inplace(x, out)
+CHECK_FN(rt_relu_inplace) { UNARY_OP_CHECKS(T(2, 3), CALL_RELU_INPLACE); }
+
+#define CALL_LEAKY_INPLACE(x, out) rt_leaky_relu_inplace(x, 0.1f, out)
+CHECK_FN(rt_leaky_relu_inplace) {
+    rt_tensor *y = NULL;
+    UNARY_OP_CHECKS(T(2, 3), CALL_LEAKY_INPLACE);
+    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_leaky_relu_inplace(T(2, 3), -1.0f, &y));
+}
+
 /* a (op) b: out NULL, a NULL, b NULL, shapes that differ. */
 typedef rt_status (*binary_op)(rt_tensor *, rt_tensor *, rt_tensor **);
 
@@ -3582,7 +3592,7 @@ static const api_entry autograd_entries[] = {
 
 static const api_entry ops_entries[] = {
     /* ops/ops.h */
-    E(rt_conv), E(rt_linear), E(rt_batch_norm), E(rt_relu), E(rt_leaky_relu), E(rt_add_relu), E(rt_max_pool),
+    E(rt_conv), E(rt_linear), E(rt_batch_norm), E(rt_relu), E(rt_leaky_relu), E(rt_relu_inplace), E(rt_leaky_relu_inplace), E(rt_add_relu), E(rt_max_pool),
     E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul), E(rt_mul_scalar), E(rt_mul_scalar_inplace), E(rt_sum), E(rt_mean),
     E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels),
     E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_weight_set_layout), E(rt_copy_in_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),

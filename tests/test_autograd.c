@@ -163,6 +163,78 @@ static void test_diamond(void) {
     rt_tensor_release(g);
 }
 
+/* How far the relu's backward raised the live bytes above where they
+ * stood when it began, in the last traced backward. (A saved tensor moving
+ * back to TEMP as its node drops it is a -/+ pair, not growth.) */
+static int64_t relu_backward_growth(void) {
+    size_t n = 0;
+    const rt_mem_event *e = rt_mem_trace_events(&n);
+    int64_t start = -1, top = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!strstr(e[i].op, "leaky_relu")) continue;
+        if (start < 0) start = e[i].live_total - e[i].delta_bytes, top = start;
+        if (e[i].live_total > top) top = e[i].live_total;
+    }
+    return start < 0 ? -1 : top - start;
+}
+
+/* LeakyReLU in place, forward and backward: rt_leaky_relu_inplace writes
+ * over an activation nobody else holds, keeps a saved one intact (falling
+ * back to a new tensor), and the backward overwrites its incoming gradient
+ * only when the engine holds the sole reference; gradients are PyTorch's,
+ * d/dx lrelu(2x)·3 = 6·(x > 0 ? 1 : slope), in every case. */
+static void test_relu_in_place(void) {
+    const float slope = 0.1f;
+    int64_t shape[2] = {4, 6}, base_temp = live(RT_MEM_TEMP), base_saved = live(RT_MEM_SAVED);
+    rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 11), *g = rand_tensor(2, shape, RT_MEM_DATA, 12);
+    CHECK(x && g);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    /* 1: a is only ours: consumed, and 3·dy reaches the relu exclusively */
+    rt_tensor *a = NULL, *b = NULL, *c = NULL, *p = NULL, *d = NULL;
+    CHECK_OK(rt_mul_scalar(x, 2.0f, &a));
+    const rt_storage *sa = a->storage;
+    CHECK_OK(rt_leaky_relu_inplace(a, slope, &b));
+    CHECK(b->storage == sa);
+    rt_tensor_release(a);
+    CHECK_OK(rt_mul_scalar(b, 3.0f, &c));
+    rt_tensor_release(b);
+    rt_mem_trace_enable(1);
+    CHECK_OK(rt_backward(c, g, false));
+    CHECK_EQ_INT(relu_backward_growth(), 0); /* dx written over dy */
+    rt_mem_trace_enable(0);
+    for (int i = 0; i < 24; i++) {
+        float xv = rt_tensor_f32(x)[i], want = 6.0f * (xv > 0 ? 1.0f : slope) * rt_tensor_f32(g)[i];
+        CHECK_NEAR(rt_tensor_f32(x->grad)[i], want, 1e-6 * (1 + fabs(want)));
+    }
+    rt_tensor_release(c);
+    /* 2: a is saved by a·a: not consumed (a keeps its values for that
+     * backward), and add hands one dy to both branches, so the relu must not
+     * overwrite it: d = lrelu(2x) + (2x)², dd/dx = 2·lrelu'(2x) + 8x */
+    rt_tensor_zero_grad(x);
+    CHECK_OK(rt_mul_scalar(x, 2.0f, &a));
+    CHECK_OK(rt_mul(a, a, &p));
+    CHECK_OK(rt_leaky_relu_inplace(a, slope, &b));
+    CHECK(b->storage != a->storage);
+    for (int i = 0; i < 24; i++) CHECK(rt_tensor_f32(a)[i] == 2.0f * rt_tensor_f32(x)[i]);
+    rt_tensor_release(a);
+    CHECK_OK(rt_add(b, p, &d));
+    rt_tensor_release(b);
+    rt_tensor_release(p);
+    rt_mem_trace_enable(1);
+    CHECK_OK(rt_backward(d, g, false));
+    CHECK_EQ_INT(relu_backward_growth(), (int64_t)(24 * sizeof(float))); /* a new dx */
+    rt_mem_trace_enable(0);
+    for (int i = 0; i < 24; i++) {
+        float xv = rt_tensor_f32(x)[i], want = (2.0f * (xv > 0 ? 1.0f : slope) + 8.0f * xv) * rt_tensor_f32(g)[i];
+        CHECK_NEAR(rt_tensor_f32(x->grad)[i], want, 1e-5 * (1 + fabs(want)));
+    }
+    rt_tensor_release(d);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+    rt_tensor_release(x);
+    rt_tensor_release(g);
+}
+
 /* A leaf that is itself the root: backward seeds its .grad with ones. */
 static void test_leaf_root(void) {
     rt_tensor *s = const_tensor(0, NULL, 2.0f, RT_MEM_DATA);
@@ -1406,7 +1478,7 @@ static void test_conv_backward_frees_input_first(void) {
 }
 
 RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", test_used_twice_add},
-             {"diamond", test_diamond}, {"leaf_root", test_leaf_root},
+             {"diamond", test_diamond}, {"relu_in_place", test_relu_in_place}, {"leaf_root", test_leaf_root},
              {"backward_twice_released", test_backward_twice_released},
              {"retain_graph_doubles", test_retain_graph_doubles},
              {"no_grad_scope", test_no_grad_scope}, {"backward_errors", test_backward_errors},

@@ -334,19 +334,21 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     /* every block of a sequence splits the same channel count, so one block's
      * input halves are the previous block's output halves */
     rt_status st = rt_rev_halves(last, out, &y1, &y2);
-    if (st == RT_OK) st = rt_rev_halves(last, grad_out[0], &dy1, &dy2);
     rt_recompute_scope scope;
     rt_recompute_begin(&scope);
     s->last_drift = 0.0;
     /* on meta nothing can be measured: k stays 0, so a meta run predicts
      * the calibration step, the one that keeps every exact input */
     if (st == RT_OK && c->calibrating && !rt_tensor_is_meta(out)) st = rt_calibrate(self, c, out, tol);
-    /* The rebuild works on the halves only: free the whole output and the
-     * whole incoming gradient now rather than when this backward returns
-     * (at the widest level of a partially reversible U-Net these are two
-     * full-width activations of the step's peak). */
+    /* The rebuild works on the halves only: free the whole output once it
+     * is split, then split and free the whole incoming gradient, rather
+     * than holding both until this backward returns (at the widest level
+     * of a partially reversible U-Net they are two full-width activations
+     * of the step's peak; split one after the other, the two whole tensors
+     * and four halves are never live at once). */
     out = NULL;
     rt_node_drop_saved(self, c->out_slot);
+    if (st == RT_OK) st = rt_rev_halves(last, grad_out[0], &dy1, &dy2);
     rt_tensor_release(rt_node_take_grad(self, 0));
     for (int i = c->n - 1; i >= 0 && st == RT_OK; i--) {
         rt_rev_block *b = rt_seq_block(s, i);

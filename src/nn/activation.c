@@ -18,12 +18,21 @@ static rt_status rt_leaky_relu_forward(rt_module *m, rt_tensor *x, rt_tensor **y
     return rt_leaky_relu(x, ((rt_scalar_module *)m)->value, y);
 }
 
+/* Handed its input by a container (rt_module_forward_consume): computed in
+ * place when nobody else holds x (rt_leaky_relu_inplace), then released. */
+static rt_status rt_relu_forward_consume(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    rt_status st = rt_leaky_relu_inplace(x, ((rt_scalar_module *)m)->value, y); /* ReLU's value is 0 */
+    rt_tensor_release(x);
+    return st;
+}
+
 static rt_status rt_dropout_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return rt_dropout(x, ((rt_scalar_module *)m)->value, m->training, y);
 }
 
-static const rt_module_class rt_relu_class = {"ReLU", rt_relu_forward, NULL, NULL};
-static const rt_module_class rt_leaky_relu_class = {"LeakyReLU", rt_leaky_relu_forward, NULL, NULL};
+static const rt_module_class rt_relu_class = {"ReLU", rt_relu_forward, NULL, rt_relu_forward_consume};
+static const rt_module_class rt_leaky_relu_class = {"LeakyReLU", rt_leaky_relu_forward, NULL,
+                                                    rt_relu_forward_consume};
 static const rt_module_class rt_dropout_class = {"Dropout", rt_dropout_forward, NULL, NULL};
 
 static rt_status rt_scalar_module_create(const rt_module_class *cls, float value, rt_module **m) {

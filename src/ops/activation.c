@@ -15,8 +15,12 @@ static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_
     const rt_relu_ctx *c = self->ctx;
     rt_tensor *y, *dy = grad_out[0];
     RT_SAVED(self, 0, y);
-    rt_tensor *g = rt_tensor_empty_like(y, RT_MEM_TEMP);
-    if (!g) return RT_ERR_OOM;
+    /* dy is read once, element by element: when nobody else holds it (no
+     * hook, no retained gradient, not saved), the gradient overwrites it
+     * (the kernel allows dx == dy), so the backward holds one tensor less */
+    rt_tensor *g = NULL;
+    if (self->grad_buf[0] == dy && rt_op_can_consume(dy)) g = rt_node_take_grad(self, 0); /* ours now */
+    else if (!(g = rt_tensor_empty_like(y, RT_MEM_TEMP))) return RT_ERR_OOM;
     rt_status st = rt_backend_of(y)->relu_backward(rt_tensor_numel(y), c->negative_slope, rt_tensor_f32(y),
                                                    rt_tensor_f32(dy), rt_tensor_f32(g));
     for (int i = 0; st == RT_OK && i < self->n_inputs; i++)
@@ -25,14 +29,16 @@ static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_
     return st;
 }
 
-rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out) {
+/* Both forwards: consume writes y over x's storage when rt_op_can_consume
+ * allows it (the kernel allows y == x; the node saves y, never x). */
+static rt_status rt_leaky_relu_op(rt_tensor *x, float negative_slope, bool consume, rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, negative_slope > 0 ? "leaky_relu" : "relu"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, negative_slope > 0 ? "leaky_relu" : "relu", "input"));
     if (!(negative_slope >= 0.0f))
         return rt_error_set(RT_ERR_INVALID_ARG, "leaky_relu: negative_slope must be >= 0 (got %g): "
                             "backward recovers the input's sign from the output", negative_slope);
-    rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *y = consume && rt_op_can_consume(x) ? rt_op_take_storage(x) : rt_tensor_empty_like(x, RT_MEM_TEMP);
     if (!y) return RT_ERR_OOM;
     rt_status st =
         rt_backend_of(x)->relu_forward(rt_tensor_numel(x), negative_slope, rt_tensor_f32(x), rt_tensor_f32(y));
@@ -47,7 +53,17 @@ rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out) {
     return rt_op_return(st, node, y, out);
 }
 
-rt_status rt_relu(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu(x, 0.0f, out); }
+rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out) {
+    return rt_leaky_relu_op(x, negative_slope, false, out);
+}
+
+rt_status rt_leaky_relu_inplace(rt_tensor *x, float negative_slope, rt_tensor **out) {
+    return rt_leaky_relu_op(x, negative_slope, true, out);
+}
+
+rt_status rt_relu(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu_op(x, 0.0f, false, out); }
+
+rt_status rt_relu_inplace(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu_op(x, 0.0f, true, out); }
 
 rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, "add_relu"));

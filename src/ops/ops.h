@@ -67,9 +67,25 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
                         float momentum, float eps, rt_tensor **out);
 
 /* torch.relu / torch.nn.functional.leaky_relu (negative_slope >= 0); any shape.
- * Saves: the output y (backward needs only its sign, as PyTorch's relu). */
+ * Saves: the output y (backward needs only its sign, as PyTorch's relu).
+ * The backward writes the input's gradient over the incoming one when
+ * nobody else holds that (no hook, no retained .grad): values as PyTorch's,
+ * one activation-sized buffer less.
+ * Errors: RT_ERR_INVALID_ARG (NULL, negative_slope < 0), RT_ERR_DTYPE
+ * (not f32), RT_ERR_OOM. */
 rt_status rt_relu(rt_tensor *x, rt_tensor **out);
 rt_status rt_leaky_relu(rt_tensor *x, float negative_slope, rt_tensor **out);
+
+/* The same, consuming x (F.relu(x, inplace=True), F.leaky_relu(...,
+ * inplace=True)): when x is the caller's only reference, no node saved it
+ * and it is not a leaf that requires grad (rt_op_can_consume), y is written
+ * over x's storage and the caller must not read x again (release it);
+ * otherwise a new tensor, as rt_relu. Unlike PyTorch's in-place ops this
+ * never corrupts a value autograd needs: it falls back instead of raising.
+ * Containers reach it through the ReLU and LeakyReLU modules'
+ * forward_consume (nn/module.h). Errors as rt_relu. */
+rt_status rt_relu_inplace(rt_tensor *x, rt_tensor **out);
+rt_status rt_leaky_relu_inplace(rt_tensor *x, float negative_slope, rt_tensor **out);
 
 /* torch.relu(a + b): a residual sum and its ReLU in one pass, without the
  * sum ever being stored (same shape, no broadcasting; b is converted to a's

@@ -904,6 +904,27 @@ CHECK_FN(rt_cat_channels) {
     VAL(y == NULL);
 }
 
+CHECK_FN(rt_cat_channels_layout) {
+    rt_tensor *xs[2] = {T(2, 3, 4, 4), T(2, 5, 4, 4)}, *holes[2] = {xs[0], NULL}, *y = NULL;
+    ST(RT_ERR_INVALID_ARG, "out", rt_cat_channels_layout(2, xs, RT_LAYOUT_PLAIN, NULL));
+    ST(RT_ERR_INVALID_ARG, "xs", rt_cat_channels_layout(2, NULL, RT_LAYOUT_PLAIN, &y));
+    ST(RT_ERR_INVALID_ARG, "input 1", rt_cat_channels_layout(2, holes, RT_LAYOUT_PLAIN, &y));
+    ST(RT_ERR_INVALID_ARG, "activation order", rt_cat_channels_layout(2, xs, RT_LAYOUT_WEIGHT_BLOCKED, &y));
+    VAL(y == NULL);
+}
+
+CHECK_FN(rt_split_channels_layout) {
+    rt_tensor *x = T(2, 8, 4, 4), *outs[2] = {x, x};
+    const int64_t sizes[2] = {3, 5}, bad[2] = {3, 4};
+    ST(RT_ERR_INVALID_ARG, "outs", rt_split_channels_layout(x, 2, sizes, RT_LAYOUT_CHANNELS_LAST, NULL));
+    ST(RT_ERR_INVALID_ARG, "input", rt_split_channels_layout(NULL, 2, sizes, RT_LAYOUT_CHANNELS_LAST, outs));
+    VAL(outs[0] == NULL && outs[1] == NULL);
+    ST(RT_ERR_INVALID_ARG, "sizes", rt_split_channels_layout(x, 2, NULL, RT_LAYOUT_CHANNELS_LAST, outs));
+    ST(RT_ERR_SHAPE, "split", rt_split_channels_layout(x, 2, bad, RT_LAYOUT_CHANNELS_LAST, outs));
+    ST(RT_ERR_INVALID_ARG, "channels-last", rt_split_channels_layout(x, 2, sizes, RT_LAYOUT_BLOCKED, outs));
+    ST(RT_ERR_SHAPE, "4-D or 5-D", rt_split_channels_layout(T(2, 8), 2, sizes, RT_LAYOUT_CHANNELS_LAST, outs));
+}
+
 CHECK_FN(rt_split_channels) {
     rt_tensor *x = T(2, 8, 4, 4), *outs[2] = {x, x};
     const int64_t sizes[2] = {3, 5}, bad[2] = {3, 4};
@@ -1762,6 +1783,9 @@ CHECK_FN(rt_rev_block_create) {
     ST(RT_ERR_INVALID_ARG, "coupling", rt_rev_block_create(f, g, (rt_coupling)7, &m));
 }
 CHECK_FN(rt_rev_block_of) { VAL(rt_rev_block_of(NULL) == NULL); }
+CHECK_FN(rt_rev_block_set_channels_last) {
+    ST(RT_ERR_INVALID_ARG, "ReversibleBlock", rt_rev_block_set_channels_last(NULL, true));
+}
 CHECK_FN(rt_rev_block_inverse) {
     rt_module *b = rev_block(), *relu = NULL;
     rt_tensor *t = T(2, 4), *out = NULL;
@@ -3167,6 +3191,11 @@ CHECK_FN(rt_get_num_threads) { VAL(rt_get_num_threads() >= 1); }
 
 /* The run-time ISA queries take nothing and never fail. */
 CHECK_FN(rt_layout_block) { VAL(rt_layout_block() == 8 || rt_layout_block() == 16); }
+CHECK_FN(rt_layout_pads_much) { /* the block itself pads nothing, half a block doubles; no size is padded */
+    int64_t b = rt_layout_block();
+    VAL(!rt_layout_pads_much(b) && rt_layout_pads_much(b / 2) && !rt_layout_pads_much(0) && !rt_layout_pads_much(-b));
+}
+
 CHECK_FN(rt_layout_weight_blockable) { /* impossible sizes answer false */
     int64_t b = rt_layout_block();
     VAL(rt_layout_weight_blockable(b, 2 * b) && !rt_layout_weight_blockable(b, 3) && !rt_layout_weight_blockable(0, b) &&
@@ -3520,6 +3549,15 @@ CHECK_FN(rt_kernel_pad_copy) {
     VAL(d[0] == 7.0f);
 }
 
+CHECK_FN(rt_kernel_channel_slice_copy_cl) {
+    float p[2] = {7, 7};
+    TOL(rt_kernel_channel_slice_copy_cl(1, 2, 1, 0, 2, p, NULL, RT_LAYOUT_PLAIN, 1));
+    TOL(rt_kernel_channel_slice_copy_cl(1, 2, 1, 0, 2, NULL, kb[0], RT_LAYOUT_PLAIN, 0)); /* nowhere to copy to */
+    TOL(rt_kernel_channel_slice_copy_cl(1, 2, 1, 1, 2, p, kb[0], RT_LAYOUT_PLAIN, 0));   /* past the whole */
+    TOL(rt_kernel_channel_slice_copy_cl(1, 2, 1, 0, 2, p, kb[0], RT_LAYOUT_WEIGHT_BLOCKED, 0));
+    VAL(p[0] == 7.0f);
+}
+
 CHECK_FN(rt_kernel_channel_slice_copy) {
     float p[2] = {7, 7};
     TOL(rt_kernel_channel_slice_copy(1, 2, 1, 0, 2, p, NULL, 1));
@@ -3594,7 +3632,7 @@ static const api_entry ops_entries[] = {
     /* ops/ops.h */
     E(rt_conv), E(rt_linear), E(rt_batch_norm), E(rt_relu), E(rt_leaky_relu), E(rt_relu_inplace), E(rt_leaky_relu_inplace), E(rt_add_relu), E(rt_max_pool),
     E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul), E(rt_mul_scalar), E(rt_mul_scalar_inplace), E(rt_sum), E(rt_mean),
-    E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels),
+    E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels), E(rt_cat_channels_layout), E(rt_split_channels_layout),
     E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_weight_set_layout), E(rt_copy_in_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),
     E(rt_dropout), E(rt_cross_entropy), E(rt_mse_loss), E(rt_l1_loss),
     /* ops/batchnorm_relu.h */
@@ -3642,7 +3680,7 @@ static const api_entry optim_train_entries[] = {
     /* memory/predict.h */
     E(rt_memory_predict),
     /* memory/reversible.h */
-    E(rt_rev_block_create), E(rt_rev_block_of), E(rt_rev_block_inverse), E(rt_rev_block_check),
+    E(rt_rev_block_create), E(rt_rev_block_of), E(rt_rev_block_set_channels_last), E(rt_rev_block_inverse), E(rt_rev_block_check),
     E(rt_rev_block_logdet), E(rt_rev_sequence_create), E(rt_rev_sequence_of), E(rt_module_set_reversible),
     E(rt_module_set_grouping), E(rt_module_count_reversible), E(rt_reversible_reconstruction),
     /* memory/checkpoint.h, nn/module.h's interceptor */
@@ -3722,7 +3760,7 @@ static const api_entry kernels_entries[] = {
     E(rt_kernel_conv_backward_weights), E(rt_conv_algo_set), E(rt_conv_algo_get), E(rt_conv_algo_name),
     E(rt_conv_algo_parse), E(rt_conv_shape_check),
     /* kernels/eltwise.h, layout.h */
-    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_layout_weight_blockable), E(rt_cpu_level_get),
+    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_layout_weight_blockable), E(rt_layout_pads_much), E(rt_cpu_level_get),
     E(rt_cpu_level_name), E(rt_cpu_dnnl_isa_name),
     /* kernels/norm.h */
     E(rt_kernel_batchnorm_forward_train), E(rt_kernel_batchnorm_forward_eval), E(rt_kernel_batchnorm_backward),
@@ -3754,7 +3792,7 @@ static const api_entry kernels_entries[] = {
     /* kernels/dropout.h */
     E(rt_kernel_dropout_temp_bytes), E(rt_kernel_dropout),
     /* kernels/copy.h */
-    E(rt_kernel_pad_copy), E(rt_kernel_channel_slice_copy),
+    E(rt_kernel_pad_copy), E(rt_kernel_channel_slice_copy), E(rt_kernel_channel_slice_copy_cl),
 };
 
 /* ------------------------------------------------------------ 3-D operators (ops/ops3d.h,

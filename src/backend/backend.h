@@ -200,6 +200,8 @@ typedef struct rt_backend {
                      float value, float *dst);
     void (*channel_slice_copy)(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size, float *piece,
                                float *whole, int to_whole);
+    void (*channel_slice_copy_cl)(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size, float *piece,
+                                  float *whole, rt_layout whole_layout, int to_whole);
 
     /* ---- dropout (kernels/dropout.h); meta: books and releases the
      * uniforms' TEMP bytes ---- */

@@ -70,6 +70,7 @@ const rt_backend rt_backend_cpu = {
     .affine_coupling_logdet = rt_kernel_affine_coupling_logdet,
     .pad_copy = rt_kernel_pad_copy,
     .channel_slice_copy = rt_kernel_channel_slice_copy,
+    .channel_slice_copy_cl = rt_kernel_channel_slice_copy_cl,
     .dropout = rt_kernel_dropout,
     .sgd_update = rt_kernel_sgd_update,
     .adamw_update = rt_kernel_adamw_update,

@@ -303,6 +303,11 @@ static void meta_pad_copy(int nd, const int64_t *sshape, const float *src, const
                           const int64_t *before, float value, float *dst) {
     (void)nd, (void)sshape, (void)src, (void)dshape, (void)before, (void)value, (void)dst;
 }
+static void meta_channel_slice_copy_cl(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size,
+                                       float *piece, float *whole, rt_layout whole_layout, int to_whole) {
+    (void)batch, (void)cw, (void)inner, (void)off, (void)size, (void)piece, (void)whole, (void)whole_layout,
+        (void)to_whole;
+}
 static void meta_channel_slice_copy(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size,
                                     float *piece, float *whole, int to_whole) {
     (void)batch, (void)cw, (void)inner, (void)off, (void)size, (void)piece, (void)whole, (void)to_whole;
@@ -445,6 +450,7 @@ const rt_backend rt_backend_meta = {
     .affine_coupling_logdet = meta_coupling_logdet,
     .pad_copy = meta_pad_copy,
     .channel_slice_copy = meta_channel_slice_copy,
+    .channel_slice_copy_cl = meta_channel_slice_copy_cl,
     .dropout = meta_dropout,
     .sgd_update = meta_sgd_update,
     .adamw_update = meta_adamw_update,

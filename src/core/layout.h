@@ -22,6 +22,16 @@ typedef enum rt_layout {
      * Set by rt_module_set_weight_layout (nn/modules.h); the weight's .grad
      * and optimizer state share it, and weight files always hold OIHW. */
     RT_LAYOUT_WEIGHT_BLOCKED = 2,
+    /* NHWC / NDHWC (PyTorch's channels_last / channels_last_3d memory
+     * format, oneDNN's nhwc / ndhwc), any C: element (n, c, s) at float
+     * index (n*S + s)*C + c for S spatial positions; the plain byte size.
+     * Used where the blocked order would pad C by more than a quarter and a
+     * chain of ops can stay in one order: the 8-channel halves of a
+     * reversible coupling under 16-channel blocks (the channels-last
+     * convolution's native order, so it needs no reorder). Produced only
+     * on request (rt_split_channels_layout; a convolution keeps its input's
+     * order); ops that cannot read it refuse it or convert. */
+    RT_LAYOUT_CHANNELS_LAST = 3,
 } rt_layout;
 
 #endif

@@ -11,7 +11,12 @@
  * spatial positions of L inner floats, element (p, s, l) at (p*S + s)*L + l:
  *   plain   (NC[D]HW):    L = 1, P = N*C, plane p is sample p/C, channel p%C;
  *   blocked (nC[d]hw{B}c): L = B = rt_layout_block(), P = N*C/B, plane p is
- *                          sample p/(C/B), channels (p%(C/B))*B + l.
+ *                          sample p/(C/B), channels (p%(C/B))*B + l;
+ *   channels-last (N[D]HWC): L = C, P = N: plane p is sample p, channel l.
+ *                          Its sums split each sample's positions into a
+ *                          fixed number of chunks and add the chunks' sums
+ *                          in order, so the result does not depend on the
+ *                          thread count.
  * The per-(n, c) vectors below are always plain, index n*C + c.
  * All buffers are caller-owned contiguous f32 (f64 for the sums); the kernels
  * allocate nothing. n == 0 is a valid empty call. A blocked layout needs

@@ -87,6 +87,10 @@ static const char *dims_str(char *buf, size_t n, const int64_t *v, int nsp) {
     return buf;
 }
 
+static const char *conv_layout_name(rt_layout l) {
+    return l == RT_LAYOUT_BLOCKED ? "blocked" : l == RT_LAYOUT_CHANNELS_LAST ? "channels_last" : "plain";
+}
+
 static void conv_desc(const rt_conv_shape *s, const char *what, char *buf, size_t n) {
     char a[5][72];
     int d = s->nsp;
@@ -100,9 +104,8 @@ static void conv_desc(const rt_conv_shape *s, const char *what, char *buf, size_
     if (s->src_layout != RT_LAYOUT_PLAIN || s->dst_layout != RT_LAYOUT_PLAIN) {
         size_t l = strlen(buf);
         if (l > 0 && l + 1 < n)
-            snprintf(buf + l - 1, n - (l - 1), " src_layout=%s dst_layout=%s)",
-                     s->src_layout == RT_LAYOUT_BLOCKED ? "blocked" : "plain",
-                     s->dst_layout == RT_LAYOUT_BLOCKED ? "blocked" : "plain");
+            snprintf(buf + l - 1, n - (l - 1), " src_layout=%s dst_layout=%s)", conv_layout_name(s->src_layout),
+                     conv_layout_name(s->dst_layout));
     }
     if (s->wei_layout != RT_LAYOUT_PLAIN) {
         size_t l = strlen(buf);
@@ -133,8 +136,12 @@ rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]) {
                                 "%s: spatial dim %d needs in, k, stride, dil >= 1 and pad >= 0", d,
                                 i);
     }
-    RT_TRY(rt_dnnl_layout_check(s->src_layout, s->c_in, "x/dx (src_layout)", d));
-    RT_TRY(rt_dnnl_layout_check(s->dst_layout, s->c_out, "y/dy (dst_layout)", d));
+    if (s->src_layout != RT_LAYOUT_CHANNELS_LAST)
+        RT_TRY(rt_dnnl_layout_check(s->src_layout, s->c_in, "x/dx (src_layout)", d));
+    if (s->dst_layout != RT_LAYOUT_CHANNELS_LAST)
+        RT_TRY(rt_dnnl_layout_check(s->dst_layout, s->c_out, "y/dy (dst_layout)", d));
+    if ((s->src_layout == RT_LAYOUT_CHANNELS_LAST || s->dst_layout == RT_LAYOUT_CHANNELS_LAST) && s->nsp < 2)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: the channels-last layout needs a 2-D or 3-D convolution", d);
     RT_TRY(rt_dnnl_weight_layout_check(s->wei_layout, s->c_out, s->c_in, s->groups, d));
     int64_t o[3];
     rt_conv_out_size(s, o);
@@ -170,15 +177,14 @@ typedef struct conv_geom {
  * peak 987 → 923 MiB, and the training step about 25% faster at 64³
  * (alternating runs, revtorch bench). A slight padding is cheaper blocked:
  * the BraTS U-Net's 60/120/360 channels (1.07×) ran 4–10% slower in
- * channels-last for 1% less memory. */
-static bool conv_pads_much(int64_t c) {
-    int64_t b = rt_layout_block();
-    return 4 * ((c + b - 1) / b * b) > 5 * c;
-}
+ * channels-last for 1% less memory (rt_layout_pads_much draws the line).
+ * Channels-last tensors (core/layout.h) are this case's own order: the
+ * primitive then reads and writes the caller's buffers without a reorder. */
+static bool conv_unblocked(rt_layout l) { return l == RT_LAYOUT_PLAIN || l == RT_LAYOUT_CHANNELS_LAST; }
 
 static bool conv_pads_both(const rt_conv_shape *s) {
-    return s->groups == 1 && s->src_layout == RT_LAYOUT_PLAIN && s->dst_layout == RT_LAYOUT_PLAIN &&
-           conv_pads_much(s->c_in) && conv_pads_much(s->c_out);
+    return s->groups == 1 && conv_unblocked(s->src_layout) && conv_unblocked(s->dst_layout) &&
+           rt_layout_pads_much(s->c_in) && rt_layout_pads_much(s->c_out);
 }
 
 static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], conv_geom *g,

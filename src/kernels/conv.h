@@ -12,7 +12,10 @@
  * Activation layouts (see layout.h): RT_LAYOUT_PLAIN (0, the default) is
  * NCHW / NCDHW; RT_LAYOUT_BLOCKED is nChw{B}c / nCdhw{B}c and needs c_in
  * (for src_layout) or c_out (for dst_layout) to be a multiple of
- * rt_layout_block(). Source and destination layouts are independent (e.g. a
+ * rt_layout_block(); RT_LAYOUT_CHANNELS_LAST is NHWC / NDHWC for any
+ * channel count (2-D and 3-D convolutions; where both channel counts would
+ * be padded by the blocked format, the primitive computes in it, so such
+ * tensors need no reorder). Source and destination layouts are independent (e.g. a
  * plain 3-channel stem input with a blocked output). The byte size of a
  * buffer does not depend on its layout.
  * The caller owns every buffer; the kernels only read inputs and overwrite

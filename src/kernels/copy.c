@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/layout.h"
+
 void rt_kernel_pad_copy(int nd, const int64_t *sshape, const float *src, const int64_t *dshape,
                         const int64_t *before, float value, float *dst) {
     if (nd < 1 || nd > 5 || !sshape || !src || !dshape || !before || !dst) return;
@@ -47,6 +49,31 @@ void rt_kernel_channel_slice_copy(int64_t batch, int64_t cw, int64_t inner, int6
             if (to_whole) memcpy(w, p, bytes); else memcpy(p, w, bytes);
         } else {
             memset(w, 0, bytes);
+        }
+    }
+}
+
+void rt_kernel_channel_slice_copy_cl(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size,
+                                     float *piece, float *whole, rt_layout whole_layout, int to_whole) {
+    if (!whole || (!piece && !to_whole) || batch <= 0 || size <= 0 || inner <= 0 || off < 0 || off + size > cw)
+        return;
+    const int64_t B = rt_layout_block();
+    if (whole_layout != RT_LAYOUT_PLAIN && whole_layout != RT_LAYOUT_CHANNELS_LAST &&
+        !(whole_layout == RT_LAYOUT_BLOCKED && cw % B == 0))
+        return;
+    const int par = batch * inner * size >= 32768;
+    for (int64_t n = 0; n < batch; n++) {
+#pragma omp parallel for if (par) schedule(static)
+        for (int64_t i = 0; i < inner; i++) {
+            float *p = piece ? piece + (n * inner + i) * size : NULL;
+            for (int64_t l = 0; l < size; l++) {
+                const int64_t c = off + l;
+                int64_t w = whole_layout == RT_LAYOUT_PLAIN     ? (n * cw + c) * inner + i
+                            : whole_layout == RT_LAYOUT_BLOCKED ? ((n * (cw / B) + c / B) * inner + i) * B + c % B
+                                                                : (n * inner + i) * cw + c;
+                if (!to_whole) p[l] = whole[w];
+                else whole[w] = p ? p[l] : 0.0f;
+            }
         }
     }
 }

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "core/layout.h"
+
 /* dst[i] = src[i − before] where that index lies inside src, else value,
  * per dim of rank nd (1..5); negative `before` crops. Copies whole
  * overlapping rows of the last dim at once. */
@@ -19,5 +21,15 @@ void rt_kernel_pad_copy(int nd, const int64_t *sshape, const float *src, const i
  * zero-fills the slice: a missing gradient), else whole into piece. */
 void rt_kernel_channel_slice_copy(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size, float *piece,
                                   float *whole, int to_whole);
+
+/* The same slice with the piece (batch, size, inner) in the channels-last
+ * order, element (n, c, s) at (n*inner + s)*size + c, and the whole in
+ * whole_layout: RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED (whole's cw a multiple of
+ * the block; off and size any) or RT_LAYOUT_CHANNELS_LAST (core/layout.h).
+ * Splits a tensor into channels-last halves, and joins them, in one pass
+ * (no whole-size conversion first); OpenMP-parallel over positions. Any
+ * other whole_layout is a no-op (the ops check it). */
+void rt_kernel_channel_slice_copy_cl(int64_t batch, int64_t cw, int64_t inner, int64_t off, int64_t size,
+                                     float *piece, float *whole, rt_layout whole_layout, int to_whole);
 
 #endif

@@ -274,13 +274,15 @@ rt_status rt_dnnl_md_layout(dnnl_memory_desc_t *md, int ndims, const int64_t *di
         if (st != dnnl_success) return rt_dnnl_fail(st, "dnnl_memory_desc_init_by_tag (blocked weight)", desc);
         return RT_OK;
     }
-    RT_TRY(rt_dnnl_layout_check(layout, dims[1], "a tensor", desc));
+    /* channels-last: only where the caller's kernel reads it (convolution,
+     * reorder); rt_dnnl_layout_check keeps refusing it for the others */
+    if (layout != RT_LAYOUT_CHANNELS_LAST) RT_TRY(rt_dnnl_layout_check(layout, dims[1], "a tensor", desc));
     if (ndims != 4 && ndims != 5)
-        return rt_error_set(RT_ERR_INVALID_ARG,
-                            "%s: the blocked layout needs a 4-D or 5-D tensor (got %d-D)", desc,
-                            ndims);
-    dnnl_format_tag_t tag = ndims == 4 ? (rt_layout_block() == 16 ? dnnl_nChw16c : dnnl_nChw8c)
-                                       : (rt_layout_block() == 16 ? dnnl_nCdhw16c : dnnl_nCdhw8c);
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: the %s layout needs a 4-D or 5-D tensor (got %d-D)", desc,
+                            layout == RT_LAYOUT_BLOCKED ? "blocked" : "channels-last", ndims);
+    dnnl_format_tag_t tag = layout == RT_LAYOUT_CHANNELS_LAST ? (ndims == 4 ? dnnl_nhwc : dnnl_ndhwc)
+                            : ndims == 4 ? (rt_layout_block() == 16 ? dnnl_nChw16c : dnnl_nChw8c)
+                                         : (rt_layout_block() == 16 ? dnnl_nCdhw16c : dnnl_nCdhw8c);
     dnnl_dims_t d;
     for (int i = 0; i < ndims; i++) d[i] = dims[i];
     dnnl_status_t st = dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, tag);

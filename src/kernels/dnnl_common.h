@@ -174,6 +174,7 @@ rt_status rt_dnnl_md(dnnl_memory_desc_t *md, int ndims, const int64_t *dims, int
 
 /* Initialises an f32 md of `layout` (see layout.h): plain is
  * rt_dnnl_md(..., any=0); blocked needs ndims 4 or 5 and dims[1] % B == 0;
+ * channels-last (nhwc / ndhwc) needs ndims 4 or 5;
  * weight-blocked (OIhw{B}i{B}o / OIdhw{B}i{B}o) needs ndims 4 or 5 and
  * dims[0] % B == dims[1] % B == 0 (RT_ERR_INVALID_ARG otherwise, message
  * naming `desc`). */

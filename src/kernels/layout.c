@@ -12,6 +12,7 @@ static const char *layout_name(rt_layout l) {
     return l == RT_LAYOUT_PLAIN              ? "plain"
            : l == RT_LAYOUT_BLOCKED          ? "blocked"
            : l == RT_LAYOUT_WEIGHT_BLOCKED   ? "weight-blocked"
+           : l == RT_LAYOUT_CHANNELS_LAST    ? "channels-last"
                                              : "unknown";
 }
 
@@ -27,10 +28,11 @@ static rt_status reorder_check(int ndim, const int64_t *shape, rt_layout from, r
                       (long long)shape[i]);
     if (n > 0 && n < RT_DNNL_DESC_LEN) snprintf(desc + n, (size_t)(RT_DNNL_DESC_LEN - n), "]");
     bool weight = from == RT_LAYOUT_WEIGHT_BLOCKED || to == RT_LAYOUT_WEIGHT_BLOCKED;
-    if ((unsigned)from > RT_LAYOUT_WEIGHT_BLOCKED || (unsigned)to > RT_LAYOUT_WEIGHT_BLOCKED)
+    if ((unsigned)from > RT_LAYOUT_CHANNELS_LAST || (unsigned)to > RT_LAYOUT_CHANNELS_LAST)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: unknown layout value (%d -> %d)", desc,
                             (int)from, (int)to);
-    if (weight && (from == RT_LAYOUT_BLOCKED || to == RT_LAYOUT_BLOCKED))
+    if (weight && (from == RT_LAYOUT_BLOCKED || to == RT_LAYOUT_BLOCKED || from == RT_LAYOUT_CHANNELS_LAST ||
+                   to == RT_LAYOUT_CHANNELS_LAST))
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: a weight converts between plain and weight-blocked only", desc);
     if (shape[0] < 0)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: N must be >= 0", desc);
@@ -99,6 +101,11 @@ rt_status rt_kernel_reorder_layout(int ndim, const int64_t *shape, rt_layout fro
     }
     void *ptrs[2] = {(void *)src, dst};
     return rt_dnnl_entry_exec(p.entry, ptrs);
+}
+
+bool rt_layout_pads_much(int64_t c) {
+    const int64_t b = rt_layout_block();
+    return c >= 1 && 4 * ((c + b - 1) / b * b) > 5 * c;
 }
 
 bool rt_layout_weight_blockable(int64_t o, int64_t i) {

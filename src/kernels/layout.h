@@ -11,8 +11,12 @@
  * plain one; every kernel refuses a blocked tensor with C % B != 0
  * (RT_ERR_INVALID_ARG). Keeping activations blocked from layer to layer lets
  * a convolution whose preferred layout is the blocked one run without
- * reorders. Element-wise kernels (eltwise.h, ReLU) are layout-agnostic: they
- * see a flat array and keep the element order, so y has x's layout. */
+ * reorders. RT_LAYOUT_CHANNELS_LAST is NHWC / NDHWC for any C (core/layout.h);
+ * the convolution, the reorder, the channel-wise kernels (chanwise.h: group
+ * and instance norm) and the channel split/concat copies read it, every
+ * other kernel refuses it. Element-wise kernels (eltwise.h, ReLU) are
+ * layout-agnostic: they see a flat array and keep the element order, so y
+ * has x's layout. */
 #ifndef RT_KERNELS_LAYOUT_H
 #define RT_KERNELS_LAYOUT_H
 
@@ -39,6 +43,15 @@ int rt_layout_block(void);
  * The one rule the kernels, rt_weight_set_layout and
  * rt_module_set_weight_layout apply. False for o or i < 1. */
 bool rt_layout_weight_blockable(int64_t o, int64_t i);
+
+/* Whether the blocked order would pad c channels by more than a quarter
+ * (c rounded up to the block is over 1.25 c: 8 channels under 16-channel
+ * blocks). A convolution whose two channel counts both are computes in
+ * channels-last instead (kernels/conv.c), and a reversible block with
+ * rt_rev_block_set_channels_last keeps such halves channels-last; below
+ * that, the blocked kernels are faster (the BraTS U-Net's 30/60/120
+ * channels, padded by 7%). False for c < 1. */
+bool rt_layout_pads_much(int64_t c);
 
 /* Copies a tensor of logical shape `shape` (ndim 4: N,C,H,W or 5: N,C,D,H,W)
  * from layout `from` in src to layout `to` in dst (oneDNN reorder primitive,

@@ -26,7 +26,11 @@ rt_status rt_rev_halves(const rt_rev_block *b, rt_tensor *x, rt_tensor **h1, rt_
     }
     const int64_t sizes[2] = {x->shape[1] / 2, x->shape[1] - x->shape[1] / 2};
     rt_tensor *outs[2];
-    RT_TRY(rt_split_channels(x, 2, sizes, outs));
+    if (b->channels_last && b->coupling == RT_COUPLING_ADDITIVE && (x->ndim == 4 || x->ndim == 5) &&
+        rt_layout_pads_much(sizes[0]) && rt_layout_pads_much(sizes[1]))
+        RT_TRY(rt_split_channels_layout(x, 2, sizes, RT_LAYOUT_CHANNELS_LAST, outs));
+    else
+        RT_TRY(rt_split_channels(x, 2, sizes, outs));
     *h1 = outs[0];
     *h2 = outs[1];
     return RT_OK;
@@ -34,6 +38,10 @@ rt_status rt_rev_halves(const rt_rev_block *b, rt_tensor *x, rt_tensor **h1, rt_
 
 rt_status rt_rev_join(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
     rt_tensor *parts[2] = {a, b};
+    /* channels-last halves (rt_rev_halves) join into the plain order, the
+     * one rt_split_channels gives halves the blocked order would pad */
+    if (a->layout == RT_LAYOUT_CHANNELS_LAST && b->layout == RT_LAYOUT_CHANNELS_LAST)
+        return rt_cat_channels_layout(2, parts, RT_LAYOUT_PLAIN, out);
     return rt_cat_channels(2, parts, out);
 }
 
@@ -161,6 +169,15 @@ rt_status rt_rev_block_create(rt_module *f, rt_module *g, rt_coupling coupling, 
 
 rt_rev_block *rt_rev_block_of(rt_module *m) {
     return rt_module_is(m, &rt_rev_block_class) ? (rt_rev_block *)m : NULL;
+}
+
+rt_status rt_rev_block_set_channels_last(rt_module *m, bool on) {
+    rt_rev_block *b = rt_rev_block_of(m);
+    if (!b)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_block_set_channels_last: the module is %s, not a "
+                            "ReversibleBlock", m ? m->cls->type : "NULL");
+    b->channels_last = on;
+    return RT_OK;
 }
 
 /* The block behind m, checking that the tensor argument `t` (named `what`)

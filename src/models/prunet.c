@@ -45,6 +45,10 @@ static rt_status rt_prunet_blocks(rt_module *level, rt_init_ctx *ctx, const rt_u
         if (st != RT_OK) rt_module_destroy(f);
         RT_TRY(st);
         RT_TRY(rt_rev_block_create(f, g, RT_COUPLING_ADDITIVE, &block));
+        /* F and G (group or instance norm, LeakyReLU, Conv3d) read
+         * channels-last: halves the blocked order would pad stay in it from
+         * split to join (batch norm's kernels read plain or blocked only) */
+        rt_rev_block_set_channels_last(block, cfg->norm != RT_UNET_NORM_BATCH);
         snprintf(name, sizeof name, "%d", b);
         RT_TRY(rt_module_add_child(seq, name, block));
     }

@@ -107,10 +107,12 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
         yshape[2 + i] = osp[i];
     }
     /* The output stays in the blocked order when the input is in it and the
-     * output channels fill whole blocks: no reorder around the primitive. */
+     * output channels fill whole blocks: no reorder around the primitive.
+     * A channels-last input keeps its order too (core/layout.h). */
     s.src_layout = x->layout;
     bool blocked_out = x->layout == RT_LAYOUT_BLOCKED || o.preferred_output;
     s.dst_layout = blocked_out && s.c_out % rt_layout_block() == 0 ? RT_LAYOUT_BLOCKED : RT_LAYOUT_PLAIN;
+    if (x->layout == RT_LAYOUT_CHANNELS_LAST && !o.preferred_output) s.dst_layout = RT_LAYOUT_CHANNELS_LAST;
     s.wei_layout = weight->layout; /* rt_weight_set_layout; dw is made like the weight, in its order */
     /* a bf16 precision region computes in bf16 where oneDNN has the kernel
      * (memory/precision.h); backward reuses s, so its passes match */

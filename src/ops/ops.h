@@ -181,6 +181,26 @@ rt_status rt_cat_channels(int n, rt_tensor *const *xs, rt_tensor **out);
  * RT_ERR_INVALID_ARG for x, sizes or outs NULL; RT_ERR_SHAPE for n < 1 or
  * sizes that are not positive or do not add up to C. */
 rt_status rt_split_channels(rt_tensor *x, int n, const int64_t *sizes, rt_tensor **outs);
+
+/* rt_split_channels with the pieces in memory order `layout`: the input's
+ * own (then exactly rt_split_channels) or RT_LAYOUT_CHANNELS_LAST
+ * (core/layout.h) from a 4-D / 5-D input in any activation order, in one
+ * pass with no whole-size conversion — the halves of a reversible coupling
+ * whose half width the blocked order would pad. The gradient returns in
+ * x's order. Errors as rt_split_channels; RT_ERR_INVALID_ARG for another
+ * layout, RT_ERR_SHAPE for channels-last pieces of an input not 4-D or
+ * 5-D. (PyTorch: x.split(sizes, 1) then .contiguous(memory_format=
+ * torch.channels_last) on each piece.) */
+rt_status rt_split_channels_layout(rt_tensor *x, int n, const int64_t *sizes, rt_layout layout, rt_tensor **outs);
+/* rt_cat_channels with the result in memory order `layout` (plain, blocked
+ * — the total a multiple of rt_layout_block() — or channels-last): from
+ * channels-last inputs in one pass, the inverse of rt_split_channels_layout;
+ * other inputs are concatenated in their order, then converted. The
+ * gradients return in each input's order. Errors as rt_cat_channels;
+ * RT_ERR_INVALID_ARG for a layout that is not an activation order or a
+ * blocked result of unaligned width, RT_ERR_SHAPE for channels-last inputs
+ * not 4-D or 5-D. */
+rt_status rt_cat_channels_layout(int n, rt_tensor *const *xs, rt_layout layout, rt_tensor **out);
 /* torch.nn.functional.pixel_shuffle(x, upscale_factor = r): x (N, C·r², H, W)
  * → (N, C, H·r, W·r) with
  *   out[n, c, h·r + i, w·r + j] = x[n, c·r² + i·r + j, h, w],  0 <= i, j < r

@@ -802,23 +802,22 @@ CHECK_FN(rt_batch_norm_relu) {
 #define CALL_RELU(x, out) rt_relu(x, out)
 CHECK_FN(rt_relu) { UNARY_OP_CHECKS(T(2, 3), CALL_RELU); }
 
-#define CALL_LEAKY(x, out) rt_leaky_relu(x, 0.1f, out)
-CHECK_FN(rt_leaky_relu) {
+/* rt_leaky_relu and its in-place form share their argument rules. */
+static void leaky_checks(rt_status (*fn)(rt_tensor *, float, rt_tensor **)) {
     rt_tensor *y = NULL;
+#define CALL_LEAKY(x, out) fn(x, 0.1f, out)
     UNARY_OP_CHECKS(T(2, 3), CALL_LEAKY);
-    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_leaky_relu(T(2, 3), -1.0f, &y));
-    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_leaky_relu(T(2, 3), NAN, &y));
+#undef CALL_LEAKY
+    ST(RT_ERR_INVALID_ARG, "negative_slope", fn(T(2, 3), -1.0f, &y));
+    ST(RT_ERR_INVALID_ARG, "negative_slope", fn(T(2, 3), NAN, &y));
 }
+
+CHECK_FN(rt_leaky_relu) { leaky_checks(rt_leaky_relu); }
 
 #define CALL_RELU_INPLACE(x, out) rt_relu_inplace(x, out)
 CHECK_FN(rt_relu_inplace) { UNARY_OP_CHECKS(T(2, 3), CALL_RELU_INPLACE); }
 
-#define CALL_LEAKY_INPLACE(x, out) rt_leaky_relu_inplace(x, 0.1f, out)
-CHECK_FN(rt_leaky_relu_inplace) {
-    rt_tensor *y = NULL;
-    UNARY_OP_CHECKS(T(2, 3), CALL_LEAKY_INPLACE);
-    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_leaky_relu_inplace(T(2, 3), -1.0f, &y));
-}
+CHECK_FN(rt_leaky_relu_inplace) { leaky_checks(rt_leaky_relu_inplace); }
 
 /* a (op) b: out NULL, a NULL, b NULL, shapes that differ. */
 typedef rt_status (*binary_op)(rt_tensor *, rt_tensor *, rt_tensor **);

@@ -105,6 +105,21 @@ static void test_split_and_cat(void) {
     rt_tensor *x = randn(5, shape, 5, false), *pieces[2];
     CHECK(rt_split_channels_layout(x, 2, splits[0], RT_LAYOUT_BLOCKED, pieces) == RT_ERR_INVALID_ARG);
     rt_tensor_release(x);
+    /* a piece's gradient arriving in another order (here the plain seed of
+     * backward) is converted before it is copied into the whole's */
+    int64_t half[5] = {2, 8, 3, 4, 5};
+    rt_tensor *x0 = randn(5, shape, 6, true), *g = randn(5, half, 7, false);
+    CHECK_OK(rt_split_channels_layout(x0, 2, splits[0], RT_LAYOUT_CHANNELS_LAST, pieces));
+    CHECK_OK(rt_backward(pieces[0], g, false));
+    int bad = 0;
+    for (int64_t n = 0; n < 2; n++)
+        for (int64_t c = 0; c < 16; c++)
+            for (int64_t s = 0; s < S; s++) bad += at(x0->grad, n, c, s) != (c < 8 ? at(g, n, c, s) : 0.0f);
+    CHECK_EQ_INT(bad, 0);
+    rt_tensor_release(pieces[0]);
+    rt_tensor_release(pieces[1]);
+    rt_tensor_release(x0);
+    rt_tensor_release(g);
 }
 
 /* Output and gradients of f on x in the plain order and in channels-last;

@@ -1,6 +1,7 @@
-/* Strided copies of plain (C-contiguous) f32 activations that the memory
- * table's flat copy cannot do: constant padding / cropping (F.pad) and
- * channel slices (torch.cat / split on dim 1). Serial memcpy/memset; the
+/* Strided copies of f32 activations that the memory table's flat copy
+ * cannot do: constant padding / cropping (F.pad) and channel slices
+ * (torch.cat / split on dim 1). Serial memcpy/memset for plain tensors;
+ * the channels-last slice copy is OpenMP-parallel over positions. The
  * caller owns every buffer; nothing is allocated. A NULL buffer that would
  * be used makes a call a no-op. */
 #ifndef RT_KERNELS_COPY_H

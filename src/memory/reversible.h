@@ -79,18 +79,17 @@ rt_rev_block *rt_rev_block_of(rt_module *m);
 
 /* on: an additive block splits a 4-D / 5-D input whose halves the blocked
  * order would pad by more than a quarter (rt_layout_pads_much) into
- * channels-last halves
- * (rt_split_channels_layout, core/layout.h) and joins them back into the
- * plain order, so F and G run on tensors a channels-last convolution reads
- * and writes without reorders: the 8-channel halves of a 16-channel level
- * under AVX-512's 16-channel blocks, which the blocked order would double.
- * Only for F and G whose ops read channels-last (Conv2d/3d, GroupNorm,
- * InstanceNorm, elementwise ops; BatchNorm and pooling refuse it): the
- * partially reversible U-Nets set it with group or instance norm. Values are those of
- * the default; only the memory order, the reorders and the bytes they held
- * change (prunet3d 128³ step 795 → 731 MiB). Affine blocks and other
- * shapes keep the input's order. RT_ERR_INVALID_ARG when m is not a
- * ReversibleBlock. */
+ * channels-last halves (rt_split_channels_layout, core/layout.h) and joins
+ * them back into the plain order, so F and G run on tensors a channels-last
+ * convolution reads and writes without reorders: the 8-channel halves of a
+ * 16-channel level under AVX-512's 16-channel blocks, which the blocked
+ * order would double. Only for F and G whose ops read channels-last
+ * (Conv2d/3d, GroupNorm, InstanceNorm, elementwise ops; BatchNorm and
+ * pooling refuse it): the partially reversible U-Nets set it with group or
+ * instance norm. Values are those of the default; only the memory order,
+ * the reorders and the bytes they held change (prunet3d 128³ step 795 →
+ * 731 MiB). Affine blocks and other shapes keep the input's order.
+ * RT_ERR_INVALID_ARG when m is not a ReversibleBlock. */
 rt_status rt_rev_block_set_channels_last(rt_module *m, bool on);
 
 /* x = block⁻¹(y), computed without autograd and without updating batch-norm

@@ -250,18 +250,116 @@ static rt_status rt_plan_from_wrapper(const rt_checkpoint *ck, const rt_stage_pr
     return rt_plan_evaluate(prof, n, plan->kind, plan->segment, &plan->peak, &plan->recompute);
 }
 
-/* The smallest feasible step: the least-memory plan, predicted. */
-static rt_status rt_smallest(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
-                             int64_t *bytes) {
+/* The plan of a manual strategy — `segments` equal checkpointed segments,
+ * or every stage selective when segments is 0 — with its reversible stages
+ * rebuilt (checkpointing or selectively recomputing a RevNet stage would
+ * keep more than its output and raise the peak; a REBUILD stage inside a
+ * segment splits it in two, each keeping its own input). The wrapper is
+ * left on the plan. */
+static rt_status rt_plan_manual(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, int segments,
+                                rt_plan *plan) {
+    rt_checkpoint *ck = rt_checkpoint_of(c->w);
+    memset(plan, 0, sizeof *plan);
+    RT_TRY(segments > 0 ? rt_checkpoint_set_segments(c->w, segments)
+                        : rt_checkpoint_set_selective(c->w, ck->policy, ck->policy_user));
+    RT_TRY(rt_plan_from_wrapper(ck, prof, plan));
+    for (int i = 0; i < n; i++)
+        if (prof[i].saved_rev >= 0) plan->kind[i] = RT_STAGE_REBUILD;
+    rt_status st = rt_checkpoint_set_plan(c->w, plan->kind, plan->segment, n);
+    rt_plan_free(plan);
+    if (st == RT_OK) st = rt_plan_from_wrapper(ck, prof, plan); /* re-evaluated */
+    if (st != RT_OK) rt_plan_free(plan);
+    return st;
+}
+
+/* The plan a reversible model runs without a planner: every reversible
+ * stage rebuilt, every other stage stored, predicted. The chain model
+ * prices a stage by its own working set and charges skips to every stage
+ * they span, which on a U-Net can overrate what rebuilding the levels
+ * costs, so the plans below are also measured against this one.
+ * *found = false (nothing planned) when rebuilding is not allowed or no
+ * stage is reversible. */
+static rt_status rt_plan_rebuild_all(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
+                                     rt_plan *plan, rt_memstats *pred, bool *found) {
+    memset(plan, 0, sizeof *plan);
+    *found = false;
+    bool any = false;
+    for (int i = 0; i < n; i++) any = any || prof[i].saved_rev >= 0;
+    if (!o.allow_rebuild || !any) return RT_OK;
+    plan->n = n;
+    plan->kind = malloc((size_t)n * sizeof *plan->kind);
+    plan->segment = malloc((size_t)n * sizeof *plan->segment);
+    if (!plan->kind || !plan->segment) {
+        rt_plan_free(plan);
+        return rt_error_set(RT_ERR_OOM, "out of memory planning");
+    }
+    for (int i = 0; i < n; i++) {
+        plan->kind[i] = prof[i].saved_rev >= 0 ? RT_STAGE_REBUILD : RT_STAGE_STORE;
+        plan->segment[i] = i;
+        plan->forward += prof[i].fwd;
+    }
+    rt_status st = rt_plan_evaluate(prof, n, plan->kind, plan->segment, &plan->peak, &plan->recompute);
+    if (st == RT_OK) st = rt_apply_predict(c, plan, pred);
+    if (st != RT_OK) {
+        rt_plan_free(plan);
+        return st;
+    }
+    *found = true;
+    return RT_OK;
+}
+
+/* Keeps the candidate `alt` (predicted alt_pred) in *best when it predicts
+ * less than *best, else frees it. */
+static void rt_keep_smaller(rt_plan *best, rt_memstats *best_pred, rt_plan *alt, const rt_memstats *alt_pred) {
+    if (alt_pred->peak_total < best_pred->peak_total) {
+        rt_plan_free(best);
+        *best = *alt;
+        *best_pred = *alt_pred;
+    } else {
+        rt_plan_free(alt);
+    }
+}
+
+/* The least-memory plan, predicted: the chain model's least-memory plan,
+ * or, when the meta run of the real step says one of them needs less, the
+ * model's own step (every reversible stage rebuilt) or a manual strategy
+ * the options allow (2, 4 or 8 segments; selective). The chain model is
+ * exact on chains but prices skips and rebuilt stages conservatively, so
+ * on a RevNet or a U-Net these can be smaller. The wrapper is left on the
+ * plan returned. */
+static rt_status rt_least_plan(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
+                               rt_plan *plan, rt_memstats *pred) {
     int64_t mp;
     RT_TRY(rt_plan_min_peak(prof, n, o, &mp));
+    RT_TRY(rt_plan_chain(prof, n, mp, o, plan));
+    rt_status st = rt_apply_predict(c, plan, pred);
+    rt_plan alt;
+    rt_memstats alt_pred;
+    bool found = false;
+    if (st == RT_OK) st = rt_plan_rebuild_all(c, prof, n, o, &alt, &alt_pred, &found);
+    if (st == RT_OK && found) rt_keep_smaller(plan, pred, &alt, &alt_pred);
+    static const int segments[4] = {2, 4, 8, 0}; /* 0: selective */
+    for (int k = 0; k < 4 && st == RT_OK; k++) {
+        if (segments[k] > 0 ? !o.allow_checkpoint : !o.allow_selective) continue;
+        st = rt_plan_manual(c, prof, n, segments[k], &alt);
+        if (st == RT_OK) st = rt_apply_predict(c, &alt, &alt_pred);
+        if (st == RT_OK) rt_keep_smaller(plan, pred, &alt, &alt_pred);
+        else rt_plan_free(&alt);
+    }
+    if (st == RT_OK) st = rt_apply_predict(c, plan, pred); /* leaves the wrapper on the plan returned */
+    if (st != RT_OK) rt_plan_free(plan);
+    return st;
+}
+
+/* The smallest feasible step: the least-memory plan's predicted peak. */
+static rt_status rt_smallest(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
+                             int64_t *bytes) {
     rt_plan plan;
-    RT_TRY(rt_plan_chain(prof, n, mp, o, &plan));
     rt_memstats pred;
-    rt_status st = rt_apply_predict(c, &plan, &pred);
+    RT_TRY(rt_least_plan(c, prof, n, o, &plan, &pred));
     rt_plan_free(&plan);
     *bytes = pred.peak_total;
-    return st;
+    return RT_OK;
 }
 
 static rt_status rt_budget_refused(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
@@ -344,7 +442,19 @@ static rt_status rt_plan_budget(const rt_plan_ctx *c, const rt_stage_profile *pr
             hi = mid;
         }
     }
-    if (!found) return rt_budget_refused(c, prof, n, o, budget);
+    if (!found) { /* the chain model's plans do not fit: the model's own rebuild may */
+        rt_plan alt;
+        rt_memstats alt_pred;
+        bool have = false;
+        RT_TRY(rt_plan_rebuild_all(c, prof, n, o, &alt, &alt_pred, &have));
+        if (have && alt_pred.peak_total <= budget) {
+            out->plan = alt;
+            out->predicted = alt_pred;
+            return RT_OK;
+        }
+        if (have) rt_plan_free(&alt);
+        return rt_budget_refused(c, prof, n, o, budget);
+    }
     out->plan = best;
     out->predicted = best_pred;
     return RT_OK;
@@ -385,27 +495,14 @@ rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const 
         int64_t budget = fixed + (int64_t)(rt_memory_mode_fraction(mc->mode) * (double)(pl->peak_total - fixed));
         st = rt_plan_budget(&c, prof, n, o, budget, base, out);
         if (st == RT_ERR_OOM) {
-            int64_t mp = 0;
-            st = rt_plan_min_peak(prof, n, o, &mp);
-            if (st == RT_OK) st = rt_plan_chain(prof, n, mp, o, &out->plan);
-            if (st == RT_OK) st = rt_apply_predict(&c, &out->plan, &out->predicted);
+            rt_error_clear();
+            st = rt_least_plan(&c, prof, n, o, &out->plan, &out->predicted);
             out->iterations = 1;
         }
     } else if (st == RT_OK) {
-        if (mc->segments > 0) st = rt_checkpoint_set_segments(w, mc->segments);
-        else if (mc->selective) st = rt_checkpoint_set_selective(w, ck->policy, ck->policy_user);
-        /* Reversible stages keep rebuilding under the manual strategies:
-         * checkpointing or selectively recomputing a RevNet stage would
-         * keep more than its output and raise the peak. A REBUILD stage
-         * inside a segment splits it in two, each keeping its own input. */
-        if (st == RT_OK) st = rt_plan_from_wrapper(ck, prof, &out->plan);
-        if (st == RT_OK && (mc->segments > 0 || mc->selective)) {
-            for (int i = 0; i < n; i++)
-                if (prof[i].saved_rev >= 0) out->plan.kind[i] = RT_STAGE_REBUILD;
-            st = rt_checkpoint_set_plan(w, out->plan.kind, out->plan.segment, n);
-            rt_plan_free(&out->plan);
-            if (st == RT_OK) st = rt_plan_from_wrapper(ck, prof, &out->plan); /* re-evaluated */
-        }
+        /* reversible stages keep rebuilding under the manual strategies */
+        if (mc->segments > 0 || mc->selective) st = rt_plan_manual(&c, prof, n, (int)mc->segments, &out->plan);
+        else st = rt_plan_from_wrapper(ck, prof, &out->plan);
         if (st == RT_OK) st = rt_apply_predict(&c, &out->plan, &out->predicted);
         out->iterations = 1;
     }

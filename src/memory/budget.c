@@ -442,17 +442,16 @@ static rt_status rt_plan_budget(const rt_plan_ctx *c, const rt_stage_profile *pr
             hi = mid;
         }
     }
-    if (!found) { /* the chain model's plans do not fit: the model's own rebuild may */
-        rt_plan alt;
-        rt_memstats alt_pred;
-        bool have = false;
-        RT_TRY(rt_plan_rebuild_all(c, prof, n, o, &alt, &alt_pred, &have));
-        if (have && alt_pred.peak_total <= budget) {
-            out->plan = alt;
-            out->predicted = alt_pred;
+    if (!found) { /* no chain plan fits: the least-memory plan (of every candidate) may */
+        rt_plan least;
+        rt_memstats least_pred;
+        RT_TRY(rt_least_plan(c, prof, n, o, &least, &least_pred));
+        if (least_pred.peak_total <= budget) { /* so any budget >= the smallest feasible one is met */
+            out->plan = least;
+            out->predicted = least_pred;
             return RT_OK;
         }
-        if (have) rt_plan_free(&alt);
+        rt_plan_free(&least);
         return rt_budget_refused(c, prof, n, o, budget);
     }
     out->plan = best;

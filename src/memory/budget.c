@@ -251,7 +251,8 @@ static rt_status rt_plan_from_wrapper(const rt_checkpoint *ck, const rt_stage_pr
 }
 
 /* The plan of a manual strategy — `segments` equal checkpointed segments,
- * or every stage selective when segments is 0 — with its reversible stages
+ * every stage selective when segments is 0, every stage stored when it is
+ * negative (the model's own step) — with its reversible stages
  * rebuilt (checkpointing or selectively recomputing a RevNet stage would
  * keep more than its output and raise the peak; a REBUILD stage inside a
  * segment splits it in two, each keeping its own input). The wrapper is
@@ -260,8 +261,9 @@ static rt_status rt_plan_manual(const rt_plan_ctx *c, const rt_stage_profile *pr
                                 rt_plan *plan) {
     rt_checkpoint *ck = rt_checkpoint_of(c->w);
     memset(plan, 0, sizeof *plan);
-    RT_TRY(segments > 0 ? rt_checkpoint_set_segments(c->w, segments)
-                        : rt_checkpoint_set_selective(c->w, ck->policy, ck->policy_user));
+    RT_TRY(segments > 0    ? rt_checkpoint_set_segments(c->w, segments)
+           : segments == 0 ? rt_checkpoint_set_selective(c->w, ck->policy, ck->policy_user)
+                           : rt_checkpoint_set_plain(c->w));
     RT_TRY(rt_plan_from_wrapper(ck, prof, plan));
     for (int i = 0; i < n; i++)
         if (prof[i].saved_rev >= 0) plan->kind[i] = RT_STAGE_REBUILD;
@@ -286,20 +288,8 @@ static rt_status rt_plan_rebuild_all(const rt_plan_ctx *c, const rt_stage_profil
     bool any = false;
     for (int i = 0; i < n; i++) any = any || prof[i].saved_rev >= 0;
     if (!o.allow_rebuild || !any) return RT_OK;
-    plan->n = n;
-    plan->kind = malloc((size_t)n * sizeof *plan->kind);
-    plan->segment = malloc((size_t)n * sizeof *plan->segment);
-    if (!plan->kind || !plan->segment) {
-        rt_plan_free(plan);
-        return rt_error_set(RT_ERR_OOM, "out of memory planning");
-    }
-    for (int i = 0; i < n; i++) {
-        plan->kind[i] = prof[i].saved_rev >= 0 ? RT_STAGE_REBUILD : RT_STAGE_STORE;
-        plan->segment[i] = i;
-        plan->forward += prof[i].fwd;
-    }
-    rt_status st = rt_plan_evaluate(prof, n, plan->kind, plan->segment, &plan->peak, &plan->recompute);
-    if (st == RT_OK) st = rt_apply_predict(c, plan, pred);
+    RT_TRY(rt_plan_manual(c, prof, n, -1, plan));
+    rt_status st = rt_apply_predict(c, plan, pred);
     if (st != RT_OK) {
         rt_plan_free(plan);
         return st;
@@ -351,21 +341,9 @@ static rt_status rt_least_plan(const rt_plan_ctx *c, const rt_stage_profile *pro
     return st;
 }
 
-/* The smallest feasible step: the least-memory plan's predicted peak. */
-static rt_status rt_smallest(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
-                             int64_t *bytes) {
-    rt_plan plan;
-    rt_memstats pred;
-    RT_TRY(rt_least_plan(c, prof, n, o, &plan, &pred));
-    rt_plan_free(&plan);
-    *bytes = pred.peak_total;
-    return RT_OK;
-}
-
-static rt_status rt_budget_refused(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
-                                   int64_t budget) {
-    int64_t least = 0;
-    RT_TRY(rt_smallest(c, prof, n, o, &least));
+/* RT_ERR_OOM naming the smallest feasible budget, `least` (the least-memory
+ * plan's predicted peak, rt_least_plan). */
+static rt_status rt_budget_refused(int64_t budget, int64_t least) {
     return rt_error_set(RT_ERR_OOM, "the memory budget %.1f MiB cannot hold one training step of this model and "
                         "batch: the smallest feasible budget is %.1f MiB (%lld bytes, the least-memory plan's "
                         "predicted peak); raise --memory-budget to at least that or lower --batch-size",
@@ -452,7 +430,7 @@ static rt_status rt_plan_budget(const rt_plan_ctx *c, const rt_stage_profile *pr
             return RT_OK;
         }
         rt_plan_free(&least);
-        return rt_budget_refused(c, prof, n, o, budget);
+        return rt_budget_refused(budget, least_pred.peak_total);
     }
     out->plan = best;
     out->predicted = best_pred;

@@ -1161,12 +1161,18 @@ static void test_leaf_grad_or_zeros(void) {
     CHECK(l->grad == NULL); /* the zeros are not stored in the leaf */
     rt_tensor_release(z);
 
-    /* with a gradient: that very tensor, one more reference */
-    CHECK((l->grad = rt_tensor_zeros_like(l, RT_MEM_TEMP)) != NULL);
+    /* with a gradient: that very tensor, handed over (the leaf lets go of it,
+     * so it is freed with the caller's reference, not with the leaf) */
+    rt_tensor *stored = rt_tensor_zeros_like(l, RT_MEM_TEMP);
+    CHECK(stored != NULL);
+    l->grad = stored;
     rt_tensor *gr = rt_leaf_grad_or_zeros(l);
-    CHECK(gr == l->grad);
-    CHECK_EQ_INT(gr->refcount, 2);
+    CHECK(gr == stored);
+    CHECK(l->grad == NULL);
+    CHECK_EQ_INT(gr->refcount, 1);
+    int64_t held = live(RT_MEM_TEMP);
     rt_tensor_release(gr);
+    CHECK_EQ_INT(held - live(RT_MEM_TEMP), (int64_t)rt_tensor_nbytes(t));
 
     /* errors: NULL leaf; out of memory for the zeros */
     rt_error_clear();

@@ -192,6 +192,7 @@ static void test_conv2d(void) {
         conv2(2, 3, 16, 1, 20, 20, 7, 7, 2, 2, 3, 3, 1, 1, 0),  /* resnet stem */
         conv2(1, 6, 4, 2, 9, 13, 1, 7, 2, 1, 0, 3, 1, 2, 1),    /* asymmetric k/stride/dil */
         conv2(2, 16, 16, 2, 11, 11, 3, 3, 2, 2, 2, 2, 2, 2, 1), /* groups+stride+dil */
+        conv2(2, 6, 10, 1, 9, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1),    /* pointwise: a matrix product */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int ok_ = conv_case(&cases[i], 100 + i);
@@ -268,6 +269,8 @@ static void test_conv3d(void) {
         conv3(1, 8, 8, 8, in_a, k3, two, one, one, 0),   /* depthwise, stride 2 */
         conv3(2, 16, 16, 1, in_c, k3, one, one, one, 1), /* blocked-layout path */
         conv3(1, 4, 8, 1, in_b, two, two, z, one, 1),    /* 2x2x2 stride-2 downsample */
+        conv3(2, 16, 4, 1, in_a, one, one, z, one, 1),   /* pointwise (a U-Net's last conv) */
+        conv3(3, 5, 3, 1, in_c, one, one, z, two, 0),    /* pointwise, dilation irrelevant */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int ok_ = conv_case(&cases[i], 200 + i);
@@ -276,6 +279,31 @@ static void test_conv3d(void) {
     }
     rt_kernels_release_cache();
     tb_free_all();
+}
+
+/* A pointwise convolution on plain tensors is a matrix product
+ * (kernels/conv_pointwise.h): its plans need no primitive and no TEMP byte,
+ * where oneDNN's reordered and transposed through a scratchpad; blocked or
+ * strided ones still plan a primitive. Values: conv3d / conv2d cases above. */
+static void test_conv_pointwise_plans(void) {
+    const int64_t one[3] = {1, 1, 1}, two[3] = {2, 2, 2}, z[3] = {0, 0, 0}, in[3] = {16, 16, 16};
+    rt_conv_shape pw = conv3(1, 16, 4, 1, in, one, one, z, one, 1);
+    rt_kernel_plan p;
+    CHECK_OK(rt_kernel_conv_forward_plan(&pw, &p));
+    CHECK(p.entry == NULL && p.n_temp == 0);
+    CHECK_OK(rt_kernel_conv_backward_data_plan(&pw, &p));
+    CHECK(p.entry == NULL && p.n_temp == 0);
+    CHECK_OK(rt_kernel_conv_backward_weights_plan(&pw, 1, &p));
+    CHECK(p.entry == NULL && p.n_temp == 0);
+    rt_conv_shape strided = conv3(1, 16, 4, 1, in, one, two, z, one, 1);
+    CHECK_OK(rt_kernel_conv_forward_plan(&strided, &p));
+    CHECK(p.entry != NULL);
+    rt_conv_shape blocked = pw;
+    blocked.c_out = 16;
+    blocked.src_layout = blocked.dst_layout = RT_LAYOUT_BLOCKED;
+    CHECK_OK(rt_kernel_conv_forward_plan(&blocked, &p));
+    CHECK(p.entry != NULL);
+    rt_kernels_release_cache();
 }
 
 static void test_conv_out_size(void) {
@@ -1575,6 +1603,7 @@ static void test_vec_moments_tables(void) {
 }
 
 RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
+             {"conv_pointwise_plans", test_conv_pointwise_plans},
              {"conv3d", test_conv3d}, {"conv_winograd", test_conv_winograd},
              {"conv_algo_policy", test_conv_algo_policy}, {"conv_empty_batch", test_conv_empty_batch},
              {"conv_errors", test_conv_errors}, {"maxpool", test_maxpool},

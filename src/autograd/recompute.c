@@ -45,7 +45,11 @@ rt_tensor *rt_leaf_grad_or_zeros(rt_tensor *leaf) {
         rt_error_set(RT_ERR_INVALID_ARG, "rt_leaf_grad_or_zeros: the leaf is NULL");
         return NULL;
     }
-    if (leaf->grad) return rt_tensor_retain(leaf->grad);
+    if (leaf->grad) { /* handed over: the leaf no longer keeps it alive */
+        rt_tensor *g = leaf->grad;
+        leaf->grad = NULL;
+        return g;
+    }
     rt_tensor *z = rt_tensor_zeros(leaf->ndim, leaf->shape, RT_F32, leaf->device, RT_MEM_TEMP);
     if (z) z->layout = leaf->layout;
     return z;

@@ -4,6 +4,7 @@
  * blocked per s->src_layout / s->dst_layout; when the caller's layout is the
  * one the primitive picked, no reorder is created or run). */
 #include "kernels/conv.h"
+#include "kernels/conv_pointwise.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -308,7 +309,7 @@ rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, rt_storage 
     RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_forward_plan"));
     rt_dnnl_plan_init(plan);
     RT_TRY(rt_conv_shape_check(s, out));
-    if (s->n == 0) return RT_OK;
+    if (s->n == 0 || rt_conv_pointwise_applies(s)) return RT_OK; /* nothing, or no primitive */
     rt_dnnl_key key;
     conv_key(&key, RT_DNNL_CONV_FWD, s, s->has_bias);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
@@ -352,6 +353,10 @@ rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const float *x, 
                             s->has_bias ? " and b" : "");
     if (!s->has_bias && b)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: b given but has_bias is 0", desc);
+    if (s->n > 0 && rt_conv_pointwise_applies(s)) {
+        rt_conv_pointwise_forward(s, x, w, b, y);
+        return RT_OK;
+    }
     rt_kernel_plan p;
     RT_TRY(rt_kernel_conv_forward_plan_cached(s, w_cache, &p));
     if (!p.entry) return RT_OK; /* n == 0 */
@@ -416,7 +421,7 @@ rt_status rt_kernel_conv_backward_data_plan_cached(const rt_conv_shape *s, rt_st
     RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_backward_data_plan"));
     rt_dnnl_plan_init(plan);
     RT_TRY(rt_conv_shape_check(s, out));
-    if (s->n == 0) return RT_OK;
+    if (s->n == 0 || rt_conv_pointwise_applies(s)) return RT_OK; /* nothing, or no primitive */
     rt_dnnl_key key;
     conv_key(&key, RT_DNNL_CONV_BWD_DATA, s, 0);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
@@ -449,6 +454,10 @@ rt_status rt_kernel_conv_backward_data_cached(const rt_conv_shape *s, const floa
     conv_desc(s, "backward_data", desc, sizeof desc);
     if (!w || !dy || !dx)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: w, dy, dx must be non-NULL", desc);
+    if (s->n > 0 && rt_conv_pointwise_applies(s)) {
+        rt_conv_pointwise_backward_data(s, w, dy, dx);
+        return RT_OK;
+    }
     rt_kernel_plan p;
     RT_TRY(rt_kernel_conv_backward_data_plan_cached(s, w_cache, &p));
     if (!p.entry) return RT_OK;
@@ -478,7 +487,7 @@ rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_
     RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_backward_weights_plan"));
     rt_dnnl_plan_init(plan);
     RT_TRY(rt_conv_shape_check(s, out));
-    if (s->n == 0) return RT_OK;
+    if (s->n == 0 || rt_conv_pointwise_applies(s)) return RT_OK; /* nothing, or no primitive */
     with_db = with_db != 0;
     rt_dnnl_key key;
     conv_key(&key, RT_DNNL_CONV_BWD_WEIGHTS, s, with_db);
@@ -513,6 +522,10 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
         for (int i = 0; i < s->nsp; i++) nw *= s->k[i];
         memset(dw, 0, sizeof(float) * (size_t)nw);
         if (db) memset(db, 0, sizeof(float) * (size_t)s->c_out);
+        return RT_OK;
+    }
+    if (rt_conv_pointwise_applies(s)) {
+        rt_conv_pointwise_backward_weights(s, x, dy, dw, db);
         return RT_OK;
     }
     rt_kernel_plan p;

@@ -3194,6 +3194,11 @@ CHECK_FN(rt_layout_pads_much) { /* the block itself pads nothing, half a block d
     int64_t b = rt_layout_block();
     VAL(!rt_layout_pads_much(b) && rt_layout_pads_much(b / 2) && !rt_layout_pads_much(0) && !rt_layout_pads_much(-b));
 }
+CHECK_FN(rt_layout_pads) { /* any padding: 30 of 32 channels pads, not much */
+    int64_t b = rt_layout_block();
+    VAL(!rt_layout_pads(b) && !rt_layout_pads(2 * b) && rt_layout_pads(2 * b - 2) && !rt_layout_pads_much(2 * b - 2) &&
+        !rt_layout_pads(0) && !rt_layout_pads(-b));
+}
 
 CHECK_FN(rt_layout_weight_blockable) { /* impossible sizes answer false */
     int64_t b = rt_layout_block();
@@ -3759,7 +3764,7 @@ static const api_entry kernels_entries[] = {
     E(rt_kernel_conv_backward_weights), E(rt_conv_algo_set), E(rt_conv_algo_get), E(rt_conv_algo_name),
     E(rt_conv_algo_parse), E(rt_conv_shape_check),
     /* kernels/eltwise.h, layout.h */
-    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_layout_weight_blockable), E(rt_layout_pads_much), E(rt_cpu_level_get),
+    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_layout_weight_blockable), E(rt_layout_pads_much), E(rt_layout_pads), E(rt_cpu_level_get),
     E(rt_cpu_level_name), E(rt_cpu_dnnl_isa_name),
     /* kernels/norm.h */
     E(rt_kernel_batchnorm_forward_train), E(rt_kernel_batchnorm_forward_eval), E(rt_kernel_batchnorm_backward),

@@ -186,24 +186,28 @@ static rt_status conv(rt_tensor *x, void *user, rt_tensor **y) {
 
 /* 8 → 8 channels: the case the channels-last order is for (under 16-channel
  * blocks); under 8-channel blocks the plain call computes blocked. */
+/* 8 channels (padded to twice under 16-channel blocks) and 14 (padded a
+ * little, which channels-last tensors now also compute in their own order). */
 static void test_conv3d(void) {
-    int64_t shape[5] = {1, 8, 6, 7, 9}, ws[5] = {8, 8, 3, 3, 3};
-    rt_tensor *w = randn(5, ws, 13, true);
-    double worst;
-    plain_vs_channels_last(conv, w, &w, 1, shape, &worst);
-    printf("  conv3d 8 -> 8: max relative difference %.2e\n", worst);
-    CHECK(worst <= 1e-5);
-    rt_tensor_release(w);
+    for (int64_t c = 8; c <= 14; c += 6) {
+        int64_t shape[5] = {1, c, 6, 7, 9}, ws[5] = {c, c, 3, 3, 3};
+        rt_tensor *w = randn(5, ws, 13, true);
+        double worst;
+        plain_vs_channels_last(conv, w, &w, 1, shape, &worst);
+        printf("  conv3d %lld -> %lld: max relative difference %.2e\n", (long long)c, (long long)c, worst);
+        CHECK(worst <= 1e-5);
+        rt_tensor_release(w);
+    }
 }
 
-/* GroupNorm → LeakyReLU → Conv3d on 8 channels, the partially reversible
+/* GroupNorm → LeakyReLU → Conv3d on c channels, the partially reversible
  * U-Net's F and G. */
-static rt_module *branch(rt_init_ctx *ctx) {
+static rt_module *branch(rt_init_ctx *ctx, int64_t c) {
     rt_module *seq = NULL, *m = NULL;
     if (rt_sequential_create(&seq) != RT_OK) return NULL;
-    bool ok = rt_group_norm_create(ctx, 4, 8, 1e-5f, true, &m) == RT_OK && rt_module_add_child(seq, "norm", m) == RT_OK;
+    bool ok = rt_group_norm_create(ctx, 2, c, 1e-5f, true, &m) == RT_OK && rt_module_add_child(seq, "norm", m) == RT_OK;
     ok = ok && rt_leaky_relu_create(0.01f, &m) == RT_OK && rt_module_add_child(seq, "act", m) == RT_OK;
-    ok = ok && rt_conv_create(ctx, 3, 8, 8, 3, 1, 1, 1, false, RT_INIT_DEFAULT, &m) == RT_OK && rt_module_add_child(seq, "conv", m) == RT_OK;
+    ok = ok && rt_conv_create(ctx, 3, c, c, 3, 1, 1, 1, false, RT_INIT_DEFAULT, &m) == RT_OK && rt_module_add_child(seq, "conv", m) == RT_OK;
     if (!ok) {
         rt_module_destroy(seq);
         return NULL;
@@ -218,13 +222,15 @@ static rt_status record_layout(rt_module *m, rt_tensor *x, rt_tensor *y, void *u
     return RT_OK;
 }
 
-/* The same block (same weights) with and without channels-last halves, on
- * a blocked 16-channel input: equal outputs and gradients; F's convolution
- * reads channels-last halves when the blocked order would pad them (8 of 16
- * channels) and the plain ones otherwise. */
-static void test_reversible_block(void) {
+/* The same block (same weights) with and without channels-last halves of c
+ * channels: equal outputs and gradients; F's convolution reads
+ * channels-last halves when the blocked order would pad them at all (8 or
+ * 14 channels under 16-channel blocks) and the input's order otherwise. A
+ * 16-channel input comes blocked, a 28-channel one (not a whole number of
+ * blocks) plain. */
+static void reversible_block_case(int64_t c) {
     rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 17);
-    rt_module *f = branch(&ctx), *g = branch(&ctx), *block = NULL;
+    rt_module *f = branch(&ctx, c), *g = branch(&ctx, c), *block = NULL;
     CHECK(f && g);
     CHECK_OK(rt_rev_block_create(f, g, RT_COUPLING_ADDITIVE, &block));
     rt_tensor *params[16];
@@ -233,7 +239,8 @@ static void test_reversible_block(void) {
     int np = rt_state_dict_num_params(sd);
     CHECK(np <= 16);
     rt_state_dict_params(sd, params, 16);
-    int64_t shape[5] = {1, 16, 6, 7, 9};
+    int64_t shape[5] = {1, 2 * c, 6, 7, 9};
+    rt_layout in_layout = (2 * c) % rt_layout_block() ? RT_LAYOUT_PLAIN : RT_LAYOUT_BLOCKED;
     rt_tensor *ga[16] = {0}, *gb[16] = {0}, *ya = NULL, *yb = NULL;
     rt_layout seen = RT_LAYOUT_WEIGHT_BLOCKED;
     rt_module_set_forward_hook(f->children[2].module, record_layout, &seen);
@@ -241,7 +248,7 @@ static void test_reversible_block(void) {
         CHECK_OK(rt_rev_block_set_channels_last(block, k == 1));
         rt_tensor *x0 = randn(5, shape, 19, false), *x = NULL, *loss = NULL, *w = randn(5, shape, 20, false);
         bool grad = rt_grad_set_enabled(false);
-        CHECK_OK(rt_to_layout(x0, RT_LAYOUT_BLOCKED, &x));
+        CHECK_OK(rt_to_layout(x0, in_layout, &x));
         rt_grad_set_enabled(grad);
         for (int i = 0; i < np; i++) rt_tensor_zero_grad(params[i]);
         rt_tensor *y = NULL;
@@ -249,9 +256,8 @@ static void test_reversible_block(void) {
         CHECK_OK(weighted_sum(y, w, &loss));
         CHECK_OK(rt_backward(loss, NULL, false));
         for (int i = 0; i < np; i++) (k ? gb : ga)[i] = rt_tensor_retain(params[i]->grad);
-        CHECK(seen == (k && 8 % rt_layout_block() ? RT_LAYOUT_CHANNELS_LAST
-                       : 8 % rt_layout_block()   ? RT_LAYOUT_PLAIN
-                                                 : RT_LAYOUT_BLOCKED));
+        bool pads = c % rt_layout_block() != 0;
+        CHECK(seen == (k && pads ? RT_LAYOUT_CHANNELS_LAST : pads ? RT_LAYOUT_PLAIN : RT_LAYOUT_BLOCKED));
         *(k ? &yb : &ya) = y;
         rt_tensor_release(loss);
         rt_tensor_release(w);
@@ -260,7 +266,7 @@ static void test_reversible_block(void) {
     }
     double worst = rt_rel_difference(yb, ya);
     for (int i = 0; i < np; i++) worst = fmax(worst, rt_rel_difference(gb[i], ga[i]));
-    printf("  reversible block, channels-last halves: max relative difference %.2e\n", worst);
+    printf("  reversible block, channels-last halves of %lld: max relative difference %.2e\n", (long long)c, worst);
     CHECK(worst <= 1e-5);
     CHECK(rt_rev_block_set_channels_last(f, true) == RT_ERR_INVALID_ARG);
     for (int i = 0; i < np; i++) {
@@ -271,6 +277,11 @@ static void test_reversible_block(void) {
     rt_tensor_release(yb);
     rt_state_dict_destroy(sd);
     rt_module_destroy(block);
+}
+
+static void test_reversible_block(void) {
+    reversible_block_case(8);
+    reversible_block_case(14);
 }
 
 RT_TEST_MAIN({"split_and_cat", test_split_and_cat}, {"group_norm", test_group_norm}, {"conv3d", test_conv3d},

@@ -108,6 +108,8 @@ bool rt_layout_pads_much(int64_t c) {
     return c >= 1 && 4 * ((c + b - 1) / b * b) > 5 * c;
 }
 
+bool rt_layout_pads(int64_t c) { return c >= 1 && c % rt_layout_block() != 0; }
+
 bool rt_layout_weight_blockable(int64_t o, int64_t i) {
     const int64_t b = rt_layout_block();
     return o >= 1 && i >= 1 && o % b == 0 && i % b == 0;

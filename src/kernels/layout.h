@@ -46,12 +46,21 @@ bool rt_layout_weight_blockable(int64_t o, int64_t i);
 
 /* Whether the blocked order would pad c channels by more than a quarter
  * (c rounded up to the block is over 1.25 c: 8 channels under 16-channel
- * blocks). A convolution whose two channel counts both are computes in
- * channels-last instead (kernels/conv.c), and a reversible block with
- * rt_rev_block_set_channels_last keeps such halves channels-last; below
- * that, the blocked kernels are faster (the BraTS U-Net's 30/60/120
+ * blocks). A convolution of plain tensors whose two channel counts both
+ * are computes in channels-last instead (kernels/conv.c); below that, the
+ * blocked kernels are faster on plain tensors (the BraTS U-Net's 60/120
  * channels, padded by 7%). False for c < 1. */
 bool rt_layout_pads_much(int64_t c);
+
+/* Whether the blocked order pads c channels at all (c not a multiple of
+ * rt_layout_block()). Tensors already channels-last with such counts stay
+ * so: a convolution between two of them computes in channels-last instead
+ * of reordering both into padded blocks (kernels/conv.c), and a reversible
+ * block with rt_rev_block_set_channels_last splits into such halves. The
+ * BraTS partially reversible U-Net's 30-channel halves at 128³: 512 MiB of
+ * reorder buffers around each convolution, the step's peak, gone; its step
+ * time at 64³ unchanged. False for c < 1. */
+bool rt_layout_pads(int64_t c);
 
 /* Copies a tensor of logical shape `shape` (ndim 4: N,C,H,W or 5: N,C,D,H,W)
  * from layout `from` in src to layout `to` in dst (oneDNN reorder primitive,

@@ -27,7 +27,7 @@ rt_status rt_rev_halves(const rt_rev_block *b, rt_tensor *x, rt_tensor **h1, rt_
     const int64_t sizes[2] = {x->shape[1] / 2, x->shape[1] - x->shape[1] / 2};
     rt_tensor *outs[2];
     if (b->channels_last && b->coupling == RT_COUPLING_ADDITIVE && (x->ndim == 4 || x->ndim == 5) &&
-        rt_layout_pads_much(sizes[0]) && rt_layout_pads_much(sizes[1]))
+        rt_layout_pads(sizes[0]) && rt_layout_pads(sizes[1]))
         RT_TRY(rt_split_channels_layout(x, 2, sizes, RT_LAYOUT_CHANNELS_LAST, outs));
     else
         RT_TRY(rt_split_channels(x, 2, sizes, outs));

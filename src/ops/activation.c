@@ -18,9 +18,8 @@ static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_
     /* dy is read once, element by element: when nobody else holds it (no
      * hook, no retained gradient, not saved), the gradient overwrites it
      * (the kernel allows dx == dy), so the backward holds one tensor less */
-    rt_tensor *g = NULL;
-    if (self->grad_buf[0] == dy && rt_op_can_consume(dy)) g = rt_node_take_grad(self, 0); /* ours now */
-    else if (!(g = rt_tensor_empty_like(y, RT_MEM_TEMP))) return RT_ERR_OOM;
+    rt_tensor *g = rt_op_take_exclusive_grad(self, 0, dy); /* ours now, or NULL */
+    if (!g && !(g = rt_tensor_empty_like(y, RT_MEM_TEMP))) return RT_ERR_OOM;
     rt_status st = rt_backend_of(y)->relu_backward(rt_tensor_numel(y), c->negative_slope, rt_tensor_f32(y),
                                                    rt_tensor_f32(dy), rt_tensor_f32(g));
     for (int i = 0; st == RT_OK && i < self->n_inputs; i++)

@@ -26,6 +26,17 @@ static inline bool rt_op_can_consume(const rt_tensor *x) {
            !(x->requires_grad && !x->grad_fn);
 }
 
+/* The incoming gradient dy of the node's output `i`, taken over when the
+ * backward may write its result over it: dy is the engine's own buffer for
+ * that output (grad_buf, not a gradient a hook replaced) and nobody else
+ * holds it (rt_op_can_consume: no retained .grad, not saved). The caller
+ * then owns the reference and may overwrite the values; NULL otherwise,
+ * and the caller allocates its result. The rule of every backward that
+ * computes in place over its gradient (relu, pixel shuffle). */
+static inline rt_tensor *rt_op_take_exclusive_grad(rt_node *self, int i, rt_tensor *dy) {
+    return self->grad_buf[i] == dy && rt_op_can_consume(dy) ? rt_node_take_grad(self, i) : NULL;
+}
+
 /* x's storage as a new tensor without history, for a consuming op's output
  * (its values overwritten, its version bumped); the op sets its shape and
  * attaches its node. NULL with the message set on OOM. */

@@ -40,12 +40,11 @@ static rt_status rt_shuffle_in_place(const rt_shuffle_ctx *c, int inverse, rt_te
 }
 
 static rt_status rt_shuffle_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
-    (void)grad_out;
     const rt_shuffle_ctx *c = self->ctx;
-    rt_tensor *dy = rt_node_take_grad(self, 0); /* our reference now */
     const int64_t lo[4] = {c->n, c->c * c->r * c->r, c->h, c->w}, hi[4] = {c->n, c->c, c->h * c->r, c->w * c->r};
     const int64_t *dx_shape = c->inverse ? hi : lo; /* dx has the input's shape */
-    if (dy->refcount == 1 && dy->storage->refcount == 1) {
+    rt_tensor *dy = rt_op_take_exclusive_grad(self, 0, grad_out[0]);
+    if (dy) { /* ours alone: permute it in place into dx */
         rt_status st = rt_shuffle_in_place(c, !c->inverse, dy);
         if (st != RT_OK) {
             rt_tensor_release(dy);
@@ -57,15 +56,12 @@ static rt_status rt_shuffle_backward(rt_node *self, rt_tensor *const *grad_out, 
         return RT_OK;
     }
     /* dy is also held elsewhere (a hook, a retained gradient): permute into a new tensor */
+    dy = grad_out[0];
     rt_tensor *dx = rt_tensor_create(4, dx_shape, RT_F32, dy->device, RT_MEM_TEMP);
-    if (!dx) {
-        rt_tensor_release(dy);
-        return RT_ERR_OOM;
-    }
+    if (!dx) return RT_ERR_OOM;
     dx->layout = c->layout; /* dy arrives in the output's order, which is x's */
     rt_backend_of(dy)->pixel_shuffle(c->n, c->c, c->h, c->w, c->r, c->block, !c->inverse, rt_tensor_f32(dy),
                                      rt_tensor_f32(dx));
-    rt_tensor_release(dy);
     grad_in[0] = dx;
     return RT_OK;
 }

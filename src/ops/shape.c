@@ -43,35 +43,34 @@ static void rt_channel_copy(rt_tensor *whole, int n, rt_tensor *const *pieces, c
     }
 }
 
-/* t itself when it is in `layout`, else *tmp: a converted copy (a gradient
- * that reached the node in another order; no autograd). */
-static rt_status rt_in_order(rt_tensor *t, rt_layout layout, rt_tensor **tmp, rt_tensor **use) {
-    *tmp = NULL;
-    *use = t;
-    if (!t || t->layout == layout) return RT_OK;
+/* *out: t in `layout`, a new reference (t itself retained when it is in it
+ * already, else a converted copy: a gradient that reached the node in
+ * another order), without autograd; NULL for a NULL t (no gradient). */
+static rt_status rt_in_order(rt_tensor *t, rt_layout layout, rt_tensor **out) {
+    *out = NULL;
+    if (!t) return RT_OK;
     bool grad = rt_grad_set_enabled(false);
-    rt_status st = rt_to_layout(t, layout, tmp);
+    rt_status st = rt_to_layout(t, layout, out);
     rt_grad_set_enabled(grad);
-    if (st == RT_OK) *use = *tmp;
     return st;
 }
 
 static rt_status rt_cat_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_split_ctx *c = self->ctx;
-    rt_tensor *dy = NULL, *tmp = NULL;
-    RT_TRY(rt_in_order(grad_out[0], c->whole, &tmp, &dy));
+    rt_tensor *dy = NULL;
+    RT_TRY(rt_in_order(grad_out[0], c->whole, &dy));
     for (int i = 0; i < c->n; i++) {
         int64_t shape[5];
         memcpy(shape, dy->shape, sizeof shape);
         shape[1] = c->sizes[i];
         if (!(grad_in[i] = rt_tensor_create(dy->ndim, shape, RT_F32, dy->device, RT_MEM_TEMP))) {
-            rt_tensor_release(tmp);
+            rt_tensor_release(dy);
             return RT_ERR_OOM;
         }
         grad_in[i]->layout = c->piece;
     }
     rt_channel_copy(dy, c->n, grad_in, c->sizes, c->piece, 0);
-    rt_tensor_release(tmp);
+    rt_tensor_release(dy);
     return RT_OK;
 }
 
@@ -201,15 +200,15 @@ static rt_status rt_split_backward(rt_node *self, rt_tensor *const *grad_out, rt
     if (!(grad_in[0] = rt_tensor_create(any->ndim, shape, RT_F32, any->device, RT_MEM_TEMP)))
         return RT_ERR_OOM;
     grad_in[0]->layout = c->whole;
-    rt_tensor *tmp[16] = {0}, *use[16] = {0};
+    rt_tensor *tmp[16] = {0};
     rt_tensor *const *pieces = grad_out;
     rt_status st = RT_OK;
     bool other = false;
     for (int i = 0; i < c->n; i++) other = other || (grad_out[i] && grad_out[i]->layout != c->piece);
     if (other) { /* a piece's gradient in another order: converted first */
         if (c->n > 16) return rt_error_set(RT_ERR_INVALID_ARG, "split backward: at most 16 pieces in mixed orders");
-        for (int i = 0; i < c->n && st == RT_OK; i++) st = rt_in_order(grad_out[i], c->piece, &tmp[i], &use[i]);
-        pieces = use;
+        for (int i = 0; i < c->n && st == RT_OK; i++) st = rt_in_order(grad_out[i], c->piece, &tmp[i]);
+        pieces = tmp;
     }
     if (st == RT_OK) rt_channel_copy(grad_in[0], c->n, pieces, c->sizes, c->piece, 1);
     for (int i = 0; i < 16; i++) rt_tensor_release(tmp[i]);

@@ -184,10 +184,10 @@ static rt_status conv(rt_tensor *x, void *user, rt_tensor **y) {
     return rt_conv(x, (rt_tensor *)user, NULL, &o, y);
 }
 
-/* 8 → 8 channels: the case the channels-last order is for (under 16-channel
- * blocks); under 8-channel blocks the plain call computes blocked. */
-/* 8 channels (padded to twice under 16-channel blocks) and 14 (padded a
- * little, which channels-last tensors now also compute in their own order). */
+/* 8 channels (padded to twice under 16-channel blocks: the case the
+ * channels-last order is for) and 14 (padded a little, which channels-last
+ * tensors also compute in their own order); under 8-channel blocks the plain
+ * 8-channel call computes blocked. */
 static void test_conv3d(void) {
     for (int64_t c = 8; c <= 14; c += 6) {
         int64_t shape[5] = {1, c, 6, 7, 9}, ws[5] = {c, c, 3, 3, 3};

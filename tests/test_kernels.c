@@ -303,6 +303,19 @@ static void test_conv_pointwise_plans(void) {
     blocked.src_layout = blocked.dst_layout = RT_LAYOUT_BLOCKED;
     CHECK_OK(rt_kernel_conv_forward_plan(&blocked, &p));
     CHECK(p.entry != NULL);
+    rt_conv_shape cl = pw; /* channels-last: oneDNN reads it as it is */
+    cl.src_layout = cl.dst_layout = RT_LAYOUT_CHANNELS_LAST;
+    CHECK_OK(rt_kernel_conv_forward_plan(&cl, &p));
+    CHECK(p.entry != NULL);
+    rt_conv_shape bf = pw; /* bf16 compute stays with oneDNN's kernels */
+    bf.compute_bf16 = 1;
+    CHECK_OK(rt_kernel_conv_forward_plan(&bf, &p));
+    CHECK(p.entry != NULL);
+    rt_conv_shape wb = pw; /* weights in the kernel's blocked order */
+    wb.c_in = wb.c_out = rt_layout_block();
+    wb.wei_layout = RT_LAYOUT_WEIGHT_BLOCKED;
+    CHECK_OK(rt_kernel_conv_forward_plan(&wb, &p));
+    CHECK(p.entry != NULL);
     rt_kernels_release_cache();
 }
 
@@ -1260,13 +1273,15 @@ static void test_meta_vs_real(void) {
     lcg_seed(900);
     /* convolutions: blocked layouts (channels multiple of 8/16) mean reorder
      * buffers and scratchpads in the TEMP block */
-    rt_conv_shape cs[3];
+    rt_conv_shape cs[4];
     cs[0] = conv2(2, 16, 32, 1, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1);
     cs[1] = conv2(3, 8, 16, 2, 11, 9, 3, 3, 2, 2, 1, 1, 2, 1, 0);
     const int64_t in3[3] = {5, 6, 7}, k3[3] = {3, 3, 3}, s3[3] = {1, 2, 1}, p3[3] = {1, 1, 1},
                   d3[3] = {1, 1, 1};
     cs[2] = conv3(2, 8, 16, 1, in3, k3, s3, p3, d3, 1);
-    for (int i = 0; i < 3; i++) {
+    const int64_t one3[3] = {1, 1, 1}, zero3[3] = {0, 0, 0};
+    cs[3] = conv3(2, 16, 4, 1, in3, one3, one3, zero3, one3, 1); /* pointwise: a GEMM, no TEMP on either side */
+    for (int i = 0; i < 4; i++) {
         const rt_conv_shape *s = &cs[i];
         int64_t out[3];
         CHECK_OK(rt_conv_shape_check(s, out));

@@ -82,12 +82,13 @@ void rt_recompute_end(rt_recompute_scope *s);
  * `x.detach().requires_grad_(x.requires_grad)` on its inputs. */
 rt_tensor *rt_detached_leaf(rt_tensor *t);
 
-/* The gradient a backward left in `leaf` (borrowed), handed over: the
- * caller gets leaf->grad's reference and leaf->grad is cleared, so the
- * gradient is freed as soon as the caller is done with it, not when the leaf
- * goes (a reversible rebuild keeps its leaves alive through the next branch's
- * recompute: one activation-sized buffer at the peak). Or, when no gradient reached it (the sub-graph did not depend
- * on it), a new float32 tensor of zeros with leaf's shape, device and layout
+/* The gradient a backward left in `leaf` (leaf is borrowed), handed over:
+ * the caller gets leaf->grad's reference, owns it and releases it, and
+ * leaf->grad is cleared, so the gradient is freed as soon as the caller is
+ * done with it, not when the leaf goes (a reversible rebuild keeps its
+ * leaves alive through the next branch's recompute: one activation-sized
+ * buffer at the peak). Or, when no gradient reached it (the sub-graph did
+ * not depend on it), a new float32 tensor of zeros with leaf's shape, device and layout
  * booked TEMP. NULL with the message set: RT_ERR_INVALID_ARG (leaf NULL),
  * RT_ERR_OOM. Source: a strategy's node must return a gradient for every
  * input it was asked about (torch.autograd.grad's materialize_grads). */

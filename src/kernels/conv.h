@@ -14,8 +14,10 @@
  * (for src_layout) or c_out (for dst_layout) to be a multiple of
  * rt_layout_block(); RT_LAYOUT_CHANNELS_LAST is NHWC / NDHWC for any
  * channel count (2-D and 3-D convolutions; where both channel counts would
- * be padded by the blocked format, the primitive computes in it, so such
- * tensors need no reorder). Source and destination layouts are independent (e.g. a
+ * be padded by the blocked format — at all, rt_layout_pads, between two
+ * channels-last tensors; by more than a quarter, rt_layout_pads_much,
+ * otherwise — the primitive computes in it, so such tensors need no
+ * reorder). Source and destination layouts are independent (e.g. a
  * plain 3-channel stem input with a blocked output). The byte size of a
  * buffer does not depend on its layout.
  * The caller owns every buffer; the kernels only read inputs and overwrite
@@ -36,6 +38,12 @@
  * (reorder buffers, scratchpad) without touching data; the kernel itself
  * plans and then executes, and needs every data pointer. The meta backend
  * (backend/meta.c) books a plan's blocks instead of executing.
+ *
+ * Pointwise convolutions (every kernel size 1, stride 1, no padding, one
+ * group) with f32 compute, plain weights and plain activations are not
+ * oneDNN's: they are matrix products on OpenBLAS (kernels/conv_pointwise.h),
+ * which read and write the caller's buffers; their plans name no primitive
+ * and no TEMP block, and the weight cache (w_cache) is not used.
  *
  * Errors: RT_ERR_INVALID_ARG (NULL pointer, nsp not 2 or 3, non-positive
  * size/stride/dilation, negative padding, unknown layout value, blocked

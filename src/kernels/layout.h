@@ -46,9 +46,10 @@ bool rt_layout_weight_blockable(int64_t o, int64_t i);
 
 /* Whether the blocked order would pad c channels by more than a quarter
  * (c rounded up to the block is over 1.25 c: 8 channels under 16-channel
- * blocks). A convolution of plain tensors whose two channel counts both
- * are computes in channels-last instead (kernels/conv.c); below that, the
- * blocked kernels are faster on plain tensors (the BraTS U-Net's 60/120
+ * blocks). A convolution of plain (or one plain, one channels-last) tensors
+ * whose two channel counts both are computes in channels-last instead
+ * (kernels/conv.c); below that, the blocked kernels are faster on plain
+ * tensors (the BraTS U-Net's 60/120
  * channels, padded by 7%). False for c < 1. */
 bool rt_layout_pads_much(int64_t c);
 

@@ -42,7 +42,8 @@ struct rt_storage; /* core/tensor.h: the weight cache's owner */
 typedef struct rt_kernel_plan {
     /* The primitive (with its cached reorders) that execute runs; NULL when
      * the call computes nothing or needs no primitive (n == 0, a reorder
-     * between equal layouts, which is a copy). */
+     * between equal layouts, which is a copy, a pointwise convolution of
+     * plain tensors, which is a GEMM: kernels/conv_pointwise.h). */
     struct rt_dnnl_entry *entry;
     /* What the primitive's TEMP block holds, each part rounded up to 64
      * bytes as laid out in the block: reorder buffers of the activation

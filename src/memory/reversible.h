@@ -88,7 +88,8 @@ rt_rev_block *rt_rev_block_of(rt_module *m);
  * pooling refuse it): the partially reversible U-Nets set it with group or
  * instance norm. Values are those of the default; only the memory order,
  * the reorders and the bytes they held change (prunet3d 128³ step 795 →
- * 731 MiB; prunet3d_brats's 30-channel halves, 2979 → 2467 MiB). Affine blocks and other shapes keep the input's order.
+ * 731 MiB; prunet3d_brats's 30-channel halves, 2979 → 2467 MiB). Affine
+ * blocks and other shapes keep the input's order.
  * RT_ERR_INVALID_ARG when m is not a ReversibleBlock. */
 rt_status rt_rev_block_set_channels_last(rt_module *m, bool on);
 

@@ -34,7 +34,7 @@ static inline bool rt_op_can_consume(const rt_tensor *x) {
  * and the caller allocates its result. The rule of every backward that
  * computes in place over its gradient (relu, pixel shuffle). */
 static inline rt_tensor *rt_op_take_exclusive_grad(rt_node *self, int i, rt_tensor *dy) {
-    return self->grad_buf[i] == dy && rt_op_can_consume(dy) ? rt_node_take_grad(self, i) : NULL;
+    return dy && self->grad_buf[i] == dy && rt_op_can_consume(dy) ? rt_node_take_grad(self, i) : NULL;
 }
 
 /* x's storage as a new tensor without history, for a consuming op's output

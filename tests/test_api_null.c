@@ -835,6 +835,7 @@ static void binary_checks(binary_op f, const char *op) {
 CHECK_FN(rt_add_relu) { binary_checks(rt_add_relu, "add_relu"); }
 CHECK_FN(rt_add) { binary_checks(rt_add, "add"); }
 CHECK_FN(rt_sub) { binary_checks(rt_sub, "sub"); }
+CHECK_FN(rt_sub_inplace) { binary_checks(rt_sub_inplace, "sub"); }
 CHECK_FN(rt_mul) { binary_checks(rt_mul, "mul"); }
 
 /* Pooling: out NULL, x NULL, opts NULL, a zero kernel, a 2-D input. */
@@ -1816,6 +1817,22 @@ CHECK_FN(rt_rev_block_logdet) {
 }
 CHECK_FN(rt_rev_sequence_create) { ST(RT_ERR_INVALID_ARG, "output", rt_rev_sequence_create(NULL)); }
 CHECK_FN(rt_rev_sequence_of) { VAL(rt_rev_sequence_of(NULL) == NULL); }
+CHECK_FN(rt_rev_sequence_defer_output) {
+    ST(RT_ERR_INVALID_ARG, "ReversibleSequence", rt_rev_sequence_defer_output(NULL, true));
+}
+CHECK_FN(rt_rev_sequence_give_output) { /* nothing is taken over on error */
+    rt_module *seq = NULL;
+    rt_rev_sequence_create(&seq);
+    rt_tensor *t = T(2, 4);
+    ST(RT_ERR_INVALID_ARG, "ReversibleSequence", rt_rev_sequence_give_output(NULL, t, t));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_rev_sequence_give_output(seq, t, NULL));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_rev_sequence_give_output(seq, NULL, t));
+    VAL(t->refcount == 1);
+    rt_module_destroy(seq);
+}
+CHECK_FN(rt_rev_sequence_on_input_rebuilt) {
+    ST(RT_ERR_INVALID_ARG, "ReversibleSequence", rt_rev_sequence_on_input_rebuilt(NULL, NULL, NULL));
+}
 CHECK_FN(rt_module_set_reversible) { TOL(rt_module_set_reversible(NULL, true)); }
 CHECK_FN(rt_module_set_grouping) {
     rt_module *seq = NULL;
@@ -3635,7 +3652,7 @@ static const api_entry autograd_entries[] = {
 static const api_entry ops_entries[] = {
     /* ops/ops.h */
     E(rt_conv), E(rt_linear), E(rt_batch_norm), E(rt_relu), E(rt_leaky_relu), E(rt_relu_inplace), E(rt_leaky_relu_inplace), E(rt_add_relu), E(rt_max_pool),
-    E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_mul), E(rt_mul_scalar), E(rt_mul_scalar_inplace), E(rt_sum), E(rt_mean),
+    E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_sub_inplace), E(rt_mul), E(rt_mul_scalar), E(rt_mul_scalar_inplace), E(rt_sum), E(rt_mean),
     E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels), E(rt_cat_channels_layout), E(rt_split_channels_layout),
     E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_weight_set_layout), E(rt_copy_in_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),
     E(rt_dropout), E(rt_cross_entropy), E(rt_mse_loss), E(rt_l1_loss),
@@ -3685,7 +3702,7 @@ static const api_entry optim_train_entries[] = {
     E(rt_memory_predict),
     /* memory/reversible.h */
     E(rt_rev_block_create), E(rt_rev_block_of), E(rt_rev_block_set_channels_last), E(rt_rev_block_inverse), E(rt_rev_block_check),
-    E(rt_rev_block_logdet), E(rt_rev_sequence_create), E(rt_rev_sequence_of), E(rt_module_set_reversible),
+    E(rt_rev_block_logdet), E(rt_rev_sequence_create), E(rt_rev_sequence_of), E(rt_rev_sequence_defer_output), E(rt_rev_sequence_give_output), E(rt_rev_sequence_on_input_rebuilt), E(rt_module_set_reversible),
     E(rt_module_set_grouping), E(rt_module_count_reversible), E(rt_reversible_reconstruction),
     /* memory/checkpoint.h, nn/module.h's interceptor */
     E(rt_module_set_interceptor), E(rt_checkpoint_policy_default), E(rt_checkpoint_side_put), E(rt_checkpoint_side_get),

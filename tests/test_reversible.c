@@ -1636,6 +1636,70 @@ TU_TEST(consume_frees_input) {
     CHECK(grads_rel(B->sd, A->sd, name, sizeof name) == 0.0);
 }
 
+/* The input halves a sequence's backward handed to its on_input hook. */
+typedef struct rebuilt_input {
+    rt_tensor *h[2];
+    int calls;
+} rebuilt_input;
+
+static rt_status keep_rebuilt_input(rt_module *seq, rt_tensor *x1, rt_tensor *x2, void *user) {
+    (void)seq;
+    rebuilt_input *r = user;
+    r->h[0] = tu_own(x1);
+    r->h[1] = tu_own(x2);
+    r->calls++;
+    return RT_OK;
+}
+
+/* rt_rev_sequence_defer_output: the forward saves no output, a backward
+ * without it given back is refused with a message, and with its halves
+ * given back (here split from the returned output, as the partially
+ * reversible U-Net recovers them from its decoder) the gradients equal the
+ * saving sequence's to the bit; the on_input hook receives the rebuilt
+ * input's halves (once, equal to x's halves up to the rebuild's rounding),
+ * and a retain_graph backward keeps the given halves for a second one. */
+TU_TEST(deferred_output) {
+    chain_opts o = base_opts();
+    chain *A, *B;
+    CHECK_OK(chain_create(&o, &A));
+    CHECK_OK(chain_create(&o, &B));
+    rt_tensor *x = make_input(o.c, 93, 1.0f), *dy = make_input(o.c, 94, 1.0f), *ya = NULL, *yb = NULL;
+    CHECK_OK(rt_rev_sequence_defer_output(B->seq_m, true));
+    /* nothing given back: refused, naming the sequence and the fix */
+    CHECK_OK(rt_module_forward(B->seq_m, x, &yb));
+    if (!yb) return;
+    CHECK(rt_backward(yb, dy, false) == RT_ERR_STATE);
+    CHECK(message_has("saved no output") && message_has("blk") && message_has("rt_rev_sequence_give_output"));
+    rt_tensor_release(yb);
+    yb = NULL;
+    chain_zero_grad(B);
+    /* given back: the same gradients as the sequence that saved its output */
+    rebuilt_input seen = {{NULL, NULL}, 0};
+    CHECK_OK(rt_rev_sequence_on_input_rebuilt(B->seq_m, keep_rebuilt_input, &seen));
+    CHECK_OK(rt_module_forward(A->seq_m, x, &ya));
+    CHECK_OK(rt_module_forward(B->seq_m, x, &yb));
+    if (!ya || !yb) return;
+    tu_own(ya);
+    tu_own(yb);
+    const int64_t sizes[2] = {o.c / 2, o.c - o.c / 2};
+    rt_tensor *yh[2] = {NULL, NULL}, *xh[2] = {NULL, NULL};
+    bool grad = rt_grad_set_enabled(false);
+    CHECK_OK(rt_split_channels(yb, 2, sizes, yh));
+    CHECK_OK(rt_split_channels(x, 2, sizes, xh));
+    rt_grad_set_enabled(grad);
+    CHECK_OK(rt_rev_sequence_give_output(B->seq_m, yh[0], yh[1])); /* handed over */
+    CHECK_OK(rt_backward(ya, dy, false));
+    CHECK_OK(rt_backward(yb, dy, true)); /* retain_graph: the given halves stay */
+    char name[96];
+    CHECK(grads_rel(B->sd, A->sd, name, sizeof name) == 0.0);
+    CHECK_EQ_INT(seen.calls, 0); /* not on a backward that keeps the graph */
+    chain_zero_grad(B);
+    CHECK_OK(rt_backward(yb, dy, false));
+    CHECK(grads_rel(B->sd, A->sd, name, sizeof name) == 0.0);
+    CHECK_EQ_INT(seen.calls, 1);
+    for (int k = 0; k < 2 && seen.calls == 1; k++) CHECK(rel_err(seen.h[k], tu_own(xh[k])) <= 1e-5);
+}
+
 static void small_input_case(float scale, bool *refused) {
     chain_opts o = base_opts();
     o.bn = true;
@@ -1952,4 +2016,4 @@ RT_TEST_MAIN({"meta_device", meta_device}, {"equiv_additive", equiv_additive}, {
              {"unstable_chain_auto_calibration_step", unstable_chain_auto_calibration_step},
              {"auto_linear_chain", auto_linear_chain}, {"small_input", small_input},
              {"memory_depth", memory_depth}, {"memory_steady", memory_steady}, {"revnet38", revnet38},
-             {"consume_frees_input", consume_frees_input})
+             {"consume_frees_input", consume_frees_input}, {"deferred_output", deferred_output})

@@ -113,6 +113,12 @@ typedef enum rt_grouping {
     RT_GROUPING_AUTO,     /* measure drift on the first training step, then keep every k-th */
 } rt_grouping;
 
+/* Called by a sequence's backward with its rebuilt input's halves (x1: the
+ * first ⌊C/2⌋ channels, x2 the rest, in the order the blocks split into;
+ * references handed over: the callee releases them or passes them on). The
+ * sequence's gradient is computed by then. See rt_rev_sequence_on_input_rebuilt. */
+typedef rt_status (*rt_rev_input_fn)(rt_module *seq, rt_tensor *x1, rt_tensor *x2, void *user);
+
 typedef struct rt_rev_sequence {
     rt_module base;       /* children: ReversibleBlock modules, run in order */
     bool reversible;      /* false: plain backpropagation through the same blocks */
@@ -124,6 +130,11 @@ typedef struct rt_rev_sequence {
     double calib_error[2];/* AUTO: [0] worst error of the chains the chosen k rebuilds,
                              [1] the error over the limit that ruled out a larger k (0: none);
                              error = max(fingerprint drift, true relative error), see below */
+    /* rt_rev_sequence_defer_output / _give_output / _on_input_rebuilt */
+    bool defer_output;
+    rt_tensor *given[2];  /* the output's halves given for the next backward (owned) */
+    rt_rev_input_fn on_input;
+    void *on_input_user;
 } rt_rev_sequence;
 
 /* ReversibleSequence: a new empty sequence (reversible, grouping FULL); add
@@ -151,6 +162,34 @@ typedef struct rt_rev_sequence {
 rt_status rt_rev_sequence_create(rt_module **out);
 /* The sequence behind module m, or NULL when m is not a ReversibleSequence. */
 rt_rev_sequence *rt_rev_sequence_of(rt_module *m);
+
+/* An output recovered instead of saved, for networks where another part of
+ * the graph can give it back in backward before this sequence needs it: the
+ * partially reversible U-Net adds encoder level l's output to the
+ * upsampled path and feeds the sum to decoder level l's sequence, whose
+ * backward rebuilds that sum; less the recomputed upsampled path it is the
+ * encoder's output again (models/unet.c), so the encoder need not keep it
+ * from forward to backward (128 MiB per sample at 128³, level 0).
+ *
+ * rt_rev_sequence_defer_output(seq, on): while on, the sequence's
+ * reversible forward saves no output (and releases any halves still given
+ * from an earlier step); its backward takes the halves
+ * rt_rev_sequence_give_output gave since, and fails with RT_ERR_STATE,
+ * naming the sequence, when none were given. Not while AUTO grouping
+ * calibrates (that step saves the output as usual). A backward with
+ * retain_graph keeps the given halves for the next one.
+ * rt_rev_sequence_give_output(seq, y1, y2): hands over references to the
+ * output's halves (y1 the first ⌊C/2⌋ channels, in the order the blocks
+ * split into: rt_rev_block_set_channels_last), replacing any given before.
+ * rt_rev_sequence_on_input_rebuilt(seq, fn, user): fn (NULL: none) is
+ * called at the end of each backward that frees the graph (no
+ * retain_graph) with the rebuilt input's halves, before they would be
+ * freed; an error it returns fails the backward.
+ * All three: RT_ERR_INVALID_ARG when seq is not a ReversibleSequence (or y1,
+ * y2 NULL); nothing is taken over on error. */
+rt_status rt_rev_sequence_defer_output(rt_module *seq, bool on);
+rt_status rt_rev_sequence_give_output(rt_module *seq, rt_tensor *y1, rt_tensor *y2);
+rt_status rt_rev_sequence_on_input_rebuilt(rt_module *seq, rt_rev_input_fn fn, void *user);
 
 /* Sets every ReversibleSequence under m to reversible (rebuild activations
  * in backward) or plain backpropagation on the same parameters. */

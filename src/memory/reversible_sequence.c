@@ -26,7 +26,7 @@ typedef struct rt_seq_ctx {
     rt_rev_sequence *seq;
     int n;          /* blocks at forward */
     bool calibrating;
-    int out_slot;
+    int out_slot;   /* -1: the output is deferred (rt_rev_sequence_defer_output) */
     rt_block_record rec[];
 } rt_seq_ctx;
 
@@ -325,15 +325,31 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
     rt_seq_ctx *c = self->ctx;
     rt_rev_sequence *s = c->seq;
     double tol = s->tol > 0 ? s->tol : 1e-3;
-    rt_tensor *out, *y1 = NULL, *y2 = NULL, *dy1 = NULL, *dy2 = NULL;
-    RT_TRY(rt_node_saved(self, c->out_slot, &out));
+    rt_tensor *out = NULL, *y1 = NULL, *y2 = NULL, *dy1 = NULL, *dy2 = NULL;
+    if (c->out_slot >= 0) RT_TRY(rt_node_saved(self, c->out_slot, &out));
     if (c->n != s->base.n_children)
         return rt_error_set(RT_ERR_STATE, "reversible sequence: blocks were added or removed between forward and "
                             "backward");
     rt_rev_block *last = rt_seq_block(s, c->n - 1);
-    /* every block of a sequence splits the same channel count, so one block's
-     * input halves are the previous block's output halves */
-    rt_status st = rt_rev_halves(last, out, &y1, &y2);
+    rt_status st = RT_OK;
+    if (out) {
+        /* every block of a sequence splits the same channel count, so one
+         * block's input halves are the previous block's output halves */
+        st = rt_rev_halves(last, out, &y1, &y2);
+    } else if (!s->given[0]) {
+        char path[128];
+        return rt_error_set(RT_ERR_STATE, "reversible sequence '%s' saved no output (rt_rev_sequence_defer_output) "
+                            "and none was given back before its backward (rt_rev_sequence_give_output): run the "
+                            "whole network's backward, or turn the deferral off",
+                            rt_module_path(&s->base, path, sizeof path));
+    } else if (self->consuming) { /* the given halves are ours now */
+        y1 = s->given[0];
+        y2 = s->given[1];
+        s->given[0] = s->given[1] = NULL;
+    } else { /* retain_graph: the next backward needs them too */
+        y1 = rt_tensor_retain(s->given[0]);
+        y2 = rt_tensor_retain(s->given[1]);
+    }
     rt_recompute_scope scope;
     rt_recompute_begin(&scope);
     s->last_drift = 0.0;
@@ -347,7 +363,7 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
      * of the step's peak; split one after the other, the two whole tensors
      * and four halves are never live at once). */
     out = NULL;
-    rt_node_drop_saved(self, c->out_slot);
+    if (c->out_slot >= 0) rt_node_drop_saved(self, c->out_slot);
     if (st == RT_OK) st = rt_rev_halves(last, grad_out[0], &dy1, &dy2);
     rt_tensor_release(rt_node_take_grad(self, 0));
     for (int i = c->n - 1; i >= 0 && st == RT_OK; i--) {
@@ -381,6 +397,12 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
         dy2 = dx2;
     }
     rt_recompute_end(&scope);
+    if (st == RT_OK && s->on_input && self->consuming) { /* the rebuilt input, handed over */
+        bool grad = rt_grad_set_enabled(false);
+        st = s->on_input(&s->base, y1, y2, s->on_input_user);
+        rt_grad_set_enabled(grad);
+        y1 = y2 = NULL;
+    }
     /* the rebuilt input is no longer needed; free it before the join */
     rt_rev_release4(y1, y2, NULL, NULL);
     y1 = y2 = NULL;
@@ -504,7 +526,13 @@ static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x,
     if (st == RT_OK) st = rt_rev_join(x1, x2, &h);
     rt_rev_release4(x1, x2, NULL, NULL);
     rt_grad_set_enabled(grad);
-    if (st == RT_OK && node) st = rt_node_save(node, h, &c->out_slot);
+    if (st == RT_OK && node && s->defer_output && !c->calibrating) {
+        c->out_slot = -1; /* given back before the backward (rt_rev_sequence_give_output) */
+        rt_rev_release4(s->given[0], s->given[1], NULL, NULL);
+        s->given[0] = s->given[1] = NULL;
+    } else if (st == RT_OK && node) {
+        st = rt_node_save(node, h, &c->out_slot);
+    }
     if (st == RT_OK) rt_node_set_output(node, h, 0);
     rt_node_release(node);
     if (st != RT_OK) {
@@ -562,7 +590,12 @@ static rt_status rt_seq_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     return rt_seq_forward_consume(m, rt_tensor_retain(x), y);
 }
 
-static const rt_module_class rt_rev_sequence_class = {"ReversibleSequence", rt_seq_forward, NULL,
+static void rt_seq_destroy(rt_module *m) {
+    rt_rev_sequence *s = (rt_rev_sequence *)m;
+    rt_rev_release4(s->given[0], s->given[1], NULL, NULL);
+}
+
+static const rt_module_class rt_rev_sequence_class = {"ReversibleSequence", rt_seq_forward, rt_seq_destroy,
                                                       rt_seq_forward_consume};
 
 rt_status rt_rev_sequence_create(rt_module **out) {
@@ -577,6 +610,38 @@ rt_status rt_rev_sequence_create(rt_module **out) {
 
 rt_rev_sequence *rt_rev_sequence_of(rt_module *m) {
     return rt_module_is(m, &rt_rev_sequence_class) ? (rt_rev_sequence *)m : NULL;
+}
+
+static rt_status rt_seq_arg(rt_module *m, const char *fn, rt_rev_sequence **s) {
+    *s = rt_rev_sequence_of(m);
+    if (*s) return RT_OK;
+    return rt_error_set(RT_ERR_INVALID_ARG, "%s: the module is %s, not a ReversibleSequence", fn,
+                        m ? m->cls->type : "NULL");
+}
+
+rt_status rt_rev_sequence_defer_output(rt_module *seq, bool on) {
+    rt_rev_sequence *s;
+    RT_TRY(rt_seq_arg(seq, "rt_rev_sequence_defer_output", &s));
+    s->defer_output = on;
+    return RT_OK;
+}
+
+rt_status rt_rev_sequence_give_output(rt_module *seq, rt_tensor *y1, rt_tensor *y2) {
+    rt_rev_sequence *s;
+    RT_TRY(rt_seq_arg(seq, "rt_rev_sequence_give_output", &s));
+    if (!y1 || !y2) return rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_sequence_give_output: y1 and y2 must be non-NULL");
+    rt_rev_release4(s->given[0], s->given[1], NULL, NULL);
+    s->given[0] = y1;
+    s->given[1] = y2;
+    return RT_OK;
+}
+
+rt_status rt_rev_sequence_on_input_rebuilt(rt_module *seq, rt_rev_input_fn fn, void *user) {
+    rt_rev_sequence *s;
+    RT_TRY(rt_seq_arg(seq, "rt_rev_sequence_on_input_rebuilt", &s));
+    s->on_input = fn;
+    s->on_input_user = user;
+    return RT_OK;
 }
 
 typedef struct rt_seq_setting {

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/node.h"
 #include "memory/checkpoint.h"
+#include "memory/reversible.h"
 #include "models/unet_impl.h"
 #include "nn/modules3d.h"
 #include "ops/ops3d.h"
@@ -270,6 +272,118 @@ rt_status rt_unet_stages_build(rt_unet *u) {
     return RT_OK;
 }
 
+/* ------------------------------------------------------------ recovered skips */
+
+/* Child `name` of a level (NULL when the level or the child is absent). */
+static rt_module *rt_unet_part(rt_module *level, const char *name) {
+    return level ? rt_module_find(level, name) : NULL;
+}
+
+/* Decoder level l's backward rebuilt its input x = upsample(conv(d)) + s,
+ * where s is encoder level l's output (the skip, added: the paper) and d
+ * the input of decoder level l+1's 1×1×1 conv, kept as up_in[l]. So s = x −
+ * upsample(conv(d)), given to encoder level l's sequence, which saved no
+ * output. The conv runs at the lower resolution; its output is split into
+ * the halves x comes in and each is upsampled (per channel) and subtracted
+ * over x's own half in turn, so no full-width tensor is added to the ones
+ * the decoder's backward held. The recovered s differs from the forward's
+ * by the rebuild's rounding (relative ~1e-6), which the encoder's rebuild
+ * checks like its own drift. Without up_in[l] (a forward that was not the
+ * U-Net's own, e.g. a checkpointing plan's) it only frees x. */
+static rt_status rt_unet_recover_skip(rt_module *seq, rt_tensor *x1, rt_tensor *x2, void *user) {
+    (void)seq;
+    struct rt_unet_recovery *r = user;
+    rt_unet *u = r->u;
+    int l = r->level;
+    rt_tensor *d = u->up_in[l], *x[2] = {x1, x2}, *c = NULL, *cs[2] = {NULL, NULL}, *s[2] = {NULL, NULL};
+    u->up_in[l] = NULL;
+    rt_status st = RT_OK;
+    if (d) {
+        /* the ops, not the modules: a checkpoint region counts module runs
+         * to match what its recompute saves, and this is no module run */
+        rt_module *conv = rt_unet_part(u->dec[l + 1], "conv");
+        const rt_conv_opts pointwise = {.stride = {1, 1, 1}, .dilation = {1, 1, 1}, .groups = 1};
+        const int64_t sizes[2] = {x1->shape[1], x2->shape[1]};
+        const double twice[3] = {2.0, 2.0, 2.0};
+        st = rt_conv(d, rt_module_tensor(conv, "weight"), rt_module_tensor(conv, "bias"), &pointwise, &c);
+        if (st == RT_OK) st = rt_split_channels(c, 2, sizes, cs);
+        rt_tensor_release(c);
+        for (int k = 0; k < 2 && st == RT_OK; k++) {
+            rt_tensor *up = NULL;
+            st = rt_upsample_linear(cs[k], NULL, twice, &up); /* the level's Upsample(scale_factor=2) */
+            rt_tensor_release(cs[k]);
+            cs[k] = NULL;
+            if (st == RT_OK) st = rt_sub_inplace(x[k], up, &s[k]); /* over x's half */
+            rt_tensor_release(up);
+            rt_tensor_release(x[k]);
+            x[k] = NULL;
+        }
+        if (st == RT_OK) st = rt_rev_sequence_give_output(rt_unet_part(u->enc[l], "blocks"), s[0], s[1]);
+        if (st == RT_OK) s[0] = s[1] = NULL; /* given */
+    }
+    rt_tensor_release(d);
+    for (int k = 0; k < 2; k++) {
+        rt_tensor_release(x[k]);
+        rt_tensor_release(cs[k]);
+        rt_tensor_release(s[k]);
+    }
+    return st;
+}
+
+/* Whether a memory strategy intercepts module calls on this thread now
+ * (a checkpointing plan's regions, nn/module.h). */
+static bool rt_unet_intercepted(void) {
+    rt_module_interceptor ic = rt_module_set_interceptor((rt_module_interceptor){0});
+    rt_module_set_interceptor(ic);
+    return ic.before || ic.after;
+}
+
+/* Before the U-Net's own forward: recover the skips (rt_unet_recover_skip)
+ * at every level whose encoder and decoder sequences will run reversibly
+ * in this forward (reversible net, grad mode on, both sequences
+ * reversible, and level l+1's conv and upsampling to recompute the path),
+ * and only for a forward that is the step's own: not a recompute, not
+ * under saved-tensor hooks (reduced-precision storage) and not inside a
+ * checkpointing plan's regions (an interceptor), whose replays match saved
+ * tensors and module calls by order. Any kept up_in from a forward without
+ * backward is dropped. */
+static void rt_unet_arm_recovery(rt_unet *u) {
+    bool on = u->reversible && rt_grad_is_enabled() && !rt_recompute_is_active() &&
+              rt_saved_tensors_hooks_depth() == 0 && !rt_unet_intercepted();
+    for (int l = 0; l < RT_UNET_MAX_LEVELS; l++) {
+        rt_tensor_release(u->up_in[l]);
+        u->up_in[l] = NULL;
+    }
+    for (int l = 0; l + 1 < u->levels; l++) {
+        rt_module *enc = rt_unet_part(u->enc[l], "blocks"), *dec = rt_unet_part(u->dec[l], "blocks");
+        rt_rev_sequence *es = rt_rev_sequence_of(enc), *ds = rt_rev_sequence_of(dec);
+        bool armed = on && es && ds && es->reversible && ds->reversible && rt_unet_part(u->dec[l + 1], "conv") &&
+                     rt_unet_part(u->dec[l + 1], "upsample");
+        u->recovery[l] = (struct rt_unet_recovery){u, l, armed};
+
+        if (armed) {
+            rt_rev_sequence_defer_output(enc, true);
+            rt_rev_sequence_on_input_rebuilt(dec, rt_unet_recover_skip, &u->recovery[l]);
+        }
+    }
+}
+
+/* After the forward: encoder sequences save their outputs again unless the
+ * next forward is the U-Net's own (a checkpointing plan runs the stages
+ * itself, with no up_in kept). */
+static void rt_unet_disarm_outputs(rt_unet *u) {
+    for (int l = 0; l + 1 < u->levels; l++)
+        if (u->recovery[l].armed) rt_rev_sequence_defer_output(rt_unet_part(u->enc[l], "blocks"), false);
+}
+
+/* Stage i is decoder level l+1's 1×1×1 conv with level l's recovery armed:
+ * the level whose up_in its input is, else -1. */
+static int rt_unet_up_in_level(rt_unet *u, int i) {
+    for (int l = 0; l + 1 < u->levels; l++)
+        if (u->recovery[l].armed && u->stage[i] == rt_unet_part(u->dec[l + 1], "conv")) return l;
+    return -1;
+}
+
 /* ------------------------------------------------------------ forward */
 
 /* The network: the stages in order, each on the previous one's output
@@ -277,11 +391,15 @@ rt_status rt_unet_stages_build(rt_unet *u) {
 static rt_status rt_unet_body(rt_unet *u, rt_tensor *x, rt_tensor **out) {
     rt_tensor *h = rt_tensor_retain(x);
     rt_status st = RT_OK;
+    rt_unet_arm_recovery(u);
     for (int i = 0; i < u->n_stages && st == RT_OK; i++) {
         rt_tensor *y = NULL;
+        int l = rt_unet_up_in_level(u, i);
+        if (l >= 0) u->up_in[l] = rt_tensor_retain(h); /* the same tensor level l+1's sequence saves */
         st = rt_module_forward_consume(u->stage[i], h, &y); /* releases h: a stage may free it early */
         h = y;
     }
+    rt_unet_disarm_outputs(u);
     for (int l = 0; l < RT_UNET_MAX_LEVELS; l++) { /* none left unless a stage failed */
         rt_tensor_release(u->skip[l]);
         u->skip[l] = NULL;
@@ -307,6 +425,7 @@ static void rt_unet_destroy(rt_module *m) {
         rt_module_destroy(u->store[l]);
         rt_module_destroy(u->merge[l]);
         rt_tensor_release(u->skip[l]);
+        rt_tensor_release(u->up_in[l]);
     }
     rt_module_destroy(u->pad);
     rt_module_destroy(u->crop_stage);

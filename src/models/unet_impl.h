@@ -35,6 +35,18 @@ typedef struct rt_unet {
     rt_module *pad, *crop_stage;
     int64_t crop[6];
     bool padded;
+    /* Recovered skips (reversible net, through its own forward with grad
+     * on; models/unet.c rt_unet_arm_recovery): encoder level l's sequence
+     * saves no output; decoder level l's backward gives it back as its
+     * rebuilt input less upsample(conv(up_in[l])), where up_in[l] is the
+     * input of decoder level l+1's 1×1×1 conv (the same tensor decoder
+     * level l+1's sequence saves), kept from forward until then. */
+    rt_tensor *up_in[RT_UNET_MAX_LEVELS];
+    struct rt_unet_recovery {
+        struct rt_unet *u;
+        int level;
+        bool armed;
+    } recovery[RT_UNET_MAX_LEVELS];
 } rt_unet;
 
 /* Builds u's stage list (after the fill): the glue modules and the order. */

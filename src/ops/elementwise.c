@@ -28,13 +28,17 @@ static rt_status rt_linear_combo_backward(rt_node *self, rt_tensor *const *grad_
     return RT_OK;
 }
 
-static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, const char *op, rt_tensor **out) {
+static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, bool consume, const char *op,
+                           rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, op));
     *out = NULL;
     RT_TRY(rt_op_check_pair(a, b, op));
     rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */
     RT_TRY(rt_to_layout(b, a->layout, &bl));
-    rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
+    /* over a's storage when the caller handed a over (elementwise, so
+     * y aliasing a is fine; b may not share it: then bl would be a too) */
+    bool over_a = consume && rt_op_can_consume(a) && bl->storage != a->storage;
+    rt_tensor *y = over_a ? rt_op_take_storage(a) : rt_tensor_empty_like(a, RT_MEM_TEMP);
     rt_status st = y ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK) {
         const rt_backend *be = rt_backend_of(a);
@@ -50,9 +54,13 @@ static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, const char 
     return rt_op_return(st, node, y, out);
 }
 
-rt_status rt_add(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary(a, b, 1.0f, "add", out); }
+rt_status rt_add(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary(a, b, 1.0f, false, "add", out); }
 
-rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary(a, b, -1.0f, "sub", out); }
+rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary(a, b, -1.0f, false, "sub", out); }
+
+rt_status rt_sub_inplace(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
+    return rt_binary(a, b, -1.0f, true, "sub", out);
+}
 
 static rt_status rt_scale(rt_tensor *x, float scale, bool consume, rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, "mul_scalar"));

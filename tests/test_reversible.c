@@ -1642,8 +1642,8 @@ typedef struct rebuilt_input {
     int calls;
 } rebuilt_input;
 
-static rt_status keep_rebuilt_input(rt_module *seq, rt_tensor *x1, rt_tensor *x2, void *user) {
-    (void)seq;
+static rt_status keep_rebuilt_input(rt_module *seq, rt_tensor *x1, rt_tensor *x2, bool retain_graph, void *user) {
+    (void)seq, (void)retain_graph;
     rebuilt_input *r = user;
     r->h[0] = tu_own(x1);
     r->h[1] = tu_own(x2);
@@ -1692,12 +1692,26 @@ TU_TEST(deferred_output) {
     CHECK_OK(rt_backward(yb, dy, true)); /* retain_graph: the given halves stay */
     char name[96];
     CHECK(grads_rel(B->sd, A->sd, name, sizeof name) == 0.0);
-    CHECK_EQ_INT(seen.calls, 0); /* not on a backward that keeps the graph */
+    CHECK_EQ_INT(seen.calls, 1);
     chain_zero_grad(B);
     CHECK_OK(rt_backward(yb, dy, false));
     CHECK(grads_rel(B->sd, A->sd, name, sizeof name) == 0.0);
-    CHECK_EQ_INT(seen.calls, 1);
-    for (int k = 0; k < 2 && seen.calls == 1; k++) CHECK(rel_err(seen.h[k], tu_own(xh[k])) <= 1e-5);
+    CHECK_EQ_INT(seen.calls, 2);
+    tu_own(xh[0]);
+    tu_own(xh[1]);
+    for (int k = 0; k < 2 && seen.calls == 2; k++) CHECK(rel_err(seen.h[k], xh[k]) <= 1e-5);
+    /* the wait is over: halves given now are released at once */
+    rt_tensor *g1 = rt_tensor_retain(xh[0]), *g2 = rt_tensor_retain(xh[1]);
+    CHECK_OK(rt_rev_sequence_give_output(B->seq_m, g1, g2));
+    CHECK(xh[0]->refcount == 1 && xh[1]->refcount == 1);
+    /* halves of the wrong shape are refused by the backward, naming the sequence */
+    rt_tensor *yc = NULL;
+    CHECK_OK(rt_module_forward(B->seq_m, x, &yc));
+    if (!yc) return;
+    tu_own(yc);
+    CHECK_OK(rt_rev_sequence_give_output(B->seq_m, rt_tensor_retain(x), rt_tensor_retain(xh[1]))); /* x: all C */
+    CHECK(rt_backward(yc, dy, false) == RT_ERR_STATE);
+    CHECK(message_has("not the halves") && message_has("blk"));
 }
 
 static void small_input_case(float scale, bool *refused) {

@@ -61,12 +61,16 @@ static void sd_destroy_(void *p) { rt_state_dict_destroy(p); }
 
 /* ------------------------------------------------------------ reversible vs plain */
 
-static void check_reversible_vs_plain(rt_unet_norm norm) {
-    rt_unet_config c = small_config(true, norm);
+static void check_config_vs_plain(rt_unet_config c, rt_unet_norm norm);
+
+static void check_reversible_vs_plain(rt_unet_norm norm) { check_config_vs_plain(small_config(true, norm), norm); }
+
+static void check_config_vs_plain(rt_unet_config c, rt_unet_norm norm) {
     rt_module *rev = build(&c, 2, 3, 11), *plain = build(&c, 2, 3, 11);
     tu_defer(module_destroy_, rev);
     tu_defer(module_destroy_, plain);
     CHECK(rev && plain);
+    if (!rev || !plain) return;
     CHECK_EQ_INT(rt_module_count_reversible(rev), 6); /* one sequence per encoder and decoder level */
     rt_module_set_reversible(plain, false);
     seed_inputs(5);
@@ -113,6 +117,65 @@ static void check_reversible_vs_plain(rt_unet_norm norm) {
 }
 
 TU_TEST(reversible_grads_group) { check_reversible_vs_plain(RT_UNET_NORM_GROUP); }
+
+/* Widths whose halves come in different memory orders on the encoder and
+ * the decoder side: level 0's halves of one block each split a blocked
+ * input into blocked halves, level 1's (a block and a half) go
+ * channels-last and the decoder side stays plain from there, so the halves
+ * recovered for encoder 0 arrive plain and are converted. */
+TU_TEST(reversible_grads_mixed_orders) {
+    rt_unet_config c = small_config(true, RT_UNET_NORM_GROUP);
+    int64_t b = rt_layout_block();
+    c.widths[0] = 2 * b;
+    c.widths[1] = 3 * b;
+    c.widths[2] = 4 * b;
+    check_config_vs_plain(c, RT_UNET_NORM_GROUP);
+}
+
+/* The recovered skips (models/unet.c) under retain_graph: a backward that
+ * keeps the graph and a second one through it accumulate the same
+ * gradients as two through plain backpropagation; and an eval forward
+ * between a training forward and its backward does not disturb it. */
+TU_TEST(recovered_skips_retain_graph) {
+    rt_unet_config c = small_config(true, RT_UNET_NORM_GROUP);
+    rt_module *rev = build(&c, 2, 3, 11), *plain = build(&c, 2, 3, 11);
+    tu_defer(module_destroy_, rev);
+    tu_defer(module_destroy_, plain);
+    CHECK(rev && plain);
+    if (!rev || !plain) return;
+    rt_module_set_reversible(plain, false);
+    seed_inputs(6);
+    rt_tensor *x = RANDN(0, 1, 2, 2, 8, 8, 8), *y = tu_seg_labels(2, 8, 8, 8, 3);
+    rt_module *nets[2] = {rev, plain};
+    for (int k = 0; k < 2; k++) {
+        rt_tensor *out = NULL, *l = NULL, *other = NULL;
+        CHECK_OK(rt_module_forward(nets[k], x, &out));
+        bool grad = rt_grad_set_enabled(false); /* an unarmed forward in between */
+        CHECK_OK(rt_module_forward(nets[k], x, &other));
+        rt_grad_set_enabled(grad);
+        rt_tensor_release(other);
+        CHECK_OK(rt_dice_ce_loss(out, y, &l));
+        rt_tensor_release(out);
+        if (!l) return;
+        CHECK_OK(rt_backward(l, NULL, true));
+        CHECK_OK(rt_backward(l, NULL, false));
+        rt_tensor_release(l);
+    }
+    rt_state_dict *a = NULL, *b = NULL;
+    CHECK_OK(rt_module_state_dict(rev, &a));
+    tu_defer(sd_destroy_, a);
+    CHECK_OK(rt_module_state_dict(plain, &b));
+    tu_defer(sd_destroy_, b);
+    double worst = 0;
+    for (int i = 0; i < a->n; i++) {
+        if (a->entries[i].kind != RT_ENTRY_PARAM) continue;
+        rt_tensor *ta = a->entries[i].tensor, *tb = b->entries[i].tensor;
+        CHECK(ta->grad && tb->grad);
+        if (ta->grad && tb->grad) worst = fmax(worst, rt_rel_difference(ta->grad, tb->grad));
+    }
+    printf("  two backwards through one graph: worst gradient difference %.3g (relative)\n", worst);
+    CHECK(worst <= 1e-4);
+}
 TU_TEST(reversible_grads_instance) { check_reversible_vs_plain(RT_UNET_NORM_INSTANCE); }
 TU_TEST(reversible_grads_batch) { check_reversible_vs_plain(RT_UNET_NORM_BATCH); }
 
@@ -484,6 +547,8 @@ int main(int argc, char **argv) {
         {"reversible_grads_group", reversible_grads_group},
         {"reversible_grads_instance", reversible_grads_instance},
         {"reversible_grads_batch", reversible_grads_batch},
+        {"recovered_skips_retain_graph", recovered_skips_retain_graph},
+        {"reversible_grads_mixed_orders", reversible_grads_mixed_orders},
         {"padding_standard", padding_standard},
         {"padding_standard_trilinear", padding_standard_trilinear},
         {"padding_reversible", padding_reversible},

@@ -116,8 +116,10 @@ typedef enum rt_grouping {
 /* Called by a sequence's backward with its rebuilt input's halves (x1: the
  * first ⌊C/2⌋ channels, x2 the rest, in the order the blocks split into;
  * references handed over: the callee releases them or passes them on). The
- * sequence's gradient is computed by then. See rt_rev_sequence_on_input_rebuilt. */
-typedef rt_status (*rt_rev_input_fn)(rt_module *seq, rt_tensor *x1, rt_tensor *x2, void *user);
+ * sequence's gradient is computed by then; retain_graph: the backward keeps
+ * the graph for another one (which will call again). See
+ * rt_rev_sequence_on_input_rebuilt. */
+typedef rt_status (*rt_rev_input_fn)(rt_module *seq, rt_tensor *x1, rt_tensor *x2, bool retain_graph, void *user);
 
 typedef struct rt_rev_sequence {
     rt_module base;       /* children: ReversibleBlock modules, run in order */
@@ -132,6 +134,7 @@ typedef struct rt_rev_sequence {
                              error = max(fingerprint drift, true relative error), see below */
     /* rt_rev_sequence_defer_output / _give_output / _on_input_rebuilt */
     bool defer_output;
+    bool awaiting;        /* a forward deferred its output and no backward has taken it yet */
     rt_tensor *given[2];  /* the output's halves given for the next backward (owned) */
     rt_rev_input_fn on_input;
     void *on_input_user;
@@ -173,18 +176,25 @@ rt_rev_sequence *rt_rev_sequence_of(rt_module *m);
  *
  * rt_rev_sequence_defer_output(seq, on): while on, the sequence's
  * reversible forward saves no output (and releases any halves still given
- * from an earlier step); its backward takes the halves
- * rt_rev_sequence_give_output gave since, and fails with RT_ERR_STATE,
- * naming the sequence, when none were given. Not while AUTO grouping
- * calibrates (that step saves the output as usual). A backward with
- * retain_graph keeps the given halves for the next one.
+ * from an earlier step) and the sequence awaits them; its backward takes
+ * the halves rt_rev_sequence_give_output gave since (converted to the
+ * memory order its blocks split into, if they came in another), and fails
+ * with RT_ERR_STATE, naming the sequence, when none were given or their
+ * shape is not the output's halves'. Not while AUTO grouping calibrates
+ * (that step saves the output as usual). A backward with retain_graph keeps
+ * the given halves for the next one; one that frees the graph ends the wait.
+ * One deferred graph at a time: the halves are the module's, so a second
+ * deferring forward before the first one's backward replaces them.
  * rt_rev_sequence_give_output(seq, y1, y2): hands over references to the
- * output's halves (y1 the first ⌊C/2⌋ channels, in the order the blocks
- * split into: rt_rev_block_set_channels_last), replacing any given before.
- * rt_rev_sequence_on_input_rebuilt(seq, fn, user): fn (NULL: none) is
- * called at the end of each backward that frees the graph (no
- * retain_graph) with the rebuilt input's halves, before they would be
- * freed; an error it returns fails the backward.
+ * output's halves (y1 the first ⌊C/2⌋ channels), replacing any given
+ * before; when the sequence awaits nothing (its last forward saved its
+ * output, or made no graph) they are released at once, as nothing would
+ * take them.
+ * rt_rev_sequence_on_input_rebuilt(seq, fn, user): the graphs of the
+ * sequence's later forwards call fn (NULL: none) at the end of each of
+ * their backwards with the rebuilt input's halves, before they would be
+ * freed (a graph keeps the fn it was made with); an error it returns fails
+ * the backward.
  * All three: RT_ERR_INVALID_ARG when seq is not a ReversibleSequence (or y1,
  * y2 NULL); nothing is taken over on error. */
 rt_status rt_rev_sequence_defer_output(rt_module *seq, bool on);

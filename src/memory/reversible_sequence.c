@@ -27,6 +27,9 @@ typedef struct rt_seq_ctx {
     int n;          /* blocks at forward */
     bool calibrating;
     int out_slot;   /* -1: the output is deferred (rt_rev_sequence_defer_output) */
+    rt_layout half_layout;  /* deferred: the order the output's halves were in at forward */
+    rt_rev_input_fn on_input; /* rt_rev_sequence_on_input_rebuilt when the graph was made */
+    void *on_input_user;
     rt_block_record rec[];
 } rt_seq_ctx;
 
@@ -342,13 +345,28 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
                             "and none was given back before its backward (rt_rev_sequence_give_output): run the "
                             "whole network's backward, or turn the deferral off",
                             rt_module_path(&s->base, path, sizeof path));
-    } else if (self->consuming) { /* the given halves are ours now */
-        y1 = s->given[0];
-        y2 = s->given[1];
-        s->given[0] = s->given[1] = NULL;
-    } else { /* retain_graph: the next backward needs them too */
-        y1 = rt_tensor_retain(s->given[0]);
-        y2 = rt_tensor_retain(s->given[1]);
+    } else {
+        /* in the order the blocks split into (the giver's may differ), a
+         * new reference each; the given ones stay for a retained graph */
+        bool grad = rt_grad_set_enabled(false);
+        st = rt_to_layout(s->given[0], c->half_layout, &y1);
+        if (st == RT_OK) st = rt_to_layout(s->given[1], c->half_layout, &y2);
+        rt_grad_set_enabled(grad);
+        const rt_tensor *g = grad_out[0];
+        bool fits = st == RT_OK && y1->ndim == g->ndim && y2->ndim == g->ndim &&
+                    y1->shape[1] + y2->shape[1] == g->shape[1] && y1->shape[1] == g->shape[1] / 2;
+        for (int d = 0; fits && d < g->ndim; d++) fits = d == 1 || (y1->shape[d] == g->shape[d] && y2->shape[d] == g->shape[d]);
+        if (st == RT_OK && !fits) {
+            char path[128];
+            st = rt_error_set(RT_ERR_STATE, "reversible sequence '%s': the output halves given back "
+                              "(rt_rev_sequence_give_output) are not the halves of its output",
+                              rt_module_path(&s->base, path, sizeof path));
+        }
+        if (self->consuming) { /* the wait ends with this backward */
+            rt_rev_release4(s->given[0], s->given[1], NULL, NULL);
+            s->given[0] = s->given[1] = NULL;
+            s->awaiting = false;
+        }
     }
     rt_recompute_scope scope;
     rt_recompute_begin(&scope);
@@ -397,9 +415,9 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
         dy2 = dx2;
     }
     rt_recompute_end(&scope);
-    if (st == RT_OK && s->on_input && self->consuming) { /* the rebuilt input, handed over */
+    if (st == RT_OK && c->on_input) { /* the rebuilt input, handed over */
         bool grad = rt_grad_set_enabled(false);
-        st = s->on_input(&s->base, y1, y2, s->on_input_user);
+        st = c->on_input(&s->base, y1, y2, !self->consuming, c->on_input_user);
         rt_grad_set_enabled(grad);
         y1 = y2 = NULL;
     }
@@ -523,13 +541,22 @@ static rt_status rt_seq_forward_reversible_f32(rt_rev_sequence *s, rt_tensor *x,
         x2 = y2;
     }
     rt_tensor_release(x); /* NULL unless the split failed */
+    rt_layout half_layout = x1 ? x1->layout : RT_LAYOUT_PLAIN;
     if (st == RT_OK) st = rt_rev_join(x1, x2, &h);
     rt_rev_release4(x1, x2, NULL, NULL);
     rt_grad_set_enabled(grad);
-    if (st == RT_OK && node && s->defer_output && !c->calibrating) {
-        c->out_slot = -1; /* given back before the backward (rt_rev_sequence_give_output) */
-        rt_rev_release4(s->given[0], s->given[1], NULL, NULL);
+    if (st == RT_OK) { /* one deferred graph at a time: this one's */
+        rt_rev_release4(s->given[0], s->given[1], NULL, NULL); /* from a graph that never ran backward */
         s->given[0] = s->given[1] = NULL;
+        s->awaiting = node && s->defer_output && !c->calibrating;
+    }
+    if (st == RT_OK && node) {
+        c->on_input = s->on_input;
+        c->on_input_user = s->on_input_user;
+    }
+    if (st == RT_OK && node && s->awaiting) {
+        c->out_slot = -1; /* given back before the backward (rt_rev_sequence_give_output) */
+        c->half_layout = half_layout;
     } else if (st == RT_OK && node) {
         st = rt_node_save(node, h, &c->out_slot);
     }
@@ -631,6 +658,11 @@ rt_status rt_rev_sequence_give_output(rt_module *seq, rt_tensor *y1, rt_tensor *
     RT_TRY(rt_seq_arg(seq, "rt_rev_sequence_give_output", &s));
     if (!y1 || !y2) return rt_error_set(RT_ERR_INVALID_ARG, "rt_rev_sequence_give_output: y1 and y2 must be non-NULL");
     rt_rev_release4(s->given[0], s->given[1], NULL, NULL);
+    s->given[0] = s->given[1] = NULL;
+    if (!s->awaiting) { /* nothing would take them */
+        rt_rev_release4(y1, y2, NULL, NULL);
+        return RT_OK;
+    }
     s->given[0] = y1;
     s->given[1] = y2;
     return RT_OK;

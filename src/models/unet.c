@@ -288,15 +288,17 @@ static rt_module *rt_unet_part(rt_module *level, const char *name) {
  * over x's own half in turn, so no full-width tensor is added to the ones
  * the decoder's backward held. The recovered s differs from the forward's
  * by the rebuild's rounding (relative ~1e-6), which the encoder's rebuild
- * checks like its own drift. Without up_in[l] (a forward that was not the
- * U-Net's own, e.g. a checkpointing plan's) it only frees x. */
-static rt_status rt_unet_recover_skip(rt_module *seq, rt_tensor *x1, rt_tensor *x2, void *user) {
+ * checks like its own drift. Only graphs of an armed forward call this
+ * (a graph keeps the hook it was made with); without up_in[l] it only
+ * frees x, and the encoder then refuses its backward with a message. */
+static rt_status rt_unet_recover_skip(rt_module *seq, rt_tensor *x1, rt_tensor *x2, bool retain_graph, void *user) {
     (void)seq;
     struct rt_unet_recovery *r = user;
     rt_unet *u = r->u;
     int l = r->level;
     rt_tensor *d = u->up_in[l], *x[2] = {x1, x2}, *c = NULL, *cs[2] = {NULL, NULL}, *s[2] = {NULL, NULL};
-    u->up_in[l] = NULL;
+    if (retain_graph) d = d ? rt_tensor_retain(d) : NULL; /* the next backward recovers again */
+    else u->up_in[l] = NULL;
     rt_status st = RT_OK;
     if (d) {
         /* the ops, not the modules: a checkpoint region counts module runs
@@ -345,26 +347,26 @@ static bool rt_unet_intercepted(void) {
  * and only for a forward that is the step's own: not a recompute, not
  * under saved-tensor hooks (reduced-precision storage) and not inside a
  * checkpointing plan's regions (an interceptor), whose replays match saved
- * tensors and module calls by order. Any kept up_in from a forward without
- * backward is dropped. */
+ * tensors and module calls by order. A level armed now replaces the up_in
+ * an earlier forward kept; the decoder sequences of a forward not armed
+ * make graphs without the hook. One armed graph at a time: a second armed
+ * forward before the first one's backward takes over the kept tensors, and
+ * the first one's backward then fails its rebuild check. */
 static void rt_unet_arm_recovery(rt_unet *u) {
     bool on = u->reversible && rt_grad_is_enabled() && !rt_recompute_is_active() &&
               rt_saved_tensors_hooks_depth() == 0 && !rt_unet_intercepted();
-    for (int l = 0; l < RT_UNET_MAX_LEVELS; l++) {
-        rt_tensor_release(u->up_in[l]);
-        u->up_in[l] = NULL;
-    }
     for (int l = 0; l + 1 < u->levels; l++) {
         rt_module *enc = rt_unet_part(u->enc[l], "blocks"), *dec = rt_unet_part(u->dec[l], "blocks");
         rt_rev_sequence *es = rt_rev_sequence_of(enc), *ds = rt_rev_sequence_of(dec);
         bool armed = on && es && ds && es->reversible && ds->reversible && rt_unet_part(u->dec[l + 1], "conv") &&
                      rt_unet_part(u->dec[l + 1], "upsample");
         u->recovery[l] = (struct rt_unet_recovery){u, l, armed};
-
         if (armed) {
+            rt_tensor_release(u->up_in[l]);
+            u->up_in[l] = NULL;
             rt_rev_sequence_defer_output(enc, true);
-            rt_rev_sequence_on_input_rebuilt(dec, rt_unet_recover_skip, &u->recovery[l]);
         }
+        if (ds) rt_rev_sequence_on_input_rebuilt(dec, armed ? rt_unet_recover_skip : NULL, &u->recovery[l]);
     }
 }
 

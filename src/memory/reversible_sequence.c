@@ -355,7 +355,8 @@ static rt_status rt_seq_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
         const rt_tensor *g = grad_out[0];
         bool fits = st == RT_OK && y1->ndim == g->ndim && y2->ndim == g->ndim &&
                     y1->shape[1] + y2->shape[1] == g->shape[1] && y1->shape[1] == g->shape[1] / 2;
-        for (int d = 0; fits && d < g->ndim; d++) fits = d == 1 || (y1->shape[d] == g->shape[d] && y2->shape[d] == g->shape[d]);
+        for (int d = 0; fits && d < g->ndim; d++)
+            fits = d == 1 || (y1->shape[d] == g->shape[d] && y2->shape[d] == g->shape[d]);
         if (st == RT_OK && !fits) {
             char path[128];
             st = rt_error_set(RT_ERR_STATE, "reversible sequence '%s': the output halves given back "

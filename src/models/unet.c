@@ -358,9 +358,10 @@ static void rt_unet_arm_recovery(rt_unet *u) {
     for (int l = 0; l + 1 < u->levels; l++) {
         rt_module *enc = rt_unet_part(u->enc[l], "blocks"), *dec = rt_unet_part(u->dec[l], "blocks");
         rt_rev_sequence *es = rt_rev_sequence_of(enc), *ds = rt_rev_sequence_of(dec);
-        bool armed = on && es && ds && es->reversible && ds->reversible && rt_unet_part(u->dec[l + 1], "conv") &&
+        rt_module *up_conv = rt_unet_part(u->dec[l + 1], "conv");
+        bool armed = on && es && ds && es->reversible && ds->reversible && up_conv &&
                      rt_unet_part(u->dec[l + 1], "upsample");
-        u->recovery[l] = (struct rt_unet_recovery){u, l, armed};
+        u->recovery[l] = (struct rt_unet_recovery){u, l, armed ? up_conv : NULL};
         if (armed) {
             rt_tensor_release(u->up_in[l]);
             u->up_in[l] = NULL;
@@ -375,14 +376,14 @@ static void rt_unet_arm_recovery(rt_unet *u) {
  * itself, with no up_in kept). */
 static void rt_unet_disarm_outputs(rt_unet *u) {
     for (int l = 0; l + 1 < u->levels; l++)
-        if (u->recovery[l].armed) rt_rev_sequence_defer_output(rt_unet_part(u->enc[l], "blocks"), false);
+        if (u->recovery[l].up_conv) rt_rev_sequence_defer_output(rt_unet_part(u->enc[l], "blocks"), false);
 }
 
 /* Stage i is decoder level l+1's 1×1×1 conv with level l's recovery armed:
  * the level whose up_in its input is, else -1. */
 static int rt_unet_up_in_level(rt_unet *u, int i) {
     for (int l = 0; l + 1 < u->levels; l++)
-        if (u->recovery[l].armed && u->stage[i] == rt_unet_part(u->dec[l + 1], "conv")) return l;
+        if (u->recovery[l].up_conv && u->stage[i] == u->recovery[l].up_conv) return l;
     return -1;
 }
 

@@ -45,7 +45,7 @@ typedef struct rt_unet {
     struct rt_unet_recovery {
         struct rt_unet *u;
         int level;
-        bool armed;
+        rt_module *up_conv; /* decoder level l+1's conv when this forward armed level l, else NULL */
     } recovery[RT_UNET_MAX_LEVELS];
 } rt_unet;
 

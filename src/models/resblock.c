@@ -30,7 +30,7 @@ static rt_status rt_resblock_forward(rt_module *m, rt_tensor *x, rt_tensor **out
     RT_TRY(rt_residual_forward(b, x, &h));
     rt_status st = b->downsample ? rt_module_forward(b->downsample, x, &id) : RT_OK;
     if (!b->downsample) id = rt_tensor_retain(x);
-    if (st == RT_OK) st = rt_add_relu(h, id, out);
+    if (st == RT_OK) st = rt_add_relu_inplace(h, id, out); /* h is ours alone: the sum goes over it */
     rt_tensor_release(h);
     rt_tensor_release(id);
     return st;

@@ -64,13 +64,17 @@ rt_status rt_relu(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu_op(x, 0.
 
 rt_status rt_relu_inplace(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu_op(x, 0.0f, true, out); }
 
-rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
+/* Both add_relu forwards: consume writes y over a's storage when
+ * rt_op_can_consume allows it and b does not share that storage (the
+ * kernel reads a[i] and b[i] before writing y[i]; the node saves y only). */
+static rt_status rt_add_relu_op(rt_tensor *a, rt_tensor *b, bool consume, rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, "add_relu"));
     *out = NULL;
     RT_TRY(rt_op_check_pair(a, b, "add_relu"));
     rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */
     RT_TRY(rt_to_layout(b, a->layout, &bl));
-    rt_tensor *y = rt_tensor_empty_like(a, RT_MEM_TEMP);
+    bool over_a = consume && rt_op_can_consume(a) && bl->storage != a->storage;
+    rt_tensor *y = over_a ? rt_op_take_storage(a) : rt_tensor_empty_like(a, RT_MEM_TEMP);
     rt_status st = y ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK)
         rt_backend_of(a)->vec_add_relu(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
@@ -84,6 +88,12 @@ rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
     }
     rt_tensor_release(bl);
     return rt_op_return(st, node, y, out);
+}
+
+rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_add_relu_op(a, b, false, out); }
+
+rt_status rt_add_relu_inplace(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
+    return rt_add_relu_op(a, b, true, out);
 }
 
 typedef struct rt_logistic_ctx {

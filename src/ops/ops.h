@@ -95,6 +95,15 @@ rt_status rt_leaky_relu_inplace(rt_tensor *x, float negative_slope, rt_tensor **
  * activation and the TEMP sum. Errors as rt_add. */
 rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 
+/* The same, consuming a (torch.relu_(a.add_(b)) for a residual branch's
+ * last output): when a is the caller's only reference, no node saved it, it
+ * is not a leaf that requires grad (rt_op_can_consume) and b does not share
+ * its storage, y is written over a's storage and the caller must not read a
+ * again (release it); otherwise a new tensor, as rt_add_relu. Values and
+ * gradients are rt_add_relu's; a residual block's forward then holds one
+ * activation less at its sum. Errors as rt_add_relu. */
+rt_status rt_add_relu_inplace(rt_tensor *a, rt_tensor *b, rt_tensor **out);
+
 /* Pooling options; zero stride means stride = kernel (PyTorch's default). */
 typedef struct rt_pool_opts {
     int64_t kernel[3];

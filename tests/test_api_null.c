@@ -836,6 +836,7 @@ CHECK_FN(rt_add_relu) { binary_checks(rt_add_relu, "add_relu"); }
 CHECK_FN(rt_add_relu_inplace) { binary_checks(rt_add_relu_inplace, "add_relu"); }
 CHECK_FN(rt_add) { binary_checks(rt_add, "add"); }
 CHECK_FN(rt_sub) { binary_checks(rt_sub, "sub"); }
+CHECK_FN(rt_add_inplace) { binary_checks(rt_add_inplace, "add"); }
 CHECK_FN(rt_sub_inplace) { binary_checks(rt_sub_inplace, "sub"); }
 CHECK_FN(rt_mul) { binary_checks(rt_mul, "mul"); }
 
@@ -3653,7 +3654,7 @@ static const api_entry autograd_entries[] = {
 static const api_entry ops_entries[] = {
     /* ops/ops.h */
     E(rt_conv), E(rt_linear), E(rt_batch_norm), E(rt_relu), E(rt_leaky_relu), E(rt_relu_inplace), E(rt_leaky_relu_inplace), E(rt_add_relu), E(rt_add_relu_inplace), E(rt_max_pool),
-    E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_sub_inplace), E(rt_mul), E(rt_mul_scalar), E(rt_mul_scalar_inplace), E(rt_sum), E(rt_mean),
+    E(rt_avg_pool), E(rt_adaptive_avg_pool_1), E(rt_add), E(rt_sub), E(rt_add_inplace), E(rt_sub_inplace), E(rt_mul), E(rt_mul_scalar), E(rt_mul_scalar_inplace), E(rt_sum), E(rt_mean),
     E(rt_square), E(rt_pow_scalar), E(rt_tanh), E(rt_sigmoid), E(rt_cat_channels), E(rt_split_channels), E(rt_cat_channels_layout), E(rt_split_channels_layout),
     E(rt_reshape), E(rt_flatten), E(rt_to_layout), E(rt_weight_set_layout), E(rt_copy_in_layout), E(rt_to_preferred_layout), E(rt_compare), E(rt_rel_difference),
     E(rt_dropout), E(rt_cross_entropy), E(rt_mse_loss), E(rt_l1_loss),

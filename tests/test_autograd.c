@@ -235,48 +235,49 @@ static void test_relu_in_place(void) {
     rt_tensor_release(g);
 }
 
-/* The residual sum + ReLU in place: rt_add_relu_inplace writes over a when
- * nobody else holds it and keeps a saved a intact (falling back to a new
- * tensor); values and gradients are rt_add_relu's in both cases:
- * y = relu(2x + 3x) (consumed) has dy/dx = 5·(x > 0); y = relu(2x + 3x)
- * + (2x)² (a saved by the square) has 5·(x > 0) + 8x. */
-static void test_add_relu_in_place(void) {
+/* Residual sums in place: rt_add_relu_inplace and rt_add_inplace write over
+ * a when nobody else holds it and keep a saved a intact (falling back to a
+ * new tensor); values and gradients are rt_add_relu's / rt_add's in both
+ * cases: y = relu(2x + 3x) (consumed) has dy/dx = 5·(x > 0), y = 2x + 3x
+ * has 5; with (2x)² added (a saved by the square), + 8x. */
+static void test_add_in_place(void) {
     int64_t shape[2] = {4, 6}, base_temp = live(RT_MEM_TEMP), base_saved = live(RT_MEM_SAVED);
     rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 13), *g = rand_tensor(2, shape, RT_MEM_DATA, 14);
     CHECK(x && g);
     CHECK_OK(rt_tensor_set_requires_grad(x, true));
-    for (int saved = 0; saved < 2; saved++) {
-        rt_tensor_zero_grad(x);
-        rt_tensor *a = NULL, *b = NULL, *p = NULL, *y = NULL, *d = NULL;
-        CHECK_OK(rt_mul_scalar(x, 2.0f, &a));
-        CHECK_OK(rt_mul_scalar(x, 3.0f, &b));
-        if (saved) CHECK_OK(rt_mul(a, a, &p));
-        const rt_storage *sa = a->storage;
-        CHECK_OK(rt_add_relu_inplace(a, b, &y));
-        CHECK(saved ? y->storage != sa : y->storage == sa);
-        if (saved) /* a still holds 2x for the square's backward */
-            for (int i = 0; i < 24; i++) CHECK(rt_tensor_f32(a)[i] == 2.0f * rt_tensor_f32(x)[i]);
-        for (int i = 0; i < 24; i++) {
-            float xv = rt_tensor_f32(x)[i];
-            CHECK_NEAR(rt_tensor_f32(y)[i], xv > 0 ? 5.0f * xv : 0.0f, 1e-6 * (1 + fabs(xv)));
+    for (int relu = 0; relu < 2; relu++)
+        for (int saved = 0; saved < 2; saved++) {
+            rt_tensor_zero_grad(x);
+            rt_tensor *a = NULL, *b = NULL, *p = NULL, *y = NULL, *d = NULL;
+            CHECK_OK(rt_mul_scalar(x, 2.0f, &a));
+            CHECK_OK(rt_mul_scalar(x, 3.0f, &b));
+            if (saved) CHECK_OK(rt_mul(a, a, &p));
+            const rt_storage *sa = a->storage;
+            CHECK_OK(relu ? rt_add_relu_inplace(a, b, &y) : rt_add_inplace(a, b, &y));
+            CHECK(saved ? y->storage != sa : y->storage == sa);
+            if (saved) /* a still holds 2x for the square's backward */
+                for (int i = 0; i < 24; i++) CHECK(rt_tensor_f32(a)[i] == 2.0f * rt_tensor_f32(x)[i]);
+            for (int i = 0; i < 24; i++) {
+                float xv = rt_tensor_f32(x)[i], want = relu && xv <= 0 ? 0.0f : 5.0f * xv;
+                CHECK_NEAR(rt_tensor_f32(y)[i], want, 1e-6 * (1 + fabs(want)));
+            }
+            rt_tensor_release(a);
+            rt_tensor_release(b);
+            if (saved) {
+                CHECK_OK(rt_add(y, p, &d));
+                rt_tensor_release(y);
+                rt_tensor_release(p);
+            } else {
+                d = y;
+            }
+            CHECK_OK(rt_backward(d, g, false));
+            for (int i = 0; i < 24; i++) {
+                float xv = rt_tensor_f32(x)[i];
+                float want = ((relu && xv <= 0 ? 0.0f : 5.0f) + (saved ? 8.0f * xv : 0.0f)) * rt_tensor_f32(g)[i];
+                CHECK_NEAR(rt_tensor_f32(x->grad)[i], want, 1e-5 * (1 + fabs(want)));
+            }
+            rt_tensor_release(d);
         }
-        rt_tensor_release(a);
-        rt_tensor_release(b);
-        if (saved) {
-            CHECK_OK(rt_add(y, p, &d));
-            rt_tensor_release(y);
-            rt_tensor_release(p);
-        } else {
-            d = y;
-        }
-        CHECK_OK(rt_backward(d, g, false));
-        for (int i = 0; i < 24; i++) {
-            float xv = rt_tensor_f32(x)[i];
-            float want = ((xv > 0 ? 5.0f : 0.0f) + (saved ? 8.0f * xv : 0.0f)) * rt_tensor_f32(g)[i];
-            CHECK_NEAR(rt_tensor_f32(x->grad)[i], want, 1e-5 * (1 + fabs(want)));
-        }
-        rt_tensor_release(d);
-    }
     CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
     CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
     rt_tensor_release(x);
@@ -1532,7 +1533,7 @@ static void test_conv_backward_frees_input_first(void) {
 }
 
 RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", test_used_twice_add},
-             {"diamond", test_diamond}, {"relu_in_place", test_relu_in_place}, {"add_relu_in_place", test_add_relu_in_place},
+             {"diamond", test_diamond}, {"relu_in_place", test_relu_in_place}, {"add_in_place", test_add_in_place},
              {"leaf_root", test_leaf_root},
              {"backward_twice_released", test_backward_twice_released},
              {"retain_graph_doubles", test_retain_graph_doubles},

@@ -25,7 +25,7 @@ static rt_status rt_edsr_resblock_forward(rt_module *m, rt_tensor *x, rt_tensor 
     rt_tensor *h = NULL;
     RT_TRY(rt_module_forward(b->body, x, &h));
     RT_SEQ(h, s, rt_mul_scalar_inplace(h, b->res_scale, &s)); /* EDSR-PyTorch's body(x).mul(res_scale), in place */
-    rt_status st = rt_add(h, x, y);
+    rt_status st = rt_add_inplace(h, x, y); /* h is ours alone: the sum goes over it */
     rt_tensor_release(h);
     return st;
 }
@@ -79,7 +79,7 @@ static rt_status rt_edsr_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
     RT_SEQ(h, p, rt_to_preferred_layout(h, &p));
     rt_status st = rt_module_forward(e->body, h, &r);
     rt_tensor *s = NULL;
-    if (st == RT_OK) st = rt_add(r, h, &s); /* the global skip */
+    if (st == RT_OK) st = rt_add_inplace(r, h, &s); /* the global skip, over the body's output */
     rt_tensor_release(r);
     rt_tensor_release(h);
     if (st != RT_OK) return st;

@@ -58,6 +58,10 @@ rt_status rt_add(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary
 
 rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out) { return rt_binary(a, b, -1.0f, false, "sub", out); }
 
+rt_status rt_add_inplace(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
+    return rt_binary(a, b, 1.0f, true, "add", out);
+}
+
 rt_status rt_sub_inplace(rt_tensor *a, rt_tensor *b, rt_tensor **out) {
     return rt_binary(a, b, -1.0f, true, "sub", out);
 }

@@ -126,13 +126,15 @@ rt_status rt_adaptive_avg_pool_1(rt_tensor *x, rt_tensor **out);
 rt_status rt_add(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 /* a - b (same shape). Saves nothing. */
 rt_status rt_sub(rt_tensor *a, rt_tensor *b, rt_tensor **out);
-/* rt_sub that consumes a (torch's a.sub_(b) for an intermediate): when a is
- * the only reference to its storage, nothing saved it and it is not a leaf
- * that requires grad (as rt_mul_scalar_inplace), the difference is written
- * over a's storage, in a's memory order; otherwise a new tensor. The caller
- * must not read a afterwards, only release it. Same values, gradient and
- * errors as rt_sub. For the partially reversible U-Net's recovered skips
- * (models/unet.c), which would otherwise hold one more activation. */
+/* rt_add and rt_sub that consume a (torch's a.add_(b) / a.sub_(b) for an
+ * intermediate): when a is the only reference to its storage, nothing saved
+ * it and it is not a leaf that requires grad (as rt_mul_scalar_inplace),
+ * the result is written over a's storage, in a's memory order; otherwise a
+ * new tensor. The caller must not read a afterwards, only release it. Same
+ * values, gradients and errors as rt_add / rt_sub. For residual sums (EDSR's
+ * blocks, models/edsr.c) and the partially reversible U-Net's recovered
+ * skips (models/unet.c), which would otherwise hold one more activation. */
+rt_status rt_add_inplace(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 rt_status rt_sub_inplace(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 /* a * b elementwise (same shape; torch.mul without broadcasting; b is
  * converted to a's memory order if they differ, the output has a's order).

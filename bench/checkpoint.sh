@@ -3,7 +3,8 @@
 # measured on this machine in one run:
 #   bash bench/checkpoint.sh [MODEL SIZE BATCH PASSES BUDGET...]
 #   e.g. bash bench/checkpoint.sh resnet50 224 8 2 600MiB 700MiB
-# Each pass runs `revtorch memory --measure` (every strategy row, real steps,
+# Works for the ResNets and RevNets (PyTorch's RevNet rows add its reference
+# reversible step). Each pass runs `revtorch memory --measure` (every strategy row, real steps,
 # rows alternating step by step) once per budget, then
 # bench/checkpoint_pytorch.py (plain and 2/4/8 segments, alternating); the
 # passes alternate the two systems so that load on a shared machine hits
@@ -51,17 +52,19 @@ for p in range(1, passes + 1):
             rows.setdefault(name, []).append((float(m.group(7)), float(m.group(3)), float(m.group(2)),
                                               float(m.group(5)), float(m.group(4))))
     for line in open(f"{out}/pytorch_{p}.txt"):
-        m = re.match(r"^(plain|\d+ segments)\s+([0-9.]+)\s+(-?[0-9.]+)%\s+([0-9.]+)\s+(-?[0-9.]+)%$", line)
+        m = re.match(r"^(plain|reversible|\d+ segments)\s+([0-9.]+)\s+(-?[0-9.]+)%\s+([0-9.]+)\s+(-?[0-9.]+)%$", line)
         if m:
             rows.setdefault("pytorch " + m.group(1), []).append((float(m.group(3)), float(m.group(5)),
                                                                  float(m.group(4)), float("nan"), float("nan")))
 print(f"\nmedians over {passes} passes")
-print(f"{'row':<22} {'overhead':>9} {'act. saving':>12} {'predicted MiB':>14} {'measured MiB':>13} {'recompute (FLOP)':>17}")
+print(f"{'row':<22} {'overhead':>9} {'per pass':>15} {'act. saving':>12} {'predicted MiB':>14} {'measured MiB':>13} "
+      f"{'recompute (FLOP)':>17}")
 for name, v in rows.items():
     med = lambda i: statistics.median(x[i] for x in v)
+    span = f"{min(x[0] for x in v):.1f}..{max(x[0] for x in v):.1f}"
     pred = f"{med(2):14.1f}"
     meas = "" if name.startswith("pytorch") else f"{med(3):13.1f}"
     rec = "" if name.startswith("pytorch") else f"{med(4):16.1f}%"
-    print(f"{name:<22} {med(0):8.1f}% {med(1):11.1f}% {pred} {meas:>13} {rec:>17}")
+    print(f"{name:<22} {med(0):8.1f}% {span:>15} {med(1):11.1f}% {pred} {meas:>13} {rec:>17}")
 print("pytorch rows: 'predicted MiB' is peak RSS less RSS after import; saving = 1 - that / plain's (process memory)")
 PY

@@ -4,8 +4,12 @@
     /usr/bin/python3 bench/checkpoint_pytorch.py [--model resnet50] [--batch-size 8]
         [--size 224] [--channels 3] [--rounds 3] [--threads 2]
 
-Model: tools/pytorch_eval.py's ResNet (torchvision's module structure), float32,
-eager. Step: zero_grad; loss = cross_entropy(model(x), y); backward; SGD step
+Model: tools/pytorch_eval.py's ResNet (torchvision's module structure) or
+RevNet (tools/pytorch_revnet.py, the reference implementation of revtorch's
+RevNets), float32, eager. A RevNet's plain row back-propagates through its
+units plainly (reversible=False), its segments split the chain stem, units
+(transitions included), head, and one more row, "reversible", runs the
+reference reversible sequences (their inputs rebuilt in backward). Step: zero_grad; loss = cross_entropy(model(x), y); backward; SGD step
 (momentum 0.9), the step `revtorch memory --measure` times. Strategies: plain and
 torch.utils.checkpoint.checkpoint_sequential(model's top-level children,
 segments) for 2, 4, 8 segments, as the PyTorch recipe the issue quotes does
@@ -71,16 +75,36 @@ def chain(torch, model):
     with it would modify the reentrant checkpoint's leaf input, which
     autograd refuses (the module holds no state, so the step is the same)."""
     m = model
+    if is_revnet(m):  # stem, every unit (transitions included), head: RevNet.forward's order
+        mods = [m.conv1, m.bn1, torch.nn.ReLU(inplace=False)]
+        for trans, revs in m.stages:
+            mods += ([trans] if trans is not None else []) + list(revs)
+        return mods + [m.bn_out, torch.nn.ReLU(inplace=False), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(1),
+                       m.fc]
     mods = [m.conv1, m.bn1, torch.nn.ReLU(inplace=False), m.maxpool]
     mods += [getattr(m, f"layer{i + 1}") for i in range(m.num_stages)]
     return mods + [m.avgpool, torch.nn.Flatten(1), m.fc]
+
+
+def is_revnet(model):
+    return hasattr(model, "reversible")
+
+
+# strategy codes: 0 plain, k > 0 checkpoint_sequential with k segments, REVERSIBLE a RevNet's own reversible step
+REVERSIBLE = 1
+
+
+def strategy_name(s):
+    return "plain" if s == 0 else "reversible" if s == REVERSIBLE else f"{s} segments"
 
 
 def step(torch, model, opt, x, y, segments):
     import torch.nn.functional as F
     from torch.utils.checkpoint import checkpoint_sequential
     opt.zero_grad()
-    if segments:
+    if is_revnet(model):
+        model.reversible = segments == REVERSIBLE
+    if segments > REVERSIBLE:
         # PyTorch 1.13's checkpoint_sequential is the reentrant variant (no use_reentrant argument)
         out = checkpoint_sequential(chain(torch, model), segments, x.detach().requires_grad_(True))
     else:
@@ -113,6 +137,8 @@ def main():
         return child(args)
     print(cpu())
     strategies = [0, 2, 4, 8]
+    if args.model.startswith("revnet"):
+        strategies.append(REVERSIBLE)
     mem = {}
     for s in strategies:
         out = subprocess.run([sys.executable, __file__, "--model", args.model, "--batch-size", str(args.batch_size),
@@ -133,7 +159,7 @@ def main():
     print(f"{'strategy':<14} {'step s':>8} {'overhead':>9} {'peak RSS-import MiB':>20} {'saving':>8}")
     for s in strategies:
         t = statistics.median(times[s])
-        name = "plain" if s == 0 else f"{s} segments"
+        name = strategy_name(s)
         print(f"{name:<14} {t:8.3f} {100 * (t / base_t - 1):8.1f}% {mem[s]:20.1f} {100 * (1 - mem[s] / base_m):7.1f}%")
 
 

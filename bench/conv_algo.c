@@ -1,7 +1,9 @@
 /* Times one 3x3 stride-1 convolution (forward, backward-data,
  * backward-weights) under RT_CONV_ALGO_DIRECT and RT_CONV_ALGO_WINOGRAD for the
  * shapes of ResNet-20/-50 and RevNet-110, and prints a markdown table with the
- * shape's "auto" choice. This is the measurement behind the AUTO rule in
+ * shape's "auto" choice, and the backward-weights pass's scratchpad under
+ * each algorithm (TEMP bytes a training step holds during that call). This
+ * is the measurement behind the AUTO rule in
  * kernels/conv.h (docs/design.md, "Convolution algorithm").
  *   build/bench_conv_algo [THREADS]     (default: all cores)
  * Each entry is the fastest of 5 calls after one warm-up (the machine is
@@ -15,6 +17,7 @@
 #include "core/mem.h"
 #include "kernels/cache.h"
 #include "kernels/conv.h"
+#include "kernels/plan.h"
 #include "kernels/threads.h"
 
 static double now_s(void) {
@@ -51,7 +54,7 @@ int main(int argc, char **argv) {
         {8, 64, 56},   {8, 128, 28},  {8, 256, 14},  {8, 512, 7},  /* ResNet-50, 224x224, batch 8 */
     };
     printf("| n | c_in = c_out | h = w | direct fwd / bwd-data / bwd-weights ms | winograd ms | "
-           "auto picks |\n|---:|---:|---:|---|---|---|\n");
+           "auto picks | bwd-weights scratchpad direct / winograd MiB |\n|---:|---:|---:|---|---|---|---|\n");
     int rc = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t n = shapes[i][0], c = shapes[i][1], h = shapes[i][2];
@@ -62,20 +65,23 @@ int main(int argc, char **argv) {
         if (!x || !y || !w) return 1;
         for (size_t k = 0; k < act; k++) x[k] = (float)((k * 7919u) % 17) / 17.0f - 0.5f;
         for (size_t k = 0; k < wn; k++) w[k] = (float)((k * 104729u) % 13) / 13.0f - 0.5f;
-        double ms[2][3];
+        double ms[2][3], scratch_mib[2] = {0, 0};
         const rt_conv_algo algos[2] = {RT_CONV_ALGO_DIRECT, RT_CONV_ALGO_WINOGRAD};
         for (int a = 0; a < 2; a++) {
             rt_conv_algo_set(algos[a]);
             for (int p = 0; p < 3; p++)
                 if ((ms[a][p] = time_pass(&s, p, x, w, y)) < 0) rc = 1;
+            rt_kernel_plan plan;
+            if (rt_kernel_conv_backward_weights_plan(&s, 0, &plan) == RT_OK)
+                scratch_mib[a] = (double)plan.scratchpad_bytes / 1048576.0;
         }
         double d = ms[0][0] + ms[0][1] + ms[0][2], wg = ms[1][0] + ms[1][1] + ms[1][2];
         int64_t tiles = n * ((h + 3) / 4) * ((h + 3) / 4);
         int auto_wino = c >= 32 && tiles >= 128;
-        printf("| %lld | %lld | %lld | %.2f / %.2f / %.2f (%.2f) | %.2f / %.2f / %.2f (%.2f) | %s%s |\n",
+        printf("| %lld | %lld | %lld | %.2f / %.2f / %.2f (%.2f) | %.2f / %.2f / %.2f (%.2f) | %s%s | %.2f / %.2f |\n",
                (long long)n, (long long)c, (long long)h, ms[0][0], ms[0][1], ms[0][2], d, ms[1][0],
                ms[1][1], ms[1][2], wg, auto_wino ? "winograd" : "direct",
-               (auto_wino ? wg <= d : d <= wg) ? "" : " (the slower here)");
+               (auto_wino ? wg <= d : d <= wg) ? "" : " (the slower here)", scratch_mib[0], scratch_mib[1]);
         free(x);
         free(y);
         free(w);

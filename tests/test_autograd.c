@@ -129,6 +129,15 @@ static void test_used_twice_add(void) {
     rt_tensor_release(g);
 }
 
+/* The end of an activation test: releases its leaf x and seed g (DATA)
+ * and checks that every TEMP and SAVED byte the test made is gone. */
+static void release_and_check_nothing_left(rt_tensor *x, rt_tensor *g, int64_t base_temp, int64_t base_saved) {
+    rt_tensor_release(x);
+    rt_tensor_release(g);
+    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
+    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
+}
+
 /* Diamond: a = 2x; b = relu(a); c = 5a; d = b + c.
  * dd/dx = 2·(1[a>0] + 5), summed at a before flowing into x. */
 static void test_diamond(void) {
@@ -157,10 +166,7 @@ static void test_diamond(void) {
     }
     CHECK(pos > 0 && neg > 0); /* both relu branches exercised */
     rt_tensor_release(d);
-    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
-    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
-    rt_tensor_release(x);
-    rt_tensor_release(g);
+    release_and_check_nothing_left(x, g, base_temp, base_saved);
 }
 
 /* How far the relu's backward raised the live bytes above where they
@@ -229,10 +235,7 @@ static void test_relu_in_place(void) {
         CHECK_NEAR(rt_tensor_f32(x->grad)[i], want, 1e-5 * (1 + fabs(want)));
     }
     rt_tensor_release(d);
-    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
-    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
-    rt_tensor_release(x);
-    rt_tensor_release(g);
+    release_and_check_nothing_left(x, g, base_temp, base_saved);
 }
 
 /* Residual sums in place: rt_add_relu_inplace and rt_add_inplace write over
@@ -278,10 +281,7 @@ static void test_add_in_place(void) {
             }
             rt_tensor_release(d);
         }
-    CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
-    CHECK_EQ_INT(live(RT_MEM_SAVED), base_saved);
-    rt_tensor_release(x);
-    rt_tensor_release(g);
+    release_and_check_nothing_left(x, g, base_temp, base_saved);
 }
 
 /* A leaf that is itself the root: backward seeds its .grad with ones. */

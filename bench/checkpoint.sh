@@ -3,13 +3,16 @@
 # measured on this machine in one run:
 #   bash bench/checkpoint.sh [MODEL SIZE BATCH PASSES BUDGET...]
 #   e.g. bash bench/checkpoint.sh resnet50 224 8 2 600MiB 700MiB
-# Works for the ResNets and RevNets (PyTorch's RevNet rows add its reference
-# reversible step). Each pass runs `revtorch memory --measure` (every strategy row, real steps,
-# rows alternating step by step) once per budget, then
-# bench/checkpoint_pytorch.py (plain and 2/4/8 segments, alternating); the
-# passes alternate the two systems so that load on a shared machine hits
-# both. Per row it prints the median over passes of the step-time overhead
-# against the same system's plain step, and the activation saving. Raw
+# Works for the ResNets and RevNets. Each pass runs `revtorch memory
+# --measure` (every strategy row, real steps, rows alternating step by step)
+# once per budget, then bench/checkpoint_pytorch.py (plain and 2/4/8
+# segments, alternating; for a RevNet also its reference reversible step);
+# the passes alternate the two systems so that load on a shared machine
+# hits both. Per row it prints the median over its runs (a revtorch row
+# measured in every `memory` run has passes × budgets runs, a budget row
+# one per pass, PyTorch rows one per pass) of the step-time overhead against
+# the same system's plain step, the range over those runs, and the
+# activation saving. Raw
 # outputs go to $OUT (default bench/out/checkpoint); $ROUNDS (default 3)
 # timed steps per row and pass on each side.
 set -euo pipefail
@@ -57,7 +60,7 @@ for p in range(1, passes + 1):
             rows.setdefault("pytorch " + m.group(1), []).append((float(m.group(3)), float(m.group(5)),
                                                                  float(m.group(4)), float("nan"), float("nan")))
 print(f"\nmedians over {passes} passes")
-print(f"{'row':<22} {'overhead':>9} {'per pass':>15} {'act. saving':>12} {'predicted MiB':>14} {'measured MiB':>13} "
+print(f"{'row':<22} {'overhead':>9} {'range':>15} {'act. saving':>12} {'predicted MiB':>14} {'measured MiB':>13} "
       f"{'recompute (FLOP)':>17}")
 for name, v in rows.items():
     med = lambda i: statistics.median(x[i] for x in v)

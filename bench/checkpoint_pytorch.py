@@ -7,11 +7,12 @@
 Model: tools/pytorch_eval.py's ResNet (torchvision's module structure) or
 RevNet (tools/pytorch_revnet.py, the reference implementation of revtorch's
 RevNets), float32, eager. A RevNet's plain row back-propagates through its
-units plainly (reversible=False), its segments split the chain stem, units
-(transitions included), head, and one more row, "reversible", runs the
-reference reversible sequences (their inputs rebuilt in backward). Step: zero_grad; loss = cross_entropy(model(x), y); backward; SGD step
+units plainly (reversible=False); its segments split the chain of stem
+modules, every unit (transitions included) and head modules; one more row,
+"reversible", runs the reference reversible sequences (inputs rebuilt in
+backward). Step: zero_grad; loss = cross_entropy(model(x), y); backward; SGD step
 (momentum 0.9), the step `revtorch memory --measure` times. Strategies: plain and
-torch.utils.checkpoint.checkpoint_sequential(model's top-level children,
+torch.utils.checkpoint.checkpoint_sequential(the model's chain, chain() below,
 segments) for 2, 4, 8 segments, as the PyTorch recipe the issue quotes does
 (1.13's checkpoint_sequential is the reentrant variant: when its input needs
 no gradient, the checkpointed segments' parameters get none — PyTorch's
@@ -69,7 +70,8 @@ def setup(args):
 
 
 def chain(torch, model):
-    """The model's top-level children in forward order, with the flatten
+    """The modules a forward runs, in order: a ResNet's top-level children
+    (a RevNet's stem, units and head), with the flatten
     its forward does before fc as a module. The stem's ReLU is a fresh
     out-of-place one: torchvision's is in-place, and a segment that starts
     with it would modify the reentrant checkpoint's leaf input, which
@@ -90,7 +92,7 @@ def is_revnet(model):
     return hasattr(model, "reversible")
 
 
-# strategy codes: 0 plain, k > 0 checkpoint_sequential with k segments, REVERSIBLE a RevNet's own reversible step
+# strategy codes: 0 plain, REVERSIBLE (1) a RevNet's own reversible step, k > 1 checkpoint_sequential with k segments
 REVERSIBLE = 1
 
 

@@ -65,15 +65,19 @@ int main(int argc, char **argv) {
         if (!x || !y || !w) return 1;
         for (size_t k = 0; k < act; k++) x[k] = (float)((k * 7919u) % 17) / 17.0f - 0.5f;
         for (size_t k = 0; k < wn; k++) w[k] = (float)((k * 104729u) % 13) / 13.0f - 0.5f;
-        double ms[2][3], scratch_mib[2] = {0, 0};
+        double ms[2][3], scratch_mib[2] = {-1, -1}; /* -1: the plan failed (printed as such) */
         const rt_conv_algo algos[2] = {RT_CONV_ALGO_DIRECT, RT_CONV_ALGO_WINOGRAD};
         for (int a = 0; a < 2; a++) {
             rt_conv_algo_set(algos[a]);
             for (int p = 0; p < 3; p++)
                 if ((ms[a][p] = time_pass(&s, p, x, w, y)) < 0) rc = 1;
             rt_kernel_plan plan;
-            if (rt_kernel_conv_backward_weights_plan(&s, 0, &plan) == RT_OK)
+            if (rt_kernel_conv_backward_weights_plan(&s, 0, &plan) == RT_OK) {
                 scratch_mib[a] = (double)plan.scratchpad_bytes / 1048576.0;
+            } else {
+                fprintf(stderr, "bench_conv_algo: %s\n", rt_error_last());
+                rc = 1;
+            }
         }
         double d = ms[0][0] + ms[0][1] + ms[0][2], wg = ms[1][0] + ms[1][1] + ms[1][2];
         int64_t tiles = n * ((h + 3) / 4) * ((h + 3) / 4);

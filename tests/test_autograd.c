@@ -241,8 +241,9 @@ static void test_relu_in_place(void) {
 /* Residual sums in place: rt_add_relu_inplace and rt_add_inplace write over
  * a when nobody else holds it and keep a saved a intact (falling back to a
  * new tensor); values and gradients are rt_add_relu's / rt_add's in both
- * cases: y = relu(2x + 3x) (consumed) has dy/dx = 5·(x > 0), y = 2x + 3x
- * has 5; with (2x)² added (a saved by the square), + 8x. */
+ * cases: a = 2x, b = −3x, y = relu(a + b) = relu(−x) has dy/dx = −[x < 0]
+ * (the sum's sign, never a's: a mask taken from a would be [x > 0]),
+ * y = a + b has −1; with (2x)² added (a saved by the square), + 8x. */
 static void test_add_in_place(void) {
     int64_t shape[2] = {4, 6}, base_temp = live(RT_MEM_TEMP), base_saved = live(RT_MEM_SAVED);
     rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 13), *g = rand_tensor(2, shape, RT_MEM_DATA, 14);
@@ -253,7 +254,7 @@ static void test_add_in_place(void) {
             rt_tensor_zero_grad(x);
             rt_tensor *a = NULL, *b = NULL, *p = NULL, *y = NULL, *d = NULL;
             CHECK_OK(rt_mul_scalar(x, 2.0f, &a));
-            CHECK_OK(rt_mul_scalar(x, 3.0f, &b));
+            CHECK_OK(rt_mul_scalar(x, -3.0f, &b));
             if (saved) CHECK_OK(rt_mul(a, a, &p));
             const rt_storage *sa = a->storage;
             CHECK_OK(relu ? rt_add_relu_inplace(a, b, &y) : rt_add_inplace(a, b, &y));
@@ -261,7 +262,7 @@ static void test_add_in_place(void) {
             if (saved) /* a still holds 2x for the square's backward */
                 for (int i = 0; i < 24; i++) CHECK(rt_tensor_f32(a)[i] == 2.0f * rt_tensor_f32(x)[i]);
             for (int i = 0; i < 24; i++) {
-                float xv = rt_tensor_f32(x)[i], want = relu && xv <= 0 ? 0.0f : 5.0f * xv;
+                float xv = rt_tensor_f32(x)[i], want = relu && xv >= 0 ? 0.0f : -xv;
                 CHECK_NEAR(rt_tensor_f32(y)[i], want, 1e-6 * (1 + fabs(want)));
             }
             rt_tensor_release(a);
@@ -276,7 +277,7 @@ static void test_add_in_place(void) {
             CHECK_OK(rt_backward(d, g, false));
             for (int i = 0; i < 24; i++) {
                 float xv = rt_tensor_f32(x)[i];
-                float want = ((relu && xv <= 0 ? 0.0f : 5.0f) + (saved ? 8.0f * xv : 0.0f)) * rt_tensor_f32(g)[i];
+                float want = ((relu && xv >= 0 ? 0.0f : -1.0f) + (saved ? 8.0f * xv : 0.0f)) * rt_tensor_f32(g)[i];
                 CHECK_NEAR(rt_tensor_f32(x->grad)[i], want, 1e-5 * (1 + fabs(want)));
             }
             rt_tensor_release(d);

@@ -432,6 +432,49 @@ TU_TEST(recompute_mismatch_is_an_error) {
     CHECK(strstr(rt_error_last(), "same ops") != NULL);
 }
 
+/* y = relu(a + a²), a = 2x, the sum written over a (rt_add_relu_inplace):
+ * inside a region nothing marks a as saved (the region's hooks hold it),
+ * so a is consumed, and y — the region's output — has a's storage. */
+static rt_status sum_over_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    (void)m;
+    rt_tensor *a = NULL, *p = NULL;
+    RT_TRY(rt_mul_scalar(x, 2.0f, &a));
+    rt_status st = rt_mul(a, a, &p); /* saves a */
+    if (st == RT_OK) st = rt_add_relu_inplace(a, p, y);
+    rt_tensor_release(a);
+    rt_tensor_release(p);
+    return st;
+}
+
+static const rt_module_class sum_over_class = {"SumOver", sum_over_forward, NULL, NULL};
+
+/* A region whose output was written over a tensor the region saved: the
+ * saved tensor is recomputed, not taken to be the output (same storage,
+ * same serial, another version). d/dx relu(2x + 4x²) = (2 + 8x)·[2x + 4x² > 0];
+ * the square's backward reading y for a would give 2·(1 + 2y)·… instead. */
+TU_TEST(output_over_a_saved_tensor) {
+    rt_module *m = rt_module_alloc(sizeof(rt_module), &sum_over_class), *w = NULL;
+    CHECK(m);
+    CHECK_OK(rt_checkpoint_create(m, &w));
+    tu_defer(module_free, w);
+    const float xs[6] = {-1.0f, -0.25f, -0.125f, 0.25f, 0.5f, 1.0f};
+    rt_tensor *x = rt_tensor_create(1, (int64_t[]){6}, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    CHECK(x);
+    tu_own(x);
+    memcpy(rt_tensor_f32(x), xs, sizeof xs);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_tensor *y = NULL, *loss = NULL;
+    CHECK_OK(rt_module_forward(w, x, &y));
+    tu_own(y);
+    CHECK_OK(rt_sum(y, &loss));
+    tu_own(loss);
+    CHECK_OK(rt_backward(loss, NULL, false));
+    for (int i = 0; i < 6; i++) {
+        float v = xs[i], want = 2 * v + 4 * v * v > 0 ? 2 + 8 * v : 0;
+        CHECK_NEAR(rt_tensor_f32(x->grad)[i], want, 1e-6f);
+    }
+}
+
 /* A Checkpoint inside a checkpointed region runs as part of it. */
 TU_TEST(nested_checkpoint) {
     rt_module *a = make_net(NET_LINEAR_CHAIN, RT_DEVICE_CPU, true);
@@ -616,6 +659,7 @@ static const rt_test_case cases[] = {
     {"backward_twice", backward_twice},
     {"recompute_mismatch_is_an_error", recompute_mismatch_is_an_error},
     {"nested_checkpoint", nested_checkpoint},
+    {"output_over_a_saved_tensor", output_over_a_saved_tensor},
     {"chain_meta", chain_meta},
     {"selective_saves_memory_resnet50_meta", selective_saves_memory_resnet50_meta},
     {"selective_saves_memory_resnet50_bf16_meta", selective_saves_memory_resnet50_bf16_meta},

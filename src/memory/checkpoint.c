@@ -45,6 +45,7 @@ typedef struct rt_ckpt_slot {
     rt_tensor *t;
     const rt_storage *storage; /* the saved tensor's storage at forward (not kept) */
     uint64_t serial;           /* and its serial: the pair names it even after a free */
+    uint64_t version;          /* and its version: a consuming op (rt_add_relu_inplace) bumps it */
     int ndim;                  /* and its shape and layout */
     int64_t shape[RT_MAX_DIMS];
     rt_layout layout;
@@ -331,8 +332,8 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
     RT_TRY(rt_grow((void **)&f->slots, &f->cap_slots, f->n_slots, sizeof *f->slots));
     rt_ckpt_handle *h = malloc(sizeof *h);
     if (!h) return rt_error_set(RT_ERR_OOM, "out of memory in a checkpoint region");
-    rt_ckpt_slot s = {RT_SLOT_DROP, -1, NULL, t->storage, t->storage->serial, t->ndim, {0}, t->layout, false,
-                      false, NULL, {0}};
+    rt_ckpt_slot s = {.kind = RT_SLOT_DROP, .call = -1, .storage = t->storage, .serial = t->storage->serial,
+                      .version = t->storage->version, .ndim = t->ndim, .layout = t->layout};
     memcpy(s.shape, t->shape, sizeof s.shape);
     if (f->cur_call >= 0) {
         s.call = f->cur_call;
@@ -472,7 +473,7 @@ static void rt_keep_output(rt_ckpt_frame *f, rt_tensor *y) {
     for (int i = 0; y && i < f->n_slots; i++) {
         rt_ckpt_slot *s = &f->slots[i];
         if (s->kind != RT_SLOT_DROP || s->storage != y->storage || s->serial != y->storage->serial ||
-            s->ndim != y->ndim || s->layout != y->layout || memcmp(s->shape, y->shape, sizeof s->shape))
+            s->version != y->storage->version || s->ndim != y->ndim || s->layout != y->layout || memcmp(s->shape, y->shape, sizeof s->shape))
             continue;
         rt_tensor *a = rt_tensor_detach(y);
         if (!a) return; /* out of memory: the slot is recomputed instead */

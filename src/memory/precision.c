@@ -43,10 +43,12 @@ typedef struct rt_packed {
  * the ReLU and by the next convolution), which f32 saving shares; one copy
  * per storage keeps that sharing. Entries hold a reference to the copy and
  * are dropped when the forward ends; the serial tells a storage from a
- * later one at the same address. */
+ * later one at the same address, the version its values from those a
+ * consuming op wrote over them (rt_op_take_storage bumps it). */
 typedef struct rt_pack_entry {
     const rt_storage *src;
     uint64_t serial;
+    uint64_t version; /* a consuming op (rt_relu_inplace, …) rewrites a storage: a new value, a new copy */
     rt_tensor *half;
 } rt_pack_entry;
 
@@ -62,7 +64,9 @@ static rt_tensor *rt_autocast_half(rt_pack_table *a, rt_tensor *t, rt_dtype dt) 
     bool whole = rt_tensor_nbytes(t) == t->storage->nbytes;
     for (int i = 0; whole && i < a->n; i++) {
         rt_pack_entry *e = &a->e[i];
-        if (e->src != t->storage || e->serial != t->storage->serial || e->half->layout != t->layout) continue;
+        if (e->src != t->storage || e->serial != t->storage->serial || e->version != t->storage->version ||
+            e->half->layout != t->layout)
+            continue;
         return rt_tensor_same_shape(e->half, t) ? rt_tensor_retain(e->half) : rt_tensor_view(e->half, t->ndim, t->shape);
     }
     rt_tensor *h = rt_tensor_to(t, dt, RT_MEM_SAVED);
@@ -74,7 +78,7 @@ static rt_tensor *rt_autocast_half(rt_pack_table *a, rt_tensor *t, rt_dtype dt) 
         a->e = grown;
         a->cap = cap;
     }
-    a->e[a->n++] = (rt_pack_entry){t->storage, t->storage->serial, rt_tensor_retain(h)};
+    a->e[a->n++] = (rt_pack_entry){t->storage, t->storage->serial, t->storage->version, rt_tensor_retain(h)};
     return h;
 }
 

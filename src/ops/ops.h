@@ -96,10 +96,13 @@ rt_status rt_leaky_relu_inplace(rt_tensor *x, float negative_slope, rt_tensor **
 rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 
 /* The same, consuming a (torch.relu_(a.add_(b)) for a residual branch's
- * last output): when a is the caller's only reference, no node saved it, it
+ * last output): when a is the caller's only reference, no node keeps it, it
  * is not a leaf that requires grad (rt_op_can_consume) and b does not share
- * its storage, y is written over a's storage and the caller must not read a
- * again (release it); otherwise a new tensor, as rt_add_relu. Values and
+ * its storage, y is written over a's storage (its version bumped) and the
+ * caller must not read a again (release it); otherwise a new tensor, as
+ * rt_add_relu. A node that saved a through saved-tensor hooks keeps what
+ * the hooks made of it (a precision region's half copy, a checkpoint's
+ * recompute), which tell the rewritten storage by its version. Values and
  * gradients are rt_add_relu's; a residual block's forward then holds one
  * activation less at its sum. Errors as rt_add_relu. */
 rt_status rt_add_relu_inplace(rt_tensor *a, rt_tensor *b, rt_tensor **out);

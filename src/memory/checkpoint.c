@@ -473,7 +473,8 @@ static void rt_keep_output(rt_ckpt_frame *f, rt_tensor *y) {
     for (int i = 0; y && i < f->n_slots; i++) {
         rt_ckpt_slot *s = &f->slots[i];
         if (s->kind != RT_SLOT_DROP || s->storage != y->storage || s->serial != y->storage->serial ||
-            s->version != y->storage->version || s->ndim != y->ndim || s->layout != y->layout || memcmp(s->shape, y->shape, sizeof s->shape))
+            s->version != y->storage->version || s->ndim != y->ndim || s->layout != y->layout ||
+            memcmp(s->shape, y->shape, sizeof s->shape))
             continue;
         rt_tensor *a = rt_tensor_detach(y);
         if (!a) return; /* out of memory: the slot is recomputed instead */

@@ -285,6 +285,47 @@ static void test_add_in_place(void) {
     release_and_check_nothing_left(x, g, base_temp, base_saved);
 }
 
+/* The edges of consuming a sum: a leaf that requires grad is the user's and
+ * is never written over (y gets its own storage, the leaf keeps its values
+ * and receives its gradient); b in another memory order (blocked, a plain)
+ * is converted first, and a is still written over, with the values of the
+ * logical elements. y = relu(a + b), a the leaf, b = −2a in blocked order:
+ * y = relu(−a), dy/da = −[a < 0]. */
+static void test_add_in_place_edges(void) {
+    int64_t shape[4] = {1, 16, 2, 2}, base_temp = live(RT_MEM_TEMP), base_saved = live(RT_MEM_SAVED);
+    rt_tensor *x = rand_tensor(4, shape, RT_MEM_DATA, 15), *g = rand_tensor(4, shape, RT_MEM_DATA, 16);
+    CHECK(x && g);
+    CHECK_OK(rt_tensor_set_requires_grad(x, true));
+    rt_tensor *m = NULL, *b = NULL, *y = NULL, *a = NULL, *y2 = NULL;
+    CHECK_OK(rt_mul_scalar(x, -2.0f, &m));
+    CHECK_OK(rt_to_layout(m, RT_LAYOUT_BLOCKED, &b));
+    CHECK(b->layout == RT_LAYOUT_BLOCKED);
+    /* 1: a leaf that requires grad: not consumed */
+    const rt_storage *sx = x->storage;
+    CHECK_OK(rt_add_relu_inplace(x, b, &y));
+    CHECK(y->storage != sx && y->layout == RT_LAYOUT_PLAIN);
+    CHECK_OK(rt_backward(y, g, false));
+    for (int i = 0; i < 64; i++) {
+        float xv = rt_tensor_f32(x)[i], gv = rt_tensor_f32(g)[i];
+        CHECK_NEAR(rt_tensor_f32(y)[i], xv < 0 ? -xv : 0.0f, 1e-6 * (1 + fabs(xv)));
+        CHECK_NEAR(rt_tensor_f32(x->grad)[i], xv < 0 ? -gv : 0.0f, 1e-6 * (1 + fabs(gv)));
+    }
+    /* 2: a an intermediate (x·1, ours alone), b blocked: consumed, same values */
+    rt_tensor_zero_grad(x);
+    CHECK_OK(rt_mul_scalar(x, 1.0f, &a));
+    const rt_storage *sa = a->storage;
+    CHECK_OK(rt_add_relu_inplace(a, b, &y2));
+    CHECK(y2->storage == sa);
+    rt_tensor_release(a);
+    for (int i = 0; i < 64; i++) {
+        float xv = rt_tensor_f32(x)[i];
+        CHECK_NEAR(rt_tensor_f32(y2)[i], xv < 0 ? -xv : 0.0f, 1e-6 * (1 + fabs(xv)));
+    }
+    rt_tensor *all[] = {m, b, y, y2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) rt_tensor_release(all[i]);
+    release_and_check_nothing_left(x, g, base_temp, base_saved);
+}
+
 /* A leaf that is itself the root: backward seeds its .grad with ones. */
 static void test_leaf_root(void) {
     rt_tensor *s = const_tensor(0, NULL, 2.0f, RT_MEM_DATA);
@@ -1534,7 +1575,7 @@ static void test_conv_backward_frees_input_first(void) {
 }
 
 RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", test_used_twice_add},
-             {"diamond", test_diamond}, {"relu_in_place", test_relu_in_place}, {"add_in_place", test_add_in_place},
+             {"diamond", test_diamond}, {"relu_in_place", test_relu_in_place}, {"add_in_place", test_add_in_place}, {"add_in_place_edges", test_add_in_place_edges},
              {"leaf_root", test_leaf_root},
              {"backward_twice_released", test_backward_twice_released},
              {"retain_graph_doubles", test_retain_graph_doubles},

@@ -28,7 +28,7 @@ static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_
     return st;
 }
 
-/* Both forwards: consume writes y over x's storage when rt_op_can_consume
+/* Both forwards: consume writes y over x's storage when rt_op_output_over
  * allows it (the kernel allows y == x; the node saves y, never x). */
 static rt_status rt_leaky_relu_op(rt_tensor *x, float negative_slope, bool consume, rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, negative_slope > 0 ? "leaky_relu" : "relu"));
@@ -37,7 +37,7 @@ static rt_status rt_leaky_relu_op(rt_tensor *x, float negative_slope, bool consu
     if (!(negative_slope >= 0.0f))
         return rt_error_set(RT_ERR_INVALID_ARG, "leaky_relu: negative_slope must be >= 0 (got %g): "
                             "backward recovers the input's sign from the output", negative_slope);
-    rt_tensor *y = consume && rt_op_can_consume(x) ? rt_op_take_storage(x) : rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *y = rt_op_output_over(x, consume, NULL);
     if (!y) return RT_ERR_OOM;
     rt_status st =
         rt_backend_of(x)->relu_forward(rt_tensor_numel(x), negative_slope, rt_tensor_f32(x), rt_tensor_f32(y));
@@ -65,16 +65,15 @@ rt_status rt_relu(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu_op(x, 0.
 rt_status rt_relu_inplace(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu_op(x, 0.0f, true, out); }
 
 /* Both add_relu forwards: consume writes y over a's storage when
- * rt_op_can_consume allows it and b does not share that storage (the
- * kernel reads a[i] and b[i] before writing y[i]; the node saves y only). */
+ * rt_op_output_over allows it (the kernel reads a[i] and b[i] before
+ * writing y[i]; the node saves y only). */
 static rt_status rt_add_relu_op(rt_tensor *a, rt_tensor *b, bool consume, rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, "add_relu"));
     *out = NULL;
     RT_TRY(rt_op_check_pair(a, b, "add_relu"));
     rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */
     RT_TRY(rt_to_layout(b, a->layout, &bl));
-    bool over_a = consume && rt_op_can_consume(a) && bl->storage != a->storage;
-    rt_tensor *y = over_a ? rt_op_take_storage(a) : rt_tensor_empty_like(a, RT_MEM_TEMP);
+    rt_tensor *y = rt_op_output_over(a, consume, bl);
     rt_status st = y ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK)
         rt_backend_of(a)->vec_add_relu(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));

@@ -35,10 +35,7 @@ static rt_status rt_binary(rt_tensor *a, rt_tensor *b, float sign_b, bool consum
     RT_TRY(rt_op_check_pair(a, b, op));
     rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */
     RT_TRY(rt_to_layout(b, a->layout, &bl));
-    /* over a's storage when the caller handed a over (elementwise, so
-     * y aliasing a is fine; b may not share it: then bl would be a too) */
-    bool over_a = consume && rt_op_can_consume(a) && bl->storage != a->storage;
-    rt_tensor *y = over_a ? rt_op_take_storage(a) : rt_tensor_empty_like(a, RT_MEM_TEMP);
+    rt_tensor *y = rt_op_output_over(a, consume, bl); /* over a when the caller handed it over */
     rt_status st = y ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK) {
         const rt_backend *be = rt_backend_of(a);
@@ -70,7 +67,7 @@ static rt_status rt_scale(rt_tensor *x, float scale, bool consume, rt_tensor **o
     RT_TRY(rt_op_check_out(out, "mul_scalar"));
     *out = NULL;
     RT_TRY(rt_op_check_f32(x, "mul_scalar", "input"));
-    rt_tensor *y = consume && rt_op_can_consume(x) ? rt_op_take_storage(x) : rt_tensor_empty_like(x, RT_MEM_TEMP);
+    rt_tensor *y = rt_op_output_over(x, consume, NULL);
     if (!y) return RT_ERR_OOM;
     rt_backend_of(x)->vec_scale(rt_tensor_numel(x), scale, rt_tensor_f32(x), rt_tensor_f32(y)); /* may alias */
     rt_node *node = NULL;

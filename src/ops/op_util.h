@@ -47,6 +47,18 @@ static inline rt_tensor *rt_op_take_storage(rt_tensor *x) {
     return y;
 }
 
+/* The output buffer of an elementwise op that reads x (and `other`, or
+ * NULL): x's own storage (rt_op_take_storage) when the caller handed x over
+ * (consume), rt_op_can_consume allows it and other does not share it — the
+ * op writes y[i] from x[i] (and other[i]) in place — else a new TEMP
+ * tensor like x. The one rule of every consuming forward (rt_relu_inplace,
+ * rt_mul_scalar_inplace, rt_add_inplace, rt_sub_inplace,
+ * rt_add_relu_inplace). NULL with the message set on OOM. */
+static inline rt_tensor *rt_op_output_over(rt_tensor *x, bool consume, const rt_tensor *other) {
+    bool over = consume && rt_op_can_consume(x) && !(other && other->storage == x->storage);
+    return over ? rt_op_take_storage(x) : rt_tensor_empty_like(x, RT_MEM_TEMP);
+}
+
 /* RT_ERR_INVALID_ARG when the caller passed no place for the result. */
 static inline rt_status rt_op_check_out(const void *out, const char *op) {
     if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "%s: out is NULL (pass the address of an rt_tensor *)", op);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpointing.h"
 #include "cli.h"
 #include "common.h"
 #include "core/rng.h"
@@ -30,10 +31,13 @@ static void bench_usage(FILE *f) {
     cli_weight_layout_help(f, 22);
     cli_precision_help(f, 22);
     fprintf(f,
-               "  --memory MODE       reversible or standard, for RevNets (default reversible)\n"
+               "  --memory MODE       reversible or standard, for RevNets (default reversible)\n");
+    cli_ckpt_help(f);
+    fprintf(f,
                "Prints one line: model, batch, median/min step seconds, images/s, the peak tracked MiB of the\n"
-               "timed steps and the meta prediction of that peak, and the system allocations per timed step\n"
-               "(0 once the caching allocator holds every block).\n");
+               "timed steps and the meta prediction of that peak (the plan's, with a checkpointing option),\n"
+               "the checkpointing plan (plan=none without one) with its modelled recompute, and the system\n"
+               "allocations per timed step (0 once the caching allocator holds every block).\n");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -44,8 +48,13 @@ static int cmp_double(const void *a, const void *b) {
 int cli_cmd_bench(int argc, char **argv) {
     const char *model = "resnet20", *memory = "reversible", *size_arg = NULL;
     int64_t batch = 128, channels = 0, classes = 0, steps = 10, warmup = 3, threads = 0;
+    cli_ckpt_args ckpt = {0};
     for (int i = 1; i < argc; i++) {
         bool ok = true;
+        if (cli_ckpt_option(argc, argv, &i, &ckpt, &ok)) {
+            if (!ok) return 2;
+            continue;
+        }
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             bench_usage(stdout);
             return 0;
@@ -101,6 +110,37 @@ int cli_cmd_bench(int argc, char **argv) {
     rt_status pst = seg ? cli_predict_memory_volume(model, channels, classes, &strategy, &spec, &pcfg, batch, vol, &pred)
                         : cli_predict_memory(model, channels, classes, &strategy, &spec, &pcfg, batch, h, w, &pred);
     if (pst != RT_OK) return cli_fail("memory prediction");
+    /* a checkpointing option: planned on a meta copy as revtorch train plans
+     * it (an impossible budget is refused here), applied, and a budget
+     * enforced as the tracker's hard limit on the step's bytes */
+    const rt_train_config cfg = {.accum_steps = 1, .loss = seg ? rt_loss_dice_ce : NULL};
+    rt_memory_config mc;
+    if (!cli_ckpt_config("bench", &ckpt, &mc)) {
+        rt_model_destroy(m);
+        return 2;
+    }
+    rt_memory_plan mplan = {0};
+    char plan_name[48] = "none";
+    if (cli_ckpt_given(&ckpt)) {
+        const int64_t pxs[5] = {batch, channels, seg ? d : h, seg ? h : w, w}, pys[4] = {batch, d, h, w};
+        if (cli_ckpt_plan_shape(model, channels, classes, &strategy, &spec, &cfg, seg ? 5 : 4, pxs, seg ? 4 : 1, pys,
+                                &mc, &mplan) != RT_OK) {
+            fprintf(stderr, "revtorch bench: %s\n", rt_error_last());
+            rt_model_destroy(m);
+            return 1;
+        }
+        if (cli_ckpt_apply(m, &mplan.plan) != RT_OK) {
+            rt_memory_plan_free(&mplan);
+            rt_model_destroy(m);
+            return cli_fail("cannot apply the memory plan");
+        }
+        pred = mplan.predicted;
+        if (ckpt.segments) snprintf(plan_name, sizeof plan_name, "%lld-segments", (long long)ckpt.segments);
+        else snprintf(plan_name, sizeof plan_name, "%s", ckpt.mode ? ckpt.mode : ckpt.budget ? ckpt.budget : "selective");
+        rt_memstats now;
+        rt_memstats_get(&now);
+        if (mc.budget > 0) rt_mem_set_limit(now.live_total - now.live[RT_MEM_PARAM] + mc.budget);
+    }
     int np = rt_state_dict_num_params(m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);
     rt_state_dict_params(m->sd, params, np);
@@ -122,7 +162,6 @@ int cli_cmd_bench(int argc, char **argv) {
     for (int64_t i = 0; i < rt_tensor_numel(y); i++) /* every class present, in a fixed pattern */
         ((int32_t *)rt_tensor_data(y))[i] = (int32_t)((i * 7 + i / 97) % classes);
     int64_t sys_allocs0 = 0;
-    const rt_train_config cfg = {.accum_steps = 1, .loss = seg ? rt_loss_dice_ce : NULL};
     for (int64_t s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
             rt_memstats_reset_peaks();
@@ -154,12 +193,15 @@ int cli_cmd_bench(int argc, char **argv) {
     else if (h == w) snprintf(size_str, sizeof size_str, "%lld", (long long)h);
     else snprintf(size_str, sizeof size_str, "%lldx%lld", (long long)h, (long long)w);
     printf("revtorch model=%s memory=%s precision=%s case=%s conv_algo=%s batch=%lld size=%s threads=%d median_step_s=%.4f "
-           "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f predicted_peak_mib=%.1f sys_allocs_per_step=%.1f\n",
+           "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f predicted_peak_mib=%.1f plan=%s "
+           "predicted_recompute_pct=%.1f sys_allocs_per_step=%.1f\n",
            model, memory, rt_precision_str(cli_precision()), pcase, rt_conv_algo_name(rt_conv_algo_get()), (long long)batch,
            size_str, rt_get_num_threads(), median, times[0], (double)batch / median, (double)ms.peak_total / 1048576.0,
-           (double)pred.peak_total / 1048576.0, (double)(ms.n_sys_alloc - sys_allocs0) / (double)steps);
+           (double)pred.peak_total / 1048576.0, plan_name, 100.0 * mplan.recompute_fraction, (double)(ms.n_sys_alloc - sys_allocs0) / (double)steps);
     rc = 0;
 out:
+    rt_mem_set_limit(0);
+    rt_memory_plan_free(&mplan);
     free(times);
     rt_tensor_release(x);
     rt_tensor_release(y);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checkpointing options of revtorch train and memory: usage errors
+# The checkpointing options of revtorch train, memory and bench: usage errors
 # (exit 2, before anything runs), an impossible budget refused before
 # training (exit 1) with the smallest feasible budget, which is accepted,
 # and memory's strategy rows. Train cases need Fashion-MNIST (skipped
@@ -24,6 +24,20 @@ if [ $? -eq 1 ] && grep -q "smallest feasible budget is" <<< "$out"; then pass=$
 least="$(sed -n 's/.*smallest feasible budget is [0-9.]* MiB (\([0-9]*\) bytes.*/\1/p' <<< "$out")"
 check memory_rows 0 "4 segments" "$bin" memory --model resnet20 --batch-size 16 --size 16 --channels 3 \
     --memory-budget "${least}B"
+# bench times a planned step: its measured peak is the plan's prediction, below plain's
+check bench_bad_mode 2 "conservative, balanced or aggressive" "$bin" bench --memory-mode fast
+check bench_refused 1 "smallest feasible budget" "$bin" bench --model resnet20 --batch-size 16 --size 16 \
+    --channels 3 --memory-budget 5MiB
+bench=(--model resnet20 --batch-size 16 --size 16 --channels 3 --steps 2 --warmup 1 --threads 1)
+plain_line="$("$bin" bench "${bench[@]}" 2>&1)"
+plan_line="$("$bin" bench "${bench[@]}" --memory-mode aggressive 2>&1)"
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<< "$2"; }
+if [ "$(field plan "$plan_line")" = aggressive ] &&
+   [ -n "$(field peak_tracked_mib "$plan_line")" ] &&
+   [ "$(field peak_tracked_mib "$plan_line")" = "$(field predicted_peak_mib "$plan_line")" ] &&
+   awk -v a="$(field peak_tracked_mib "$plan_line")" -v b="$(field peak_tracked_mib "$plain_line")" \
+       'BEGIN { exit !(a < b) }'; then pass=$((pass+1))
+else fail=$((fail+1)); echo "FAIL bench plan: plain '$plain_line', aggressive '$plan_line'"; fi
 data="${RT_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 if [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ubyte" ]; then
     small=(--model resnet20 --train-subset 256 --test-subset 64 --epochs 1 --batch-size 64 --warmup-steps 0 --threads 1)

@@ -1635,7 +1635,7 @@ CHECK_FN(rt_batch_slice) {
 }
 
 /* ------------------------------------------------------------ mixed precision:
- * core/dtype.h rt_dtype_round, autograd/node.h autocast dtype,
+ * core/dtype.h rt_dtype_round(_into), autograd/node.h autocast dtype,
  * kernels/conv.h bf16 probe, memory/precision.h, train/scaler.h */
 
 CHECK_FN(rt_dtype_round) {
@@ -1644,6 +1644,14 @@ CHECK_FN(rt_dtype_round) {
     ST(RT_OK, NULL, rt_dtype_round(NULL, RT_BF16, 0));
     ST(RT_ERR_DTYPE, "floating-point", rt_dtype_round(v, RT_I32, 2));
     ST(RT_ERR_DTYPE, "floating-point", rt_dtype_round(v, (rt_dtype)42, 2));
+}
+
+CHECK_FN(rt_dtype_round_into) {
+    float v[2] = {1.0f, 2.0f}, w[2];
+    ST(RT_ERR_INVALID_ARG, "source buffer", rt_dtype_round_into(NULL, w, RT_BF16, 2));
+    ST(RT_ERR_INVALID_ARG, "destination buffer", rt_dtype_round_into(v, NULL, RT_BF16, 2));
+    ST(RT_OK, NULL, rt_dtype_round_into(NULL, NULL, RT_BF16, 0));
+    ST(RT_ERR_DTYPE, "floating-point", rt_dtype_round_into(v, w, RT_U8, 2));
 }
 
 CHECK_FN(rt_autocast_dtype) { VAL(rt_autocast_dtype() == RT_F32); }
@@ -3719,7 +3727,7 @@ static const api_entry optim_train_entries[] = {
 };
 
 static const api_entry precision_entries[] = {
-    E(rt_dtype_round), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
+    E(rt_dtype_round), E(rt_dtype_round_into), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
     E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_conv_bf16_available),
     E(rt_precision_str), E(rt_precision_parse), E(rt_precision_dtype), E(rt_autocast_wrap),
     E(rt_autocast_precision), E(rt_precision_describe), E(rt_grad_scaler_default_opts), E(rt_grad_scaler_create),

@@ -293,6 +293,56 @@ static void test_bf16_f16_random_vs_reference(void) {
     }
 }
 
+/* rt_dtype_round and rt_dtype_round_into (the backward engine's gradient
+ * rounding): bit for bit the scalar conversion there and back, NaN, Inf,
+ * ties and the threaded path (above 64 Ki elements) included; _into
+ * leaves its source alone. */
+static void test_dtype_round_matches_conversion(void) {
+    enum { N = 3 * 65536 + 13 };
+    float *src = malloc(N * sizeof *src), *in_place = malloc(N * sizeof *src), *into = malloc(N * sizeof *src);
+    CHECK(src && in_place && into);
+    static const uint32_t special[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f800000u, 0xff800000u,
+                                       0x7f7fffffu, 0x3f808000u, 0x3f818000u, 0x3f808001u, 0x00000001u,
+                                       0x80000000u, 0x477ff000u, 0x477fefffu, 0x33800000u};
+    uint32_t r[4];
+    for (uint32_t i = 0; i < N; i += 4) {
+        const uint32_t ctr[4] = {i, 0x70d, 0, 0}, key[2] = {0xbeef, 0xf00d};
+        rt_philox4x32_10(ctr, key, r);
+        for (uint32_t j = 0; j < 4 && i + j < N; j++) {
+            uint32_t u = r[j];
+            if (j == 3) u = (u & 0x807fffffu) | ((uint32_t)(100 + (u >> 23) % 50) << 23); /* near f16's range */
+            src[i + j] = u2f(i + j < sizeof special / sizeof special[0] ? special[i + j] : u);
+        }
+    }
+    const rt_dtype dts[2] = {RT_BF16, RT_F16};
+    for (int d = 0; d < 2; d++) {
+        memcpy(in_place, src, N * sizeof *src);
+        CHECK_EQ_INT(rt_dtype_round(in_place, dts[d], N), RT_OK);
+        for (size_t i = 0; i < N; i++) into[i] = -1.0f;
+        CHECK_EQ_INT(rt_dtype_round_into(src, into, dts[d], N), RT_OK);
+        int bad = 0;
+        for (size_t i = 0; i < N && bad < 5; i++) {
+            float want = dts[d] == RT_BF16 ? rt_bf16_to_f32(rt_f32_to_bf16(src[i]))
+                                           : rt_f16_to_f32(rt_f32_to_f16(src[i]));
+            /* bf16 defines the quietened NaN's bits; an f16 NaN only has to stay NaN */
+            bool same = dts[d] == RT_F16 && isnan(want) ? isnan(in_place[i]) && isnan(into[i])
+                                                        : f2u(in_place[i]) == f2u(want) && f2u(into[i]) == f2u(want);
+            if (!same) {
+                fprintf(stderr, "%s round(0x%08x): in place 0x%08x, into 0x%08x, want 0x%08x\n",
+                        rt_dtype_str(dts[d]), f2u(src[i]), f2u(in_place[i]), f2u(into[i]), f2u(want));
+                bad++;
+            }
+        }
+        CHECK_EQ_INT(bad, 0);
+    }
+    CHECK(f2u(src[0]) == 0x7fc00000u && f2u(src[13]) == 0x33800000u); /* the source is untouched */
+    CHECK_EQ_INT(rt_dtype_round_into(src, into, RT_F32, 5), RT_OK);    /* f32: a copy */
+    CHECK(memcmp(src, into, 5 * sizeof *src) == 0);
+    free(src);
+    free(in_place);
+    free(into);
+}
+
 static void test_f16_crafted(void) {
     static const struct { float in; uint16_t out; } cases[] = {
         {1.0f, 0x3c00},
@@ -1226,6 +1276,7 @@ RT_TEST_MAIN({"status_strings", test_status_strings}, {"error_messages", test_er
              {"bf16_crafted", test_bf16_crafted},
              {"bf16_all_values_round_trip", test_bf16_all_values_round_trip},
              {"bf16_f16_random_vs_reference", test_bf16_f16_random_vs_reference},
+             {"dtype_round_matches_conversion", test_dtype_round_matches_conversion},
              {"f16_crafted", test_f16_crafted},
              {"f16_all_values_round_trip", test_f16_all_values_round_trip},
              {"dtype_convert", test_dtype_convert},

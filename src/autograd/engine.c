@@ -112,23 +112,28 @@ static rt_status rt_collect(rt_node *root, rt_node_list *all) {
 /* Rounds the gradients arriving at a node of a precision region to its
  * dtype (autograd/node.h, grad_dtype): in place when the engine holds the
  * only reference, else into a copy, so a gradient also handed elsewhere (a
- * leaf's .grad, an f32 node) keeps its f32 value. */
+ * leaf's .grad, an f32 node, the other input of a residual sum) keeps its
+ * f32 value. The copy is rounded as it is written, one pass over memory. */
 static rt_status rt_round_grads(rt_node *n) {
     for (int o = 0; o < n->n_outputs; o++) {
         rt_tensor *g = n->grad_buf[o];
         if (!g || g->dtype != RT_F32) continue;
+        rt_tensor *dst = g;
         if (g->refcount > 1 || g->storage->refcount > 1) { /* also on meta: the copy's bytes are booked alike */
-            rt_tensor *c = rt_tensor_empty_like(g, RT_MEM_TEMP);
-            if (!c) return RT_ERR_OOM;
-            rt_status cs = rt_tensor_copy(c, g);
-            if (cs != RT_OK) {
-                rt_tensor_release(c);
-                return cs;
+            dst = rt_tensor_empty_like(g, RT_MEM_TEMP);
+            if (!dst) return RT_ERR_OOM;
+        }
+        rt_status st = rt_backend_of(g)->dtype_round_into(rt_tensor_f32(g), rt_tensor_f32(dst), n->grad_dtype,
+                                                          (size_t)rt_tensor_numel(g));
+        if (dst != g) {
+            if (st != RT_OK) {
+                rt_tensor_release(dst);
+                return st;
             }
             rt_tensor_release(g);
-            n->grad_buf[o] = g = c;
+            n->grad_buf[o] = dst;
         }
-        RT_TRY(rt_backend_of(g)->dtype_round(rt_tensor_f32(g), n->grad_dtype, (size_t)rt_tensor_numel(g)));
+        RT_TRY(st);
     }
     return RT_OK;
 }

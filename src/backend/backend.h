@@ -158,8 +158,9 @@ typedef struct rt_backend {
     void (*vec_sigmoid)(int64_t n, const float *x, float *out);
     void (*vec_sigmoid_backward)(int64_t n, const float *y, const float *dy, float *dx);
     void (*vec_fill_from)(int64_t n, const float *s, double divisor, float *out);
-    /* gradients rounded to a region's dtype (core/dtype.h rt_dtype_round) */
-    rt_status (*dtype_round)(float *x, rt_dtype dt, size_t n);
+    /* gradients rounded to a region's dtype, in place or into a copy
+     * (core/dtype.h rt_dtype_round_into) */
+    rt_status (*dtype_round_into)(const float *src, float *dst, rt_dtype dt, size_t n);
 
     /* ---- reductions (kernels/vec.h) ---- */
     double (*vec_sumsq)(int64_t n, const float *x);

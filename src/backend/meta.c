@@ -236,8 +236,8 @@ static void meta_grad(int64_t n, const float *y, const float *dy, float *dx) {
 static void meta_fill_from(int64_t n, const float *s, double divisor, float *out) {
     (void)n, (void)s, (void)divisor, (void)out;
 }
-static rt_status meta_dtype_round(float *x, rt_dtype dt, size_t n) {
-    (void)x, (void)dt, (void)n;
+static rt_status meta_dtype_round_into(const float *src, float *dst, rt_dtype dt, size_t n) {
+    (void)src, (void)dst, (void)dt, (void)n;
     return RT_OK;
 }
 static double meta_sumsq(int64_t n, const float *x) {
@@ -428,7 +428,7 @@ const rt_backend rt_backend_meta = {
     .vec_sigmoid = meta_map,
     .vec_sigmoid_backward = meta_grad,
     .vec_fill_from = meta_fill_from,
-    .dtype_round = meta_dtype_round,
+    .dtype_round_into = meta_dtype_round_into,
     .vec_sumsq = meta_sumsq,
     .vec_sum_to = meta_sum_to,
     .vec_sumsq_to = meta_sum_to,

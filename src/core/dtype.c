@@ -205,22 +205,46 @@ static bool rt_convert_half(const void *src, rt_dtype sdt, void *dst, rt_dtype d
     return true;
 }
 
+/* bf16 rounding of whole f32 words in one pass, the bits of
+ * rt_bf16_to_f32(rt_f32_to_bf16(x)): round to nearest even on the upper
+ * half, a NaN quietened and truncated. */
+static void rt_round_bf16_n(const float *src, float *dst, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], 4);
+        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+        uint32_t r = nan ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
+        r &= 0xffff0000u;
+        memcpy(&dst[i], &r, 4);
+    }
+}
+
 rt_status rt_dtype_round(float *x, rt_dtype dt, size_t n) {
     if (!x && n) return rt_error_set(RT_ERR_INVALID_ARG, "rt_dtype_round: the buffer is NULL");
+    return rt_dtype_round_into(x, x, dt, n);
+}
+
+rt_status rt_dtype_round_into(const float *src, float *dst, rt_dtype dt, size_t n) {
+    if ((!src || !dst) && n)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_dtype_round_into: %s is NULL",
+                            !src ? "the source buffer" : "the destination buffer");
     if (dt != RT_F32 && dt != RT_BF16 && dt != RT_F16)
         return rt_error_set(RT_ERR_DTYPE, "rt_dtype_round: %s is not a floating-point type", rt_dtype_str(dt));
-    if (dt == RT_F32) return RT_OK;
+    if (dt == RT_F32) {
+        if (dst != src) memcpy(dst, src, n * sizeof *dst);
+        return RT_OK;
+    }
     long long chunks = (long long)((n + RT_CONVERT_CHUNK - 1) / RT_CONVERT_CHUNK);
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (long long c = 0; c < chunks; c++) {
-        uint16_t h[RT_CONVERT_CHUNK];
         size_t a = (size_t)c * RT_CONVERT_CHUNK, m = n - a < RT_CONVERT_CHUNK ? n - a : RT_CONVERT_CHUNK;
         if (dt == RT_BF16) {
-            rt_f32_to_bf16_n(x + a, h, m);
-            rt_bf16_to_f32_n(h, x + a, m);
+            rt_round_bf16_n(src + a, dst + a, m);
         } else {
-            rt_f32_to_f16_n(x + a, h, m);
-            rt_f16_to_f32_n(h, x + a, m);
+            uint16_t h[RT_CONVERT_CHUNK];
+            rt_f32_to_f16_n(src + a, h, m);
+            rt_f16_to_f32_n(h, dst + a, m);
         }
     }
     return RT_OK;

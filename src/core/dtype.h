@@ -45,4 +45,13 @@ rt_status rt_dtype_convert(const void *src, rt_dtype sdt, void *dst, rt_dtype dd
  * floating-point rt_dtype). */
 rt_status rt_dtype_round(float *x, rt_dtype dt, size_t n);
 
+/* The same rounding from src into dst (n f32 each; dst == src is
+ * rt_dtype_round, other overlaps are not allowed): dst ← f32(dt(src)) in
+ * one pass over memory, where a copy and then an in-place rounding take
+ * two (the backward engine rounds a gradient that another node also holds
+ * into a copy). RT_F32 copies. Bit-identical to rt_dtype_round. Errors:
+ * RT_ERR_INVALID_ARG (src or dst NULL while n > 0), RT_ERR_DTYPE (dt not a
+ * floating-point rt_dtype). */
+rt_status rt_dtype_round_into(const float *src, float *dst, rt_dtype dt, size_t n);
+
 #endif

@@ -49,6 +49,7 @@ int cli_cmd_bench(int argc, char **argv) {
     const char *model = "resnet20", *memory = "reversible", *size_arg = NULL;
     int64_t batch = 128, channels = 0, classes = 0, steps = 10, warmup = 3, threads = 0;
     cli_ckpt_args ckpt = {0};
+    bool memory_given = false;
     for (int i = 1; i < argc; i++) {
         bool ok = true;
         if (cli_ckpt_option(argc, argv, &i, &ckpt, &ok)) {
@@ -70,7 +71,7 @@ int cli_cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--weight-layout")) ok = cli_weight_layout(argc, argv, &i);
         else if (!strcmp(argv[i], "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--threads")) ok = cli_int(argc, argv, &i, &threads);
-        else if (!strcmp(argv[i], "--memory")) ok = cli_str(argc, argv, &i, &memory);
+        else if (!strcmp(argv[i], "--memory")) ok = cli_str(argc, argv, &i, &memory), memory_given = true;
         else {
             fprintf(stderr, "revtorch bench: unknown option '%s' (see revtorch bench --help)\n", argv[i]);
             return 2;
@@ -78,6 +79,8 @@ int cli_cmd_bench(int argc, char **argv) {
         if (!ok) return 2;
     }
     if (!cli_model_known("bench", model)) return 2;
+    rt_memory_config mc;
+    if (!cli_ckpt_config("bench", &ckpt, &mc) || !cli_ckpt_memory_ok("bench", &ckpt, memory_given)) return 2;
     /* segmentation models: volumes and per-voxel labels, BraTS-like defaults as revtorch memory */
     const bool seg = rt_model_name_is_segmentation(model);
     int64_t sz[3] = {seg ? 64 : 28, 0, 0};
@@ -96,6 +99,7 @@ int cli_cmd_bench(int argc, char **argv) {
     }
     cli_strategy strategy;
     if (!cli_memory_mode(memory, "full", &strategy)) return 2;
+    if (!cli_strategy_fits_model("bench", model, strategy.reversible && memory_given, false)) return 2;
     if (!cli_threads_ok(threads)) return 2;
     rt_set_num_threads((int)threads);
     rt_model *m = NULL;
@@ -114,11 +118,6 @@ int cli_cmd_bench(int argc, char **argv) {
      * it (an impossible budget is refused here), applied, and a budget
      * enforced as the tracker's hard limit on the step's bytes */
     const rt_train_config cfg = {.accum_steps = 1, .loss = seg ? rt_loss_dice_ce : NULL};
-    rt_memory_config mc;
-    if (!cli_ckpt_config("bench", &ckpt, &mc)) {
-        rt_model_destroy(m);
-        return 2;
-    }
     rt_memory_plan mplan = {0};
     char plan_name[48] = "none";
     if (cli_ckpt_given(&ckpt)) {
@@ -135,8 +134,14 @@ int cli_cmd_bench(int argc, char **argv) {
             return cli_fail("cannot apply the memory plan");
         }
         pred = mplan.predicted;
-        if (ckpt.segments) snprintf(plan_name, sizeof plan_name, "%lld-segments", (long long)ckpt.segments);
-        else snprintf(plan_name, sizeof plan_name, "%s", ckpt.mode ? ckpt.mode : ckpt.budget ? ckpt.budget : "selective");
+        int segs = 0; /* the plan's checkpoint segments (K is capped at the stages) */
+        for (int i = 0; i < mplan.plan.n; i++)
+            segs += mplan.plan.kind[i] == RT_STAGE_CHECKPOINT &&
+                    (i == 0 || mplan.plan.kind[i - 1] != RT_STAGE_CHECKPOINT ||
+                     mplan.plan.segment[i - 1] != mplan.plan.segment[i]);
+        if (ckpt.segments) snprintf(plan_name, sizeof plan_name, "segments-%d", segs);
+        else if (ckpt.budget) snprintf(plan_name, sizeof plan_name, "budget-%lldB", (long long)mc.budget);
+        else snprintf(plan_name, sizeof plan_name, "%s", ckpt.mode ? ckpt.mode : "selective");
         rt_memstats now;
         rt_memstats_get(&now);
         if (mc.budget > 0) rt_mem_set_limit(now.live_total - now.live[RT_MEM_PARAM] + mc.budget);
@@ -183,6 +188,7 @@ int cli_cmd_bench(int argc, char **argv) {
     rt_memstats_get(&ms);
     double median = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
     if (!rt_model_name_has_reversible(model)) memory = "standard";
+    else if (cli_ckpt_given(&ckpt)) memory = "planned"; /* the plan says which reversible stages rebuild */
     /* which case this measured: compute or storage-only half precision on this CPU */
     const char *pcase = cli_precision() == RT_PRECISION_FP32 ? "f32"
                         : cli_precision() == RT_PRECISION_FP16 ? "fp16-storage-only(f32-compute)"

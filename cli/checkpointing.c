@@ -21,6 +21,15 @@ void cli_ckpt_help(FILE *f) {
 
 bool cli_ckpt_given(const cli_ckpt_args *a) { return a->mode || a->budget || a->recompute || a->segments > 0; }
 
+bool cli_ckpt_memory_ok(const char *cmd, const cli_ckpt_args *a, bool memory_given) {
+    if (!memory_given || !cli_ckpt_given(a)) return true;
+    fprintf(stderr, "revtorch %s: --memory and the checkpointing options both decide how reversible stages run: "
+                    "under --memory-mode, --memory-budget, --checkpoint-segments or --recompute the planner "
+                    "decides per stage whether a reversible stage rebuilds (revtorch memory lists its choice); "
+                    "drop --memory, or drop the checkpointing option to run every stage as --memory says\n", cmd);
+    return false;
+}
+
 bool cli_ckpt_option(int argc, char **argv, int *i, cli_ckpt_args *a, bool *ok) {
     const char *o = argv[*i];
     if (!strcmp(o, "--memory-mode")) *ok = cli_str(argc, argv, i, &a->mode);

@@ -26,6 +26,11 @@ bool cli_ckpt_option(int argc, char **argv, int *i, cli_ckpt_args *a, bool *ok);
 /* True when any of the four was given. */
 bool cli_ckpt_given(const cli_ckpt_args *a);
 
+/* False, with a message naming `cmd`, when --memory was given (memory_given)
+ * beside any of the four: under them the planner decides per stage whether
+ * a reversible stage rebuilds, which --memory would otherwise claim to. */
+bool cli_ckpt_memory_ok(const char *cmd, const cli_ckpt_args *a, bool memory_given);
+
 /* Parses a size given to `option` of command `cmd`: a positive number and a
  * unit, B, KiB/K, MiB/M, GiB/G, TiB/T (powers of 1024) or kB/KB, MB, GB, TB
  * (powers of 1000): "1.5GiB", "600M". A bare number, another unit, a value

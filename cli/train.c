@@ -176,6 +176,7 @@ static int train_parse(int argc, char **argv, train_opts *o) {
     }
     rt_memory_config mc;
     if (cli_ckpt_given(&o->ckpt) && !cli_ckpt_config("train", &o->ckpt, &mc)) return 2;
+    if (!cli_ckpt_memory_ok("train", &o->ckpt, strstr_arg(argc, argv, "--memory"))) return 2;
     bool adamw = !strcmp(o->optimizer, "adamw");
     if (!adamw && strcmp(o->optimizer, "sgd")) {
         fprintf(stderr, "revtorch train: --optimizer must be sgd or adamw, got '%s'\n", o->optimizer);

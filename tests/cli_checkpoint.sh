@@ -26,6 +26,12 @@ check memory_rows 0 "4 segments" "$bin" memory --model resnet20 --batch-size 16 
     --memory-budget "${least}B"
 # bench times a planned step: its measured peak is the plan's prediction, below plain's
 check bench_bad_mode 2 "conservative, balanced or aggressive" "$bin" bench --memory-mode fast
+check bench_memory_and_plan 2 "planner decides per stage" "$bin" bench --model revnet_small --memory standard \
+    --memory-mode balanced
+check train_memory_and_plan 2 "planner decides per stage" "$bin" train --memory reversible --recompute selective
+# K beyond the stages is capped, and the line names the segments that ran (resnet20: 15 stages)
+check bench_segments_capped 0 "plan=segments-15 " "$bin" bench --model resnet20 --batch-size 4 --size 8 \
+    --channels 3 --steps 1 --warmup 1 --threads 1 --checkpoint-segments 1000
 check bench_refused 1 "smallest feasible budget" "$bin" bench --model resnet20 --batch-size 16 --size 16 \
     --channels 3 --memory-budget 5MiB
 bench=(--model resnet20 --batch-size 16 --size 16 --channels 3 --steps 2 --warmup 1 --threads 1)

@@ -670,6 +670,16 @@ CHECK_FN(rt_node_saved) {
     rt_node_release(n);
 }
 
+CHECK_FN(rt_node_saved_stored) {
+    rt_node *n = make_node();
+    rt_tensor *t = NULL;
+    ST(RT_ERR_INVALID_ARG, "node", rt_node_saved_stored(NULL, 0, &t));
+    ST(RT_ERR_INVALID_ARG, "out", rt_node_saved_stored(n, 0, NULL));
+    ST(RT_ERR_INVALID_ARG, "saved tensor", rt_node_saved_stored(n, 99, &t));
+    VAL(t == NULL);
+    rt_node_release(n);
+}
+
 CHECK_FN(rt_node_release_saved) { TOL(rt_node_release_saved(NULL)); }
 CHECK_FN(rt_node_release_unpacked) { TOL(rt_node_release_unpacked(NULL)); }
 CHECK_FN(rt_node_drop_saved) {
@@ -691,7 +701,7 @@ CHECK_FN(rt_saved_tensors_hooks_push) {
 CHECK_FN(rt_saved_tensors_hooks_pop) { ST(RT_ERR_STATE, "pop", rt_saved_tensors_hooks_pop()); }
 CHECK_FN(rt_saved_tensors_hooks_depth) { VAL(rt_saved_tensors_hooks_depth() == 0); }
 CHECK_FN(rt_saved_tensors_hooks_top) {
-    rt_saved_hooks h = {NULL, NULL, NULL, &h};
+    rt_saved_hooks h = {NULL, NULL, NULL, &h, NULL};
     VAL(!rt_saved_tensors_hooks_top(NULL));
     VAL(!rt_saved_tensors_hooks_top(&h) && h.pack == NULL && h.user == NULL);
 }
@@ -3650,7 +3660,7 @@ static const api_entry autograd_entries[] = {
     E(rt_backward), E(rt_accumulate_grad), E(rt_autograd_set_grad_hook),
     /* autograd/node.h */
     E(rt_node_create), E(rt_node_retain), E(rt_node_release), E(rt_node_set_output), E(rt_node_needs_grad),
-    E(rt_node_save), E(rt_node_saved), E(rt_node_release_saved), E(rt_node_release_unpacked), E(rt_node_drop_saved),
+    E(rt_node_save), E(rt_node_saved), E(rt_node_saved_stored), E(rt_node_release_saved), E(rt_node_release_unpacked), E(rt_node_drop_saved),
     E(rt_node_take_grad),
     E(rt_saved_tensors_hooks_push), E(rt_saved_tensors_hooks_pop), E(rt_saved_tensors_hooks_depth), E(rt_saved_tensors_hooks_top),
     E(rt_grad_is_enabled), E(rt_grad_set_enabled), E(rt_recompute_is_active), E(rt_recompute_set_active),

@@ -764,7 +764,7 @@ static void count_free(void *user, void *packed) {
 }
 
 static rt_saved_hooks counting_hooks(hook_counts *c) {
-    return (rt_saved_hooks){count_pack, count_unpack, count_free, c};
+    return (rt_saved_hooks){count_pack, count_unpack, count_free, c, NULL};
 }
 
 /* A probe op: y = x (a copy) whose node saves the given tensors and whose
@@ -920,7 +920,7 @@ static void test_saved_hooks_nested(void) {
     CHECK_EQ_INT(rt_saved_tensors_hooks_pop(), RT_ERR_STATE);
     CHECK(strstr(rt_error_last(), "no saved-tensor hooks") != NULL);
     CHECK_EQ_INT(rt_saved_tensors_hooks_push(NULL), RT_ERR_INVALID_ARG);
-    rt_saved_hooks half = {count_pack, NULL, NULL, &ca};
+    rt_saved_hooks half = {count_pack, NULL, NULL, &ca, NULL};
     CHECK_EQ_INT(rt_saved_tensors_hooks_push(&half), RT_ERR_INVALID_ARG);
     for (int i = 0; i < RT_SAVED_HOOKS_MAX_DEPTH; i++) CHECK_OK(rt_saved_tensors_hooks_push(&ha));
     CHECK_EQ_INT(rt_saved_tensors_hooks_push(&ha), RT_ERR_STATE);
@@ -1000,7 +1000,7 @@ static void test_saved_hooks_unpack_errors(void) {
         rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 81), *y = NULL;
         CHECK(x != NULL);
         CHECK_OK(rt_tensor_set_requires_grad(x, true));
-        rt_saved_hooks h = {fault_pack, fault_unpack, fault_free, &fault};
+        rt_saved_hooks h = {fault_pack, fault_unpack, fault_free, &fault, NULL};
         CHECK_OK(rt_saved_tensors_hooks_push(&h));
         CHECK_OK(rt_relu(x, &y));
         CHECK_OK(rt_saved_tensors_hooks_pop());
@@ -1053,7 +1053,7 @@ static void test_saved_hooks_bf16(void) {
     rt_tensor *plain[3] = {0}, *y = NULL;
     int64_t saved_plain = 0;
     for (int pass = 0; pass < 2; pass++) {
-        rt_saved_hooks h = {bf16_pack, bf16_unpack, bf16_free, NULL};
+        rt_saved_hooks h = {bf16_pack, bf16_unpack, bf16_free, NULL, NULL};
         if (pass == 1) CHECK_OK(rt_saved_tensors_hooks_push(&h));
         CHECK_OK(conv_relu(sg.x, sg.w, sg.b, &y));
         if (pass == 1) CHECK_OK(rt_saved_tensors_hooks_pop());
@@ -1107,7 +1107,7 @@ static void test_saved_hooks_drop_recompute(void) {
     CHECK_OK(rt_tensor_set_requires_grad(x, true));
     rt_tensor *a = NULL, *y = NULL;
     CHECK_OK(rt_mul_scalar(x, 1.0f, &a)); /* a TEMP activation */
-    rt_saved_hooks h = {drop_pack, drop_unpack, NULL, a};
+    rt_saved_hooks h = {drop_pack, drop_unpack, NULL, a, NULL};
     CHECK_OK(rt_saved_tensors_hooks_push(&h));
     CHECK_OK(rt_relu(a, &y));
     CHECK_OK(rt_saved_tensors_hooks_pop());

@@ -308,6 +308,61 @@ static void test_conv_bf16_kernels(void) {
     if (rt_conv_bf16_available()) CHECK(ef < 1e-5 && ed < 1e-5 && ew < 1e-5);
 }
 
+/* In a bf16 region a convolution's weight gradient reads the region's
+ * bf16 copy of its saved input as it is (rt_node_saved_stored, the
+ * src_bf16 primitive), not an f32 copy that oneDNN converts back to bf16:
+ * the copy is there to read, and the gradient is bit for bit the kernel's
+ * on the bf16-rounded input and the bf16-rounded incoming gradient (which
+ * is what the old round trip handed the same kernel). Skipped where the
+ * CPU has no bf16 convolution (the region computes f32, reading f32). */
+static void test_conv_weight_grad_reads_bf16_copy(void) {
+    if (!rt_conv_bf16_available()) {
+        printf("  skipped: no bf16 convolution kernel on this CPU\n");
+        return;
+    }
+    const int64_t n = 2, c = 32, h = 8, xs[4] = {n, c, h, h}, ws[4] = {c, c, 3, 3};
+    const size_t act = (size_t)(n * c * h * h), wn = (size_t)(c * c * 9);
+    rt_tensor *x0 = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *w = rt_tensor_create(4, ws, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    rt_tensor *g = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP);
+    float *xr = malloc(act * sizeof *xr), *gr = malloc(act * sizeof *gr), *dw_ref = malloc(wn * sizeof *dw_ref);
+    CHECK(x0 && w && g && xr && gr && dw_ref);
+    rt_philox_uniform(11, 0, (int64_t)act, rt_tensor_f32(x0));
+    rt_philox_uniform(12, 0, (int64_t)wn, rt_tensor_f32(w));
+    rt_philox_uniform(13, 0, (int64_t)act, rt_tensor_f32(g));
+    w->requires_grad = true;
+    rt_precision_region r;
+    CHECK_OK(rt_precision_region_begin(&r, RT_BF16, true));
+    rt_tensor *a = NULL, *y = NULL, *stored = NULL;
+    CHECK_OK(rt_mul_scalar(x0, 1.5f, &a)); /* an activation: the region stores it as a bf16 copy */
+    rt_conv_opts o = {.padding = {1, 1}};
+    CHECK_OK(rt_conv(a, w, NULL, &o, &y));
+    rt_precision_region_end(&r);
+    CHECK_OK(rt_node_saved_stored((rt_node *)y->grad_fn, 0, &stored));
+    CHECK(stored && stored->dtype == RT_BF16); /* the copy the backward reads */
+    rt_tensor_release(stored);
+    const rt_conv_shape *s = ((rt_node *)y->grad_fn)->ctx;
+    CHECK(s->compute_bf16 && !s->src_bf16);
+    rt_conv_shape ref = *s;
+    memcpy(xr, rt_tensor_f32(a), act * sizeof *xr);
+    memcpy(gr, rt_tensor_f32(g), act * sizeof *gr);
+    CHECK_OK(rt_dtype_round(xr, RT_BF16, act));
+    CHECK_OK(rt_dtype_round(gr, RT_BF16, act));
+    CHECK_OK(rt_kernel_conv_backward_weights(&ref, xr, gr, dw_ref, NULL));
+    CHECK_OK(rt_backward(y, g, false));
+    CHECK(w->grad != NULL);
+    int differ = 0;
+    for (size_t i = 0; w->grad && i < wn; i++) differ += memcmp(&rt_tensor_f32(w->grad)[i], &dw_ref[i], 4) != 0;
+    printf("  conv weight gradient from the bf16 copy: %d of %zu elements differ from the kernel's on the rounded "
+           "input\n", differ, wn);
+    CHECK_EQ_INT(differ, 0);
+    rt_tensor *all[] = {x0, w, g, a, y};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) rt_tensor_release(all[i]);
+    free(xr);
+    free(gr);
+    free(dw_ref);
+}
+
 static void test_grads_resnet20(void) { check_grads("resnet20"); }
 static void test_grads_revnet_small(void) { check_grads("revnet_small"); }
 /* L, the convolutions that compute bf16. resnet20: stem + 18 in the blocks
@@ -520,6 +575,7 @@ static void test_describe(void) {
 RT_TEST_MAIN({"describe", test_describe}, {"conv_bf16_kernels", test_conv_bf16_kernels},
              {"grads_resnet20", test_grads_resnet20}, {"grads_revnet_small", test_grads_revnet_small},
              {"grads_resnet20_compute", test_grads_resnet20_compute},
+             {"conv_weight_grad_reads_bf16_copy", test_conv_weight_grad_reads_bf16_copy},
              {"grads_revnet_small_compute", test_grads_revnet_small_compute}, {"saved_resnet20", test_saved_resnet20},
              {"saved_revnet110", test_saved_revnet110}, {"predict_resnet20", test_predict_resnet20},
              {"predict_revnet_small", test_predict_revnet_small},

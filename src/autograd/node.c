@@ -305,6 +305,25 @@ static rt_status rt_saved_unpack(const rt_node *node, rt_saved_slot *s) {
     return RT_OK;
 }
 
+rt_status rt_node_saved_stored(rt_node *node, int slot, rt_tensor **out) {
+    if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_node_saved_stored: out is NULL");
+    *out = NULL;
+    if (!node) return rt_error_set(RT_ERR_INVALID_ARG, "rt_node_saved_stored: the node is NULL");
+    rt_tensor *unused = NULL;
+    if (node->released || slot < 0 || slot >= node->n_saved || node->saved[slot].dropped)
+        return rt_node_saved(node, slot, &unused); /* its error */
+    rt_saved_slot *s = &node->saved[slot];
+    if (!s->hooked || s->tensor || !s->hooks.stored) return RT_OK;
+    bool grad = rt_grad_set_enabled(false);
+    rt_status st = s->hooks.stored(s->hooks.user, s->packed, out);
+    rt_grad_set_enabled(grad);
+    if (st != RT_OK) {
+        rt_tensor_release(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 rt_status rt_node_saved(rt_node *node, int slot, rt_tensor **out) {
     if (!out) return rt_error_set(RT_ERR_INVALID_ARG, "rt_node_saved: out is NULL");
     *out = NULL;

@@ -136,6 +136,15 @@ rt_status rt_node_save(rt_node *node, rt_tensor *t, int *slot);
  * returned no tensor or one whose shape, dtype, device or layout differs
  * from the tensor packed. */
 rt_status rt_node_saved(rt_node *node, int slot, rt_tensor **out);
+/* Saved slot `slot` as its saved-tensor hooks store it, when they store it
+ * in another form than the tensor saved (a precision region's bf16 copy of
+ * an f32 activation): *out a new reference to that stored tensor (same
+ * shape and layout, the stored dtype), with nothing converted — for a
+ * backward that can read it as it is (a bf16 convolution's weight
+ * gradient). *out is NULL when the slot was saved without hooks, its hooks
+ * have no `stored` entry or keep the tensor itself, or it is already
+ * unpacked; read it with rt_node_saved then. Errors as rt_node_saved. */
+rt_status rt_node_saved_stored(rt_node *node, int slot, rt_tensor **out);
 /* Inside the node's own backward: frees saved slot `slot` now instead of
  * after the backward returns, when the engine will free it anyway (a
  * backward without retain_graph, node->consuming); with retain_graph it is
@@ -183,6 +192,9 @@ void rt_node_release_unpacked(rt_node *node);
  * free_packed(user, packed): may be NULL; called exactly once for every
  *   object pack returned, when the node releases its saved tensors (after a
  *   backward without retain_graph, or when the graph is dropped).
+ * stored(user, packed, &out): may be NULL; sets *out to a new reference to
+ *   the tensor the hook keeps when that is not the tensor saved (a half
+ *   copy), else NULL, converting nothing (rt_node_saved_stored).
  * pack and unpack run with grad mode off, so ops inside them record nothing.
  *
  * Ownership: the node owns the packed object from pack's return until it
@@ -213,6 +225,7 @@ typedef struct rt_saved_hooks {
     rt_status (*unpack)(void *user, void *packed, rt_tensor **out);
     void (*free_packed)(void *user, void *packed);
     void *user;
+    rt_status (*stored)(void *user, void *packed, rt_tensor **out); /* NULL: the hook stores tensors as saved */
 } rt_saved_hooks;
 
 #define RT_SAVED_HOOKS_MAX_DEPTH 16

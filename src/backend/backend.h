@@ -90,7 +90,7 @@ typedef struct rt_backend {
                               const float *b, float *y);
     rt_status (*conv_backward_data)(const rt_conv_shape *s, const float *w, rt_storage *w_cache, const float *dy,
                                     float *dx);
-    rt_status (*conv_backward_weights)(const rt_conv_shape *s, const float *x, const float *dy, float *dw,
+    rt_status (*conv_backward_weights)(const rt_conv_shape *s, const void *x, const float *dy, float *dw,
                                        float *db);
     rt_status (*deconv_forward)(const rt_deconv_shape *s, const float *x, const float *w, rt_storage *w_cache,
                                 const float *b, float *y);

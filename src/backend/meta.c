@@ -68,7 +68,7 @@ static rt_status meta_conv_backward_data(const rt_conv_shape *s, const float *w,
     return meta_book_cached(&p, w_cache);
 }
 
-static rt_status meta_conv_backward_weights(const rt_conv_shape *s, const float *x, const float *dy, float *dw,
+static rt_status meta_conv_backward_weights(const rt_conv_shape *s, const void *x, const float *dy, float *dw,
                                             float *db) {
     (void)x, (void)dy, (void)dw, (void)db;
     rt_kernel_plan p;

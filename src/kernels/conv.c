@@ -230,6 +230,7 @@ static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], co
         RT_TRY(rt_dnnl_md_tag(&g->dst_any, g->nd, g->dst, g->nd == 5 ? dnnl_ndhwc : dnnl_nhwc, desc));
     }
     RT_TRY(rt_dnnl_md_layout(&g->src_user, g->nd, g->src, s->src_layout, desc));
+    if (s->src_bf16) g->src_user.data_type = dnnl_bf16; /* a saved half copy, same order */
     RT_TRY(rt_dnnl_md_layout(&g->dst_user, g->nd, g->dst, s->dst_layout, desc));
     RT_TRY(rt_dnnl_md_layout(&g->wei_user, g->wnd, g->wei, s->wei_layout, desc));
     RT_TRY(rt_dnnl_md(&g->bias_md, 1, g->bias, 0, desc));
@@ -267,6 +268,7 @@ static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, 
     rt_dnnl_key_push(k, s->dst_layout);
     rt_dnnl_key_push(k, s->compute_bf16);
     rt_dnnl_key_push(k, s->wei_layout);
+    rt_dnnl_key_push(k, s->src_bf16);
     int64_t out[3];
     rt_conv_out_size(s, out);
     rt_dnnl_key_push(k, conv_wants_winograd(s, out));
@@ -517,13 +519,15 @@ rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_
     return RT_OK;
 }
 
-rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,
+rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const void *x,
                                           const float *dy, float *dw, float *db) {
     RT_TRY(rt_conv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "backward_weights", desc, sizeof desc);
     if (!x || !dy || !dw)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, dy, dw must be non-NULL", desc);
+    if (s->src_bf16 && !s->compute_bf16)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: a bf16 x (src_bf16) needs compute_bf16", desc);
     if (s->n == 0) { /* empty batch: the gradient of an empty sum is zero */
         int64_t nw = s->c_out * (s->c_in / s->groups);
         for (int i = 0; i < s->nsp; i++) nw *= s->k[i];
@@ -531,8 +535,8 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x
         if (db) memset(db, 0, sizeof(float) * (size_t)s->c_out);
         return RT_OK;
     }
-    if (rt_conv_pointwise_applies(s)) {
-        rt_conv_pointwise_backward_weights(s, x, dy, dw, db);
+    if (rt_conv_pointwise_applies(s)) { /* never with compute_bf16, so x is f32 */
+        rt_conv_pointwise_backward_weights(s, (const float *)x, dy, dw, db);
         return RT_OK;
     }
     rt_kernel_plan p;

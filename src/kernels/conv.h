@@ -87,6 +87,12 @@ typedef struct rt_conv_shape {
      * its own, transposed order). Last, so positional initialisers that
      * stop before it mean plain. Part of the cache key. */
     rt_layout wei_layout;
+    /* 1: the x handed to backward-weights is bf16 (2 bytes an element, in
+     * src_layout: a precision region's saved half copy, memory/precision.h),
+     * which oneDNN's bf16 kernels read as it is instead of the f32 round
+     * trip (bf16 -> f32 -> bf16) an f32 x takes. Only with compute_bf16;
+     * only backward-weights reads it. Part of the cache key. */
+    int src_bf16;
 } rt_conv_shape;
 
 /* Output spatial sizes by PyTorch's formula
@@ -110,8 +116,9 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
 /* dw = dL/dw [c_out, c_in/groups, k...] from x and dy; db = dL/db [c_out]
  * (sum of dy over batch and space) when db is non-NULL (db may be NULL even
  * if s->has_bias). Overwrites dw and db (no accumulation; n == 0 gives
- * zeros), like torch.nn.grad.conv2d_weight. */
-rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const float *x,
+ * zeros), like torch.nn.grad.conv2d_weight. x is f32, or bf16 when
+ * s->src_bf16 (then s->compute_bf16 must be set too: RT_ERR_INVALID_ARG). */
+rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const void *x,
                                           const float *dy, float *dw, float *db);
 
 /* The plans of the three kernels above (plan.h): same shape rules and

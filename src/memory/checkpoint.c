@@ -286,7 +286,7 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     rt_precision_region region = {0};
     if (st == RT_OK) st = rt_precision_region_begin(&region, f->autocast, f->autocast_compute == f->autocast);
     f->has_rc_outer = region.active && rt_saved_tensors_hooks_top(&f->rc_outer);
-    rt_saved_hooks hooks = {rt_rc_pack, rt_rc_unpack, NULL, f};
+    rt_saved_hooks hooks = {rt_rc_pack, rt_rc_unpack, NULL, f, NULL};
     bool pushed = false;
     if (st == RT_OK) st = rt_saved_tensors_hooks_push(&hooks);
     pushed = st == RT_OK;
@@ -454,7 +454,7 @@ static rt_status rt_region_begin(rt_checkpoint *ck, int i, rt_tensor *x) {
     f->has_outer = rt_saved_tensors_hooks_top(&f->outer);
     f->autocast = rt_autocast_dtype();
     f->autocast_compute = rt_autocast_compute_dtype();
-    rt_saved_hooks hooks = {rt_fw_pack, rt_fw_unpack, rt_fw_free, f};
+    rt_saved_hooks hooks = {rt_fw_pack, rt_fw_unpack, rt_fw_free, f, NULL};
     rt_status st = rt_saved_tensors_hooks_push(&hooks);
     if (st != RT_OK) {
         rt_frame_release(f);

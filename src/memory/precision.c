@@ -115,6 +115,15 @@ static rt_status rt_autocast_unpack(void *user, void *packed, rt_tensor **out) {
     return *out ? RT_OK : rt_error_last_status();
 }
 
+/* The half copy itself, for a backward that reads bf16 (rt_node_saved_stored);
+ * NULL for a tensor kept as is. */
+static rt_status rt_autocast_stored(void *user, void *packed, rt_tensor **out) {
+    (void)user;
+    rt_packed *p = packed;
+    *out = p->kept ? NULL : rt_tensor_retain(p->t);
+    return RT_OK;
+}
+
 static void rt_autocast_free(void *user, void *packed) {
     (void)user;
     rt_packed *p = packed;
@@ -130,7 +139,7 @@ rt_status rt_precision_region_begin(rt_precision_region *r, rt_dtype dt, bool co
     r->table = calloc(1, sizeof(rt_pack_table));
     if (!r->table) return rt_error_set(RT_ERR_OOM, "out of memory entering a precision region");
     /* the table lives for the region only; unpack and free_packed never read it */
-    rt_saved_hooks h = {rt_autocast_pack, rt_autocast_unpack, rt_autocast_free, r->table};
+    rt_saved_hooks h = {rt_autocast_pack, rt_autocast_unpack, rt_autocast_free, r->table, rt_autocast_stored};
     rt_status st = rt_saved_tensors_hooks_push(&h);
     if (st != RT_OK) {
         free(r->table);

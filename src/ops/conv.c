@@ -13,26 +13,46 @@
  * are independent). */
 rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in, const void *shape,
                                 int64_t c_out, bool has_bias, const rt_conv_passes *passes) {
-    rt_tensor *x, *w, *dy = grad_out[0];
-    RT_SAVED(self, 0, x);
-    RT_SAVED(self, 1, w);
-    const rt_backend *be = rt_backend_of(x);
-    const rt_tensor x_like = *x; /* shape, dtype, device and layout of dx */
+    rt_tensor *x = NULL, *xh = NULL, *w, *dy = grad_out[0];
+    /* a bf16 pass reads a precision region's bf16 copy of x as it is */
+    if (passes->weights_bf16 && passes->reads_bf16(shape)) {
+        RT_TRY(rt_node_saved_stored(self, 0, &xh));
+        if (xh && xh->dtype != RT_BF16) {
+            rt_tensor_release(xh);
+            xh = NULL;
+        }
+    }
+    rt_status sst = xh ? RT_OK : rt_node_saved(self, 0, &x);
+    if (sst == RT_OK) sst = rt_node_saved(self, 1, &w);
+    if (sst != RT_OK) {
+        rt_tensor_release(xh);
+        return sst;
+    }
+    const rt_backend *be = rt_backend_of(xh ? xh : x);
+    rt_tensor x_like = xh ? *xh : *x; /* shape, device and layout of dx, which is f32 */
+    x_like.dtype = RT_F32;
     bool need_w = rt_node_needs_grad(self, 1), need_b = has_bias && rt_node_needs_grad(self, 2);
     if (need_w || need_b) {
         /* oneDNN computes both in one pass; an unwanted one is dropped */
         rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
         rt_tensor *db = has_bias ? rt_tensor_create(1, &c_out, RT_F32, w->device, RT_MEM_TEMP) : NULL;
         rt_status st = dw && (db || !has_bias) ? RT_OK : RT_ERR_OOM;
-        if (st == RT_OK)
+        if (st == RT_OK && xh)
+            st = passes->weights_bf16(be, shape, rt_tensor_data(xh), rt_tensor_f32(dy), rt_tensor_f32(dw),
+                                      db ? rt_tensor_f32(db) : NULL);
+        else if (st == RT_OK)
             st = passes->weights(be, shape, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(dw),
                                  db ? rt_tensor_f32(db) : NULL);
         if (st == RT_OK && need_w) grad_in[1] = rt_tensor_retain(dw);
         if (st == RT_OK && need_b) grad_in[2] = rt_tensor_retain(db);
         rt_tensor_release(dw);
         rt_tensor_release(db);
-        RT_TRY(st);
+        if (st != RT_OK) {
+            rt_tensor_release(xh);
+            return st;
+        }
     }
+    rt_tensor_release(xh); /* x_like keeps only its shape, device and layout */
     rt_node_drop_saved(self, 0);
     if (rt_node_needs_grad(self, 0)) {
         grad_in[0] = rt_tensor_empty_like(&x_like, RT_MEM_TEMP);
@@ -53,8 +73,22 @@ static rt_status rt_conv_data_pass(const rt_backend *be, const void *shape, cons
     return be->conv_backward_data(shape, w, w_cache, dy, dx);
 }
 
+/* The weight gradient from the bf16 copy of x: the same shape marked
+ * src_bf16, a primitive of its own that reads bf16 x directly. */
+static rt_status rt_conv_weights_bf16_pass(const rt_backend *be, const void *shape, const uint16_t *x,
+                                           const float *dy, float *dw, float *db) {
+    rt_conv_shape s = *(const rt_conv_shape *)shape;
+    s.src_bf16 = 1;
+    return be->conv_backward_weights(&s, x, dy, dw, db);
+}
+
+/* A bf16 region's convolution computes in bf16 (where oneDNN has the
+ * kernel; where it has not, oneDNN converts the bf16 x to f32 itself). */
+static bool rt_conv_reads_bf16(const void *shape) { return ((const rt_conv_shape *)shape)->compute_bf16; }
+
 static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
-    static const rt_conv_passes passes = {rt_conv_weights_pass, rt_conv_data_pass};
+    static const rt_conv_passes passes = {rt_conv_weights_pass, rt_conv_data_pass, rt_conv_weights_bf16_pass,
+                                          rt_conv_reads_bf16};
     const rt_conv_shape *s = self->ctx;
     return rt_conv_like_backward(self, grad_out, grad_in, s, s->c_out, s->has_bias, &passes);
 }

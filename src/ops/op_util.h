@@ -109,15 +109,22 @@ static inline int rt_op_compute(const rt_tensor *t) { return !rt_tensor_is_meta(
 #define RT_SAVED(node, i, var) RT_TRY(rt_node_saved((node), (i), &(var)))
 
 struct rt_backend;
-/* The two backend passes of a convolution-like op, `shape` its own shape
+/* The backend passes of a convolution-like op, `shape` its own shape
  * struct (rt_conv_shape, rt_deconv_shape): weights computes dw (and db when
  * not NULL) from the saved input x and dy; data computes dx from w (and
- * its weight cache, NULL for none) and dy. All f32, in the op's layouts. */
+ * its weight cache, NULL for none) and dy. All f32, in the op's layouts.
+ * weights_bf16 (NULL: none) is weights reading x as a precision region
+ * stores it, in bf16 (rt_node_saved_stored), for a shape for which
+ * reads_bf16(shape) says the pass computes in bf16 anyway: no conversion
+ * to f32 and back. */
 typedef struct rt_conv_passes {
     rt_status (*weights)(const struct rt_backend *be, const void *shape, const float *x, const float *dy, float *dw,
                          float *db);
     rt_status (*data)(const struct rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
                       const float *dy, float *dx);
+    rt_status (*weights_bf16)(const struct rt_backend *be, const void *shape, const uint16_t *x, const float *dy,
+                              float *dw, float *db);
+    bool (*reads_bf16)(const void *shape);
 } rt_conv_passes;
 
 /* The backward of a convolution-like node with saved slots 0 = x and

@@ -54,12 +54,15 @@ rt_status rt_dtype_from_safetensors_name(const char *name, rt_dtype *out) {
 static uint32_t rt_f32_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 static float rt_bits_f32(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
-uint16_t rt_f32_to_bf16(float x) {
-    uint32_t u = rt_f32_bits(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+/* The f32 word of bf16(x) for x's bits u (the low half zero): round to
+ * nearest even on the upper half, a NaN quietened (bit 22 set) and
+ * truncated. Branch-free, so the loops below vectorise. */
+static inline uint32_t rt_bf16_round_bits(uint32_t u) {
+    uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+    return (nan ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
 }
+
+uint16_t rt_f32_to_bf16(float x) { return (uint16_t)(rt_bf16_round_bits(rt_f32_bits(x)) >> 16); }
 
 float rt_bf16_to_f32(uint16_t x) { return rt_bits_f32((uint32_t)x << 16); }
 
@@ -162,9 +165,7 @@ static void rt_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &src[i], 4);
-        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        dst[i] = (uint16_t)(nan ? ((u >> 16) | 0x40u) : r);
+        dst[i] = (uint16_t)(rt_bf16_round_bits(u) >> 16);
     }
 }
 
@@ -205,17 +206,14 @@ static bool rt_convert_half(const void *src, rt_dtype sdt, void *dst, rt_dtype d
     return true;
 }
 
-/* bf16 rounding of whole f32 words in one pass, the bits of
- * rt_bf16_to_f32(rt_f32_to_bf16(x)): round to nearest even on the upper
- * half, a NaN quietened and truncated. */
+/* bf16 rounding of whole f32 words in one pass: the bits of
+ * rt_bf16_to_f32(rt_f32_to_bf16(x)). */
 static void rt_round_bf16_n(const float *src, float *dst, size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &src[i], 4);
-        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-        uint32_t r = nan ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
-        r &= 0xffff0000u;
+        uint32_t r = rt_bf16_round_bits(u);
         memcpy(&dst[i], &r, 4);
     }
 }

@@ -1,6 +1,7 @@
 /* Checkpointing options of the CLI (cli/checkpointing.h). */
 #include "checkpointing.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,10 @@ bool cli_parse_size(const char *cmd, const char *option, const char *s, int64_t 
         {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
     };
     char *end = NULL;
-    double v = s && *s ? strtod(s, &end) : NAN;
+    /* decimal digits only: strtod would also take hex ("0x10MiB") and "inf" */
+    bool decimal = s && (isdigit((unsigned char)*s) || (*s == '.' && isdigit((unsigned char)s[1]))) &&
+                   !strpbrk(s, "xX");
+    double v = decimal ? strtod(s, &end) : NAN;
     if (end && end != s && isfinite(v) && v > 0)
         for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
             if (!strcmp(end, units[k].unit)) {

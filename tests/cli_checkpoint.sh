@@ -15,6 +15,7 @@ check bad_size 2 "1.5GiB" "$bin" train --memory-budget 12parsecs
 check bare_number 2 "units: B, KiB/K, MiB/M" "$bin" train --memory-budget 30
 check bare_number_memory 2 "units: B" "$bin" memory --model resnet20 --batch-size 8 --size 8 --channels 3 --memory-budget 30
 check negative 2 "positive size" "$bin" train --memory-budget -1GiB
+check hex_size 2 "units: B" "$bin" train --memory-budget 0x10MiB
 check short_unit 0 "budget 600M" "$bin" memory --model resnet20 --batch-size 8 --size 8 --channels 3 --memory-budget 600M
 check two_strategies 2 "give one of" "$bin" train --memory-mode balanced --checkpoint-segments 4
 check bad_recompute 2 "selective" "$bin" memory --recompute everything --model resnet20 --batch-size 8 --size 8 --channels 3

@@ -383,10 +383,11 @@ static rt_status rt_least_plan(const rt_plan_ctx *c, const rt_stage_profile *pro
 /* RT_ERR_OOM naming the smallest feasible budget, `least` (the least-memory
  * plan's predicted peak, rt_least_plan). */
 static rt_status rt_budget_refused(int64_t budget, int64_t least) {
-    return rt_error_set(RT_ERR_OOM, "the memory budget %.1f MiB cannot hold one training step of this model and "
-                        "batch: the smallest feasible budget is %.1f MiB (%lld bytes, the least-memory plan's "
-                        "predicted peak); raise --memory-budget to at least that or lower --batch-size",
-                        budget / 1048576.0, least / 1048576.0, (long long)least);
+    return rt_error_set(RT_ERR_OOM, "the memory budget %.1f MiB (%lld bytes) cannot hold one training step of "
+                        "this model and batch: the smallest feasible budget is %.1f MiB (%lld bytes, the "
+                        "least-memory plan's predicted peak); raise --memory-budget to at least that, or lower "
+                        "--batch-size or the input size",
+                        budget / 1048576.0, (long long)budget, least / 1048576.0, (long long)least);
 }
 
 /* Plans for activation budget `target` and predicts the step; *fits tells

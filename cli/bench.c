@@ -120,9 +120,12 @@ int cli_cmd_bench(int argc, char **argv) {
     const rt_train_config cfg = {.accum_steps = 1, .loss = seg ? rt_loss_dice_ce : NULL};
     rt_memory_plan mplan = {0};
     char plan_name[48] = "none";
+    /* the batch: images (N, C, H, W) and class indices (N), or volumes
+     * (N, C, D, H, W) and voxel labels (N, D, H, W) */
+    int64_t xs[5] = {batch, channels, d, h, w}, ys[4] = {batch, d, h, w};
+    if (!seg) xs[2] = h, xs[3] = w;
     if (cli_ckpt_given(&ckpt)) {
-        const int64_t pxs[5] = {batch, channels, seg ? d : h, seg ? h : w, w}, pys[4] = {batch, d, h, w};
-        if (cli_ckpt_plan_shape(model, channels, classes, &strategy, &spec, &cfg, seg ? 5 : 4, pxs, seg ? 4 : 1, pys,
+        if (cli_ckpt_plan_shape(model, channels, classes, &strategy, &spec, &cfg, seg ? 5 : 4, xs, seg ? 4 : 1, ys,
                                 &mc, &mplan) != RT_OK) {
             fprintf(stderr, "revtorch bench: %s\n", rt_error_last());
             rt_model_destroy(m);
@@ -134,12 +137,8 @@ int cli_cmd_bench(int argc, char **argv) {
             return cli_fail("cannot apply the memory plan");
         }
         pred = mplan.predicted;
-        int segs = 0; /* the plan's checkpoint segments (K is capped at the stages) */
-        for (int i = 0; i < mplan.plan.n; i++)
-            segs += mplan.plan.kind[i] == RT_STAGE_CHECKPOINT &&
-                    (i == 0 || mplan.plan.kind[i - 1] != RT_STAGE_CHECKPOINT ||
-                     mplan.plan.segment[i - 1] != mplan.plan.segment[i]);
-        if (ckpt.segments) snprintf(plan_name, sizeof plan_name, "segments-%d", segs);
+        /* the segments planned: K is capped at the stages */
+        if (ckpt.segments) snprintf(plan_name, sizeof plan_name, "segments-%d", cli_ckpt_segments(&mplan.plan));
         else if (ckpt.budget) snprintf(plan_name, sizeof plan_name, "budget-%lldB", (long long)mc.budget);
         else snprintf(plan_name, sizeof plan_name, "%s", ckpt.mode ? ckpt.mode : "selective");
         rt_memstats now;
@@ -152,8 +151,6 @@ int cli_cmd_bench(int argc, char **argv) {
     rt_sgd_opts so = rt_sgd_default_opts(0.01f);
     so.momentum = 0.9f;
     rt_optimizer *opt = rt_sgd_create(params, np, &so);
-    int64_t xs[5] = {batch, channels, d, h, w}, ys[4] = {batch, d, h, w};
-    if (!seg) xs[2] = h, xs[3] = w;
     rt_tensor *x = rt_tensor_create(seg ? 5 : 4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
     rt_tensor *y = rt_tensor_create(seg ? 4 : 1, ys, RT_I32, RT_DEVICE_CPU, RT_MEM_DATA);
     double *times = malloc((size_t)steps * sizeof *times);
@@ -203,7 +200,8 @@ int cli_cmd_bench(int argc, char **argv) {
            "predicted_recompute_pct=%.1f sys_allocs_per_step=%.1f\n",
            model, memory, rt_precision_str(cli_precision()), pcase, rt_conv_algo_name(rt_conv_algo_get()), (long long)batch,
            size_str, rt_get_num_threads(), median, times[0], (double)batch / median, (double)ms.peak_total / 1048576.0,
-           (double)pred.peak_total / 1048576.0, plan_name, 100.0 * mplan.recompute_fraction, (double)(ms.n_sys_alloc - sys_allocs0) / (double)steps);
+           (double)pred.peak_total / 1048576.0, plan_name, 100.0 * mplan.recompute_fraction,
+           (double)(ms.n_sys_alloc - sys_allocs0) / (double)steps);
     rc = 0;
 out:
     rt_mem_set_limit(0);

@@ -131,14 +131,17 @@ rt_status cli_ckpt_plan_shape(const char *model, int64_t in_channels, int64_t nu
     return st;
 }
 
+int cli_ckpt_segments(const rt_plan *p) {
+    int segs = 0;
+    for (int i = 0; i < p->n; i++)
+        segs += p->kind[i] == RT_STAGE_CHECKPOINT &&
+                (i == 0 || p->kind[i - 1] != RT_STAGE_CHECKPOINT || p->segment[i - 1] != p->segment[i]);
+    return segs;
+}
+
 void cli_ckpt_describe(const rt_plan *p, char *buf, size_t n) {
-    int count[4] = {0}, segs = 0;
-    for (int i = 0; i < p->n; i++) {
-        count[p->kind[i]]++;
-        if (p->kind[i] == RT_STAGE_CHECKPOINT && (i == 0 || p->kind[i - 1] != RT_STAGE_CHECKPOINT ||
-                                                  p->segment[i - 1] != p->segment[i]))
-            segs++;
-    }
+    int count[4] = {0}, segs = cli_ckpt_segments(p);
+    for (int i = 0; i < p->n; i++) count[p->kind[i]]++;
     snprintf(buf, n, "%d stages: %d stored, %d checkpointed in %d segment%s, %d selective, %d rebuilt", p->n,
              count[RT_STAGE_STORE], count[RT_STAGE_CHECKPOINT], segs, segs == 1 ? "" : "s", count[RT_STAGE_SELECTIVE],
              count[RT_STAGE_REBUILD]);

@@ -60,6 +60,10 @@ rt_status cli_ckpt_plan_shape(const char *model, int64_t in_channels, int64_t nu
 /* Wraps m->net in a Checkpoint with plan p (m->net becomes the wrapper). */
 rt_status cli_ckpt_apply(rt_model *m, const rt_plan *p);
 
+/* The plan's CHECKPOINT segments (runs of consecutive CHECKPOINT stages
+ * with one segment number). */
+int cli_ckpt_segments(const rt_plan *p);
+
 /* A short description of a plan: "12 store, 4 checkpoint in 2 segments,
  * 3 selective, 1 rebuild". */
 void cli_ckpt_describe(const rt_plan *p, char *buf, size_t n);

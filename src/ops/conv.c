@@ -15,7 +15,7 @@ rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
                                 int64_t c_out, bool has_bias, const rt_conv_passes *passes) {
     rt_tensor *x = NULL, *xh = NULL, *w, *dy = grad_out[0];
     /* a bf16 pass reads a precision region's bf16 copy of x as it is */
-    if (passes->weights_bf16 && passes->reads_bf16(shape)) {
+    if (passes->weights_bf16) {
         RT_TRY(rt_node_saved_stored(self, 0, &xh));
         if (xh && xh->dtype != RT_BF16) {
             rt_tensor_release(xh);
@@ -82,15 +82,14 @@ static rt_status rt_conv_weights_bf16_pass(const rt_backend *be, const void *sha
     return be->conv_backward_weights(&s, x, dy, dw, db);
 }
 
-/* A bf16 region's convolution computes in bf16 (where oneDNN has the
- * kernel; where it has not, oneDNN converts the bf16 x to f32 itself). */
-static bool rt_conv_reads_bf16(const void *shape) { return ((const rt_conv_shape *)shape)->compute_bf16; }
-
 static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
-    static const rt_conv_passes passes = {rt_conv_weights_pass, rt_conv_data_pass, rt_conv_weights_bf16_pass,
-                                          rt_conv_reads_bf16};
+    /* a bf16 region's convolution computes in bf16 (where oneDNN has the
+     * kernel; where it has not, oneDNN converts the bf16 x to f32 itself),
+     * so it reads the region's bf16 copy of x */
+    static const rt_conv_passes f32 = {rt_conv_weights_pass, rt_conv_data_pass, NULL};
+    static const rt_conv_passes bf16 = {rt_conv_weights_pass, rt_conv_data_pass, rt_conv_weights_bf16_pass};
     const rt_conv_shape *s = self->ctx;
-    return rt_conv_like_backward(self, grad_out, grad_in, s, s->c_out, s->has_bias, &passes);
+    return rt_conv_like_backward(self, grad_out, grad_in, s, s->c_out, s->has_bias, s->compute_bf16 ? &bf16 : &f32);
 }
 
 rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_conv_opts *opts,

@@ -19,7 +19,7 @@ static rt_status rt_deconv_data_pass(const rt_backend *be, const void *shape, co
 /* Weight and bias gradients first, then the saved input is freed before the
  * input gradient is allocated (rt_conv_like_backward, ops/conv.c). */
 static rt_status rt_conv_transpose_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
-    static const rt_conv_passes passes = {rt_deconv_weights_pass, rt_deconv_data_pass, NULL, NULL};
+    static const rt_conv_passes passes = {rt_deconv_weights_pass, rt_deconv_data_pass, NULL};
     const rt_deconv_shape *s = self->ctx;
     return rt_conv_like_backward(self, grad_out, grad_in, s, s->c_out, s->has_bias, &passes);
 }

@@ -114,9 +114,9 @@ struct rt_backend;
  * not NULL) from the saved input x and dy; data computes dx from w (and
  * its weight cache, NULL for none) and dy. All f32, in the op's layouts.
  * weights_bf16 (NULL: none) is weights reading x as a precision region
- * stores it, in bf16 (rt_node_saved_stored), for a shape for which
- * reads_bf16(shape) says the pass computes in bf16 anyway: no conversion
- * to f32 and back. */
+ * stores it, in bf16 (rt_node_saved_stored), when it has a bf16 copy: an op
+ * sets it only for a shape that computes in bf16 anyway, so nothing is
+ * converted to f32 and back. */
 typedef struct rt_conv_passes {
     rt_status (*weights)(const struct rt_backend *be, const void *shape, const float *x, const float *dy, float *dw,
                          float *db);
@@ -124,7 +124,6 @@ typedef struct rt_conv_passes {
                       const float *dy, float *dx);
     rt_status (*weights_bf16)(const struct rt_backend *be, const void *shape, const uint16_t *x, const float *dy,
                               float *dw, float *db);
-    bool (*reads_bf16)(const void *shape);
 } rt_conv_passes;
 
 /* The backward of a convolution-like node with saved slots 0 = x and

@@ -1700,6 +1700,8 @@ CHECK_FN(rt_precision_region_forward) {
 
 CHECK_FN(rt_conv_bf16_available) { TOL(rt_conv_bf16_available()); }
 
+CHECK_FN(rt_conv_computes_bf16) { VAL(!rt_conv_computes_bf16(NULL)); }
+
 CHECK_FN(rt_precision_str) { VAL(strcmp(rt_precision_str((rt_precision)9), "?") == 0); }
 
 CHECK_FN(rt_precision_parse) {
@@ -3733,7 +3735,7 @@ static const api_entry optim_train_entries[] = {
 
 static const api_entry precision_entries[] = {
     E(rt_dtype_round), E(rt_dtype_round_into), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
-    E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_conv_bf16_available),
+    E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_conv_bf16_available), E(rt_conv_computes_bf16),
     E(rt_precision_str), E(rt_precision_parse), E(rt_precision_dtype), E(rt_autocast_wrap),
     E(rt_autocast_precision), E(rt_precision_describe), E(rt_grad_scaler_default_opts), E(rt_grad_scaler_create),
     E(rt_grad_scaler_destroy), E(rt_grad_scaler_get_scale), E(rt_grad_scaler_skipped),

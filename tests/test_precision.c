@@ -315,7 +315,22 @@ static void test_conv_bf16_kernels(void) {
  * on the bf16-rounded input and the bf16-rounded incoming gradient (which
  * is what the old round trip handed the same kernel). Skipped where the
  * CPU has no bf16 convolution (the region computes f32, reading f32). */
-static void test_conv_weight_grad_reads_bf16_copy(void) {
+/* Count of elements of a and b (n floats) that differ in any bit. */
+static int bits_differ(const float *a, const float *b, size_t n) {
+    int d = 0;
+    for (size_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], 4) != 0;
+    return d;
+}
+
+/* A bf16 region's convolution reads bf16 operands as the region keeps
+ * them: the forward reads the saved bf16 copy of x, backward-weights reads
+ * it too, and both backward passes read one bf16 conversion of dy (the
+ * engine does not round it first: the node's grad_dtype is f32). Each
+ * result must equal, bit for bit, the kernel's on f32 operands, which
+ * converts them itself: y from f32 x; dw from the rounded x and dy; dx
+ * from the rounded dy. Fails when a copy is read as f32 (wrong values),
+ * when dy is not rounded, or when the forward reads something else. */
+static void test_conv_reads_bf16_copies(void) {
     if (!rt_conv_bf16_available()) {
         printf("  skipped: no bf16 convolution kernel on this CPU\n");
         return;
@@ -326,11 +341,12 @@ static void test_conv_weight_grad_reads_bf16_copy(void) {
     rt_tensor *w = rt_tensor_create(4, ws, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
     rt_tensor *g = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP);
     float *xr = malloc(act * sizeof *xr), *gr = malloc(act * sizeof *gr), *dw_ref = malloc(wn * sizeof *dw_ref);
-    CHECK(x0 && w && g && xr && gr && dw_ref);
+    float *y_ref = malloc(act * sizeof *y_ref), *dx_ref = malloc(act * sizeof *dx_ref);
+    CHECK(x0 && w && g && xr && gr && dw_ref && y_ref && dx_ref);
     rt_philox_uniform(11, 0, (int64_t)act, rt_tensor_f32(x0));
     rt_philox_uniform(12, 0, (int64_t)wn, rt_tensor_f32(w));
     rt_philox_uniform(13, 0, (int64_t)act, rt_tensor_f32(g));
-    w->requires_grad = true;
+    x0->requires_grad = w->requires_grad = true;
     rt_precision_region r;
     CHECK_OK(rt_precision_region_begin(&r, RT_BF16, true));
     rt_tensor *a = NULL, *y = NULL, *stored = NULL;
@@ -338,29 +354,55 @@ static void test_conv_weight_grad_reads_bf16_copy(void) {
     rt_conv_opts o = {.padding = {1, 1}};
     CHECK_OK(rt_conv(a, w, NULL, &o, &y));
     rt_precision_region_end(&r);
-    CHECK_OK(rt_node_saved_stored((rt_node *)y->grad_fn, 0, &stored));
-    CHECK(stored && stored->dtype == RT_BF16); /* the copy the backward reads */
+    rt_node *node = (rt_node *)y->grad_fn;
+    CHECK_OK(rt_node_saved_stored(node, 0, &stored));
+    CHECK(stored && stored->dtype == RT_BF16); /* the copy the passes read */
     rt_tensor_release(stored);
-    const rt_conv_shape *s = ((rt_node *)y->grad_fn)->ctx;
-    CHECK(s->compute_bf16 && !s->src_bf16);
+    const rt_conv_shape *s = node->ctx;
+    CHECK(s->compute_bf16 && !s->src_bf16 && !s->dy_bf16 && rt_conv_computes_bf16(s));
+    CHECK(node->grad_dtype == RT_F32);
     rt_conv_shape ref = *s;
+    CHECK_OK(rt_kernel_conv_forward(&ref, rt_tensor_f32(a), rt_tensor_f32(w), NULL, y_ref));
     memcpy(xr, rt_tensor_f32(a), act * sizeof *xr);
     memcpy(gr, rt_tensor_f32(g), act * sizeof *gr);
     CHECK_OK(rt_dtype_round(xr, RT_BF16, act));
     CHECK_OK(rt_dtype_round(gr, RT_BF16, act));
     CHECK_OK(rt_kernel_conv_backward_weights(&ref, xr, gr, dw_ref, NULL));
+    CHECK_OK(rt_kernel_conv_backward_data(&ref, rt_tensor_f32(w), gr, dx_ref));
+    int dy_diff = bits_differ(rt_tensor_f32(g), gr, act); /* g has bits bf16 drops: rounding matters */
     CHECK_OK(rt_backward(y, g, false));
-    CHECK(w->grad != NULL);
-    int differ = 0;
-    for (size_t i = 0; w->grad && i < wn; i++) differ += memcmp(&rt_tensor_f32(w->grad)[i], &dw_ref[i], 4) != 0;
-    printf("  conv weight gradient from the bf16 copy: %d of %zu elements differ from the kernel's on the rounded "
-           "input\n", differ, wn);
-    CHECK_EQ_INT(differ, 0);
+    CHECK(w->grad != NULL && a->grad == NULL && x0->grad != NULL);
+    int dy_ = bits_differ(rt_tensor_f32(y), y_ref, act);
+    int dw_ = w->grad ? bits_differ(rt_tensor_f32(w->grad), dw_ref, wn) : -1;
+    /* x0's gradient is 1.5 · a's, which reaches the multiplication (a node
+     * of the region) rounded to bf16 */
+    CHECK_OK(rt_dtype_round(dx_ref, RT_BF16, act));
+    for (size_t i = 0; i < act; i++) dx_ref[i] *= 1.5f;
+    int dx_ = x0->grad ? bits_differ(rt_tensor_f32(x0->grad), dx_ref, act) : -1;
+    printf("  bf16 convolution against the kernel on f32 operands (elements differing): y %d of %zu, dw %d of %zu, "
+           "dx %d of %zu; dy has %d elements bf16 rounds\n", dy_, act, dw_, wn, dx_, act, dy_diff);
+    CHECK(dy_diff > 0);
+    CHECK_EQ_INT(dy_, 0);
+    CHECK_EQ_INT(dw_, 0);
+    CHECK_EQ_INT(dx_, 0);
+    /* the kernels refuse bf16 operands without compute_bf16, and a bf16 dy in the forward */
+    rt_conv_shape bad = ref;
+    bad.compute_bf16 = 0;
+    bad.src_bf16 = 1;
+    CHECK_EQ_INT(rt_kernel_conv_forward(&bad, xr, rt_tensor_f32(w), NULL, y_ref), RT_ERR_INVALID_ARG);
+    bad = ref;
+    bad.dy_bf16 = 1;
+    CHECK_EQ_INT(rt_kernel_conv_forward(&bad, xr, rt_tensor_f32(w), NULL, y_ref), RT_ERR_INVALID_ARG);
+    bad.compute_bf16 = 0;
+    CHECK_EQ_INT(rt_kernel_conv_backward_data(&bad, rt_tensor_f32(w), gr, dx_ref), RT_ERR_INVALID_ARG);
+    rt_error_clear();
     rt_tensor *all[] = {x0, w, g, a, y};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) rt_tensor_release(all[i]);
     free(xr);
     free(gr);
     free(dw_ref);
+    free(y_ref);
+    free(dx_ref);
 }
 
 static void test_grads_resnet20(void) { check_grads("resnet20"); }
@@ -575,7 +617,7 @@ static void test_describe(void) {
 RT_TEST_MAIN({"describe", test_describe}, {"conv_bf16_kernels", test_conv_bf16_kernels},
              {"grads_resnet20", test_grads_resnet20}, {"grads_revnet_small", test_grads_revnet_small},
              {"grads_resnet20_compute", test_grads_resnet20_compute},
-             {"conv_weight_grad_reads_bf16_copy", test_conv_weight_grad_reads_bf16_copy},
+             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies},
              {"grads_revnet_small_compute", test_grads_revnet_small_compute}, {"saved_resnet20", test_saved_resnet20},
              {"saved_revnet110", test_saved_revnet110}, {"predict_resnet20", test_predict_resnet20},
              {"predict_revnet_small", test_predict_revnet_small},

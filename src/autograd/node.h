@@ -70,7 +70,9 @@ struct rt_node {
      * not RT_F32 the engine rounds the gradients arriving at this node to it
      * before the node's backward, as if the activation gradients flowing
      * backward were stored in bf16/f16 (torch.autocast: a reduced op's
-     * output, and so its gradient, has the reduced dtype). */
+     * output, and so its gradient, has the reduced dtype). An op whose
+     * backward converts its gradient to that dtype itself sets RT_F32, so
+     * it is not rounded twice (a convolution computing in bf16, ops/conv.c). */
     rt_dtype grad_dtype;
     /* engine scratch, valid only during rt_backward */
     int deps;

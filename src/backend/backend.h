@@ -85,12 +85,13 @@ typedef struct rt_backend {
     /* ---- convolution (kernels/conv.h, kernels/deconv.h) ---- */
     /* w_cache: the storage holding w, whose reordered copies the entry
      * keeps and reuses while its version is unchanged (kernels/conv.h
-     * "Weight cache"; meta books them), or NULL for no cache */
-    rt_status (*conv_forward)(const rt_conv_shape *s, const float *x, const float *w, rt_storage *w_cache,
+     * "Weight cache"; meta books them), or NULL for no cache. conv's x and
+     * dy are f32, or bf16 where s->src_bf16 / s->dy_bf16 say so. */
+    rt_status (*conv_forward)(const rt_conv_shape *s, const void *x, const float *w, rt_storage *w_cache,
                               const float *b, float *y);
-    rt_status (*conv_backward_data)(const rt_conv_shape *s, const float *w, rt_storage *w_cache, const float *dy,
+    rt_status (*conv_backward_data)(const rt_conv_shape *s, const float *w, rt_storage *w_cache, const void *dy,
                                     float *dx);
-    rt_status (*conv_backward_weights)(const rt_conv_shape *s, const void *x, const float *dy, float *dw,
+    rt_status (*conv_backward_weights)(const rt_conv_shape *s, const void *x, const void *dy, float *dw,
                                        float *db);
     rt_status (*deconv_forward)(const rt_deconv_shape *s, const float *x, const float *w, rt_storage *w_cache,
                                 const float *b, float *y);

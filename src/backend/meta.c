@@ -52,7 +52,7 @@ static rt_status meta_book_cached(const rt_kernel_plan *p, rt_storage *w_cache) 
 
 /* ---- convolution ---- */
 
-static rt_status meta_conv_forward(const rt_conv_shape *s, const float *x, const float *w, rt_storage *w_cache,
+static rt_status meta_conv_forward(const rt_conv_shape *s, const void *x, const float *w, rt_storage *w_cache,
                                    const float *b, float *y) {
     (void)x, (void)w, (void)b, (void)y;
     rt_kernel_plan p;
@@ -61,14 +61,14 @@ static rt_status meta_conv_forward(const rt_conv_shape *s, const float *x, const
 }
 
 static rt_status meta_conv_backward_data(const rt_conv_shape *s, const float *w, rt_storage *w_cache,
-                                         const float *dy, float *dx) {
+                                         const void *dy, float *dx) {
     (void)w, (void)dy, (void)dx;
     rt_kernel_plan p;
     RT_TRY(rt_kernel_conv_backward_data_plan_cached(s, w_cache, &p));
     return meta_book_cached(&p, w_cache);
 }
 
-static rt_status meta_conv_backward_weights(const rt_conv_shape *s, const void *x, const float *dy, float *dw,
+static rt_status meta_conv_backward_weights(const rt_conv_shape *s, const void *x, const void *dy, float *dw,
                                             float *db) {
     (void)x, (void)dy, (void)dw, (void)db;
     rt_kernel_plan p;

@@ -246,6 +246,24 @@ static bool conv_bf16(const rt_conv_shape *s, const int64_t out[3]) {
     return s->compute_bf16 && !conv_wants_winograd(s, out);
 }
 
+bool rt_conv_computes_bf16(const rt_conv_shape *s) {
+    if (!s || !s->compute_bf16) return false;
+    int64_t out[3];
+    rt_conv_out_size(s, out);
+    return conv_bf16(s, out);
+}
+
+/* The bf16 operands need compute_bf16 (a bf16 buffer is only ever the copy
+ * a bf16 region made for a bf16 kernel); the forward has no dy. */
+static rt_status conv_check_bf16_args(const rt_conv_shape *s, bool forward, const char *desc) {
+    if ((s->src_bf16 || s->dy_bf16) && !s->compute_bf16)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: a bf16 %s (%s) needs compute_bf16", desc,
+                            s->src_bf16 ? "x" : "dy", s->src_bf16 ? "src_bf16" : "dy_bf16");
+    if (forward && s->dy_bf16)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: dy_bf16 is for the backward passes (y is f32)", desc);
+    return RT_OK;
+}
+
 /* The element types the primitive computes with (format_any descriptors
  * carry no strides yet, so only the type changes): the caller's buffers keep
  * their f32 descriptors and the cached entry reorders (converts) between
@@ -269,6 +287,7 @@ static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, 
     rt_dnnl_key_push(k, s->compute_bf16);
     rt_dnnl_key_push(k, s->wei_layout);
     rt_dnnl_key_push(k, s->src_bf16);
+    rt_dnnl_key_push(k, s->dy_bf16);
     int64_t out[3];
     rt_conv_out_size(s, out);
     rt_dnnl_key_push(k, conv_wants_winograd(s, out));
@@ -318,6 +337,7 @@ rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, rt_storage 
     RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_forward_plan"));
     rt_dnnl_plan_init(plan);
     RT_TRY(rt_conv_shape_check(s, out));
+    RT_TRY(conv_check_bf16_args(s, true, "rt_kernel_conv_forward_plan"));
     if (s->n == 0 || rt_conv_pointwise_applies(s)) return RT_OK; /* nothing, or no primitive */
     rt_dnnl_key key;
     conv_key(&key, RT_DNNL_CONV_FWD, s, s->has_bias);
@@ -347,12 +367,12 @@ rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, rt_storage 
     return RT_OK;
 }
 
-rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const float *w,
+rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const void *x, const float *w,
                                  const float *b, float *y) {
     return rt_kernel_conv_forward_cached(s, x, w, NULL, b, y);
 }
 
-rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const float *x, const float *w,
+rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const void *x, const float *w,
                                         rt_storage *w_cache, const float *b, float *y) {
     RT_TRY(rt_conv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
@@ -362,7 +382,8 @@ rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const float *x, 
                             s->has_bias ? " and b" : "");
     if (!s->has_bias && b)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: b given but has_bias is 0", desc);
-    if (s->n > 0 && rt_conv_pointwise_applies(s)) {
+    RT_TRY(conv_check_bf16_args(s, true, desc));
+    if (s->n > 0 && rt_conv_pointwise_applies(s)) { /* never with compute_bf16, so x is f32 */
         rt_conv_pointwise_forward(s, x, w, b, y);
         return RT_OK;
     }
@@ -430,17 +451,21 @@ rt_status rt_kernel_conv_backward_data_plan_cached(const rt_conv_shape *s, rt_st
     RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_backward_data_plan"));
     rt_dnnl_plan_init(plan);
     RT_TRY(rt_conv_shape_check(s, out));
+    RT_TRY(conv_check_bf16_args(s, false, "rt_kernel_conv_backward_data_plan"));
     if (s->n == 0 || rt_conv_pointwise_applies(s)) return RT_OK; /* nothing, or no primitive */
+    rt_conv_shape d = *s;
+    d.src_bf16 = 0; /* this pass has no x: one entry whatever the forward read */
     rt_dnnl_key key;
-    conv_key(&key, RT_DNNL_CONV_BWD_DATA, s, 0);
+    conv_key(&key, RT_DNNL_CONV_BWD_DATA, &d, 0);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);
     if (!e) {
         char desc[RT_DNNL_DESC_LEN];
-        conv_desc(s, "backward_data", desc, sizeof desc);
+        conv_desc(&d, "backward_data", desc, sizeof desc);
         conv_geom g;
-        RT_TRY(conv_geom_init(s, out, &g, desc));
+        RT_TRY(conv_geom_init(&d, out, &g, desc));
+        if (d.dy_bf16) g.dst_user.data_type = dnnl_bf16; /* the caller's bf16 dy, same order */
         dnnl_primitive_desc_t hint = NULL, pd = NULL;
-        if (conv_bf16(s, out) && conv_bwd_data_pd(&g, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
+        if (conv_bf16(&d, out) && conv_bwd_data_pd(&g, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
         if (!pd) RT_TRY(conv_bwd_data_pd(&g, false, desc, &hint, &pd));
         rt_dnnl_argspec specs[3] = {{DNNL_ARG_DIFF_DST, 0, &g.dst_user},
                                     {DNNL_ARG_WEIGHTS, 0, &g.wei_user},
@@ -451,19 +476,20 @@ rt_status rt_kernel_conv_backward_data_plan_cached(const rt_conv_shape *s, rt_st
     return RT_OK;
 }
 
-rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy,
+rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const void *dy,
                                        float *dx) {
     return rt_kernel_conv_backward_data_cached(s, w, NULL, dy, dx);
 }
 
 rt_status rt_kernel_conv_backward_data_cached(const rt_conv_shape *s, const float *w, rt_storage *w_cache,
-                                              const float *dy, float *dx) {
+                                              const void *dy, float *dx) {
     RT_TRY(rt_conv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "backward_data", desc, sizeof desc);
     if (!w || !dy || !dx)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: w, dy, dx must be non-NULL", desc);
-    if (s->n > 0 && rt_conv_pointwise_applies(s)) {
+    RT_TRY(conv_check_bf16_args(s, false, desc));
+    if (s->n > 0 && rt_conv_pointwise_applies(s)) { /* never with compute_bf16, so dy is f32 */
         rt_conv_pointwise_backward_data(s, w, dy, dx);
         return RT_OK;
     }
@@ -496,6 +522,7 @@ rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_
     RT_TRY(rt_dnnl_plan_check(plan, "rt_kernel_conv_backward_weights_plan"));
     rt_dnnl_plan_init(plan);
     RT_TRY(rt_conv_shape_check(s, out));
+    RT_TRY(conv_check_bf16_args(s, false, "rt_kernel_conv_backward_weights_plan"));
     if (s->n == 0 || rt_conv_pointwise_applies(s)) return RT_OK; /* nothing, or no primitive */
     with_db = with_db != 0;
     rt_dnnl_key key;
@@ -506,6 +533,7 @@ rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_
         conv_desc(s, "backward_weights", desc, sizeof desc);
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
+        if (s->dy_bf16) g.dst_user.data_type = dnnl_bf16; /* the caller's bf16 dy, same order */
         dnnl_primitive_desc_t hint = NULL, pd = NULL;
         if (conv_bf16(s, out) && conv_bwd_weights_pd(&g, with_db, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
         if (!pd) RT_TRY(conv_bwd_weights_pd(&g, with_db, false, desc, &hint, &pd));
@@ -520,14 +548,13 @@ rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_
 }
 
 rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const void *x,
-                                          const float *dy, float *dw, float *db) {
+                                          const void *dy, float *dw, float *db) {
     RT_TRY(rt_conv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "backward_weights", desc, sizeof desc);
     if (!x || !dy || !dw)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: x, dy, dw must be non-NULL", desc);
-    if (s->src_bf16 && !s->compute_bf16)
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: a bf16 x (src_bf16) needs compute_bf16", desc);
+    RT_TRY(conv_check_bf16_args(s, false, desc));
     if (s->n == 0) { /* empty batch: the gradient of an empty sum is zero */
         int64_t nw = s->c_out * (s->c_in / s->groups);
         for (int i = 0; i < s->nsp; i++) nw *= s->k[i];
@@ -535,8 +562,8 @@ rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const void *x,
         if (db) memset(db, 0, sizeof(float) * (size_t)s->c_out);
         return RT_OK;
     }
-    if (rt_conv_pointwise_applies(s)) { /* never with compute_bf16, so x is f32 */
-        rt_conv_pointwise_backward_weights(s, (const float *)x, dy, dw, db);
+    if (rt_conv_pointwise_applies(s)) { /* never with compute_bf16, so x and dy are f32 */
+        rt_conv_pointwise_backward_weights(s, (const float *)x, (const float *)dy, dw, db);
         return RT_OK;
     }
     rt_kernel_plan p;

@@ -87,12 +87,17 @@ typedef struct rt_conv_shape {
      * its own, transposed order). Last, so positional initialisers that
      * stop before it mean plain. Part of the cache key. */
     rt_layout wei_layout;
-    /* 1: the x handed to backward-weights is bf16 (2 bytes an element, in
-     * src_layout: a precision region's saved half copy, memory/precision.h),
-     * which oneDNN's bf16 kernels read as it is instead of the f32 round
-     * trip (bf16 -> f32 -> bf16) an f32 x takes. Only with compute_bf16;
-     * only backward-weights reads it. Part of the cache key. */
+    /* 1: the x handed to forward or backward-weights is bf16 (2 bytes an
+     * element, in src_layout: a precision region's saved half copy,
+     * memory/precision.h), which oneDNN's bf16 kernels read as it is
+     * instead of converting an f32 x again. Only with compute_bf16;
+     * backward-data ignores it (its dx is f32). Part of the cache key. */
     int src_bf16;
+    /* 1: the dy handed to backward-data and backward-weights is bf16 (in
+     * dst_layout), converted once by the caller for both passes instead of
+     * by each pass's own reorder. Only with compute_bf16; the forward
+     * rejects it (RT_ERR_INVALID_ARG: its y is f32). Part of the cache key. */
+    int dy_bf16;
 } rt_conv_shape;
 
 /* Output spatial sizes by PyTorch's formula
@@ -104,22 +109,27 @@ typedef struct rt_conv_shape {
 void rt_conv_out_size(const rt_conv_shape *s, int64_t out[3]);
 
 /* y = conv(x, w) + b (b broadcast over batch and space). b must be NULL when
- * !s->has_bias and non-NULL otherwise. n == 0 is a valid empty call. */
-rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const float *x, const float *w,
+ * !s->has_bias and non-NULL otherwise. n == 0 is a valid empty call. x is
+ * f32, or bf16 when s->src_bf16 (with s->compute_bf16, else
+ * RT_ERR_INVALID_ARG, as is s->dy_bf16); y is f32. */
+rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const void *x, const float *w,
                                  const float *b, float *y);
 
 /* dx = dL/dx given dy = dL/dy [n, c_out, out...] and w; overwrites dx
- * [n, c_in, in...] (like torch.nn.grad.conv2d_input). */
-rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const float *dy,
+ * [n, c_in, in...] (like torch.nn.grad.conv2d_input). dy is f32, or bf16
+ * when s->dy_bf16 (with s->compute_bf16, else RT_ERR_INVALID_ARG); dx is
+ * f32; s->src_bf16 is ignored. */
+rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const void *dy,
                                        float *dx);
 
 /* dw = dL/dw [c_out, c_in/groups, k...] from x and dy; db = dL/db [c_out]
  * (sum of dy over batch and space) when db is non-NULL (db may be NULL even
  * if s->has_bias). Overwrites dw and db (no accumulation; n == 0 gives
  * zeros), like torch.nn.grad.conv2d_weight. x is f32, or bf16 when
- * s->src_bf16 (then s->compute_bf16 must be set too: RT_ERR_INVALID_ARG). */
+ * s->src_bf16; dy likewise with s->dy_bf16 (either needs s->compute_bf16
+ * too: RT_ERR_INVALID_ARG). */
 rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const void *x,
-                                          const float *dy, float *dw, float *db);
+                                          const void *dy, float *dw, float *db);
 
 /* The plans of the three kernels above (plan.h): same shape rules and
  * errors, plus RT_ERR_INVALID_ARG for a NULL plan; n == 0 plans no
@@ -170,10 +180,10 @@ rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_
 bool rt_conv_weight_cache_set(bool on);
 bool rt_conv_weight_cache_enabled(void);
 
-rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const float *x, const float *w,
+rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const void *x, const float *w,
                                         struct rt_storage *w_cache, const float *b, float *y);
 rt_status rt_kernel_conv_backward_data_cached(const rt_conv_shape *s, const float *w, struct rt_storage *w_cache,
-                                              const float *dy, float *dx);
+                                              const void *dy, float *dx);
 /* Their plans (plan.h weights_cached, weights_cache_bytes: whether the
  * call will make the copy). */
 rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, struct rt_storage *w_cache,
@@ -230,5 +240,14 @@ rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]);
  * kept per thread after the first call (thread-local by design: the CPU and
  * DNNL_MAX_CPU_ISA do not change during a process). */
 bool rt_conv_bf16_available(void);
+
+/* Whether a shape with compute_bf16 computes in bf16: every shape but those
+ * for which the algorithm policy (rt_conv_algo_set) picks Winograd, which
+ * stay f32 (see compute_bf16). false without compute_bf16 or for a NULL s.
+ * The op (ops/conv.c) asks it to hand such shapes bf16 x and dy (src_bf16,
+ * dy_bf16): the values the kernel would convert them to itself. Where
+ * oneDNN lacks a bf16 kernel for one pass that pass converts them back to
+ * f32 (the same values a storage-only region gives). */
+bool rt_conv_computes_bf16(const rt_conv_shape *s);
 
 #endif

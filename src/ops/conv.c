@@ -13,22 +13,25 @@
  * are independent). */
 rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in, const void *shape,
                                 int64_t c_out, bool has_bias, const rt_conv_passes *passes) {
-    rt_tensor *x = NULL, *xh = NULL, *w, *dy = grad_out[0];
+    rt_tensor *x = NULL, *xh = NULL, *w = NULL, *dy = grad_out[0], *dyh = NULL;
     /* a bf16 pass reads a precision region's bf16 copy of x as it is */
-    if (passes->weights_bf16) {
+    if (passes->x_bf16) {
         RT_TRY(rt_node_saved_stored(self, 0, &xh));
         if (xh && xh->dtype != RT_BF16) {
             rt_tensor_release(xh);
             xh = NULL;
         }
     }
-    rt_status sst = xh ? RT_OK : rt_node_saved(self, 0, &x);
-    if (sst == RT_OK) sst = rt_node_saved(self, 1, &w);
-    if (sst != RT_OK) {
+    rt_status st = xh ? RT_OK : rt_node_saved(self, 0, &x);
+    if (st == RT_OK) st = rt_node_saved(self, 1, &w);
+    /* one conversion of dy for both passes (rounds it as the engine would) */
+    if (st == RT_OK && passes->dy_bf16 && !(dyh = rt_tensor_to(dy, RT_BF16, RT_MEM_TEMP))) st = rt_error_last_status();
+    if (st != RT_OK) {
         rt_tensor_release(xh);
-        return sst;
+        return st;
     }
     const rt_backend *be = rt_backend_of(xh ? xh : x);
+    const void *dyp = dyh ? rt_tensor_data(dyh) : rt_tensor_data(dy);
     rt_tensor x_like = xh ? *xh : *x; /* shape, device and layout of dx, which is f32 */
     x_like.dtype = RT_F32;
     bool need_w = rt_node_needs_grad(self, 1), need_b = has_bias && rt_node_needs_grad(self, 2);
@@ -36,60 +39,55 @@ rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
         /* oneDNN computes both in one pass; an unwanted one is dropped */
         rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
         rt_tensor *db = has_bias ? rt_tensor_create(1, &c_out, RT_F32, w->device, RT_MEM_TEMP) : NULL;
-        rt_status st = dw && (db || !has_bias) ? RT_OK : RT_ERR_OOM;
-        if (st == RT_OK && xh)
-            st = passes->weights_bf16(be, shape, rt_tensor_data(xh), rt_tensor_f32(dy), rt_tensor_f32(dw),
-                                      db ? rt_tensor_f32(db) : NULL);
-        else if (st == RT_OK)
-            st = passes->weights(be, shape, rt_tensor_f32(x), rt_tensor_f32(dy), rt_tensor_f32(dw),
-                                 db ? rt_tensor_f32(db) : NULL);
+        st = dw && (db || !has_bias) ? RT_OK : RT_ERR_OOM;
+        if (st == RT_OK)
+            st = passes->weights(be, shape, rt_tensor_data(xh ? xh : x), xh != NULL, dyp, dyh != NULL,
+                                 rt_tensor_f32(dw), db ? rt_tensor_f32(db) : NULL);
         if (st == RT_OK && need_w) grad_in[1] = rt_tensor_retain(dw);
         if (st == RT_OK && need_b) grad_in[2] = rt_tensor_retain(db);
         rt_tensor_release(dw);
         rt_tensor_release(db);
-        if (st != RT_OK) {
-            rt_tensor_release(xh);
-            return st;
-        }
     }
     rt_tensor_release(xh); /* x_like keeps only its shape, device and layout */
-    rt_node_drop_saved(self, 0);
-    if (rt_node_needs_grad(self, 0)) {
+    if (st == RT_OK) rt_node_drop_saved(self, 0);
+    if (st == RT_OK && rt_node_needs_grad(self, 0)) {
         grad_in[0] = rt_tensor_empty_like(&x_like, RT_MEM_TEMP);
-        if (!grad_in[0]) return RT_ERR_OOM;
-        RT_TRY(passes->data(be, shape, rt_tensor_f32(w), rt_conv_weight_cache_of(w), rt_tensor_f32(dy),
-                            rt_tensor_f32(grad_in[0])));
+        st = grad_in[0] ? passes->data(be, shape, rt_tensor_f32(w), rt_conv_weight_cache_of(w), dyp, dyh != NULL,
+                                       rt_tensor_f32(grad_in[0]))
+                        : RT_ERR_OOM;
     }
-    return RT_OK;
+    rt_tensor_release(dyh);
+    return st;
 }
 
-static rt_status rt_conv_weights_pass(const rt_backend *be, const void *shape, const float *x, const float *dy,
-                                      float *dw, float *db) {
-    return be->conv_backward_weights(shape, x, dy, dw, db);
-}
-
-static rt_status rt_conv_data_pass(const rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
-                                   const float *dy, float *dx) {
-    return be->conv_backward_data(shape, w, w_cache, dy, dx);
-}
-
-/* The weight gradient from the bf16 copy of x: the same shape marked
- * src_bf16, a primitive of its own that reads bf16 x directly. */
-static rt_status rt_conv_weights_bf16_pass(const rt_backend *be, const void *shape, const uint16_t *x,
-                                           const float *dy, float *dw, float *db) {
+/* The passes of rt_conv: the shape says which operands are bf16. */
+static rt_status rt_conv_weights_pass(const rt_backend *be, const void *shape, const void *x, bool x_bf16,
+                                      const void *dy, bool dy_bf16, float *dw, float *db) {
     rt_conv_shape s = *(const rt_conv_shape *)shape;
-    s.src_bf16 = 1;
+    s.src_bf16 = x_bf16;
+    s.dy_bf16 = dy_bf16;
     return be->conv_backward_weights(&s, x, dy, dw, db);
 }
 
+static rt_status rt_conv_data_pass(const rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
+                                   const void *dy, bool dy_bf16, float *dx) {
+    rt_conv_shape s = *(const rt_conv_shape *)shape;
+    s.dy_bf16 = dy_bf16;
+    return be->conv_backward_data(&s, w, w_cache, dy, dx);
+}
+
 static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
-    /* a bf16 region's convolution computes in bf16 (where oneDNN has the
-     * kernel; where it has not, oneDNN converts the bf16 x to f32 itself),
-     * so it reads the region's bf16 copy of x */
-    static const rt_conv_passes f32 = {rt_conv_weights_pass, rt_conv_data_pass, NULL};
-    static const rt_conv_passes bf16 = {rt_conv_weights_pass, rt_conv_data_pass, rt_conv_weights_bf16_pass};
+    /* f32: nothing is bf16. A bf16 region's convolution reads the region's
+     * bf16 copy of x: a shape that computes in bf16 reads it and a bf16 dy
+     * as they are; a Winograd shape, which computes in f32, has oneDNN
+     * convert the x (the values an f32 read of the copy gives) and takes
+     * the engine's rounded f32 dy */
+    static const rt_conv_passes f32 = {rt_conv_weights_pass, rt_conv_data_pass, false, false};
+    static const rt_conv_passes bf16_storage = {rt_conv_weights_pass, rt_conv_data_pass, true, false};
+    static const rt_conv_passes bf16 = {rt_conv_weights_pass, rt_conv_data_pass, true, true};
     const rt_conv_shape *s = self->ctx;
-    return rt_conv_like_backward(self, grad_out, grad_in, s, s->c_out, s->has_bias, s->compute_bf16 ? &bf16 : &f32);
+    const rt_conv_passes *p = !s->compute_bf16 ? &f32 : rt_conv_computes_bf16(s) ? &bf16 : &bf16_storage;
+    return rt_conv_like_backward(self, grad_out, grad_in, s, s->c_out, s->has_bias, p);
 }
 
 rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_conv_opts *opts,
@@ -153,16 +151,31 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     rt_tensor *y = rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
     y->layout = s.dst_layout;
-    rt_status st = rt_backend_of(x)->conv_forward(&s, rt_tensor_f32(x), rt_tensor_f32(weight),
-                                                  rt_conv_weight_cache_of(weight), bias ? rt_tensor_f32(bias) : NULL,
-                                                  rt_tensor_f32(y));
+    /* The node saves x before the forward runs: in a bf16 region that makes
+     * the bf16 copy backward keeps, and a shape that computes in bf16 reads
+     * that copy instead of converting x a second time (the same values). */
     rt_node *node = NULL;
-    rt_tensor *inputs[3] = {x, weight, bias};
-    if (st == RT_OK) st = rt_node_create("conv", 3, inputs, 1, rt_conv_backward, sizeof s, &node);
+    rt_tensor *inputs[3] = {x, weight, bias}, *xh = NULL;
+    rt_status st = rt_node_create("conv", 3, inputs, 1, rt_conv_backward, sizeof s, &node);
     if (st == RT_OK && node) {
         memcpy(node->ctx, &s, sizeof s);
         st = rt_node_save(node, x, NULL);
         if (st == RT_OK) st = rt_node_save(node, weight, NULL);
+        if (st == RT_OK && rt_conv_computes_bf16(&s)) {
+            node->grad_dtype = RT_F32; /* the backward rounds dy itself as it converts it (rt_conv_passes) */
+            st = rt_node_saved_stored(node, 0, &xh);
+            if (xh && xh->dtype != RT_BF16) {
+                rt_tensor_release(xh);
+                xh = NULL;
+            }
+        }
     }
+    rt_conv_shape fs = s;
+    fs.src_bf16 = xh != NULL;
+    if (st == RT_OK)
+        st = rt_backend_of(x)->conv_forward(&fs, rt_tensor_data(xh ? xh : x), rt_tensor_f32(weight),
+                                            rt_conv_weight_cache_of(weight), bias ? rt_tensor_f32(bias) : NULL,
+                                            rt_tensor_f32(y));
+    rt_tensor_release(xh);
     return rt_op_return(st, node, y, out);
 }

@@ -6,20 +6,23 @@
 #include "ops/op_util.h"
 #include "ops/ops3d.h"
 
-static rt_status rt_deconv_weights_pass(const rt_backend *be, const void *shape, const float *x, const float *dy,
-                                        float *dw, float *db) {
+/* f32 only: the table below asks for no bf16 operand */
+static rt_status rt_deconv_weights_pass(const rt_backend *be, const void *shape, const void *x, bool x_bf16,
+                                        const void *dy, bool dy_bf16, float *dw, float *db) {
+    (void)x_bf16, (void)dy_bf16;
     return be->deconv_backward_weights(shape, x, dy, dw, db);
 }
 
 static rt_status rt_deconv_data_pass(const rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
-                                     const float *dy, float *dx) {
+                                     const void *dy, bool dy_bf16, float *dx) {
+    (void)dy_bf16;
     return be->deconv_backward_data(shape, w, w_cache, dy, dx);
 }
 
 /* Weight and bias gradients first, then the saved input is freed before the
  * input gradient is allocated (rt_conv_like_backward, ops/conv.c). */
 static rt_status rt_conv_transpose_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
-    static const rt_conv_passes passes = {rt_deconv_weights_pass, rt_deconv_data_pass, NULL};
+    static const rt_conv_passes passes = {rt_deconv_weights_pass, rt_deconv_data_pass, false, false};
     const rt_deconv_shape *s = self->ctx;
     return rt_conv_like_backward(self, grad_out, grad_in, s, s->c_out, s->has_bias, &passes);
 }

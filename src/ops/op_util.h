@@ -112,18 +112,23 @@ struct rt_backend;
 /* The backend passes of a convolution-like op, `shape` its own shape
  * struct (rt_conv_shape, rt_deconv_shape): weights computes dw (and db when
  * not NULL) from the saved input x and dy; data computes dx from w (and
- * its weight cache, NULL for none) and dy. All f32, in the op's layouts.
- * weights_bf16 (NULL: none) is weights reading x as a precision region
- * stores it, in bf16 (rt_node_saved_stored), when it has a bf16 copy: an op
- * sets it only for a shape that computes in bf16 anyway, so nothing is
- * converted to f32 and back. */
+ * its weight cache, NULL for none) and dy. dw, db, dx and w are f32, in the
+ * op's layouts; x and dy are f32 unless the flag beside them says bf16.
+ * The table's flags say what rt_conv_like_backward hands them:
+ *   x_bf16:  x as a precision region stores it, its bf16 copy
+ *            (rt_node_saved_stored), when it has one — a bf16 kernel reads
+ *            it as it is, no unpack to f32 and reorder back;
+ *   dy_bf16: dy converted to bf16 once for both passes (a shape that
+ *            computes in bf16: each pass would convert it itself; the
+ *            node's grad_dtype is then f32, as this conversion rounds it).
+ * An op sets them only for shapes that compute in bf16 (or read a bf16 x
+ * anyway), so the values are those the kernels would use. */
 typedef struct rt_conv_passes {
-    rt_status (*weights)(const struct rt_backend *be, const void *shape, const float *x, const float *dy, float *dw,
-                         float *db);
+    rt_status (*weights)(const struct rt_backend *be, const void *shape, const void *x, bool x_bf16, const void *dy,
+                         bool dy_bf16, float *dw, float *db);
     rt_status (*data)(const struct rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
-                      const float *dy, float *dx);
-    rt_status (*weights_bf16)(const struct rt_backend *be, const void *shape, const uint16_t *x, const float *dy,
-                              float *dw, float *db);
+                      const void *dy, bool dy_bf16, float *dx);
+    bool x_bf16, dy_bf16;
 } rt_conv_passes;
 
 /* The backward of a convolution-like node with saved slots 0 = x and

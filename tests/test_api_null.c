@@ -1659,6 +1659,14 @@ CHECK_FN(rt_dtype_round_into) {
     ST(RT_ERR_DTYPE, "floating-point", rt_dtype_round_into(v, w, RT_U8, 2));
 }
 
+CHECK_FN(rt_dtype_store_f32_serial) {
+    float v = 1.0f;
+    uint16_t h = 7;
+    rt_dtype_store_f32_serial(&v, &h, RT_U8, 1); /* not a type it stores: nothing written */
+    rt_dtype_store_f32_serial(NULL, NULL, RT_BF16, 0);
+    VAL(h == 7);
+}
+
 CHECK_FN(rt_autocast_dtype) { VAL(rt_autocast_dtype() == RT_F32); }
 
 CHECK_FN(rt_autocast_set_dtype) {
@@ -3560,10 +3568,10 @@ CHECK_FN(rt_kernel_batchnorm_backward_eval) {
 CHECK_FN(rt_kernel_batchnorm_center) {
     rt_bn_shape s = {.n = 1, .c = 2, .spatial = 2, .eps = 1e-5f};
     float out[4] = {7, 7, 7, 7};
-    TOL(rt_kernel_batchnorm_center(NULL, kb[0], kb[1], out));
-    TOL(rt_kernel_batchnorm_center(&s, NULL, kb[1], out));
-    TOL(rt_kernel_batchnorm_center(&s, kb[0], NULL, out));
-    TOL(rt_kernel_batchnorm_center(&s, kb[0], kb[1], NULL));
+    TOL(rt_kernel_batchnorm_center(NULL, kb[0], kb[1], out, RT_F32));
+    TOL(rt_kernel_batchnorm_center(&s, NULL, kb[1], out, RT_F32));
+    TOL(rt_kernel_batchnorm_center(&s, kb[0], NULL, out, RT_F32));
+    TOL(rt_kernel_batchnorm_center(&s, kb[0], kb[1], NULL, RT_F32));
     VAL(out[0] == 7.0f);
 }
 
@@ -3734,7 +3742,7 @@ static const api_entry optim_train_entries[] = {
 };
 
 static const api_entry precision_entries[] = {
-    E(rt_dtype_round), E(rt_dtype_round_into), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
+    E(rt_dtype_round), E(rt_dtype_round_into), E(rt_dtype_store_f32_serial), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
     E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_conv_bf16_available), E(rt_conv_computes_bf16),
     E(rt_precision_str), E(rt_precision_parse), E(rt_precision_dtype), E(rt_autocast_wrap),
     E(rt_autocast_precision), E(rt_precision_describe), E(rt_grad_scaler_default_opts), E(rt_grad_scaler_create),

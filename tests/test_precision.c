@@ -38,6 +38,8 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "kernels/conv.h"
+#include "kernels/layout.h"
+#include "kernels/norm_loops.h"
 #include "autograd/engine.h"
 #include "memory/precision.h"
 #include "ops/ops.h"
@@ -405,6 +407,45 @@ static void test_conv_reads_bf16_copies(void) {
     free(dx_ref);
 }
 
+/* The centring pass batch norm saves in a region writes bf16/f16 directly:
+ * every element equals the scalar conversion of the f32 difference, in the
+ * plain and the blocked order (channel = block-inner index there), with
+ * runs longer than the kernel's chunk. Fails on a wrong channel's mean, a
+ * missed tail or another rounding. */
+static void test_bn_center_stores_half(void) {
+    const int64_t n = 2, c = 2 * rt_layout_block(), sp = 37 * 41; /* sp·block > 1024: several chunks a run */
+    const size_t total = (size_t)(n * c * sp);
+    float *x = malloc(total * sizeof *x), *mean = malloc((size_t)c * sizeof *mean), *f = malloc(total * sizeof *f);
+    uint16_t *h = malloc(total * sizeof *h);
+    CHECK(x && mean && f && h);
+    rt_philox_uniform(21, 0, (int64_t)total, x);
+    rt_philox_uniform(22, 0, c, mean);
+    int bad = 0;
+    for (int blocked = 0; blocked < 2; blocked++) {
+        rt_bn_shape s = {.n = n, .c = c, .spatial = sp, .eps = 1e-5f,
+                         .layout = blocked ? RT_LAYOUT_BLOCKED : RT_LAYOUT_PLAIN};
+        const int64_t b = blocked ? rt_layout_block() : 1;
+        rt_kernel_batchnorm_center(&s, x, mean, f, RT_F32);
+        for (int dt = 0; dt < 2; dt++) {
+            rt_kernel_batchnorm_center(&s, x, mean, h, dt ? RT_F16 : RT_BF16);
+            for (size_t i = 0; i < total; i++) {
+                /* element i's channel: plain (n, c, sp); blocked (n, c/b, sp, b) */
+                int64_t ch = blocked ? (int64_t)((i / (size_t)(sp * b)) % (size_t)(c / b)) * b + (int64_t)(i % (size_t)b)
+                                     : (int64_t)((i / (size_t)sp) % (size_t)c);
+                float d = x[i] - mean[ch];
+                bad += memcmp(&f[i], &d, 4) != 0;
+                bad += h[i] != (dt ? rt_f32_to_f16(d) : rt_f32_to_bf16(d));
+            }
+        }
+    }
+    printf("  batch-norm centring into f32/bf16/f16, plain and blocked: %d of %zu elements wrong\n", bad, 6 * total);
+    CHECK_EQ_INT(bad, 0);
+    free(x);
+    free(mean);
+    free(f);
+    free(h);
+}
+
 static void test_grads_resnet20(void) { check_grads("resnet20"); }
 static void test_grads_revnet_small(void) { check_grads("revnet_small"); }
 /* L, the convolutions that compute bf16. resnet20: stem + 18 in the blocks
@@ -617,7 +658,7 @@ static void test_describe(void) {
 RT_TEST_MAIN({"describe", test_describe}, {"conv_bf16_kernels", test_conv_bf16_kernels},
              {"grads_resnet20", test_grads_resnet20}, {"grads_revnet_small", test_grads_revnet_small},
              {"grads_resnet20_compute", test_grads_resnet20_compute},
-             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies},
+             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies}, {"bn_center_stores_half", test_bn_center_stores_half},
              {"grads_revnet_small_compute", test_grads_revnet_small_compute}, {"saved_resnet20", test_saved_resnet20},
              {"saved_revnet110", test_saved_revnet110}, {"predict_resnet20", test_predict_resnet20},
              {"predict_revnet_small", test_predict_revnet_small},

@@ -231,7 +231,7 @@ typedef struct rt_backend {
                                          float *dbias);
     void (*batchnorm_update_running)(const rt_bn_shape *s, float momentum, const float *mean, const float *var,
                                      float *running_mean, float *running_var);
-    void (*batchnorm_center)(const rt_bn_shape *s, const float *x, const float *mean, float *out);
+    void (*batchnorm_center)(const rt_bn_shape *s, const float *x, const float *mean, void *out, rt_dtype dt);
 
     /* ---- group / instance normalisation (kernels/group_norm.h); meta:
      * books and releases the scratch's TEMP bytes ---- */

@@ -342,8 +342,8 @@ static void meta_bn_update_running(const rt_bn_shape *s, float momentum, const f
                                    float *running_mean, float *running_var) {
     (void)s, (void)momentum, (void)mean, (void)var, (void)running_mean, (void)running_var;
 }
-static void meta_bn_center(const rt_bn_shape *s, const float *x, const float *mean, float *out) {
-    (void)s, (void)x, (void)mean, (void)out;
+static void meta_bn_center(const rt_bn_shape *s, const float *x, const float *mean, void *out, rt_dtype dt) {
+    (void)s, (void)x, (void)mean, (void)out, (void)dt;
 }
 static rt_status meta_group_norm_forward(const rt_chan_shape *s, int64_t groups, float eps, const float *x,
                                          const float *weight, const float *bias, const float *mean_in,

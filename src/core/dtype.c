@@ -206,6 +206,12 @@ static bool rt_convert_half(const void *src, rt_dtype sdt, void *dst, rt_dtype d
     return true;
 }
 
+void rt_dtype_store_f32_serial(const float *src, void *dst, rt_dtype dt, size_t n) {
+    if (dt == RT_BF16) rt_f32_to_bf16_n(src, dst, n);
+    else if (dt == RT_F16) rt_f32_to_f16_n(src, dst, n);
+    else if (dt == RT_F32) memcpy(dst, src, n * sizeof *src);
+}
+
 /* bf16 rounding of whole f32 words in one pass: the bits of
  * rt_bf16_to_f32(rt_f32_to_bf16(x)). */
 static void rt_round_bf16_n(const float *src, float *dst, size_t n) {

@@ -54,4 +54,12 @@ rt_status rt_dtype_round(float *x, rt_dtype dt, size_t n);
  * floating-point rt_dtype). */
 rt_status rt_dtype_round_into(const float *src, float *dst, rt_dtype dt, size_t n);
 
+/* Stores n f32 values as dt (RT_F32, RT_BF16, RT_F16; same rounding as
+ * rt_dtype_convert) on the calling thread only: for a kernel that converts
+ * what it computes, chunk by chunk, inside its own parallel loop (where
+ * rt_dtype_convert would open a nested team per chunk). Vectorised like
+ * rt_dtype_convert. No checks: dst holds n elements of dt, other dtypes
+ * store nothing. */
+void rt_dtype_store_f32_serial(const float *src, void *dst, rt_dtype dt, size_t n);
+
 #endif

@@ -40,22 +40,29 @@ rt_status rt_kernel_batchnorm_backward_eval(const rt_bn_shape *s, const float *x
     return RT_OK;
 }
 
-void rt_kernel_batchnorm_center(const rt_bn_shape *s, const float *x, const float *mean, float *out) {
+void rt_kernel_batchnorm_center(const rt_bn_shape *s, const float *x, const float *mean, void *out, rt_dtype dt) {
     if (!s || !x || !mean || !out) return;
     const int64_t n = s->n, c = s->c, sp = s->spatial;
     const int64_t b = s->layout == RT_LAYOUT_BLOCKED ? rt_layout_block() : 1; /* channels innermost per block */
-    const int64_t cb = c / b, run = s->layout == RT_LAYOUT_BLOCKED ? sp * b : sp;
+    const int64_t cb = c / b, run = sp * b;
+    const size_t es = rt_dtype_size(dt);
+    enum { CHUNK = 1024 }; /* a multiple of every block size: each chunk starts at channel 0 of a block */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < cb; j++) {
             const int64_t base = (i * cb + j) * run;
             const float *m = mean + j * b;
-            if (b == 1) {
-                const float mj = m[0];
-                for (int64_t p = 0; p < sp; p++) out[base + p] = x[base + p] - mj;
-            } else {
-                for (int64_t p = 0; p < sp; p++)
-                    for (int64_t k = 0; k < b; k++) out[base + p * b + k] = x[base + p * b + k] - m[k];
+            float d[CHUNK];
+            for (int64_t p = 0; p < run; p += CHUNK) {
+                const int64_t len = run - p < CHUNK ? run - p : CHUNK;
+                if (b == 1) {
+                    const float mj = m[0];
+                    for (int64_t q = 0; q < len; q++) d[q] = x[base + p + q] - mj;
+                } else {
+                    for (int64_t q = 0; q < len; q += b)
+                        for (int64_t k = 0; k < b; k++) d[q + k] = x[base + p + q + k] - m[k];
+                }
+                rt_dtype_store_f32_serial(d, (char *)out + (size_t)(base + p) * es, dt, (size_t)len);
             }
         }
 }

@@ -7,6 +7,7 @@
 #ifndef RT_KERNELS_NORM_LOOPS_H
 #define RT_KERNELS_NORM_LOOPS_H
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "kernels/norm.h"
 
@@ -26,14 +27,17 @@ rt_status rt_kernel_batchnorm_backward_eval(const rt_bn_shape *s, const float *x
 void rt_kernel_batchnorm_update_running(const rt_bn_shape *s, float momentum, const float *mean, const float *var,
                                         float *running_mean, float *running_var);
 
-/* out = x − mean[channel], elementwise (x, out: (N, C, spatial...) f32 in
- * s->layout; mean: (C)). What batch norm saves for backward inside a
+/* out = x − mean[channel], elementwise (x: (N, C, spatial...) f32 in
+ * s->layout; out: the same shape and layout, stored as dt: RT_F32, or
+ * RT_BF16 / RT_F16 rounded as rt_dtype_convert rounds; mean: (C)). The
+ * difference is formed in f32 and converted as it is written: one pass,
+ * where centring and then converting take two. What batch norm saves for backward inside a
  * half-precision region: a bf16/f16 copy of x − mean keeps each channel's
  * deviations to the half type's relative precision, where a copy of x
  * rounds them at |mean|·2⁻⁸ (bf16) and loses a nearly constant channel's
  * variation; the backward, given x − mean and a zero mean, computes exactly
  * what it computes from x and mean. NULL buffers: no-op. OpenMP over
  * (N, channel blocks). */
-void rt_kernel_batchnorm_center(const rt_bn_shape *s, const float *x, const float *mean, float *out);
+void rt_kernel_batchnorm_center(const rt_bn_shape *s, const float *x, const float *mean, void *out, rt_dtype dt);
 
 #endif

@@ -27,10 +27,14 @@ static rt_status rt_bn_backward_eval(const rt_bn_ctx *c, rt_tensor *x, rt_tensor
 static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_bn_ctx *c = self->ctx;
     rt_tensor *x, *w, *a, *b, *dy = grad_out[0];
-    RT_SAVED(self, 0, x);
-    RT_SAVED(self, 1, w);
-    RT_SAVED(self, 2, a); /* training: batch mean; eval: running_mean */
-    RT_SAVED(self, 3, b); /* training: batch variance; eval: running_var */
+    RT_TRY(rt_bn_saved_x(self, &x));
+    rt_status sst = rt_node_saved(self, 1, &w);
+    if (sst == RT_OK) sst = rt_node_saved(self, 2, &a); /* training: batch mean; eval: running_mean */
+    if (sst == RT_OK) sst = rt_node_saved(self, 3, &b); /* training: batch variance; eval: running_var */
+    if (sst != RT_OK) {
+        rt_tensor_release(x);
+        return sst;
+    }
     rt_tensor *dx = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);
@@ -45,6 +49,7 @@ static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
         else
             st = rt_bn_backward_eval(c, x, w, a, b, dy, dx, dw, db);
     }
+    rt_tensor_release(x);
     rt_tensor *grads[3] = {dx, dw, db};
     return rt_op_hand_grads(st, self, 3, grads, grad_in);
 }
@@ -64,16 +69,30 @@ rt_status rt_bn_saved_input(const rt_bn_shape *s, rt_tensor *x, rt_tensor *mean,
         *saved_mean = rt_tensor_retain(mean);
         return RT_OK;
     }
-    rt_tensor *xc = rt_tensor_empty_like(x, RT_MEM_TEMP), *zero = rt_tensor_zeros_like(mean, RT_MEM_TEMP);
+    /* the half copy itself, made in the centring pass: the region keeps a
+     * tensor that is not f32 as it is (memory/precision.c), booked SAVED
+     * as the copy it would have made */
+    rt_dtype dt = rt_autocast_dtype();
+    rt_tensor *xc = rt_tensor_create(x->ndim, x->shape, dt, x->device, RT_MEM_SAVED);
+    rt_tensor *zero = rt_tensor_zeros_like(mean, RT_MEM_TEMP);
     if (!xc || !zero) {
         rt_tensor_release(xc);
         rt_tensor_release(zero);
         return rt_error_set(RT_ERR_OOM, "batch_norm: out of memory for the centred input it saves");
     }
-    rt_backend_of(x)->batchnorm_center(s, rt_tensor_f32(x), rt_tensor_f32(mean), rt_tensor_f32(xc));
+    xc->layout = x->layout;
+    rt_backend_of(x)->batchnorm_center(s, rt_tensor_f32(x), rt_tensor_f32(mean), rt_tensor_data(xc), dt);
     *saved_x = xc;
     *saved_mean = zero;
     return RT_OK;
+}
+
+rt_status rt_bn_saved_x(rt_node *node, rt_tensor **x) {
+    *x = NULL;
+    rt_tensor *saved = NULL;
+    RT_TRY(rt_node_saved(node, 0, &saved));
+    *x = saved->dtype == RT_F32 ? rt_tensor_retain(saved) : rt_tensor_to(saved, RT_F32, RT_MEM_TEMP);
+    return *x ? RT_OK : rt_error_last_status();
 }
 
 rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *weight, const rt_tensor *bias,

@@ -17,11 +17,15 @@ typedef struct rt_bnr_ctx {
 static rt_status rt_bnr_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_bnr_ctx *c = self->ctx;
     rt_tensor *x, *w, *mean, *var, *ws, *dy = grad_out[0];
-    RT_SAVED(self, 0, x);
-    RT_SAVED(self, 1, w);
-    RT_SAVED(self, 2, mean);
-    RT_SAVED(self, 3, var);
-    RT_SAVED(self, 4, ws);
+    RT_TRY(rt_bn_saved_x(self, &x));
+    rt_status sst = rt_node_saved(self, 1, &w);
+    if (sst == RT_OK) sst = rt_node_saved(self, 2, &mean);
+    if (sst == RT_OK) sst = rt_node_saved(self, 3, &var);
+    if (sst == RT_OK) sst = rt_node_saved(self, 4, &ws);
+    if (sst != RT_OK) {
+        rt_tensor_release(x);
+        return sst;
+    }
     rt_tensor *dx = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);
@@ -32,6 +36,7 @@ static rt_status rt_bnr_backward(rt_node *self, rt_tensor *const *grad_out, rt_t
                                                        rt_tensor_f32(w), rt_tensor_data(ws),
                                                        rt_tensor_f32(dx), rt_tensor_f32(dw),
                                                        rt_tensor_f32(db));
+    rt_tensor_release(x);
     rt_tensor *grads[3] = {dx, dw, db};
     return rt_op_hand_grads(st, self, 3, grads, grad_in);
 }

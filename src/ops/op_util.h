@@ -157,16 +157,22 @@ void rt_bn_update_running(const struct rt_bn_shape *s, float momentum, const flo
                           rt_tensor *running_mean, rt_tensor *running_var);
 /* What a training batch norm saves for backward in place of its input x and
  * batch mean. Outside a half-precision region (rt_autocast_dtype() f32): x
- * and mean themselves (new references). Inside one: x − mean and a zero
- * mean (new TEMP tensors), because the region stores saved tensors as
- * bf16/f16 copies, and a copy of x rounds a channel's deviations at its
- * mean's scale (a nearly constant channel loses them: wrong gradients,
- * and in a reversible block's rebuild a drift past the check), while a
- * copy of x − mean keeps them to the half type's relative precision. The
- * backward computes the same from either pair. NULL outputs, message set,
- * on failure. */
+ * and mean themselves (new references). Inside one: x − mean stored in the
+ * region's dtype (a SAVED bf16/f16 tensor, written in the centring pass;
+ * the region keeps a tensor that is not f32 as it is) and a zero mean (a
+ * TEMP f32 tensor), because a half copy of x rounds a channel's deviations
+ * at its mean's scale (a nearly constant channel loses them: wrong
+ * gradients, and in a reversible block's rebuild a drift past the check),
+ * while a copy of x − mean keeps them to the half type's relative
+ * precision. The backward computes the same from either pair, reading the
+ * saved x through rt_bn_saved_x. NULL outputs, message set, on failure. */
 rt_status rt_bn_saved_input(const struct rt_bn_shape *s, rt_tensor *x, rt_tensor *mean, rt_tensor **saved_x,
                             rt_tensor **saved_mean);
+/* Saved slot 0 of a batch-norm node as f32: a new reference to the saved
+ * tensor, or, for the half tensor rt_bn_saved_input saves in a region, a
+ * new TEMP f32 copy (what the region's hook gives for the copies it makes).
+ * The caller releases it. Errors: rt_node_saved's, RT_ERR_OOM. */
+rt_status rt_bn_saved_x(rt_node *node, rt_tensor **x);
 
 /* Ends a backward that computed every input's gradient in one kernel call:
  * on success hands grads[i] to grad_in[i] for each input that wants one;

@@ -3014,6 +3014,15 @@ CHECK_FN(rt_kernel_relu_backward) {
     ST(RT_ERR_INVALID_ARG, "relu", rt_kernel_relu_backward(16, -0.5f, kb[0], kb[1], kb[2]));
 }
 
+CHECK_FN(rt_kernel_relu_backward_half) {
+    uint16_t h[16] = {0};
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_relu_backward_half(16, 0.0f, NULL, RT_BF16, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_relu_backward_half(16, 0.0f, h, RT_BF16, NULL, kb[2]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_relu_backward_half(16, 0.0f, h, RT_BF16, kb[1], NULL));
+    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_kernel_relu_backward_half(16, -0.5f, h, RT_BF16, kb[1], kb[2]));
+    ST(RT_ERR_DTYPE, "bf16 or f16", rt_kernel_relu_backward_half(16, 0.0f, h, RT_F32, kb[1], kb[2]));
+}
+
 CHECK_FN(rt_kernel_reorder_layout) {
     const int64_t shape[4] = {1, rt_layout_block(), 2, 2};
     ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_reorder_layout(4, NULL, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, kb[0], kb[1]));
@@ -3806,7 +3815,7 @@ static const api_entry kernels_entries[] = {
     E(rt_kernel_conv_backward_weights), E(rt_conv_algo_set), E(rt_conv_algo_get), E(rt_conv_algo_name),
     E(rt_conv_algo_parse), E(rt_conv_shape_check),
     /* kernels/eltwise.h, layout.h */
-    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_layout_weight_blockable), E(rt_layout_pads_much), E(rt_layout_pads), E(rt_cpu_level_get),
+    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward_half), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_layout_weight_blockable), E(rt_layout_pads_much), E(rt_layout_pads), E(rt_cpu_level_get),
     E(rt_cpu_level_name), E(rt_cpu_dnnl_isa_name),
     /* kernels/norm.h */
     E(rt_kernel_batchnorm_forward_train), E(rt_kernel_batchnorm_forward_eval), E(rt_kernel_batchnorm_backward),

@@ -38,6 +38,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "kernels/conv.h"
+#include "kernels/eltwise.h"
 #include "kernels/layout.h"
 #include "kernels/norm_loops.h"
 #include "autograd/engine.h"
@@ -446,6 +447,72 @@ static void test_bn_center_stores_half(void) {
     free(h);
 }
 
+/* ReLU's backward from a half y reads the sign from the bits: for every
+ * special value (±0, subnormals, ±Inf, NaN, the smallest and largest
+ * normals) and random ones, bf16 and f16, slopes 0 and 0.25, dx equals
+ * oneDNN's f32 backward on the f32 conversion of y, bit for bit, also in
+ * place (dx == dy). Then through the op: a region's ReLU backward (which
+ * takes this path) equals the mask of the region's copy of y. */
+static void test_relu_backward_half(void) {
+    enum { N = 4096 };
+    static uint16_t h[N];
+    static float yf[N], dy[N], dx[N], ref[N];
+    rt_philox_uniform(31, 0, N, dy);
+    for (int dt = 0; dt < 2; dt++) {
+        const rt_dtype t = dt ? RT_F16 : RT_BF16;
+        const uint16_t special[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x0080, 0x0400, 0x7f7f, 0x7bff,
+                                    0x7f80, 0x7c00, 0xff80, 0xfc00, 0x7fc0, 0x7e00, 0xffc1, 0x3f80};
+        for (int i = 0; i < N; i++) h[i] = i < 16 ? special[i] : (uint16_t)(((uint32_t)i * 2654435761u) >> 13);
+        CHECK_OK(rt_dtype_convert(h, t, yf, RT_F32, N));
+        for (int k = 0; k < 2; k++) {
+            const float slope = k ? 0.25f : 0.0f;
+            CHECK_OK(rt_kernel_relu_backward(N, slope, yf, dy, ref));
+            CHECK_OK(rt_kernel_relu_backward_half(N, slope, h, t, dy, dx));
+            int bad = bits_differ(dx, ref, N);
+            memcpy(dx, dy, sizeof dx);
+            CHECK_OK(rt_kernel_relu_backward_half(N, slope, h, t, dx, dx));
+            bad += bits_differ(dx, ref, N);
+            printf("  relu backward from %s y, slope %.2f: %d of %d elements differ from the f32 kernel's\n",
+                   dt ? "f16" : "bf16", slope, bad, 2 * N);
+            CHECK_EQ_INT(bad, 0);
+        }
+    }
+    /* through the op, in a region */
+    const int64_t shape[2] = {4, 1000};
+    rt_tensor *x = rt_tensor_create(2, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *g = rt_tensor_create(2, shape, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP);
+    CHECK(x && g);
+    rt_philox_uniform(32, 0, 4000, rt_tensor_f32(x));
+    rt_philox_uniform(33, 0, 4000, rt_tensor_f32(g));
+    for (int i = 0; i < 4000; i++) rt_tensor_f32(x)[i] = (rt_tensor_f32(x)[i] - 0.5f) * 1e-38f; /* near underflow */
+    x->requires_grad = true;
+    rt_precision_region r;
+    CHECK_OK(rt_precision_region_begin(&r, RT_BF16, false));
+    rt_tensor *a = NULL, *y = NULL, *stored = NULL;
+    CHECK_OK(rt_mul_scalar(x, 1.0f, &a)); /* an activation the region copies */
+    CHECK_OK(rt_relu(a, &y));
+    rt_precision_region_end(&r);
+    CHECK_OK(rt_node_saved_stored((rt_node *)y->grad_fn, 0, &stored));
+    CHECK(stored && stored->dtype == RT_BF16);
+    float *gr = malloc(4000 * sizeof *gr), *want = malloc(4000 * sizeof *want);
+    CHECK(gr && want);
+    memcpy(gr, rt_tensor_f32(g), 4000 * sizeof *gr);
+    CHECK_OK(rt_dtype_round(gr, RT_BF16, 4000)); /* the region rounds the gradient arriving at relu */
+    CHECK_OK(rt_kernel_relu_backward_half(4000, 0.0f, rt_tensor_data(stored), RT_BF16, gr, want));
+    CHECK_OK(rt_dtype_round(want, RT_BF16, 4000)); /* and again at the multiplication */
+    CHECK_OK(rt_backward(y, g, false));
+    int bad = x->grad ? bits_differ(rt_tensor_f32(x->grad), want, 4000) : -1, zeros = 0;
+    for (int i = 0; i < 4000; i++) zeros += want[i] == 0.0f;
+    printf("  relu in a bf16 region: %d of 4000 gradient elements differ from the mask of the stored copy (%d masked)\n",
+           bad, zeros);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(zeros > 1000 && zeros < 3000);
+    rt_tensor *all[] = {x, g, a, y, stored};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) rt_tensor_release(all[i]);
+    free(gr);
+    free(want);
+}
+
 static void test_grads_resnet20(void) { check_grads("resnet20"); }
 static void test_grads_revnet_small(void) { check_grads("revnet_small"); }
 /* L, the convolutions that compute bf16. resnet20: stem + 18 in the blocks
@@ -658,7 +725,7 @@ static void test_describe(void) {
 RT_TEST_MAIN({"describe", test_describe}, {"conv_bf16_kernels", test_conv_bf16_kernels},
              {"grads_resnet20", test_grads_resnet20}, {"grads_revnet_small", test_grads_revnet_small},
              {"grads_resnet20_compute", test_grads_resnet20_compute},
-             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies}, {"bn_center_stores_half", test_bn_center_stores_half},
+             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies}, {"bn_center_stores_half", test_bn_center_stores_half}, {"relu_backward_half", test_relu_backward_half},
              {"grads_revnet_small_compute", test_grads_revnet_small_compute}, {"saved_resnet20", test_saved_resnet20},
              {"saved_revnet110", test_saved_revnet110}, {"predict_resnet20", test_predict_resnet20},
              {"predict_revnet_small", test_predict_revnet_small},

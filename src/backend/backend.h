@@ -134,6 +134,9 @@ typedef struct rt_backend {
     /* ---- elementwise and layout (kernels/eltwise.h, kernels/layout.h) ---- */
     rt_status (*relu_forward)(int64_t n, float negative_slope, const float *x, float *y);
     rt_status (*relu_backward)(int64_t n, float negative_slope, const float *y, const float *dy, float *dx);
+    /* the same from a bf16/f16 y (kernels/eltwise.h); meta: nothing to book */
+    rt_status (*relu_backward_half)(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt, const float *dy,
+                                    float *dx);
     rt_status (*reorder_layout)(int ndim, const int64_t *shape, rt_layout from, rt_layout to, const float *src,
                                 float *dst);
 

@@ -31,6 +31,7 @@ const rt_backend rt_backend_cpu = {
     .batchnorm_relu_backward = rt_kernel_batchnorm_relu_backward,
     .relu_forward = rt_kernel_relu_forward,
     .relu_backward = rt_kernel_relu_backward,
+    .relu_backward_half = rt_kernel_relu_backward_half,
     .reorder_layout = rt_kernel_reorder_layout,
     .sgemm = rt_kernel_sgemm,
 

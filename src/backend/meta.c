@@ -195,6 +195,12 @@ static rt_status meta_relu_backward(int64_t n, float negative_slope, const float
     return meta_book(&p);
 }
 
+static rt_status meta_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
+                                       const float *dy, float *dx) {
+    (void)n, (void)negative_slope, (void)y, (void)dt, (void)dy, (void)dx;
+    return RT_OK;
+}
+
 static rt_status meta_reorder_layout(int ndim, const int64_t *shape, rt_layout from, rt_layout to,
                                      const float *src, float *dst) {
     (void)src, (void)dst;
@@ -411,6 +417,7 @@ const rt_backend rt_backend_meta = {
     .batchnorm_relu_backward = meta_batchnorm_relu_backward,
     .relu_forward = meta_relu_forward,
     .relu_backward = meta_relu_backward,
+    .relu_backward_half = meta_relu_backward_half,
     .reorder_layout = meta_reorder_layout,
     .sgemm = rt_meta_sgemm,
 

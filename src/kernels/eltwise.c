@@ -101,6 +101,26 @@ rt_status rt_kernel_relu_forward(int64_t n, float negative_slope, const float *x
     return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
+rt_status rt_kernel_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
+                                       const float *dy, float *dx) {
+    if (n < 0 || !(negative_slope >= 0.0f) || (n > 0 && (!y || !dy || !dx)))
+        return rt_error_set(RT_ERR_INVALID_ARG, "relu backward (half y): need n >= 0 (got %lld), "
+                            "negative_slope >= 0 (got %g) and non-NULL y, dy, dx",
+                            (long long)n, negative_slope);
+    if (dt != RT_BF16 && dt != RT_F16)
+        return rt_error_set(RT_ERR_DTYPE, "relu backward (half y): y must be bf16 or f16, got %s", rt_dtype_str(dt));
+    const uint16_t inf = dt == RT_BF16 ? 0x7f80 : 0x7c00; /* |bits| above it: NaN; sign bit 0x8000 */
+    /* oneDNN's use_dst backward masks where y <= 0 and passes dy elsewhere,
+     * NaN included: so does this, to give the f32 path's values */
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t mag = y[i] & 0x7fff;
+        const int le0 = mag == 0 || (y[i] >= 0x8000 && mag <= inf);
+        dx[i] = le0 ? negative_slope * dy[i] : dy[i];
+    }
+    return RT_OK;
+}
+
 rt_status rt_kernel_relu_backward(int64_t n, float negative_slope, const float *y,
                                   const float *dy, float *dx) {
     char desc[RT_DNNL_DESC_LEN];

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "kernels/plan.h"
 
@@ -30,6 +31,18 @@ rt_status rt_kernel_relu_forward(int64_t n, float negative_slope, const float *x
  * y = sign of x); negative slopes are rejected. */
 rt_status rt_kernel_relu_backward(int64_t n, float negative_slope, const float *y,
                                   const float *dy, float *dx);
+
+/* The same gradient from y stored as RT_BF16 or RT_F16 (a precision
+ * region's half copy of the saved output, memory/precision.h): y <= 0 is
+ * read from the bits, so the copy is not converted to f32 first; dy and
+ * dx f32, dx == dy allowed. Values as rt_kernel_relu_backward on the f32
+ * conversion of y (which, like oneDNN's kernel, passes dy where y is NaN;
+ * PyTorch's masks it). Errors:
+ * RT_ERR_INVALID_ARG (n < 0, a negative slope, NULL buffers while n > 0),
+ * RT_ERR_DTYPE (another dtype). OpenMP over chunks; no oneDNN primitive,
+ * nothing booked. */
+rt_status rt_kernel_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
+                                       const float *dy, float *dx);
 
 /* The plans of the two kernels (plan.h): the argument rules and errors of
  * the kernels, RT_ERR_INVALID_ARG for a NULL plan; no primitive for n == 0. */

@@ -10,18 +10,32 @@ typedef struct rt_relu_ctx {
 } rt_relu_ctx;
 
 /* dy masked by the saved output's sign, handed to every input that needs it
- * (relu has one input; add_relu two, which share the tensor). */
+ * (relu has one input; add_relu two, which share the tensor). In a
+ * precision region the sign is read from the region's half copy of y as
+ * it is stored (rt_node_saved_stored): no f32 copy of y is made. */
 static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_relu_ctx *c = self->ctx;
-    rt_tensor *y, *dy = grad_out[0];
-    RT_SAVED(self, 0, y);
+    rt_tensor *y = NULL, *yh = NULL, *dy = grad_out[0];
+    RT_TRY(rt_node_saved_stored(self, 0, &yh));
+    if (yh && yh->dtype != RT_BF16 && yh->dtype != RT_F16) {
+        rt_tensor_release(yh);
+        yh = NULL;
+    }
+    if (!yh) RT_SAVED(self, 0, y);
     /* dy is read once, element by element: when nobody else holds it (no
      * hook, no retained gradient, not saved), the gradient overwrites it
-     * (the kernel allows dx == dy), so the backward holds one tensor less */
+     * (the kernels allow dx == dy), so the backward holds one tensor less */
     rt_tensor *g = rt_op_take_exclusive_grad(self, 0, dy); /* ours now, or NULL */
-    if (!g && !(g = rt_tensor_empty_like(y, RT_MEM_TEMP))) return RT_ERR_OOM;
-    rt_status st = rt_backend_of(y)->relu_backward(rt_tensor_numel(y), c->negative_slope, rt_tensor_f32(y),
-                                                   rt_tensor_f32(dy), rt_tensor_f32(g));
+    if (!g && !(g = rt_tensor_empty_like(dy, RT_MEM_TEMP))) {
+        rt_tensor_release(yh);
+        return RT_ERR_OOM;
+    }
+    const rt_backend *be = rt_backend_of(dy);
+    rt_status st = yh ? be->relu_backward_half(rt_tensor_numel(dy), c->negative_slope, rt_tensor_data(yh), yh->dtype,
+                                               rt_tensor_f32(dy), rt_tensor_f32(g))
+                      : be->relu_backward(rt_tensor_numel(dy), c->negative_slope, rt_tensor_f32(y),
+                                          rt_tensor_f32(dy), rt_tensor_f32(g));
+    rt_tensor_release(yh);
     for (int i = 0; st == RT_OK && i < self->n_inputs; i++)
         if (rt_node_needs_grad(self, i)) grad_in[i] = rt_tensor_retain(g);
     rt_tensor_release(g);

@@ -1659,6 +1659,12 @@ CHECK_FN(rt_dtype_round_into) {
     ST(RT_ERR_DTYPE, "floating-point", rt_dtype_round_into(v, w, RT_U8, 2));
 }
 
+CHECK_FN(rt_bf16_round_bits) {
+    VAL(rt_bf16_round_bits(0x3f808000u) == 0x3f800000u); /* a tie goes to the even upper half */
+    VAL(rt_bf16_round_bits(0x3f818000u) == 0x3f820000u);
+    VAL(rt_bf16_round_bits(0x7f800001u) == 0x7fc00000u); /* a signalling NaN is quietened, stays NaN */
+}
+
 CHECK_FN(rt_dtype_store_f32_serial) {
     float v = 1.0f;
     uint16_t h = 7;
@@ -3016,11 +3022,12 @@ CHECK_FN(rt_kernel_relu_backward) {
 
 CHECK_FN(rt_kernel_relu_backward_half) {
     uint16_t h[16] = {0};
-    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_relu_backward_half(16, 0.0f, NULL, RT_BF16, kb[1], kb[2]));
-    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_relu_backward_half(16, 0.0f, h, RT_BF16, NULL, kb[2]));
-    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_relu_backward_half(16, 0.0f, h, RT_BF16, kb[1], NULL));
-    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_kernel_relu_backward_half(16, -0.5f, h, RT_BF16, kb[1], kb[2]));
-    ST(RT_ERR_DTYPE, "bf16 or f16", rt_kernel_relu_backward_half(16, 0.0f, h, RT_F32, kb[1], kb[2]));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_relu_backward_half(16, 0.0f, NULL, RT_BF16, kb[1], kb[2], RT_F32));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_relu_backward_half(16, 0.0f, h, RT_BF16, NULL, kb[2], RT_F32));
+    ST(RT_ERR_INVALID_ARG, "non-NULL", rt_kernel_relu_backward_half(16, 0.0f, h, RT_BF16, kb[1], NULL, RT_F32));
+    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_kernel_relu_backward_half(16, -0.5f, h, RT_BF16, kb[1], kb[2], RT_F32));
+    ST(RT_ERR_DTYPE, "bf16 or f16", rt_kernel_relu_backward_half(16, 0.0f, h, RT_F32, kb[1], kb[2], RT_F32));
+    ST(RT_ERR_DTYPE, "rounded", rt_kernel_relu_backward_half(16, 0.0f, h, RT_BF16, kb[1], kb[2], RT_F16));
 }
 
 CHECK_FN(rt_kernel_reorder_layout) {
@@ -3751,7 +3758,7 @@ static const api_entry optim_train_entries[] = {
 };
 
 static const api_entry precision_entries[] = {
-    E(rt_dtype_round), E(rt_dtype_round_into), E(rt_dtype_store_f32_serial), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
+    E(rt_dtype_round), E(rt_dtype_round_into), E(rt_dtype_store_f32_serial), E(rt_bf16_round_bits), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
     E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_conv_bf16_available), E(rt_conv_computes_bf16),
     E(rt_precision_str), E(rt_precision_parse), E(rt_precision_dtype), E(rt_autocast_wrap),
     E(rt_autocast_precision), E(rt_precision_describe), E(rt_grad_scaler_default_opts), E(rt_grad_scaler_create),

@@ -136,7 +136,7 @@ typedef struct rt_backend {
     rt_status (*relu_backward)(int64_t n, float negative_slope, const float *y, const float *dy, float *dx);
     /* the same from a bf16/f16 y (kernels/eltwise.h); meta: nothing to book */
     rt_status (*relu_backward_half)(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt, const float *dy,
-                                    float *dx);
+                                    float *dx, rt_dtype dy_round);
     rt_status (*reorder_layout)(int ndim, const int64_t *shape, rt_layout from, rt_layout to, const float *src,
                                 float *dst);
 

@@ -196,8 +196,8 @@ static rt_status meta_relu_backward(int64_t n, float negative_slope, const float
 }
 
 static rt_status meta_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
-                                       const float *dy, float *dx) {
-    (void)n, (void)negative_slope, (void)y, (void)dt, (void)dy, (void)dx;
+                                       const float *dy, float *dx, rt_dtype dy_round) {
+    (void)n, (void)negative_slope, (void)y, (void)dt, (void)dy, (void)dx, (void)dy_round;
     return RT_OK;
 }
 

@@ -54,13 +54,6 @@ rt_status rt_dtype_from_safetensors_name(const char *name, rt_dtype *out) {
 static uint32_t rt_f32_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 static float rt_bits_f32(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
-/* The f32 word of bf16(x) for x's bits u (the low half zero): round to
- * nearest even on the upper half, a NaN quietened (bit 22 set) and
- * truncated. Branch-free, so the loops below vectorise. */
-static inline uint32_t rt_bf16_round_bits(uint32_t u) {
-    uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-    return (nan ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-}
 
 uint16_t rt_f32_to_bf16(float x) { return (uint16_t)(rt_bf16_round_bits(rt_f32_bits(x)) >> 16); }
 

@@ -25,6 +25,16 @@ const char *rt_dtype_safetensors_name(rt_dtype dt);
  * out NULL), RT_ERR_DTYPE (the name is not one of ours). */
 rt_status rt_dtype_from_safetensors_name(const char *name, rt_dtype *out);
 
+/* The f32 word of bf16(x) for x's bits u (the low half zero): round to
+ * nearest even on the upper half, a NaN quietened (bit 22 set) and
+ * truncated. Branch-free, so loops over it vectorise; the one bf16
+ * rounding rule of the library (the conversions below, rt_dtype_round,
+ * kernels that round what they write). */
+static inline uint32_t rt_bf16_round_bits(uint32_t u) {
+    uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+    return (nan ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+}
+
 /* Scalar conversions (round-to-nearest-even; NaN stays NaN, overflow gives Inf). */
 uint16_t rt_f32_to_bf16(float x);
 float rt_bf16_to_f32(uint16_t x);

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/dnnl_common.h"
 
@@ -101,23 +102,55 @@ rt_status rt_kernel_relu_forward(int64_t n, float negative_slope, const float *x
     return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
+/* The loops of rt_kernel_relu_backward_half over one chunk: branch-free in
+ * 32-bit lanes, so they vectorise. oneDNN's use_dst backward masks where
+ * y <= 0 and passes dy elsewhere, NaN included: so do these, to give the
+ * f32 path's values. */
+enum { RELU_CHUNK = 4096 };
+
+static inline float relu_half_scale(uint16_t y, uint32_t inf, float slope) {
+    const uint32_t b = y, mag = b & 0x7fffu;
+    const uint32_t le0 = (mag == 0) | ((b >> 15) & (mag <= inf));
+    return le0 ? slope : 1.0f;
+}
+
+static void relu_half_chunk(const uint16_t *y, const float *dy, float *dx, int64_t m, uint32_t inf, float slope) {
+#pragma omp simd
+    for (int64_t i = 0; i < m; i++) dx[i] = relu_half_scale(y[i], inf, slope) * dy[i];
+}
+
+static void relu_half_chunk_rounded(const uint16_t *y, const float *dy, float *dx, int64_t m, uint32_t inf,
+                                    float slope) {
+#pragma omp simd
+    for (int64_t i = 0; i < m; i++) {
+        uint32_t u;
+        memcpy(&u, &dy[i], 4);
+        u = rt_bf16_round_bits(u);
+        float g;
+        memcpy(&g, &u, 4);
+        dx[i] = relu_half_scale(y[i], inf, slope) * g;
+    }
+}
+
 rt_status rt_kernel_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
-                                       const float *dy, float *dx) {
+                                       const float *dy, float *dx, rt_dtype dy_round) {
     if (n < 0 || !(negative_slope >= 0.0f) || (n > 0 && (!y || !dy || !dx)))
         return rt_error_set(RT_ERR_INVALID_ARG, "relu backward (half y): need n >= 0 (got %lld), "
                             "negative_slope >= 0 (got %g) and non-NULL y, dy, dx",
                             (long long)n, negative_slope);
     if (dt != RT_BF16 && dt != RT_F16)
         return rt_error_set(RT_ERR_DTYPE, "relu backward (half y): y must be bf16 or f16, got %s", rt_dtype_str(dt));
-    const uint16_t inf = dt == RT_BF16 ? 0x7f80 : 0x7c00; /* |bits| above it: NaN; sign bit 0x8000 */
-    /* oneDNN's use_dst backward masks where y <= 0 and passes dy elsewhere,
-     * NaN included: so does this, to give the f32 path's values */
-    /* branch-free in 32-bit lanes, so the loop vectorises */
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) {
-        const uint32_t b = y[i], mag = b & 0x7fffu;
-        const uint32_t le0 = (mag == 0) | ((b >> 15) & (mag <= inf));
-        dx[i] = (le0 ? negative_slope : 1.0f) * dy[i];
+    if (dy_round != RT_F32 && dy_round != RT_BF16)
+        return rt_error_set(RT_ERR_DTYPE, "relu backward (half y): dy is rounded to bf16 or read as f32, not %s",
+                            rt_dtype_str(dy_round));
+    const uint32_t inf = dt == RT_BF16 ? 0x7f80 : 0x7c00; /* |bits| above it: NaN; sign bit 0x8000 */
+    const int round = dy_round == RT_BF16;
+    const int64_t chunks = (n + RELU_CHUNK - 1) / RELU_CHUNK;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t a = c * RELU_CHUNK, m = n - a < RELU_CHUNK ? n - a : RELU_CHUNK;
+        if (round) relu_half_chunk_rounded(y + a, dy + a, dx + a, m, inf, negative_slope);
+        else relu_half_chunk(y + a, dy + a, dx + a, m, inf, negative_slope);
     }
     return RT_OK;
 }

@@ -37,12 +37,14 @@ rt_status rt_kernel_relu_backward(int64_t n, float negative_slope, const float *
  * read from the bits, so the copy is not converted to f32 first; dy and
  * dx f32, dx == dy allowed. Values as rt_kernel_relu_backward on the f32
  * conversion of y (which, like oneDNN's kernel, passes dy where y is NaN;
- * PyTorch's masks it). Errors:
+ * PyTorch's masks it). dy_round RT_BF16 rounds dy to bf16 first, in the
+ * same pass (what a precision region does to the gradient arriving at the
+ * node: autograd/node.h grad_dtype); RT_F32 reads it as it is. Errors:
  * RT_ERR_INVALID_ARG (n < 0, a negative slope, NULL buffers while n > 0),
- * RT_ERR_DTYPE (another dtype). OpenMP over chunks; no oneDNN primitive,
+ * RT_ERR_DTYPE (another dt, or a dy_round other than those two). OpenMP over chunks; no oneDNN primitive,
  * nothing booked. */
 rt_status rt_kernel_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
-                                       const float *dy, float *dx);
+                                       const float *dy, float *dx, rt_dtype dy_round);
 
 /* The plans of the two kernels (plan.h): the argument rules and errors of
  * the kernels, RT_ERR_INVALID_ARG for a NULL plan; no primitive for n == 0. */

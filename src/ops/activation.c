@@ -7,7 +7,18 @@
 
 typedef struct rt_relu_ctx {
     float negative_slope;
+    /* a bf16 region's node: the backward rounds the arriving gradient to
+     * bf16 itself, in its masking pass, and the node's grad_dtype is f32
+     * so the engine does not round it first (autograd/node.h) */
+    bool round_bf16;
 } rt_relu_ctx;
+
+static void rt_relu_ctx_init(rt_node *node, float negative_slope) {
+    rt_relu_ctx *c = node->ctx;
+    c->negative_slope = negative_slope;
+    c->round_bf16 = node->grad_dtype == RT_BF16;
+    if (c->round_bf16) node->grad_dtype = RT_F32;
+}
 
 /* dy masked by the saved output's sign, handed to every input that needs it
  * (relu has one input; add_relu two, which share the tensor). In a
@@ -31,10 +42,18 @@ static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_
         return RT_ERR_OOM;
     }
     const rt_backend *be = rt_backend_of(dy);
-    rt_status st = yh ? be->relu_backward_half(rt_tensor_numel(dy), c->negative_slope, rt_tensor_data(yh), yh->dtype,
-                                               rt_tensor_f32(dy), rt_tensor_f32(g))
-                      : be->relu_backward(rt_tensor_numel(dy), c->negative_slope, rt_tensor_f32(y),
-                                          rt_tensor_f32(dy), rt_tensor_f32(g));
+    const int64_t n = rt_tensor_numel(dy);
+    rt_status st;
+    if (yh) {
+        st = be->relu_backward_half(n, c->negative_slope, rt_tensor_data(yh), yh->dtype, rt_tensor_f32(dy),
+                                    rt_tensor_f32(g), c->round_bf16 ? RT_BF16 : RT_F32);
+    } else {
+        /* an f32 y (kept as is by the region): round into g, then mask g */
+        const float *src = rt_tensor_f32(dy);
+        st = c->round_bf16 ? be->dtype_round_into(src, rt_tensor_f32(g), RT_BF16, (size_t)n) : RT_OK;
+        if (c->round_bf16) src = rt_tensor_f32(g);
+        if (st == RT_OK) st = be->relu_backward(n, c->negative_slope, rt_tensor_f32(y), src, rt_tensor_f32(g));
+    }
     rt_tensor_release(yh);
     for (int i = 0; st == RT_OK && i < self->n_inputs; i++)
         if (rt_node_needs_grad(self, i)) grad_in[i] = rt_tensor_retain(g);
@@ -60,7 +79,7 @@ static rt_status rt_leaky_relu_op(rt_tensor *x, float negative_slope, bool consu
         st = rt_node_create(negative_slope > 0 ? "leaky_relu" : "relu", 1, &x, 1, rt_relu_backward,
                             sizeof(rt_relu_ctx), &node);
     if (st == RT_OK && node) {
-        ((rt_relu_ctx *)node->ctx)->negative_slope = negative_slope;
+        rt_relu_ctx_init(node, negative_slope);
         st = rt_node_save(node, y, NULL);
     }
     return rt_op_return(st, node, y, out);
@@ -96,7 +115,7 @@ static rt_status rt_add_relu_op(rt_tensor *a, rt_tensor *b, bool consume, rt_ten
     if (st == RT_OK)
         st = rt_node_create("add_relu", 2, inputs, 1, rt_relu_backward, sizeof(rt_relu_ctx), &node);
     if (st == RT_OK && node) {
-        ((rt_relu_ctx *)node->ctx)->negative_slope = 0.0f;
+        rt_relu_ctx_init(node, 0.0f);
         st = rt_node_save(node, y, NULL);
     }
     rt_tensor_release(bl);

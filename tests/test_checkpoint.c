@@ -605,10 +605,14 @@ TU_TEST(chain_full) { chain_memory(RT_DEVICE_CPU); }
  * the saving is modest by construction. Under bf16 plain backpropagation
  * keeps every saved tensor as a bf16 copy, so a selective stage must keep
  * its input as one too (with the input kept in f32 selective needed
- * 747 MiB against plain's 589). The peak also falls where convolutions
- * compute in bf16 (the README's case: 499 → 487 MiB); storage-only bf16
- * (AVX2) has larger f32 transients in the recompute, and there the peak is
- * 487 against plain's 470 MiB while SAVED still falls. */
+ * 747 MiB against plain's 589). Under bf16 only SAVED falls, not the peak:
+ * the recompute's f32 transients (the unpacked input, the BN+ReLU output
+ * the convolution's backward reads) outweigh the 44 MiB it keeps less.
+ * With convolutions computing in bf16 the peak is 472 against plain's 468
+ * MiB (it was 487 against 495 while 3×3 layers ran f32 Winograd, whose
+ * 44 MiB weight-gradient scratch set plain's peak); storage-only bf16
+ * (AVX2) gives 487 against 470. The planner sees these predictions and
+ * leaves selective stages out where they do not pay. */
 static void selective_memory_resnet50(bool bf16) {
     rt_module *a = make_net(NET_RESNET50, RT_DEVICE_META, !bf16); /* under bf16: owned by its wrapper */
     rt_module *b = make_net(NET_RESNET50, RT_DEVICE_META, false), *w = NULL;
@@ -631,7 +635,7 @@ static void selective_memory_resnet50(bool bf16) {
            "MiB\n", bf16 ? " bf16" : "", mp.saved_after_forward / 1048576.0, ms.saved_after_forward / 1048576.0,
            ms.peak / 1048576.0, mp.peak / 1048576.0);
     CHECK(ms.saved_after_forward < 0.95 * (double)mp.saved_after_forward);
-    if (!bf16 || rt_conv_bf16_available()) CHECK(ms.peak < mp.peak);
+    if (!bf16) CHECK(ms.peak < mp.peak);
     zero_grads(a);
     zero_grads(w);
 }

@@ -57,7 +57,8 @@ rt_status rt_conv_algo_parse(const char *name, rt_conv_algo *out) {
  * oneDNN may still refuse the shape; then the kernels fall back to direct.
  * The AUTO thresholds come from timing both algorithms on oneDNN 2.6,
  * AVX-512, 2 threads (docs/design.md): below 32 channels or with few 4x4
- * output tiles, the transforms cost more than the multiplications saved. */
+ * output tiles, the transforms cost more than the multiplications saved;
+ * and never for a shape that computes in bf16. */
 static int conv_wants_winograd(const rt_conv_shape *s, const int64_t out[3]) {
     rt_conv_algo a = rt_tls_conv_algo;
     if (a == RT_CONV_ALGO_DIRECT) return 0;
@@ -65,6 +66,10 @@ static int conv_wants_winograd(const rt_conv_shape *s, const int64_t out[3]) {
     for (int i = 0; i < 2; i++)
         if (s->k[i] != 3 || s->stride[i] != 1 || s->dil[i] != 1) return 0;
     if (a == RT_CONV_ALGO_WINOGRAD) return 1;
+    /* bf16 direct, which reads the region's bf16 copies of x and dy as they
+     * are, beats f32 Winograd, which needs f32 operands (ResNet-50 224² b8
+     * bf16 step: 0.511 against 0.541 s, docs/design.md) */
+    if (s->compute_bf16) return 0;
     int64_t tiles = s->n * ((out[0] + 3) / 4) * ((out[1] + 3) / 4);
     return s->c_in >= 32 && s->c_out >= 32 && tiles >= 128;
 }

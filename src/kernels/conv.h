@@ -75,9 +75,10 @@ typedef struct rt_conv_shape {
      * are converted to bf16 on the way into oneDNN's bf16 kernels, which
      * accumulate in f32 and write y, dx, dw and db as f32; the caller's
      * buffers stay f32. Where oneDNN has no bf16 kernel for a pass (see
-     * rt_conv_bf16_available) that pass runs in f32, and so does a shape for
-     * which the algorithm (rt_conv_algo_set) picks Winograd: it saves more
-     * than bf16 would and exists only in f32. Part of the cache key. */
+     * rt_conv_bf16_available) that pass runs in f32, and so does every shape
+     * under RT_CONV_ALGO_WINOGRAD, which oneDNN has only in f32 (the AUTO
+     * policy takes direct bf16 for every shape with compute_bf16). Part of
+     * the cache key. */
     int compute_bf16;
     /* Layout of w and dw (core/layout.h): RT_LAYOUT_PLAIN, PyTorch's OIHW /
      * OIDHW, or RT_LAYOUT_WEIGHT_BLOCKED, the order the direct primitives
@@ -204,7 +205,8 @@ rt_status rt_kernel_conv_backward_data_plan_cached(const rt_conv_shape *s, struc
  *                          (docs/design.md, "Convolution algorithm"):
  *                          a Winograd-capable shape with c_in >= 32,
  *                          c_out >= 32 and n*ceil(out_h/4)*ceil(out_w/4) >= 128
- *                          output tiles; direct elsewhere.
+ *                          output tiles; direct elsewhere, and for every
+ *                          shape that computes in bf16 (compute_bf16).
  * The rule depends only on the shape, so a run is reproducible; it does
  * depend on the batch size, so evaluating with another batch may round
  * differently (~1e-6 relative). Winograd rounds differently from direct
@@ -241,9 +243,9 @@ rt_status rt_conv_shape_check(const rt_conv_shape *s, int64_t out[3]);
  * DNNL_MAX_CPU_ISA do not change during a process). */
 bool rt_conv_bf16_available(void);
 
-/* Whether a shape with compute_bf16 computes in bf16: every shape but those
- * for which the algorithm policy (rt_conv_algo_set) picks Winograd, which
- * stay f32 (see compute_bf16). false without compute_bf16 or for a NULL s.
+/* Whether a shape with compute_bf16 computes in bf16: every shape but the
+ * Winograd ones of RT_CONV_ALGO_WINOGRAD, which stay f32 (see
+ * compute_bf16). false without compute_bf16 or for a NULL s.
  * The op (ops/conv.c) asks it to hand such shapes bf16 x and dy (src_bf16,
  * dy_bf16): the values the kernel would convert them to itself. Where
  * oneDNN lacks a bf16 kernel for one pass that pass converts them back to

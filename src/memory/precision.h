@@ -15,9 +15,10 @@
  *     saving shares a tensor several nodes save; so does this);
  *   - bf16: convolutions compute in bf16 where oneDNN has the kernel on this
  *     CPU (found at run time by creating the primitive: AVX512_BF16/AMX;
- *     on AVX2 there is none and the region only stores): inputs and weights
- *     are converted to bf16 on the way into the kernel, which accumulates
- *     in f32 and writes f32. The weights' bf16 copy is made from the f32
+ *     on AVX2 there is none and the region only stores): the kernel reads
+ *     the region's bf16 copy of its input and one bf16 conversion of its
+ *     output gradient (ops/conv.c), converts the weights on the way in,
+ *     accumulates in f32 and writes f32. The weights' bf16 copy is made from the f32
  *     master in each call (oneDNN's weight reorder, which f32 runs too),
  *     not kept between steps. Linear layers (OpenBLAS sgemm) compute in
  *     f32. fp16 computes in f32 everywhere (oneDNN has no f16 kernel on

@@ -362,9 +362,10 @@ static void test_conv_reads_bf16_copies(void) {
     CHECK(stored && stored->dtype == RT_BF16); /* the copy the passes read */
     rt_tensor_release(stored);
     const rt_conv_shape *s = node->ctx;
-    CHECK(s->compute_bf16 && !s->src_bf16 && !s->dy_bf16 && rt_conv_computes_bf16(s));
+    CHECK(s->compute_bf16 && !s->src_bf16 && s->dy_bf16 && rt_conv_computes_bf16(s)); /* dy_bf16: the forward's decision */
     CHECK(node->grad_dtype == RT_F32);
     rt_conv_shape ref = *s;
+    ref.dy_bf16 = 0; /* the reference passes take f32 operands */
     CHECK_OK(rt_kernel_conv_forward(&ref, rt_tensor_f32(a), rt_tensor_f32(w), NULL, y_ref));
     memcpy(xr, rt_tensor_f32(a), act * sizeof *xr);
     memcpy(gr, rt_tensor_f32(g), act * sizeof *gr);
@@ -399,6 +400,16 @@ static void test_conv_reads_bf16_copies(void) {
     bad.compute_bf16 = 0;
     CHECK_EQ_INT(rt_kernel_conv_backward_data(&bad, rt_tensor_f32(w), gr, dx_ref), RT_ERR_INVALID_ARG);
     rt_error_clear();
+    /* a Winograd-sized 3x3 shape (ResNet-50's 56x56 stage, batch 8) computes
+     * in bf16 under the auto policy, in f32 Winograd only when forced */
+    rt_conv_shape big = ref;
+    big.n = 8, big.c_in = big.c_out = 64, big.in[0] = big.in[1] = 56;
+    CHECK(rt_conv_computes_bf16(&big));
+    rt_conv_algo prev = rt_conv_algo_set(RT_CONV_ALGO_WINOGRAD);
+    CHECK(!rt_conv_computes_bf16(&big));
+    rt_conv_algo_set(prev);
+    big.compute_bf16 = 0;
+    CHECK(!rt_conv_computes_bf16(&big));
     rt_tensor *all[] = {x0, w, g, a, y};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) rt_tensor_release(all[i]);
     free(xr);
@@ -441,6 +452,37 @@ static void test_bn_center_stores_half(void) {
     }
     printf("  batch-norm centring into f32/bf16/f16, plain and blocked: %d of %zu elements wrong\n", bad, 6 * total);
     CHECK_EQ_INT(bad, 0);
+    /* through the op: a training batch norm in a bf16 region saves x − mean
+     * as a bf16 SAVED tensor (no f32 copy), centred per channel */
+    const int64_t xs[4] = {2, 3, 5, 7}, cs[1] = {3};
+    rt_tensor *xt = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    rt_tensor *wt = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    rt_tensor *bt = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    rt_tensor *rm = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    rt_tensor *rv = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    CHECK(xt && wt && bt && rm && rv);
+    rt_philox_uniform(23, 0, 210, rt_tensor_f32(xt));
+    for (int i = 0; i < 210; i++) rt_tensor_f32(xt)[i] += 100.0f; /* a mean far above the spread */
+    for (int i = 0; i < 3; i++) rt_tensor_f32(wt)[i] = rt_tensor_f32(rv)[i] = 1.0f, rt_tensor_f32(bt)[i] = rt_tensor_f32(rm)[i] = 0.0f;
+    xt->requires_grad = true;
+    rt_precision_region r;
+    CHECK_OK(rt_precision_region_begin(&r, RT_BF16, false));
+    rt_tensor *yt = NULL, *sx = NULL;
+    CHECK_OK(rt_batch_norm(xt, wt, bt, rm, rv, NULL, true, 0.1f, 1e-5f, &yt));
+    rt_precision_region_end(&r);
+    CHECK_OK(rt_node_saved((rt_node *)yt->grad_fn, 0, &sx));
+    CHECK(sx->dtype == RT_BF16 && sx->storage->category == RT_MEM_SAVED);
+    double worst = 0;
+    for (int ch = 0; ch < 3; ch++) {
+        double sum = 0;
+        for (int i = 0; i < 2; i++)
+            for (int p = 0; p < 35; p++) sum += rt_bf16_to_f32(((uint16_t *)rt_tensor_data(sx))[(i * 3 + ch) * 35 + p]);
+        worst = fabs(sum / 70) > worst ? fabs(sum / 70) : worst;
+    }
+    printf("  batch norm in a bf16 region saves bf16 x - mean: largest channel mean of it %.2e\n", worst);
+    CHECK(worst < 1e-2); /* x's own mean is ~100.5 */
+    rt_tensor *own[] = {xt, wt, bt, rm, rv, yt};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) rt_tensor_release(own[i]);
     free(x);
     free(mean);
     free(f);

@@ -71,8 +71,9 @@ struct rt_node {
      * before the node's backward, as if the activation gradients flowing
      * backward were stored in bf16/f16 (torch.autocast: a reduced op's
      * output, and so its gradient, has the reduced dtype). An op whose
-     * backward converts its gradient to that dtype itself sets RT_F32, so
-     * it is not rounded twice (a convolution computing in bf16, ops/conv.c). */
+     * backward rounds its gradient to that dtype itself sets RT_F32, so it
+     * is not rounded twice: a convolution computing in bf16 (ops/conv.c)
+     * and a bf16 region's ReLU and add_relu (ops/activation.c). */
     rt_dtype grad_dtype;
     /* engine scratch, valid only during rt_backward */
     int deps;
@@ -141,9 +142,10 @@ rt_status rt_node_saved(rt_node *node, int slot, rt_tensor **out);
 /* Saved slot `slot` as its saved-tensor hooks store it, when they store it
  * in another form than the tensor saved (a precision region's bf16 copy of
  * an f32 activation): *out a new reference to that stored tensor (same
- * shape and layout, the stored dtype), with nothing converted — for a
- * backward that can read it as it is (a bf16 convolution's weight
- * gradient). *out is NULL when the slot was saved without hooks, its hooks
+ * shape and layout, the stored dtype), with nothing converted — for an op
+ * that can read it as it is (a bf16 convolution's forward, right after
+ * saving its input, and its weight gradient; ReLU's backward reading the
+ * sign of its output). *out is NULL when the slot was saved without hooks, its hooks
  * have no `stored` entry or keep the tensor itself, or it is already
  * unpacked; read it with rt_node_saved then. Errors as rt_node_saved. */
 rt_status rt_node_saved_stored(rt_node *node, int slot, rt_tensor **out);

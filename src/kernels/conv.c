@@ -243,10 +243,9 @@ static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], co
 }
 
 /* Whether this shape computes in bf16: asked for, and not a shape where the
- * convolution algorithm picks Winograd, whose F(4×4, 3×3) saves more
- * multiplications (2.25×) than bf16's doubled rate gains (≤ 2×, less the
- * conversions), and which oneDNN has only in f32: those stay f32 Winograd
- * (all three passes, so they agree). */
+ * convolution algorithm picks Winograd (only RT_CONV_ALGO_WINOGRAD does
+ * under compute_bf16), which oneDNN has only in f32: those stay f32
+ * Winograd (all three passes, so they agree). */
 static bool conv_bf16(const rt_conv_shape *s, const int64_t out[3]) {
     return s->compute_bf16 && !conv_wants_winograd(s, out);
 }

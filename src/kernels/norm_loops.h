@@ -31,7 +31,7 @@ void rt_kernel_batchnorm_update_running(const rt_bn_shape *s, float momentum, co
  * s->layout; out: the same shape and layout, stored as dt: RT_F32, or
  * RT_BF16 / RT_F16 rounded as rt_dtype_convert rounds; mean: (C)). The
  * difference is formed in f32 and converted as it is written: one pass,
- * where centring and then converting take two. What batch norm saves for backward inside a
+ * where centring and then converting take two. Another dt writes nothing. What batch norm saves for backward inside a
  * half-precision region: a bf16/f16 copy of x − mean keeps each channel's
  * deviations to the half type's relative precision, where a copy of x
  * rounds them at |mean|·2⁻⁸ (bf16) and loses a nearly constant channel's

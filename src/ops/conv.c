@@ -86,7 +86,9 @@ static rt_status rt_conv_backward(rt_node *self, rt_tensor *const *grad_out, rt_
     static const rt_conv_passes bf16_storage = {rt_conv_weights_pass, rt_conv_data_pass, true, false};
     static const rt_conv_passes bf16 = {rt_conv_weights_pass, rt_conv_data_pass, true, true};
     const rt_conv_shape *s = self->ctx;
-    const rt_conv_passes *p = !s->compute_bf16 ? &f32 : rt_conv_computes_bf16(s) ? &bf16 : &bf16_storage;
+    /* the forward's decision (its ctx dy_bf16), not the algorithm policy
+     * now: a policy changed since would leave dy unrounded */
+    const rt_conv_passes *p = !s->compute_bf16 ? &f32 : s->dy_bf16 ? &bf16 : &bf16_storage;
     return rt_conv_like_backward(self, grad_out, grad_in, s, s->c_out, s->has_bias, p);
 }
 
@@ -158,11 +160,15 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     rt_tensor *inputs[3] = {x, weight, bias}, *xh = NULL;
     rt_status st = rt_node_create("conv", 3, inputs, 1, rt_conv_backward, sizeof s, &node);
     if (st == RT_OK && node) {
-        memcpy(node->ctx, &s, sizeof s);
+        /* the backward converts dy to bf16 (ctx dy_bf16), which rounds it
+         * as a bf16 region's engine would: that rounding is skipped */
+        rt_conv_shape *ctx = node->ctx;
+        *ctx = s;
+        ctx->dy_bf16 = rt_conv_computes_bf16(&s);
+        if (ctx->dy_bf16 && node->grad_dtype == RT_BF16) node->grad_dtype = RT_F32;
         st = rt_node_save(node, x, NULL);
         if (st == RT_OK) st = rt_node_save(node, weight, NULL);
-        if (st == RT_OK && rt_conv_computes_bf16(&s)) {
-            node->grad_dtype = RT_F32; /* the backward rounds dy itself as it converts it (rt_conv_passes) */
+        if (st == RT_OK && ctx->dy_bf16) {
             st = rt_node_saved_stored(node, 0, &xh);
             if (xh && xh->dtype != RT_BF16) {
                 rt_tensor_release(xh);

@@ -452,18 +452,34 @@ static void test_bn_center_stores_half(void) {
     }
     printf("  batch-norm centring into f32/bf16/f16, plain and blocked: %d of %zu elements wrong\n", bad, 6 * total);
     CHECK_EQ_INT(bad, 0);
-    /* through the op: a training batch norm in a bf16 region saves x − mean
-     * as a bf16 SAVED tensor (no f32 copy), centred per channel */
-    const int64_t xs[4] = {2, 3, 5, 7}, cs[1] = {3};
-    rt_tensor *xt = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
-    rt_tensor *wt = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
-    rt_tensor *bt = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
-    rt_tensor *rm = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
-    rt_tensor *rv = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
-    CHECK(xt && wt && bt && rm && rv);
+    free(x);
+    free(mean);
+    free(f);
+    free(h);
+}
+
+/* BatchNorm's per-channel tensors for c channels as nn.BatchNorm2d starts
+ * them: weight 1, bias 0, running_mean 0, running_var 1 (PARAM). */
+static void bn_params(int64_t c, rt_tensor **w, rt_tensor **b, rt_tensor **rm, rt_tensor **rv) {
+    *w = rt_tensor_create(1, &c, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    *b = rt_tensor_zeros(1, &c, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    *rm = rt_tensor_zeros(1, &c, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    *rv = rt_tensor_create(1, &c, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    CHECK(*w && *b && *rm && *rv);
+    CHECK_OK(rt_tensor_fill(*w, 1.0f));
+    CHECK_OK(rt_tensor_fill(*rv, 1.0f));
+}
+
+/* Through the op: a training batch norm in a bf16 region saves x − mean
+ * as a bf16 SAVED tensor (no f32 copy), centred per channel; a copy of x
+ * itself would have channel means near 100. */
+static void test_bn_saves_centred_half(void) {
+    const int64_t xs[4] = {2, 3, 5, 7};
+    rt_tensor *xt = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *wt, *bt, *rm, *rv;
+    CHECK(xt);
+    bn_params(3, &wt, &bt, &rm, &rv);
     rt_philox_uniform(23, 0, 210, rt_tensor_f32(xt));
     for (int i = 0; i < 210; i++) rt_tensor_f32(xt)[i] += 100.0f; /* a mean far above the spread */
-    for (int i = 0; i < 3; i++) rt_tensor_f32(wt)[i] = rt_tensor_f32(rv)[i] = 1.0f, rt_tensor_f32(bt)[i] = rt_tensor_f32(rm)[i] = 0.0f;
     xt->requires_grad = true;
     rt_precision_region r;
     CHECK_OK(rt_precision_region_begin(&r, RT_BF16, false));
@@ -483,10 +499,6 @@ static void test_bn_center_stores_half(void) {
     CHECK(worst < 1e-2); /* x's own mean is ~100.5 */
     rt_tensor *own[] = {xt, wt, bt, rm, rv, yt};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) rt_tensor_release(own[i]);
-    free(x);
-    free(mean);
-    free(f);
-    free(h);
 }
 
 /* ReLU's backward from a half y reads the sign from the bits: for every
@@ -666,13 +678,10 @@ static void test_predict_revnet_small(void) { check_predict_equals_measured("rev
  * (measured 5.6e-4). Bound 0.05: the centred copy (2⁻⁹) and the incoming
  * gradient's rounding (2⁻⁹) per element, with room. */
 static void bn_grads(bool bf16, rt_tensor **dx, rt_tensor **dw) {
-    const int64_t xs[4] = {8, 2, 4, 4}, cs[1] = {2};
-    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
-    rt_tensor *w = rt_tensor_create(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
-    rt_tensor *b = rt_tensor_zeros(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
-    rt_tensor *rm = rt_tensor_zeros(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
-    rt_tensor *rv = rt_tensor_zeros(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
-    CHECK(x && w && b && rm && rv);
+    const int64_t xs[4] = {8, 2, 4, 4};
+    rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *w, *b, *rm, *rv;
+    CHECK(x);
+    bn_params(2, &w, &b, &rm, &rv); /* the running statistics enter no gradient */
     rt_generator g = {k_seed, 0};
     float *px = rt_tensor_f32(x);
     rt_generator_normal(&g, rt_tensor_numel(x), 0.0f, 1.0f, px);
@@ -774,7 +783,7 @@ static void test_describe(void) {
 RT_TEST_MAIN({"describe", test_describe}, {"conv_bf16_kernels", test_conv_bf16_kernels},
              {"grads_resnet20", test_grads_resnet20}, {"grads_revnet_small", test_grads_revnet_small},
              {"grads_resnet20_compute", test_grads_resnet20_compute},
-             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies}, {"bn_center_stores_half", test_bn_center_stores_half}, {"relu_backward_half", test_relu_backward_half},
+             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies}, {"bn_center_stores_half", test_bn_center_stores_half}, {"bn_saves_centred_half", test_bn_saves_centred_half}, {"relu_backward_half", test_relu_backward_half},
              {"grads_revnet_small_compute", test_grads_revnet_small_compute}, {"saved_resnet20", test_saved_resnet20},
              {"saved_revnet110", test_saved_revnet110}, {"predict_resnet20", test_predict_resnet20},
              {"predict_revnet_small", test_predict_revnet_small},

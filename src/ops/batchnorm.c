@@ -27,14 +27,10 @@ static rt_status rt_bn_backward_eval(const rt_bn_ctx *c, rt_tensor *x, rt_tensor
 static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_bn_ctx *c = self->ctx;
     rt_tensor *x, *w, *a, *b, *dy = grad_out[0];
-    RT_TRY(rt_bn_saved_x(self, &x));
-    rt_status sst = rt_node_saved(self, 1, &w);
-    if (sst == RT_OK) sst = rt_node_saved(self, 2, &a); /* training: batch mean; eval: running_mean */
-    if (sst == RT_OK) sst = rt_node_saved(self, 3, &b); /* training: batch variance; eval: running_var */
-    if (sst != RT_OK) {
-        rt_tensor_release(x);
-        return sst;
-    }
+    RT_SAVED(self, 1, w);
+    RT_SAVED(self, 2, a); /* training: batch mean; eval: running_mean */
+    RT_SAVED(self, 3, b); /* training: batch variance; eval: running_var */
+    RT_TRY(rt_bn_saved_x(self, &x)); /* ours: released below */
     rt_tensor *dx = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);

@@ -17,15 +17,11 @@ typedef struct rt_bnr_ctx {
 static rt_status rt_bnr_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_bnr_ctx *c = self->ctx;
     rt_tensor *x, *w, *mean, *var, *ws, *dy = grad_out[0];
-    RT_TRY(rt_bn_saved_x(self, &x));
-    rt_status sst = rt_node_saved(self, 1, &w);
-    if (sst == RT_OK) sst = rt_node_saved(self, 2, &mean);
-    if (sst == RT_OK) sst = rt_node_saved(self, 3, &var);
-    if (sst == RT_OK) sst = rt_node_saved(self, 4, &ws);
-    if (sst != RT_OK) {
-        rt_tensor_release(x);
-        return sst;
-    }
+    RT_SAVED(self, 1, w);
+    RT_SAVED(self, 2, mean);
+    RT_SAVED(self, 3, var);
+    RT_SAVED(self, 4, ws);
+    RT_TRY(rt_bn_saved_x(self, &x)); /* ours: released below */
     rt_tensor *dx = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);

@@ -37,7 +37,14 @@
  * with K' <= K and c' <= c can be replaced by it in every completion
  * without losing feasibility or increasing cost, and keeping every
  * non-dominated state of every prefix keeps an optimal plan. Cost
- * O(n² · F) for n stages and fronts of at most F states.
+ * O(n² · F log F) for n stages and fronts of at most F states. Two exact
+ * cuts keep F small: a state keeping more than the budget leaves room for
+ * a later stage's least live bytes is dropped, and a first pass whose
+ * fronts are capped (64 states, spread along each) finds a feasible plan
+ * whose cost bounds the exact pass, which then drops every state costing
+ * more. rt_plan_min_peak climbs to the least feasible budget from below
+ * (slack budgets make large fronts). prunet3d's 31 stages plan in 0.45
+ * instead of 9.3 s, the same plans.
  * tests/test_planner.c checks it against brute force on random chains. */
 #ifndef RT_MEMORY_PLANNER_H
 #define RT_MEMORY_PLANNER_H

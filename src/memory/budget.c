@@ -392,10 +392,13 @@ static rt_status rt_budget_refused(int64_t budget, int64_t least) {
 
 /* Plans for activation budget `target` and predicts the step; *fits tells
  * whether the prediction is within `budget`. RT_ERR_OOM: no plan reaches
- * `target` (nothing to predict). */
+ * `target` (nothing to predict; no message set when target is below
+ * `least`, the model's least peak, which the search knows: a DP that
+ * fails would compute it again for its message). */
 static rt_status rt_plan_try(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
-                             int64_t target, int64_t budget, rt_plan *plan, rt_memstats *pred, bool *fits) {
-    rt_status st = target > 0 ? rt_plan_chain(prof, n, target, o, plan) : RT_ERR_OOM;
+                             int64_t target, int64_t least, int64_t budget, rt_plan *plan, rt_memstats *pred,
+                             bool *fits) {
+    rt_status st = target > 0 && target >= least ? rt_plan_chain(prof, n, target, o, plan) : RT_ERR_OOM;
     if (st != RT_OK) return st;
     st = rt_apply_predict(c, plan, pred);
     if (st != RT_OK) {
@@ -418,11 +421,12 @@ static rt_status rt_plan_try(const rt_plan_ctx *c, const rt_stage_profile *prof,
 static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
                                 int64_t budget, int64_t base, rt_memory_plan *out, bool *found_out) {
     *found_out = false;
-    int64_t target = budget - base;
+    int64_t target = budget - base, least = 0;
+    RT_TRY(rt_plan_min_peak(prof, n, o, &least));
     for (int it = 0; it < 8; it++) {
         rt_plan plan;
         bool fits = false;
-        rt_status st = rt_plan_try(c, prof, n, o, target, budget, &plan, &out->predicted, &fits);
+        rt_status st = rt_plan_try(c, prof, n, o, target, least, budget, &plan, &out->predicted, &fits);
         if (st == RT_ERR_OOM) break;
         RT_TRY(st);
         out->iterations = it + 1;
@@ -436,8 +440,7 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
         if (lowered <= 0) break;
         target = lowered;
     }
-    int64_t lo = 0, hi = target;
-    RT_TRY(rt_plan_min_peak(prof, n, o, &lo));
+    int64_t lo = least, hi = target;
     rt_plan best = {0};
     rt_memstats best_pred;
     bool found = false;
@@ -446,7 +449,7 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
         rt_plan plan;
         rt_memstats pred;
         bool fits = false;
-        rt_status st = rt_plan_try(c, prof, n, o, mid, budget, &plan, &pred, &fits);
+        rt_status st = rt_plan_try(c, prof, n, o, mid, least, budget, &plan, &pred, &fits);
         if (st != RT_OK && st != RT_ERR_OOM) {
             rt_plan_free(&best);
             return st;

@@ -138,9 +138,12 @@ static int rt_dp_cmp(const void *a, const void *b) {
 
 /* How a DP run may cut states: those keeping more than the room left
  * (exact), those costing more than `ub`, the cost of a plan already found
- * (exact: cost only grows along a plan), and, when cap > 0, all but `cap`
+ * (exact: cost only grows along a plan), and, when cap > 1, all but `cap`
  * states of each front, spread along it (a heuristic run that finds a
- * good plan quickly, whose cost then bounds the exact run). */
+ * good plan quickly, whose cost then bounds the exact run). cap 1 keeps
+ * the state keeping the fewest bytes: whether *some* plan fits depends on
+ * a prefix only through its kept bytes, so that answers feasibility
+ * exactly, in O(n²). */
 typedef struct rt_dp_cut {
     double ub;
     int cap;
@@ -162,7 +165,9 @@ static void rt_dp_prune(rt_dp *d, int at, int64_t room, rt_dp_cut cut) {
         d->front[at][m++] = d->front[at][i];
         best = s->cost;
     }
-    if (cut.cap > 1 && m > cut.cap) { /* every (m-1)/(cap-1)-th, both ends kept */
+    if (cut.cap == 1) { /* feasibility only: the state keeping least completes whenever any does */
+        m = m > 1 ? 1 : m;
+    } else if (cut.cap > 1 && m > cut.cap) { /* every (m-1)/(cap-1)-th, both ends kept */
         for (int j = 0; j < cut.cap; j++) d->front[at][j] = d->front[at][(int)((int64_t)j * (m - 1) / (cut.cap - 1))];
         m = cut.cap;
     }
@@ -300,7 +305,7 @@ static int64_t rt_store_peak(const rt_stage_profile *p, int n) {
 static rt_status rt_feasible(const rt_stage_profile *p, int n, int64_t budget, rt_plan_options opt, bool *ok) {
     rt_dp d = {0};
     int best;
-    rt_status st = rt_dp_run(&d, p, n, budget, opt, &best);
+    rt_status st = rt_dp_pass(&d, p, n, budget, opt, (rt_dp_cut){INFINITY, 1}, &best);
     rt_dp_free(&d, n);
     *ok = best >= 0;
     return st;

@@ -77,6 +77,25 @@ static rt_status rt_module_run(rt_module *m, rt_tensor *x, rt_tensor **y, bool c
         st = m->cls->forward_consume(m, x, y); /* releases x */
         x = NULL;
         consume = false;
+    } else if (consume && m->cls->forward_consume && !m->hook && m->n_children > 0) {
+        /* A container under an interceptor hands x on as well (its
+         * children are called one by one, each seen by the interceptor), so
+         * it is not held for the whole container: after() gets x NULL */
+        bool handled = false;
+        st = ic.before ? ic.before(ic.user, m, x, y, &handled) : RT_OK;
+        if (st == RT_OK && !handled) {
+            st = m->cls->forward_consume(m, x, y); /* releases x */
+            x = NULL;
+            consume = false;
+            if (ic.after) {
+                if (st != RT_OK) {
+                    rt_tensor_release(*y);
+                    *y = NULL;
+                }
+                rt_status s2 = ic.after(ic.user, m, NULL, *y, st);
+                if (st == RT_OK) st = s2;
+            }
+        }
     } else {
         bool handled = false;
         st = ic.before ? ic.before(ic.user, m, x, y, &handled) : RT_OK;

@@ -115,11 +115,15 @@ rt_status rt_module_forward(rt_module *m, rt_tensor *x, rt_tensor **y);
 /* rt_module_forward for a caller that hands over its reference to x (and
  * never reads x again): x is released by the time this returns, also on
  * error. Through the class's forward_consume when it has one and nothing
- * may look at x after the forward — no forward hook on m, no interceptor
- * installed (checkpointing, planning) — else rt_module_forward, then the
- * release. Containers (Sequential, the U-Nets) pass activations on this
- * way, so a module deep inside can free its input early. Same errors as
- * rt_module_forward; x NULL is RT_ERR_INVALID_ARG. */
+ * may look at x after the forward — no forward hook on m, and no
+ * interceptor installed (checkpointing, planning) unless m has children —
+ * else rt_module_forward, then the release. Containers (Sequential, the
+ * U-Nets) pass activations on this way, so a module deep inside can free
+ * its input early; under an interceptor a container still does (its
+ * children, which the interceptor sees one by one, are then called
+ * without consuming), so its input is not held for its whole forward — a
+ * U-Net level's input under checkpointing was, 128 MiB at 128³. Same
+ * errors as rt_module_forward; x NULL is RT_ERR_INVALID_ARG. */
 rt_status rt_module_forward_consume(rt_module *m, rt_tensor *x, rt_tensor **y);
 
 /* Makes `child` m's child named `name` (torch's add_module). The parent
@@ -200,7 +204,9 @@ void rt_module_set_forward_hook(rt_module *m, rt_forward_hook fn, void *user);
  * *y (a new reference) and *handled = true, and m's forward and hook are
  * then skipped (after is not called). after(user, m, x, y, st) runs after
  * the forward and its hook, also on failure (st the status so far, y NULL
- * then); an error it returns fails the call. Both may be NULL. The torch
+ * then), with x NULL when m is a container that consumed it
+ * (rt_module_forward_consume); an error it returns fails the call. Both
+ * may be NULL. The torch
  * counterpart is a TorchDispatchMode / module pre- and post-hooks around
  * every call. Thread-local by design (one per thread, like grad mode). */
 typedef struct rt_module_interceptor {

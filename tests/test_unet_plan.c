@@ -4,6 +4,9 @@
  * planner": the skip heuristic).
  * - stages: the U-Nets list their levels in execution order, each skip
  *   read by its merge stage from the store stage after its encoder level;
+ *   a level that is a Sequential is one unit whose leaves are stages, so
+ *   regions may begin and end inside a level (hand-made plans below are
+ *   written per unit, and three cut inside levels);
  * - equivalence: under hand-made plans (regions that hold a skip's producer
  *   and its reader, regions that read a skip produced before them, K
  *   segments, selective, rebuilt sequences) and under the planner's plans
@@ -47,6 +50,8 @@
 enum { CIN = 2, K = 3, S = 16 };
 
 static void module_destroy_(void *p) { rt_module_destroy(p); }
+
+enum { RT_UNET_TEST_MAX_STAGES = 64 };
 
 /* 3 levels 4/8/16 (16³ → 4³ at the bottom), as test_unet's small nets. */
 static rt_unet_config small_config(bool reversible, rt_unet_norm norm) {
@@ -139,25 +144,60 @@ static void check_plan(const rt_unet_config *c, const rt_stage_kind *kind, const
     rt_state_dict_destroy(sb);
 }
 
-static void check_plans(const rt_unet_config *c, int want_stages, const char *const *specs, int n_specs) {
+/* The stage of ck whose module path is `path` (-1: none). */
+static int stage_at(rt_checkpoint *ck, const char *path) {
+    for (int i = 0; i < ck->n_stages; i++) {
+        char p[96];
+        if (!strcmp(rt_module_path(ck->stages[i], p, sizeof p), path)) return i;
+    }
+    return -1;
+}
+
+/* Regions that begin and end inside a level, as the planner may cut
+ * them: stages [first, last] of `path_first`..`path_last` checkpointed as
+ * segment 1, the rest stored. */
+static void check_cut(const rt_unet_config *c, rt_checkpoint *ck, const char *path_first, const char *path_last) {
+    int first = stage_at(ck, path_first), last = stage_at(ck, path_last);
+    CHECK(first >= 0 && last >= first);
+    if (first < 0 || last < first) return;
+    rt_stage_kind kind[RT_UNET_TEST_MAX_STAGES];
+    int seg[RT_UNET_TEST_MAX_STAGES];
+    for (int i = 0; i < ck->n_stages; i++) {
+        kind[i] = i >= first && i <= last ? RT_STAGE_CHECKPOINT : RT_STAGE_STORE;
+        seg[i] = i >= first && i <= last ? -1 : i;
+    }
+    char label[160];
+    snprintf(label, sizeof label, "cut %s..%s", path_first, path_last);
+    check_plan(c, kind, seg, label);
+}
+
+/* specs: one letter per unit (a level, or a stage of its own), each
+ * applied to every stage of its unit. */
+static void check_plans(const rt_unet_config *c, int want_units, const char *const *specs, int n_specs) {
     rt_module *probe = wrapped(c, RT_DEVICE_META);
     tu_defer(module_destroy_, probe);
     CHECK(probe);
     if (!probe) return;
     rt_checkpoint *ck = rt_checkpoint_of(probe);
-    int n = ck->n_stages;
-    CHECK_EQ_INT(n, want_stages);
-    printf("  %d stages:", n);
+    int n = ck->n_stages, units = ck->unit[n - 1] + 1;
+    CHECK_EQ_INT(units, want_units);
+    CHECK(n <= RT_UNET_TEST_MAX_STAGES);
+    if (n > RT_UNET_TEST_MAX_STAGES) return;
+    printf("  %d stages in %d units:", n, units);
     for (int i = 0; i < n; i++) {
         char path[96];
-        printf(" %s%s", rt_module_path(ck->stages[i], path, sizeof path),
-               ck->reads[i] >= 0 ? "(reads a skip)" : "");
+        printf("%s%s%s", i > 0 && ck->unit[i] == ck->unit[i - 1] ? "," : " ",
+               rt_module_path(ck->stages[i], path, sizeof path), ck->reads[i] >= 0 ? "(reads a skip)" : "");
     }
     printf("\n");
-    rt_stage_kind kind[64];
-    int seg[64];
+    rt_stage_kind ukind[RT_UNET_TEST_MAX_STAGES], kind[RT_UNET_TEST_MAX_STAGES];
+    int useg[RT_UNET_TEST_MAX_STAGES], seg[RT_UNET_TEST_MAX_STAGES];
     for (int k = 0; k < n_specs; k++) {
-        CHECK(plan_of(specs[k], n, kind, seg));
+        CHECK(plan_of(specs[k], units, ukind, useg));
+        for (int i = 0; i < n; i++) {
+            kind[i] = ukind[ck->unit[i]];
+            seg[i] = useg[ck->unit[i]];
+        }
         check_plan(c, kind, seg, specs[k]);
     }
     /* K segments, selective */
@@ -201,13 +241,31 @@ static const char *const unet_specs[] = {
     "c x c c x c c x c x c c x c",       /* selective and checkpointed stages mixed */
 };
 
+/* The levels' leaves are stages: regions that begin and end inside a
+ * level — inside one, across a level boundary holding a store stage, and
+ * from an upsampling through a merge into a decoder level (reading skip 0,
+ * produced before the region). */
+static void check_cuts(const rt_unet_config *c) {
+    rt_module *probe = wrapped(c, RT_DEVICE_META);
+    tu_defer(module_destroy_, probe);
+    CHECK(probe);
+    if (!probe) return;
+    rt_checkpoint *ck = rt_checkpoint_of(probe);
+    CHECK(ck->n_stages > ck->unit[ck->n_stages - 1] + 1);
+    check_cut(c, ck, "encoders.0.norm1", "encoders.0.conv2");
+    check_cut(c, ck, "encoders.1.act2", "encoders.2.conv1");
+    check_cut(c, ck, "ups.0", "decoders.0.norm1");
+}
+
 TU_TEST(unet3d_plans_group) {
     rt_unet_config c = small_config(false, RT_UNET_NORM_GROUP);
     check_plans(&c, 14, unet_specs, 5);
+    check_cuts(&c);
 }
 TU_TEST(unet3d_plans_batch) {
     rt_unet_config c = small_config(false, RT_UNET_NORM_BATCH);
     check_plans(&c, 14, unet_specs, 5);
+    check_cuts(&c);
 }
 
 /* prunet3d's 23 stages: pad first_conv to_blocked encoders.0.blocks store0

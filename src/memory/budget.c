@@ -38,11 +38,12 @@ static rt_status rt_flops_after(void *user, rt_module *m, rt_tensor *x, rt_tenso
 
 /* ------------------------------------------------------------ profile */
 
-/* Stage i alone on a copy of h (requiring grad when needs_grad), forward
+/* Stages i..last alone on a copy of h (requiring grad when needs_grad), forward
  * and backward with a gradient of the output's shape, after one warm-up
  * that allocates the stage's parameter gradients: SAVED bytes after the
  * forward and the peak above what was live before. */
-static rt_status rt_measure(rt_module *w, int i, rt_tensor *h, bool needs_grad, int64_t *saved, int64_t *peak) {
+static rt_status rt_measure(rt_module *w, int i, int last, rt_tensor *h, bool needs_grad, int64_t *saved,
+                            int64_t *peak) {
     for (int pass = 0; pass < 2; pass++) {
         rt_memstats a, b;
         rt_memstats_reset_peaks();
@@ -50,7 +51,7 @@ static rt_status rt_measure(rt_module *w, int i, rt_tensor *h, bool needs_grad, 
         rt_tensor *hi = rt_tensor_detach(h), *y = NULL, *g = NULL;
         if (!hi) return RT_ERR_OOM;
         hi->requires_grad = needs_grad;
-        rt_status st = rt_checkpoint_run_stages(w, i, i, hi, &y);
+        rt_status st = rt_checkpoint_run_stages(w, i, last, hi, &y);
         rt_memstats_get(&b);
         if (st == RT_OK && y->requires_grad) {
             g = rt_tensor_create(y->ndim, y->shape, RT_F32, y->device, RT_MEM_TEMP);
@@ -70,53 +71,64 @@ static rt_status rt_measure(rt_module *w, int i, rt_tensor *h, bool needs_grad, 
     return RT_OK;
 }
 
-/* Sets stage i to kind k and every other stage to STORE. */
-static rt_status rt_only(rt_module *w, rt_stage_kind *kind, int *seg, int n, int i, rt_stage_kind k) {
+/* Sets stages a..b to kind k (one segment) and every other stage to STORE
+ * (a < 0: all). */
+static rt_status rt_only(rt_module *w, rt_stage_kind *kind, int *seg, int n, int a, int b, rt_stage_kind k) {
     for (int j = 0; j < n; j++) {
-        kind[j] = RT_STAGE_STORE;
-        seg[j] = j;
+        kind[j] = a >= 0 && j >= a && j <= b ? k : RT_STAGE_STORE;
+        seg[j] = a >= 0 && j >= a && j <= b ? a : j;
     }
-    if (i >= 0) kind[i] = k;
     return rt_checkpoint_set_plan(w, kind, seg, n);
 }
 
+/* What a profile covers: n items, item i the stages first[i]..last[i] —
+ * one per stage, or one per unit (rt_checkpoint.unit: a U-Net level). */
+typedef struct rt_items {
+    int n;
+    int *first, *last;
+} rt_items;
+
 static rt_status rt_profile_run(rt_module *w, rt_checkpoint *ck, rt_tensor *x, rt_stage_kind *kind, int *seg,
-                                rt_stage_profile *out) {
-    int n = ck->n_stages;
+                                const rt_items *it, rt_stage_profile *out) {
+    int n = ck->n_stages, m = it->n;
     rt_flops fl = {0, 0, ck->policy ? ck->policy : rt_checkpoint_policy_default, ck->policy_user};
     rt_tensor *h = rt_tensor_retain(x);
-    int64_t *out_bytes = calloc((size_t)n, sizeof *out_bytes);
-    rt_status st = out_bytes ? RT_OK : rt_error_set(RT_ERR_OOM, "out of memory profiling");
-    for (int i = 0; i < n && st == RT_OK; i++) {
+    int64_t *out_bytes = calloc((size_t)m, sizeof *out_bytes);
+    int *item_of = malloc((size_t)n * sizeof *item_of);
+    rt_status st = out_bytes && item_of ? RT_OK : rt_error_set(RT_ERR_OOM, "out of memory profiling");
+    for (int i = 0; i < m && st == RT_OK; i++)
+        for (int j = it->first[i]; j <= it->last[i]; j++) item_of[j] = i;
+    for (int i = 0; i < m && st == RT_OK; i++) {
         rt_stage_profile *p = &out[i];
+        int a = it->first[i], b = it->last[i];
         p->span = p->side_bytes = 0;
         p->side_from = -1;
         p->input_bytes = i == 0 ? 0 : (int64_t)rt_tensor_nbytes(h);
         int64_t s_store = 0, p_store = 0, s_sel = -1, p_sel = -1, s_rev = -1, p_rev = -1;
-        bool rev = rt_rev_sequence_of(ck->stages[i]) != NULL;
-        st = rt_only(w, kind, seg, n, i, RT_STAGE_STORE);
-        if (st == RT_OK) st = rt_measure(w, i, h, i > 0, &s_store, &p_store);
-        if (st == RT_OK) st = rt_only(w, kind, seg, n, i, RT_STAGE_SELECTIVE);
-        if (st == RT_OK) st = rt_measure(w, i, h, i > 0, &s_sel, &p_sel);
-        if (st == RT_OK && rev) st = rt_only(w, kind, seg, n, i, RT_STAGE_REBUILD);
-        if (st == RT_OK && rev) st = rt_measure(w, i, h, i > 0, &s_rev, &p_rev);
-        /* the chain, plainly, counting FLOPs and the SAVED bytes the stage adds */
-        if (st == RT_OK) st = rt_only(w, kind, seg, n, -1, RT_STAGE_STORE);
-        rt_memstats a, b;
-        rt_memstats_get(&a);
+        bool rev = a == b && rt_rev_sequence_of(ck->stages[a]) != NULL;
+        st = rt_only(w, kind, seg, n, a, b, RT_STAGE_STORE);
+        if (st == RT_OK) st = rt_measure(w, a, b, h, i > 0, &s_store, &p_store);
+        if (st == RT_OK) st = rt_only(w, kind, seg, n, a, b, RT_STAGE_SELECTIVE);
+        if (st == RT_OK) st = rt_measure(w, a, b, h, i > 0, &s_sel, &p_sel);
+        if (st == RT_OK && rev) st = rt_only(w, kind, seg, n, a, b, RT_STAGE_REBUILD);
+        if (st == RT_OK && rev) st = rt_measure(w, a, b, h, i > 0, &s_rev, &p_rev);
+        /* the chain, plainly, counting FLOPs and the SAVED bytes the item adds */
+        if (st == RT_OK) st = rt_only(w, kind, seg, n, -1, -1, RT_STAGE_STORE);
+        rt_memstats ma, mb;
+        rt_memstats_get(&ma);
         double f0 = fl.total, r0 = fl.recomputed;
         rt_module_interceptor prev = rt_module_set_interceptor((rt_module_interceptor){NULL, rt_flops_after, &fl});
         rt_tensor *next = NULL;
-        if (st == RT_OK) st = rt_checkpoint_run_stages(w, i, i, h, &next);
+        if (st == RT_OK) st = rt_checkpoint_run_stages(w, a, b, h, &next);
         rt_module_set_interceptor(prev);
-        rt_memstats_get(&b);
+        rt_memstats_get(&mb);
         rt_tensor_release(h);
         h = next;
         if (st != RT_OK) break;
         out_bytes[i] = (int64_t)rt_tensor_nbytes(h);
-        /* bytes the stage's isolated run kept that the chain already held
-         * (its input, kept by the stage before as well) count once */
-        int64_t saved = b.live[RT_MEM_SAVED] - a.live[RT_MEM_SAVED], shared = s_store - saved;
+        /* bytes the item's isolated run kept that the chain already held
+         * (its input, kept by the item before as well) count once */
+        int64_t saved = mb.live[RT_MEM_SAVED] - ma.live[RT_MEM_SAVED], shared = s_store - saved;
         if (shared < 0) shared = 0;
         p->saved = saved;
         p->peak = p_store - shared;
@@ -128,25 +140,29 @@ static rt_status rt_profile_run(rt_module *w, rt_checkpoint *ck, rt_tensor *x, r
         p->fwd_sel = fl.recomputed - r0;
         p->fwd_rev = rev ? p->fwd : 0.0;
     }
-    /* skips: stage i reads stage r's output, which is held across every
-     * stage between them (docs/design.md: the heuristic for graphs) */
-    for (int i = 0; i < n && st == RT_OK; i++) {
-        int r = ck->reads[i];
-        if (r < 0) continue;
-        out[i].side_bytes = out_bytes[r];
-        out[i].side_from = r;
-        for (int j = r + 1; j < i; j++) out[j].span += out_bytes[r];
-    }
+    /* skips: a stage of item i reads the output of stage r (the last of
+     * its item: the U-Nets' store stages are units of their own), which is
+     * held across every item between them (docs/design.md: the heuristic
+     * for graphs) */
+    for (int i = 0; i < m && st == RT_OK; i++)
+        for (int j = it->first[i]; j <= it->last[i]; j++) {
+            int r = ck->reads[j] >= 0 ? item_of[ck->reads[j]] : -1;
+            if (r < 0 || r >= i) continue;
+            out[i].side_bytes = out_bytes[r];
+            out[i].side_from = r;
+            for (int k = r + 1; k < i; k++) out[k].span += out_bytes[r];
+        }
     free(out_bytes);
+    free(item_of);
     rt_tensor_release(h);
     return st;
 }
 
-rt_status rt_checkpoint_profile(rt_module *w, int x_ndim, const int64_t *x_shape, rt_stage_profile *out) {
+/* Profiles the items of Checkpoint w (a meta model) on a batch of x_shape:
+ * out[0..it->n-1]. The wrapper's plan is restored afterwards. */
+static rt_status rt_profile_items(rt_module *w, int x_ndim, const int64_t *x_shape, const rt_items *it,
+                                  rt_stage_profile *out) {
     rt_checkpoint *ck = rt_checkpoint_of(w);
-    if (!ck || !x_shape || !out)
-        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_profile: %s", !ck ? "the module is not a Checkpoint"
-                            : !x_shape ? "x_shape is NULL" : "out is NULL");
     rt_state_dict *sd = NULL;
     RT_TRY(rt_module_state_dict(w, &sd));
     for (int i = 0; i < sd->n; i++)
@@ -168,7 +184,7 @@ rt_status rt_checkpoint_profile(rt_module *w, int x_ndim, const int64_t *x_shape
         memcpy(saved_seg, ck->segment, (size_t)n * sizeof *seg);
         bool grad = rt_grad_set_enabled(true);
         rt_checkpoint_side_replay(true); /* a stage reading a skip runs several times alone */
-        st = rt_profile_run(w, ck, x, kind, seg, out);
+        st = rt_profile_run(w, ck, x, kind, seg, it, out);
         rt_checkpoint_side_replay(false);
         rt_grad_set_enabled(grad);
         rt_status s2 = rt_checkpoint_set_plan(w, saved_kind, saved_seg, n);
@@ -185,6 +201,41 @@ rt_status rt_checkpoint_profile(rt_module *w, int x_ndim, const int64_t *x_shape
     free(saved_kind);
     free(seg);
     free(saved_seg);
+    return st;
+}
+
+/* The items of a checkpoint: its stages (units false) or its units. */
+static rt_status rt_items_make(const rt_checkpoint *ck, bool units, rt_items *it) {
+    int n = ck->n_stages;
+    it->n = 0;
+    it->first = malloc((size_t)n * sizeof *it->first);
+    it->last = malloc((size_t)n * sizeof *it->last);
+    if (!it->first || !it->last) return rt_error_set(RT_ERR_OOM, "out of memory profiling");
+    for (int i = 0; i < n; i++) {
+        if (units && it->n > 0 && ck->unit[i] == ck->unit[i - 1]) {
+            it->last[it->n - 1] = i;
+            continue;
+        }
+        it->first[it->n] = it->last[it->n] = i;
+        it->n++;
+    }
+    return RT_OK;
+}
+
+static void rt_items_free(rt_items *it) {
+    free(it->first);
+    free(it->last);
+}
+
+rt_status rt_checkpoint_profile(rt_module *w, int x_ndim, const int64_t *x_shape, rt_stage_profile *out) {
+    rt_checkpoint *ck = rt_checkpoint_of(w);
+    if (!ck || !x_shape || !out)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_profile: %s", !ck ? "the module is not a Checkpoint"
+                            : !x_shape ? "x_shape is NULL" : "out is NULL");
+    rt_items it;
+    rt_status st = rt_items_make(ck, false, &it);
+    if (st == RT_OK) st = rt_profile_items(w, x_ndim, x_shape, &it, out);
+    rt_items_free(&it);
     return st;
 }
 
@@ -229,10 +280,41 @@ typedef struct rt_plan_ctx {
     int x_ndim, y_ndim;
     const int64_t *x_shape, *y_shape;
     rt_dtype y_dtype;
+    const rt_items *units; /* plans per unit (expanded to the stages), NULL: per stage */
 } rt_plan_ctx;
 
+/* A per-unit plan as the per-stage plan it stands for: every stage takes
+ * its unit's kind and segment number (so a unit's stages form one region). */
+static rt_status rt_plan_expand(const rt_items *units, const rt_plan *u, int n, rt_plan *out) {
+    memset(out, 0, sizeof *out);
+    out->kind = malloc((size_t)n * sizeof *out->kind);
+    out->segment = malloc((size_t)n * sizeof *out->segment);
+    if (!out->kind || !out->segment) {
+        rt_plan_free(out);
+        return rt_error_set(RT_ERR_OOM, "out of memory planning");
+    }
+    out->n = n;
+    for (int k = 0; k < units->n; k++)
+        for (int i = units->first[k]; i <= units->last[k]; i++) {
+            out->kind[i] = u->kind[k];
+            out->segment[i] = u->segment[k];
+        }
+    out->peak = u->peak;
+    out->recompute = u->recompute;
+    out->forward = u->forward;
+    return RT_OK;
+}
+
 static rt_status rt_apply_predict(const rt_plan_ctx *c, const rt_plan *plan, rt_memstats *pred) {
-    RT_TRY(rt_checkpoint_set_plan(c->w, plan->kind, plan->segment, plan->n));
+    if (c->units) { /* a per-unit plan */
+        rt_plan s;
+        RT_TRY(rt_plan_expand(c->units, plan, rt_checkpoint_of(c->w)->n_stages, &s));
+        rt_status st = rt_checkpoint_set_plan(c->w, s.kind, s.segment, s.n);
+        rt_plan_free(&s);
+        RT_TRY(st);
+    } else {
+        RT_TRY(rt_checkpoint_set_plan(c->w, plan->kind, plan->segment, plan->n));
+    }
     return rt_memory_predict(c->w, c->opt, c->cfg, c->x_ndim, c->x_shape, c->y_ndim, c->y_shape, c->y_dtype, pred);
 }
 
@@ -347,10 +429,11 @@ static rt_status rt_least_plan(const rt_plan_ctx *c, const rt_stage_profile *pro
         else rt_plan_free(&alt);
     }
     bool found = false;
-    if (st == RT_OK) st = rt_plan_rebuild_all(c, prof, n, o, &alt, &alt_pred, &found);
+    /* the candidates below are per-stage plans, tried by the per-stage pass */
+    if (st == RT_OK && !c->units) st = rt_plan_rebuild_all(c, prof, n, o, &alt, &alt_pred, &found);
     if (st == RT_OK && found) rt_keep_smaller(plan, pred, &alt, &alt_pred);
     static const int segments[4] = {2, 4, 8, 0}; /* 0: selective */
-    for (int k = 0; k < 4 && st == RT_OK; k++) {
+    for (int k = 0; k < 4 && st == RT_OK && !c->units; k++) {
         if (segments[k] > 0 ? !o.allow_checkpoint : !o.allow_selective) continue;
         st = rt_plan_manual(c, prof, n, segments[k], &alt);
         if (st == RT_OK) st = rt_apply_predict(c, &alt, &alt_pred);
@@ -480,7 +563,7 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
  * feasible budget is never refused; RT_ERR_OOM naming the smallest
  * feasible budget otherwise. */
 static rt_status rt_plan_budget(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
-                                int64_t budget, int64_t base, rt_memory_plan *out) {
+                                int64_t budget, int64_t base, rt_memory_plan *out, int64_t *least_peak) {
     bool found = false;
     RT_TRY(rt_plan_search(c, prof, n, o, budget, base, out, &found));
     if (found) return RT_OK;
@@ -494,7 +577,88 @@ static rt_status rt_plan_budget(const rt_plan_ctx *c, const rt_stage_profile *pr
         return RT_OK;
     }
     rt_plan_free(&least);
+    *least_peak = least_pred.peak_total;
     return rt_budget_refused(budget, least_pred.peak_total);
+}
+
+/* One granularity's plan for a budget or a mode (`mode_budget` > 0: fall
+ * back to the least-memory plan when no plan meets it). RT_ERR_OOM from a
+ * budget: *least_peak says the smallest feasible one. */
+static rt_status rt_plan_for(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
+                             int64_t budget, bool mode, int64_t base, rt_memory_plan *out, int64_t *least_peak) {
+    rt_status st = rt_plan_budget(c, prof, n, o, budget, base, out, least_peak);
+    if (st == RT_ERR_OOM && mode) {
+        rt_error_clear();
+        st = rt_least_plan(c, prof, n, o, base, &out->plan, &out->predicted);
+        out->iterations = 1;
+    }
+    return st;
+}
+
+/* Whether plan a (predicted) serves `budget` better than plan b: one that
+ * fits over one that does not; among fitting plans the least recompute,
+ * then the smaller peak; among plans that do not fit, the smaller peak. */
+static bool rt_plan_better(const rt_memory_plan *a, const rt_memory_plan *b, int64_t budget) {
+    bool fa = a->predicted.peak_total <= budget, fb = b->predicted.peak_total <= budget;
+    if (fa != fb) return fa;
+    if (!fa) return a->predicted.peak_total < b->predicted.peak_total ||
+                    (a->predicted.peak_total == b->predicted.peak_total && a->plan.recompute < b->plan.recompute);
+    return a->plan.recompute < b->plan.recompute ||
+           (a->plan.recompute == b->plan.recompute && a->predicted.peak_total < b->predicted.peak_total);
+}
+
+/* The plan for a budget or mode over whole units (a U-Net's levels), when
+ * the stages are finer than the units: the chain model of leaf stages errs
+ * more (a level's leaves each charged the skips it spans), so a per-unit
+ * plan can need less recompute at the same budget, while the per-stage
+ * plans reach less memory; each is predicted, and the better one is kept
+ * in *out (expanded to the stages). */
+static rt_status rt_plan_units(rt_plan_ctx c, rt_plan_options o, int64_t budget, bool mode, int64_t stage_least,
+                               rt_status stage_st, rt_memory_plan *out) {
+    rt_checkpoint *ck = rt_checkpoint_of(c.w);
+    int n = ck->n_stages;
+    rt_items units;
+    rt_status st = rt_items_make(ck, true, &units);
+    rt_stage_profile *prof = st == RT_OK ? calloc((size_t)units.n, sizeof *prof) : NULL;
+    if (st == RT_OK && !prof) st = rt_error_set(RT_ERR_OOM, "out of memory planning");
+    if (st == RT_OK) st = rt_profile_items(c.w, c.x_ndim, c.x_shape, &units, prof);
+    rt_memory_plan u = {0};
+    int64_t least = INT64_MAX;
+    if (st == RT_OK) { /* the base as for the stages: the plain prediction less the model's plain peak */
+        rt_stage_kind *kind = calloc((size_t)units.n, sizeof *kind);
+        int *seg = malloc((size_t)units.n * sizeof *seg);
+        int64_t model_plain = 0;
+        double rc = 0;
+        if (!kind || !seg) st = rt_error_set(RT_ERR_OOM, "out of memory planning");
+        for (int k = 0; st == RT_OK && k < units.n; k++) seg[k] = k;
+        if (st == RT_OK) st = rt_plan_evaluate(prof, units.n, kind, seg, &model_plain, &rc);
+        free(kind);
+        free(seg);
+        c.units = &units;
+        if (st == RT_OK)
+            st = rt_plan_for(&c, prof, units.n, o, budget, mode, out->predicted_plain.peak_total - model_plain, &u,
+                             &least);
+    }
+    if (st == RT_OK && (stage_st != RT_OK || rt_plan_better(&u, out, budget))) {
+        rt_plan s;
+        st = rt_plan_expand(&units, &u.plan, n, &s);
+        if (st == RT_OK) {
+            rt_plan_free(&out->plan);
+            out->plan = s;
+            out->predicted = u.predicted;
+            out->iterations += u.iterations;
+        }
+    } else if (st == RT_ERR_OOM && stage_st == RT_ERR_OOM) { /* neither fits: the smaller least */
+        st = rt_budget_refused(budget, least < stage_least ? least : stage_least);
+    } else if (st == RT_ERR_OOM) { /* the per-stage plan stands */
+        rt_error_clear();
+        st = RT_OK;
+    }
+    if (st == RT_OK) st = rt_checkpoint_set_plan(c.w, out->plan.kind, out->plan.segment, n); /* left on the plan kept */
+    rt_memory_plan_free(&u);
+    free(prof);
+    rt_items_free(&units);
+    return st;
 }
 
 rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const rt_train_config *cfg, int x_ndim,
@@ -513,7 +677,7 @@ rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const 
     int n = ck->n_stages;
     rt_stage_profile *prof = calloc((size_t)n, sizeof *prof);
     if (!prof) return rt_error_set(RT_ERR_OOM, "out of memory planning");
-    rt_plan_ctx c = {w, opt, cfg, x_ndim, y_ndim, x_shape, y_shape, y_dtype};
+    rt_plan_ctx c = {w, opt, cfg, x_ndim, y_ndim, x_shape, y_shape, y_dtype, NULL};
     rt_plan_options o = {true, mc->selective, true};
     rt_status st = rt_checkpoint_profile(w, x_ndim, x_shape, prof);
     if (st == RT_OK) st = rt_checkpoint_set_plain(w);
@@ -521,21 +685,20 @@ rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const 
     rt_plan plain = {0};
     if (st == RT_OK) st = rt_plan_from_wrapper(ck, prof, &plain);
     int64_t base = out->predicted_plain.peak_total - plain.peak;
-    if (st == RT_OK && mc->budget > 0) {
-        st = rt_plan_budget(&c, prof, n, o, mc->budget, base, out);
-    } else if (st == RT_OK && mc->mode != RT_MEMORY_MODE_NONE) {
-        /* the mode's share of the plain step's activations (its peak less
-         * parameters, gradients, optimizer state and batch), as a budget
-         * for the whole step; the least-memory plan when that is below it */
+    if (st == RT_OK && (mc->budget > 0 || mc->mode != RT_MEMORY_MODE_NONE)) {
+        /* a mode is the share of the plain step's activations (its peak
+         * less parameters, gradients, optimizer state and batch), as a
+         * budget for the whole step; the least-memory plan when that is
+         * below it */
         const rt_memstats *pl = &out->predicted_plain;
         int64_t fixed = pl->peak[RT_MEM_PARAM] + pl->peak[RT_MEM_GRAD] + pl->peak[RT_MEM_OPTIM] + pl->peak[RT_MEM_DATA];
-        int64_t budget = fixed + (int64_t)(rt_memory_mode_fraction(mc->mode) * (double)(pl->peak_total - fixed));
-        st = rt_plan_budget(&c, prof, n, o, budget, base, out);
-        if (st == RT_ERR_OOM) {
-            rt_error_clear();
-            st = rt_least_plan(&c, prof, n, o, base, &out->plan, &out->predicted);
-            out->iterations = 1;
-        }
+        bool mode = mc->budget <= 0;
+        int64_t budget = !mode ? mc->budget
+                               : fixed + (int64_t)(rt_memory_mode_fraction(mc->mode) * (double)(pl->peak_total - fixed));
+        int64_t least = INT64_MAX;
+        st = rt_plan_for(&c, prof, n, o, budget, mode, base, out, &least);
+        if ((st == RT_OK || st == RT_ERR_OOM) && ck->unit[n - 1] + 1 < n)
+            st = rt_plan_units(c, o, budget, mode, least, st, out);
     } else if (st == RT_OK) {
         /* reversible stages keep rebuilding under the manual strategies */
         if (mc->segments > 0 || mc->selective) st = rt_plan_manual(&c, prof, n, (int)mc->segments, &out->plan);

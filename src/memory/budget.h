@@ -105,7 +105,12 @@ typedef struct rt_memory_plan {
  * is met on the prediction, not only on the model: the plan is predicted
  * with rt_memory_predict (opt, cfg, shapes as there) and, while the
  * prediction exceeds the budget, re-planned with the activation budget
- * lowered by the excess (at most 8 times). Errors: RT_ERR_OOM when the
+ * lowered by the excess (at most 8 times). When the stages are finer than
+ * the units (a U-Net's levels split into their leaves), a budget or mode
+ * is planned twice — over the stages and over whole units, each profiled
+ * — and the better prediction is kept: the one that fits, with the least
+ * recompute (the finer plans reach less memory, the coarser ones often
+ * need less recompute, as the chain model errs more on leaves). Errors: RT_ERR_OOM when the
  * budget cannot be met, with the smallest feasible budget (the predicted
  * peak of the least-memory plan) in the message, before anything ran on
  * real tensors; RT_ERR_INVALID_ARG for NULLs or a config setting more than

@@ -422,12 +422,12 @@ static int rt_stage_index(rt_checkpoint *ck, const rt_module *m) {
 
 static bool rt_region_kind(rt_stage_kind k) { return k == RT_STAGE_CHECKPOINT || k == RT_STAGE_SELECTIVE; }
 
-/* The last stage of the region that starts at stage i. */
+/* The last stage of the region that starts at stage i: the run of stages
+ * of its kind (CHECKPOINT or SELECTIVE) with its segment number. */
 static int rt_region_last(const rt_checkpoint *ck, int i) {
     int e = i;
-    if (ck->kind[i] == RT_STAGE_CHECKPOINT)
-        while (e + 1 < ck->n_stages && ck->kind[e + 1] == RT_STAGE_CHECKPOINT && ck->segment[e + 1] == ck->segment[i])
-            e++;
+    if (rt_region_kind(ck->kind[i]))
+        while (e + 1 < ck->n_stages && ck->kind[e + 1] == ck->kind[i] && ck->segment[e + 1] == ck->segment[i]) e++;
     return e;
 }
 
@@ -662,6 +662,7 @@ static void rt_ckpt_destroy(rt_module *m) {
     rt_checkpoint *ck = (rt_checkpoint *)m;
     free(ck->stages);
     free(ck->reads);
+    free(ck->unit);
     free(ck->kind);
     free(ck->segment);
 }
@@ -676,33 +677,80 @@ rt_checkpoint *rt_checkpoint_of(rt_module *m) {
 
 static bool rt_is_sequential(const rt_module *m) { return !strcmp(m->cls->type, "Sequential"); }
 
+/* Room for one more stage (stages, reads and unit grow together). */
+static rt_status rt_stages_reserve(rt_checkpoint *ck, int *cap) {
+    if (ck->n_stages < *cap) return RT_OK;
+    int c = *cap ? 2 * *cap : 16;
+    rt_module **s = realloc(ck->stages, (size_t)c * sizeof *s);
+    if (s) ck->stages = s;
+    int *r = realloc(ck->reads, (size_t)c * sizeof *r);
+    if (r) ck->reads = r;
+    int *u = realloc(ck->unit, (size_t)c * sizeof *u);
+    if (u) ck->unit = u;
+    if (!s || !r || !u) return rt_error_set(RT_ERR_OOM, "out of memory creating a Checkpoint");
+    *cap = c;
+    return RT_OK;
+}
+
+/* Appends m as stages of unit `unit`: a Sequential's leaves (looking
+ * through nested Sequentials), else m itself. */
+static rt_status rt_collect_leaves(rt_checkpoint *ck, rt_module *m, int unit, int *cap) {
+    if (rt_is_sequential(m) && m->n_children > 0) {
+        for (int i = 0; i < m->n_children; i++) RT_TRY(rt_collect_leaves(ck, m->children[i].module, unit, cap));
+        return RT_OK;
+    }
+    RT_TRY(rt_stages_reserve(ck, cap));
+    ck->stages[ck->n_stages] = m;
+    ck->reads[ck->n_stages] = -1;
+    ck->unit[ck->n_stages++] = unit;
+    return RT_OK;
+}
+
+/* The stages of a module that lists them itself (a U-Net's levels, with
+ * the skips they read): each listed stage is a unit, and a listed
+ * Sequential contributes its leaves, so that the planner may cut inside a
+ * level while checkpoint_sequential and selective recompute still work by
+ * level; a reader's skip comes from the last stage of its producer's unit. */
+static rt_status rt_collect_listed(rt_checkpoint *ck, rt_module *m, int *cap) {
+    int n = m->stages(m, NULL, NULL, 0);
+    if (n < 1) return rt_error_set(RT_ERR_STATE, "Checkpoint: a %s listed no stages", m->cls->type);
+    rt_module **listed = malloc((size_t)n * sizeof *listed);
+    int *reads = malloc((size_t)n * sizeof *reads), *last = malloc((size_t)n * sizeof *last);
+    rt_status st = listed && reads && last ? RT_OK : rt_error_set(RT_ERR_OOM, "out of memory creating a Checkpoint");
+    if (st == RT_OK && m->stages(m, listed, reads, n) != n)
+        st = rt_error_set(RT_ERR_STATE, "Checkpoint: a %s listed a varying number of stages", m->cls->type);
+    for (int i = 0; i < n && st == RT_OK; i++) {
+        if (reads[i] >= i) {
+            st = rt_error_set(RT_ERR_STATE, "Checkpoint: stage %d of a %s reads stage %d, not an earlier one", i,
+                              m->cls->type, reads[i]);
+            break;
+        }
+        int first = ck->n_stages;
+        st = rt_collect_leaves(ck, listed[i], i, cap);
+        last[i] = ck->n_stages - 1;
+        if (st == RT_OK && reads[i] >= 0) ck->reads[first] = last[reads[i]];
+    }
+    free(listed);
+    free(reads);
+    free(last);
+    return st;
+}
+
+/* Appends module m's stages: a precision region's model, a listing
+ * module's (rt_collect_listed), a Sequential's children (looking through
+ * nested Sequentials), or m itself; each of the last kind is a unit. */
 static rt_status rt_collect_stages(rt_checkpoint *ck, rt_module *m, int *cap) {
     if (!strcmp(m->cls->type, "Autocast") && m->n_children == 1 && ck->n_stages == 0) {
         /* a precision region around the model: the stages are the model's */
         ck->region_dtype = rt_precision_dtype(rt_autocast_precision(m));
         return rt_collect_stages(ck, m->children[0].module, cap);
     }
-    if (m->stages && ck->n_stages == 0) { /* the module lists its stages itself (a U-Net) */
-        int n = m->stages(m, NULL, NULL, 0);
-        if (n < 1) return rt_error_set(RT_ERR_STATE, "Checkpoint: a %s listed no stages", m->cls->type);
-        ck->stages = malloc((size_t)n * sizeof *ck->stages);
-        ck->reads = malloc((size_t)n * sizeof *ck->reads);
-        if (!ck->stages || !ck->reads) return rt_error_set(RT_ERR_OOM, "out of memory creating a Checkpoint");
-        ck->n_stages = m->stages(m, ck->stages, ck->reads, n);
-        *cap = n;
-        for (int i = 0; i < n; i++)
-            if (ck->reads[i] >= i)
-                return rt_error_set(RT_ERR_STATE, "Checkpoint: stage %d of a %s reads stage %d, not an earlier one",
-                                    i, m->cls->type, ck->reads[i]);
-        return RT_OK;
-    }
+    if (m->stages && ck->n_stages == 0) return rt_collect_listed(ck, m, cap);
     if (rt_is_sequential(m) && m->n_children > 0) {
         for (int i = 0; i < m->n_children; i++) RT_TRY(rt_collect_stages(ck, m->children[i].module, cap));
         return RT_OK;
     }
-    RT_TRY(rt_grow((void **)&ck->stages, cap, ck->n_stages, sizeof *ck->stages));
-    ck->stages[ck->n_stages++] = m;
-    return RT_OK;
+    return rt_collect_leaves(ck, m, ck->n_stages ? ck->unit[ck->n_stages - 1] + 1 : 0, cap);
 }
 
 rt_status rt_checkpoint_create(rt_module *m, rt_module **out) {
@@ -721,11 +769,6 @@ rt_status rt_checkpoint_create(rt_module *m, rt_module **out) {
     rt_status st = rt_module_add_child(&ck->base, "", m);
     int cap = 0;
     if (st == RT_OK) st = rt_collect_stages(ck, m, &cap);
-    if (st == RT_OK && !ck->reads) {
-        ck->reads = malloc((size_t)ck->n_stages * sizeof *ck->reads);
-        if (!ck->reads) st = rt_error_set(RT_ERR_OOM, "out of memory creating a Checkpoint");
-        for (int i = 0; st == RT_OK && i < ck->n_stages; i++) ck->reads[i] = -1;
-    }
     if (st == RT_OK) {
         ck->kind = calloc((size_t)ck->n_stages, sizeof *ck->kind);
         ck->segment = calloc((size_t)ck->n_stages, sizeof *ck->segment);
@@ -761,10 +804,12 @@ rt_status rt_checkpoint_set_segments(rt_module *m, int segments) {
     RT_TRY(rt_ckpt_arg(m, "rt_checkpoint_set_segments", &ck));
     if (segments < 1)
         return rt_error_set(RT_ERR_INVALID_ARG, "checkpoint segments must be >= 1, got %d", segments);
-    int n = ck->n_stages, k = segments < n ? segments : n, len = n / k;
+    /* equal runs of units (a U-Net level is one), as torch's
+     * checkpoint_sequential splits a Sequential's children */
+    int n = ck->n_stages, units = ck->unit[n - 1] + 1, k = segments < units ? segments : units, len = units / k;
     for (int i = 0; i < n; i++) {
         ck->kind[i] = RT_STAGE_CHECKPOINT;
-        ck->segment[i] = i / len < k ? i / len : k - 1;
+        ck->segment[i] = ck->unit[i] / len < k ? ck->unit[i] / len : k - 1;
     }
     rt_ckpt_sync_reversible(ck);
     return RT_OK;
@@ -783,9 +828,9 @@ rt_status rt_checkpoint_sequential(rt_module *seq, int segments, rt_module **out
 rt_status rt_checkpoint_set_selective(rt_module *m, rt_checkpoint_policy_fn policy, void *user) {
     rt_checkpoint *ck;
     RT_TRY(rt_ckpt_arg(m, "rt_checkpoint_set_selective", &ck));
-    for (int i = 0; i < ck->n_stages; i++) {
+    for (int i = 0; i < ck->n_stages; i++) { /* one region per unit */
         ck->kind[i] = RT_STAGE_SELECTIVE;
-        ck->segment[i] = i;
+        ck->segment[i] = ck->unit[i];
     }
     ck->policy = policy;
     ck->policy_user = user;

@@ -10,13 +10,19 @@
  * conv1, bn1, maxpool, layer1.0 … layer4.2, avgpool, flatten, fc), or the
  * stages a module lists itself (rt_module.stages: a U-Net's levels in
  * execution order, whose skips are side tensors, see
- * rt_checkpoint_side_get). Every stage gets a kind (rt_stage_kind):
+ * rt_checkpoint_side_get), where a listed Sequential (a U-Net level)
+ * contributes its leaves as stages. Each stage belongs to a *unit*
+ * (rt_checkpoint.unit): a listed stage, or a Sequential's leaf at the top
+ * level; checkpoint_sequential cuts between units and selective recompute
+ * makes one region per unit, while a plan may cut anywhere. Every stage
+ * gets a kind (rt_stage_kind):
  *   STORE       plain backpropagation: the stage keeps what its ops save;
  *   CHECKPOINT  consecutive CHECKPOINT stages with the same segment number
  *               form a region that keeps only its input and the generator
  *               position; its first saved tensor read in backward re-runs
  *               the region;
- *   SELECTIVE   the stage is a region of its own under a per-leaf-module
+ *   SELECTIVE   consecutive SELECTIVE stages with the same segment number
+ *               (one stage, or a unit) form a region under a per-leaf-module
  *               policy: outputs of MUST_SAVE/PREFER_SAVE leaves (by default
  *               Conv2d/Conv3d/Linear) are kept, the rest recomputed from
  *               them — the expensive ops never run twice;
@@ -97,6 +103,9 @@ typedef struct rt_checkpoint {
     rt_module **stages;       /* borrowed: the chain, n_stages >= 1 */
     int n_stages;
     int *reads;               /* per stage: the earlier stage whose output it also reads (a skip), -1: none */
+    int *unit;                /* per stage: its unit, ascending from 0 — a stage of its own, or a U-Net
+                                 level whose leaves are stages; checkpoint_sequential and selective
+                                 recompute work by unit */
     rt_stage_kind *kind;      /* per stage */
     int *segment;             /* per stage: CHECKPOINT stages with equal numbers, adjacent, form a region */
     rt_checkpoint_policy_fn policy; /* for SELECTIVE stages */
@@ -121,17 +130,17 @@ rt_status rt_checkpoint_create(rt_module *m, rt_module **out);
 /* The Checkpoint behind module m, or NULL (also for NULL). */
 rt_checkpoint *rt_checkpoint_of(rt_module *m);
 
-/* checkpoint_sequential(seq, segments): wraps seq and splits its stages
- * into `segments` consecutive CHECKPOINT segments of ⌊n/segments⌋ stages
- * (the last takes the rest), as torch's checkpoint_sequential splits its
- * functions, except that the last is checkpointed too. segments is capped
- * at the number of stages. Ownership as rt_checkpoint_create.
- * RT_ERR_INVALID_ARG for segments < 1. */
+/* checkpoint_sequential(seq, segments): wraps seq and splits its units
+ * (stages, or a U-Net's levels) into `segments` consecutive CHECKPOINT
+ * segments of ⌊n/segments⌋ units (the last takes the rest), as torch's
+ * checkpoint_sequential splits its functions, except that the last is
+ * checkpointed too. segments is capped at the number of units. Ownership
+ * as rt_checkpoint_create. RT_ERR_INVALID_ARG for segments < 1. */
 rt_status rt_checkpoint_sequential(rt_module *seq, int segments, rt_module **out);
 
 /* Re-plans an existing wrapper: K equal segments (as above), every stage
- * SELECTIVE under `policy` (NULL: rt_checkpoint_policy_default), or every
- * stage STORE (plain). Each returns RT_ERR_INVALID_ARG when ckpt is not a
+ * SELECTIVE under `policy` (NULL: rt_checkpoint_policy_default; one region
+ * per unit), or every stage STORE (plain). Each returns RT_ERR_INVALID_ARG when ckpt is not a
  * Checkpoint (or segments < 1). Reversible stages run plain under all
  * three; rt_checkpoint_set_plan chooses REBUILD. */
 rt_status rt_checkpoint_set_segments(rt_module *ckpt, int segments);

@@ -264,9 +264,8 @@ static rt_status rt_dp_pass(rt_dp *d, const rt_stage_profile *p, int n, int64_t 
 }
 
 /* The exact DP, sped up: a capped pass first, whose plan's cost bounds
- * the exact pass (same result, far smaller fronts when the budget leaves
- * slack: ResNet-50 at op granularity, 119 stages, went from minutes to
- * well under a second). */
+ * the exact pass (the same result, with far smaller fronts when the
+ * budget leaves slack; memory/planner.h). */
 static rt_status rt_dp_run(rt_dp *d, const rt_stage_profile *p, int n, int64_t budget, rt_plan_options opt,
                            int *best) {
     rt_dp h = {0};

@@ -199,7 +199,8 @@ static bool same_state(const char *label, rt_state_dict *a, rt_state_dict *b, bo
 typedef enum { PLAN_SEGMENTS, PLAN_SELECTIVE, PLAN_MIXED } plan_kind;
 
 /* Applies a plan to the wrapper: K segments, selective, or mixed (stages
- * alternate store / checkpoint pairs / selective). */
+ * alternate store / checkpoint pairs / selective pairs, each pair of one
+ * segment number, so a pair forms one region). */
 static rt_status apply_plan(rt_module *w, plan_kind p, int k) {
     if (p == PLAN_SEGMENTS) return rt_checkpoint_set_segments(w, k);
     if (p == PLAN_SELECTIVE) return rt_checkpoint_set_selective(w, NULL, NULL);

@@ -167,7 +167,7 @@ static rt_status rt_profile_items(rt_module *w, int x_ndim, const int64_t *x_sha
     RT_TRY(rt_module_state_dict(w, &sd));
     for (int i = 0; i < sd->n; i++)
         if (sd->entries[i].tensor && !rt_tensor_is_meta(sd->entries[i].tensor)) {
-            rt_status st = rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_profile: parameter '%s' is not on the "
+            rt_status st = rt_error_set(RT_ERR_INVALID_ARG, "checkpoint profile: parameter '%s' is not on the "
                                         "meta device; profile a meta copy of the model", sd->entries[i].name);
             rt_state_dict_destroy(sd);
             return st;
@@ -561,7 +561,8 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
 /* The least recompute whose predicted step fits `budget` (bytes, the whole
  * step): the search above, else the least-memory plan when that fits, so a
  * feasible budget is never refused; RT_ERR_OOM naming the smallest
- * feasible budget otherwise. */
+ * feasible budget otherwise, which *least_peak then holds (untouched on
+ * every other outcome). */
 static rt_status rt_plan_budget(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
                                 int64_t budget, int64_t base, rt_memory_plan *out, int64_t *least_peak) {
     bool found = false;
@@ -581,9 +582,10 @@ static rt_status rt_plan_budget(const rt_plan_ctx *c, const rt_stage_profile *pr
     return rt_budget_refused(budget, least_pred.peak_total);
 }
 
-/* One granularity's plan for a budget or a mode (`mode_budget` > 0: fall
- * back to the least-memory plan when no plan meets it). RT_ERR_OOM from a
- * budget: *least_peak says the smallest feasible one. */
+/* One granularity's plan for a budget or, when `mode`, a mode's budget
+ * (falling back to the least-memory plan when no plan meets it).
+ * RT_ERR_OOM refusing a budget: *least_peak says the smallest feasible
+ * one (rt_plan_budget). */
 static rt_status rt_plan_for(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
                              int64_t budget, bool mode, int64_t base, rt_memory_plan *out, int64_t *least_peak) {
     rt_status st = rt_plan_budget(c, prof, n, o, budget, base, out, least_peak);
@@ -647,14 +649,15 @@ static rt_status rt_plan_units(rt_plan_ctx c, rt_plan_options o, int64_t budget,
             out->plan = s;
             out->predicted = u.predicted;
             out->iterations += u.iterations;
+            rt_error_clear(); /* the per-stage refusal, if any, no longer holds */
         }
-    } else if (st == RT_ERR_OOM && stage_st == RT_ERR_OOM) { /* neither fits: the smaller least */
+    } else if (st == RT_ERR_OOM && stage_st == RT_ERR_OOM &&
+               (least != INT64_MAX || stage_least != INT64_MAX)) { /* refused twice: the smaller least */
         st = rt_budget_refused(budget, least < stage_least ? least : stage_least);
-    } else if (st == RT_ERR_OOM) { /* the per-stage plan stands */
+    } else if (st == RT_ERR_OOM && stage_st == RT_OK) { /* the per-stage plan stands */
         rt_error_clear();
         st = RT_OK;
-    }
-    if (st == RT_OK) st = rt_checkpoint_set_plan(c.w, out->plan.kind, out->plan.segment, n); /* left on the plan kept */
+    } /* else an error of its own (out of memory planning), returned as it is */
     rt_memory_plan_free(&u);
     free(prof);
     rt_items_free(&units);
@@ -706,9 +709,10 @@ rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const 
         if (st == RT_OK) st = rt_apply_predict(&c, &out->plan, &out->predicted);
         out->iterations = 1;
     }
-    if (st == RT_OK) {
+    if (st == RT_OK) { /* the wrapper is left on the plan returned (searches end on their last try) */
         out->plan.forward = plain.forward;
         out->recompute_fraction = plain.forward > 0 ? out->plan.recompute / (3.0 * plain.forward) : 0.0;
+        st = rt_checkpoint_set_plan(w, out->plan.kind, out->plan.segment, out->plan.n);
     }
     rt_plan_free(&plain);
     free(prof);

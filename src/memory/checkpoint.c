@@ -511,9 +511,9 @@ static void rt_region_end(rt_checkpoint *ck, rt_tensor *y) {
      * as torch.utils.checkpoint under autocast does: a recompute from the
      * rounded input drifted through batch norm to 28x the region's own
      * gradient error (resnet20, fp16, 2 segments). A SELECTIVE region is
-     * the exception: it is one stage whose recompute starts from kept
-     * outputs that are half copies already, and plain backpropagation in
-     * the precision region keeps that stage's input as a half copy too; an
+     * the exception: it is one stage or unit whose recompute starts from
+     * kept outputs that are half copies already, and plain backpropagation
+     * in the precision region keeps its input as a half copy too; an
      * f32 input made selective recompute need more than plain (ResNet-50
      * bf16: 747 against 589 MiB). Its input is packed by the precision
      * region's hooks (shared with any half copy of the same storage). */

@@ -11,7 +11,10 @@
  * stages a module lists itself (rt_module.stages: a U-Net's levels in
  * execution order, whose skips are side tensors, see
  * rt_checkpoint_side_get), where a listed Sequential (a U-Net level)
- * contributes its leaves as stages. Each stage belongs to a *unit*
+ * contributes its leaves as stages (so the stages that put and get a skip
+ * must be listed leaves, as the U-Nets' store and merge stages are: a
+ * listed Sequential is no stage of its own, and a reader is taken to be
+ * the first stage of its unit). Each stage belongs to a *unit*
  * (rt_checkpoint.unit): a listed stage, or a Sequential's leaf at the top
  * level; checkpoint_sequential cuts between units and selective recompute
  * makes one region per unit, while a plan may cut anywhere. Every stage
@@ -107,7 +110,8 @@ typedef struct rt_checkpoint {
                                  level whose leaves are stages; checkpoint_sequential and selective
                                  recompute work by unit */
     rt_stage_kind *kind;      /* per stage */
-    int *segment;             /* per stage: CHECKPOINT stages with equal numbers, adjacent, form a region */
+    int *segment;             /* per stage: adjacent CHECKPOINT (or SELECTIVE) stages with equal numbers
+                                 form a region */
     rt_checkpoint_policy_fn policy; /* for SELECTIVE stages */
     void *policy_user;
     /* The dtype of an Autocast between the wrapper and its stages
@@ -148,7 +152,9 @@ rt_status rt_checkpoint_set_selective(rt_module *ckpt, rt_checkpoint_policy_fn p
 rt_status rt_checkpoint_set_plain(rt_module *ckpt);
 
 /* Sets every stage's kind and segment number (arrays of n = n_stages
- * entries, copied). REBUILD is allowed on ReversibleSequence stages only,
+ * entries, copied): adjacent CHECKPOINT stages with one segment number form
+ * a region, and so do adjacent SELECTIVE stages (give each its own number
+ * for one region per stage). REBUILD is allowed on ReversibleSequence stages only,
  * whose reversible flag it sets (and clears for any other kind).
  * RT_ERR_INVALID_ARG for NULLs, n != n_stages, an unknown kind or REBUILD
  * on a stage that is not reversible (the message names the stage). */

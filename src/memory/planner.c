@@ -182,9 +182,9 @@ static void rt_dp_free(rt_dp *d, int n) {
     free(d->pool);
 }
 
-/* The least live bytes stage i adds to what is kept before it under any
- * kind the options allow: a CHECKPOINT segment holding it adds at least
- * its input (or, starting there, its own input) and its peak. */
+/* A lower bound on the live bytes stage i adds to what is kept before its
+ * segment, under any kind the options allow: its single-stage live bytes,
+ * or, in a CHECKPOINT segment, at least its peak and span. */
 static int64_t rt_least_live(const rt_stage_profile *p, int i, rt_plan_options opt) {
     int64_t least = INT64_MAX;
     for (int k = RT_STAGE_STORE; k <= RT_STAGE_REBUILD; k++) {

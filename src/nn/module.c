@@ -87,14 +87,14 @@ static rt_status rt_module_run(rt_module *m, rt_tensor *x, rt_tensor **y, bool c
             st = m->cls->forward_consume(m, x, y); /* releases x */
             x = NULL;
             consume = false;
-            if (ic.after) {
-                if (st != RT_OK) {
-                    rt_tensor_release(*y);
-                    *y = NULL;
-                }
-                rt_status s2 = ic.after(ic.user, m, NULL, *y, st);
-                if (st == RT_OK) st = s2;
+        }
+        if (!handled && ic.after) { /* x NULL once consumed; still ours when before failed */
+            if (st != RT_OK) {
+                rt_tensor_release(*y);
+                *y = NULL;
             }
+            rt_status s2 = ic.after(ic.user, m, x, *y, st);
+            if (st == RT_OK) st = s2;
         }
     } else {
         bool handled = false;

@@ -73,42 +73,28 @@ static rt_status rt_module_run(rt_module *m, rt_tensor *x, rt_tensor **y, bool c
     const char *prev_module = rt_mem_set_module(interned ? interned : rt_mem_module());
     const char *prev_op = rt_mem_set_op(m->cls->type);
     rt_module_interceptor ic = rt_tls_interceptor;
-    if (consume && m->cls->forward_consume && !m->hook && !ic.before && !ic.after) {
+    /* A container under an interceptor hands x on as well (its children,
+     * each seen by the interceptor, are then called without consuming), so
+     * it does not hold x for its whole forward; after() then gets x NULL */
+    bool consumes = consume && m->cls->forward_consume && !m->hook &&
+                    ((!ic.before && !ic.after) || m->n_children > 0);
+    bool handled = false;
+    st = ic.before ? ic.before(ic.user, m, x, y, &handled) : RT_OK;
+    if (st == RT_OK && !handled && consumes) {
         st = m->cls->forward_consume(m, x, y); /* releases x */
         x = NULL;
         consume = false;
-    } else if (consume && m->cls->forward_consume && !m->hook && m->n_children > 0) {
-        /* A container under an interceptor hands x on as well (its
-         * children are called one by one, each seen by the interceptor), so
-         * it is not held for the whole container: after() gets x NULL */
-        bool handled = false;
-        st = ic.before ? ic.before(ic.user, m, x, y, &handled) : RT_OK;
-        if (st == RT_OK && !handled) {
-            st = m->cls->forward_consume(m, x, y); /* releases x */
-            x = NULL;
-            consume = false;
+    } else if (st == RT_OK && !handled) {
+        st = m->cls->forward(m, x, y);
+        if (st == RT_OK && m->hook) st = m->hook(m, x, *y, m->hook_user);
+    }
+    if (!handled && ic.after) { /* x NULL once consumed */
+        if (st != RT_OK) {
+            rt_tensor_release(*y);
+            *y = NULL;
         }
-        if (!handled && ic.after) { /* x NULL once consumed; still ours when before failed */
-            if (st != RT_OK) {
-                rt_tensor_release(*y);
-                *y = NULL;
-            }
-            rt_status s2 = ic.after(ic.user, m, x, *y, st);
-            if (st == RT_OK) st = s2;
-        }
-    } else {
-        bool handled = false;
-        st = ic.before ? ic.before(ic.user, m, x, y, &handled) : RT_OK;
-        if (st == RT_OK && !handled) st = m->cls->forward(m, x, y);
-        if (st == RT_OK && !handled && m->hook) st = m->hook(m, x, *y, m->hook_user);
-        if (!handled && ic.after) {
-            if (st != RT_OK) {
-                rt_tensor_release(*y);
-                *y = NULL;
-            }
-            rt_status s2 = ic.after(ic.user, m, x, *y, st);
-            if (st == RT_OK) st = s2;
-        }
+        rt_status s2 = ic.after(ic.user, m, x, *y, st);
+        if (st == RT_OK) st = s2;
     }
     if (consume) rt_tensor_release(x);
     if (st != RT_OK) {

@@ -3030,6 +3030,19 @@ CHECK_FN(rt_kernel_relu_backward_half) {
     ST(RT_ERR_DTYPE, "rounded", rt_kernel_relu_backward_half(16, 0.0f, h, RT_BF16, kb[1], kb[2], RT_F16));
 }
 
+/* the meta backend's entry, which has no buffers, keeps the other rules */
+CHECK_FN(rt_kernel_relu_backward_half_check) {
+    const rt_backend *meta = rt_backend_get(RT_DEVICE_META);
+    ST(RT_ERR_INVALID_ARG, "n >= 0", rt_kernel_relu_backward_half_check(-1, 0.0f, RT_BF16, RT_F32));
+    ST(RT_ERR_INVALID_ARG, "negative_slope", rt_kernel_relu_backward_half_check(16, -0.5f, RT_BF16, RT_F32));
+    ST(RT_ERR_DTYPE, "bf16 or f16", rt_kernel_relu_backward_half_check(16, 0.0f, RT_F32, RT_F32));
+    ST(RT_ERR_DTYPE, "rounded", rt_kernel_relu_backward_half_check(16, 0.0f, RT_BF16, RT_F16));
+    ST(RT_ERR_DTYPE, "bf16 or f16", meta->relu_backward_half(16, 0.0f, NULL, RT_F32, NULL, NULL, RT_F32));
+    ST(RT_ERR_INVALID_ARG, "negative_slope", meta->relu_backward_half(16, -1.0f, NULL, RT_BF16, NULL, NULL, RT_F32));
+    CHECK_OK(rt_kernel_relu_backward_half_check(16, 0.25f, RT_F16, RT_BF16));
+    CHECK_OK(meta->relu_backward_half(16, 0.0f, NULL, RT_BF16, NULL, NULL, RT_BF16));
+}
+
 CHECK_FN(rt_kernel_reorder_layout) {
     const int64_t shape[4] = {1, rt_layout_block(), 2, 2};
     ST(RT_ERR_INVALID_ARG, "shape", rt_kernel_reorder_layout(4, NULL, RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED, kb[0], kb[1]));
@@ -3822,7 +3835,7 @@ static const api_entry kernels_entries[] = {
     E(rt_kernel_conv_backward_weights), E(rt_conv_algo_set), E(rt_conv_algo_get), E(rt_conv_algo_name),
     E(rt_conv_algo_parse), E(rt_conv_shape_check),
     /* kernels/eltwise.h, layout.h */
-    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward_half), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_layout_weight_blockable), E(rt_layout_pads_much), E(rt_layout_pads), E(rt_cpu_level_get),
+    E(rt_kernel_relu_forward), E(rt_kernel_relu_backward_half), E(rt_kernel_relu_backward_half_check), E(rt_kernel_relu_backward), E(rt_kernel_reorder_layout), E(rt_layout_block), E(rt_layout_weight_blockable), E(rt_layout_pads_much), E(rt_layout_pads), E(rt_cpu_level_get),
     E(rt_cpu_level_name), E(rt_cpu_dnnl_isa_name),
     /* kernels/norm.h */
     E(rt_kernel_batchnorm_forward_train), E(rt_kernel_batchnorm_forward_eval), E(rt_kernel_batchnorm_backward),

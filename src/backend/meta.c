@@ -197,8 +197,8 @@ static rt_status meta_relu_backward(int64_t n, float negative_slope, const float
 
 static rt_status meta_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
                                        const float *dy, float *dx, rt_dtype dy_round) {
-    (void)n, (void)negative_slope, (void)y, (void)dt, (void)dy, (void)dx, (void)dy_round;
-    return RT_OK;
+    (void)y, (void)dy, (void)dx;
+    return rt_kernel_relu_backward_half_check(n, negative_slope, dt, dy_round);
 }
 
 static rt_status meta_reorder_layout(int ndim, const int64_t *shape, rt_layout from, rt_layout to,

@@ -132,17 +132,23 @@ static void relu_half_chunk_rounded(const uint16_t *y, const float *dy, float *d
     }
 }
 
-rt_status rt_kernel_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
-                                       const float *dy, float *dx, rt_dtype dy_round) {
-    if (n < 0 || !(negative_slope >= 0.0f) || (n > 0 && (!y || !dy || !dx)))
-        return rt_error_set(RT_ERR_INVALID_ARG, "relu backward (half y): need n >= 0 (got %lld), "
-                            "negative_slope >= 0 (got %g) and non-NULL y, dy, dx",
-                            (long long)n, negative_slope);
+rt_status rt_kernel_relu_backward_half_check(int64_t n, float negative_slope, rt_dtype dt, rt_dtype dy_round) {
+    if (n < 0 || !(negative_slope >= 0.0f))
+        return rt_error_set(RT_ERR_INVALID_ARG, "relu backward (half y): need n >= 0 (got %lld) and "
+                            "negative_slope >= 0 (got %g)", (long long)n, negative_slope);
     if (dt != RT_BF16 && dt != RT_F16)
         return rt_error_set(RT_ERR_DTYPE, "relu backward (half y): y must be bf16 or f16, got %s", rt_dtype_str(dt));
     if (dy_round != RT_F32 && dy_round != RT_BF16)
         return rt_error_set(RT_ERR_DTYPE, "relu backward (half y): dy is rounded to bf16 or read as f32, not %s",
                             rt_dtype_str(dy_round));
+    return RT_OK;
+}
+
+rt_status rt_kernel_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
+                                       const float *dy, float *dx, rt_dtype dy_round) {
+    RT_TRY(rt_kernel_relu_backward_half_check(n, negative_slope, dt, dy_round));
+    if (n > 0 && (!y || !dy || !dx))
+        return rt_error_set(RT_ERR_INVALID_ARG, "relu backward (half y): y, dy and dx must be non-NULL");
     const uint32_t inf = dt == RT_BF16 ? 0x7f80 : 0x7c00; /* |bits| above it: NaN; sign bit 0x8000 */
     const int round = dy_round == RT_BF16;
     const int64_t chunks = (n + RELU_CHUNK - 1) / RELU_CHUNK;

@@ -45,6 +45,10 @@ rt_status rt_kernel_relu_backward(int64_t n, float negative_slope, const float *
  * nothing booked. */
 rt_status rt_kernel_relu_backward_half(int64_t n, float negative_slope, const uint16_t *y, rt_dtype dt,
                                        const float *dy, float *dx, rt_dtype dy_round);
+/* The argument rules of rt_kernel_relu_backward_half but the buffers (its
+ * errors, NULL buffers aside): what the meta backend checks, which has no
+ * data to run it on. */
+rt_status rt_kernel_relu_backward_half_check(int64_t n, float negative_slope, rt_dtype dt, rt_dtype dy_round);
 
 /* The plans of the two kernels (plan.h): the argument rules and errors of
  * the kernels, RT_ERR_INVALID_ARG for a NULL plan; no primitive for n == 0. */

@@ -3366,6 +3366,19 @@ CHECK_FN(rt_vec_moments_blocked) {
     VAL(a[0] == 7.0 && a[1] == 7.0);
 }
 
+CHECK_FN(rt_vec_center_bf16) {
+    float x[2] = {1, 2}, m[2] = {0, 0};
+    uint16_t out[2] = {7, 7};
+    TOL(rt_vec_center_bf16(2, 1, NULL, m, out));
+    TOL(rt_vec_center_bf16(2, 1, x, NULL, out));
+    TOL(rt_vec_center_bf16(2, 1, x, m, NULL));
+    TOL(rt_vec_center_bf16(2, 0, x, m, out));
+    TOL(rt_vec_center_bf16(0, 1, x, m, out));
+    VAL(out[0] == 7 && out[1] == 7);
+    rt_vec_center_bf16(2, 2, x, m, out);
+    VAL(out[0] == 0x3f80 && out[1] == 0x4000);
+}
+
 CHECK_FN(rt_vec_fingerprint) {
     float x[2] = {1, 2};
     double f[3] = {7, 7, 7};
@@ -3852,7 +3865,7 @@ static const api_entry kernels_entries[] = {
     E(rt_set_num_threads), E(rt_get_num_threads),
     /* kernels/vec.h */
     E(rt_vec_add), E(rt_vec_sub), E(rt_vec_add_relu), E(rt_vec_mul), E(rt_vec_axpy), E(rt_vec_scale),
-    E(rt_vec_sum), E(rt_vec_sumsq), E(rt_vec_all_finite), E(rt_vec_fill), E(rt_vec_moments_plain), E(rt_vec_moments_blocked),
+    E(rt_vec_sum), E(rt_vec_sumsq), E(rt_vec_all_finite), E(rt_vec_fill), E(rt_vec_moments_plain), E(rt_vec_moments_blocked), E(rt_vec_center_bf16),
     E(rt_vec_fingerprint), E(rt_vec_pow), E(rt_vec_pow_backward),
     E(rt_vec_tanh), E(rt_vec_tanh_backward), E(rt_vec_sigmoid), E(rt_vec_sigmoid_backward),
     E(rt_vec_sum_to), E(rt_vec_sumsq_to), E(rt_vec_fill_from), E(rt_vec_diff_norms), E(rt_vec_max_abs_diff), E(rt_vec_first_negative),

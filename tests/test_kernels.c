@@ -1617,6 +1617,45 @@ static void test_vec_moments_tables(void) {
     }
 }
 
+/* Every ISA copy of batch norm's bf16 centring loop this CPU can run
+ * against the scalar conversion of the f32 difference, bit for bit: plain
+ * runs and blocks of 8 and 16 (and an odd block, the generic path), with
+ * rounding ties (odd and even), values that round up into Inf, ±Inf, NaN
+ * (stays NaN), subnormals and ±0 among random values. Fails on a wrong
+ * channel's mean, another rounding or a missed element. */
+static void test_vec_center_bf16_tables(void) {
+    const rt_vec_table *tables[3] = {&rt_vec_table_baseline, NULL, NULL};
+    if (rt_cpu_level_get() >= RT_CPU_AVX2) tables[1] = &rt_vec_table_avx2;
+    if (rt_cpu_level_get() >= RT_CPU_AVX512) tables[2] = &rt_vec_table_avx512;
+    enum { N = 16 * 41 };
+    const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u,
+                                0x7fc00001u, 0xffa00000u, 0x00000001u, 0x80008000u, 0x00000000u, 0x80000000u};
+    const int nspecial = (int)(sizeof special / sizeof special[0]);
+    float x[N], mean[16];
+    uint16_t got[N];
+    lcg_seed(12);
+    for (int i = 0; i < N; i++) x[i] = lcg_uniform(-3.0f, 3.0f);
+    const int blocks[4] = {1, 8, 16, 3};
+    int bad = 0, runs = 0;
+    for (int t = 0; t < 3; t++) {
+        if (!tables[t]) continue;
+        for (int bi = 0; bi < 4; bi++) {
+            const int B = blocks[bi];
+            for (int zero_mean = 0; zero_mean < 2; zero_mean++) {
+                /* with a zero mean the special bit patterns reach the rounding as they are */
+                for (int k = 0; k < 16; k++) mean[k] = zero_mean ? 0.0f : 0.25f * (float)k - 1.0f;
+                for (int i = 0; i < nspecial; i++) memcpy(&x[5 * i + 1], &special[i], 4);
+                const int64_t n = N - (B == 3 ? N % 3 : 0);
+                tables[t]->center_bf16(n, B, x, mean, got);
+                for (int64_t i = 0; i < n; i++) bad += got[i] != rt_f32_to_bf16(x[i] - mean[i % B]);
+                runs++;
+            }
+        }
+    }
+    printf("  bf16 centring, %d table runs (ISA copies x blocks 1/8/16/3 x means): %d elements differ\n", runs, bad);
+    CHECK_EQ_INT(bad, 0);
+}
+
 RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
              {"conv_pointwise_plans", test_conv_pointwise_plans},
              {"conv3d", test_conv3d}, {"conv_winograd", test_conv_winograd},
@@ -1631,4 +1670,4 @@ RT_TEST_MAIN({"conv_out_size", test_conv_out_size}, {"conv2d", test_conv2d},
              {"conv_blocked", test_conv_blocked}, {"pool_blocked", test_pool_blocked},
              {"batchnorm_blocked", test_batchnorm_blocked},
              {"meta_vs_real_blocked", test_meta_vs_real_blocked}, {"plan_parts", test_plan_parts},
-             {"vec_moments_tables", test_vec_moments_tables})
+             {"vec_moments_tables", test_vec_moments_tables}, {"vec_center_bf16_tables", test_vec_center_bf16_tables})

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "kernels/layout.h"
+#include "kernels/vec.h"
 
 /* Channel of flat element `idx` in either memory order (core/layout.h). */
 static inline int64_t bn_channel(const rt_bn_shape *s, int64_t idx) {
@@ -52,6 +53,10 @@ void rt_kernel_batchnorm_center(const rt_bn_shape *s, const float *x, const floa
         for (int64_t j = 0; j < cb; j++) {
             const int64_t base = (i * cb + j) * run;
             const float *m = mean + j * b;
+            if (dt == RT_BF16) { /* one vectorised pass at the CPU's width (kernels/vec.h) */
+                rt_vec_center_bf16(run, (int)b, x + base, m, (uint16_t *)out + base);
+                continue;
+            }
             float d[CHUNK];
             for (int64_t p = 0; p < run; p += CHUNK) {
                 const int64_t len = run - p < CHUNK ? run - p : CHUNK;

@@ -6,6 +6,9 @@
 #include "kernels/vec_table.h"
 
 #include <math.h>
+#include <string.h>
+
+#include "core/dtype.h"
 
 #ifndef RT_VEC_TABLE_NAME
 #error "define RT_VEC_TABLE_NAME before including kernels/vec_loops.h"
@@ -199,6 +202,37 @@ static void loop_moments_blocked(int64_t sp, int B, const float *p, const double
         }
 }
 
+/* The bf16 bits of x − m, rounded as rt_dtype_convert rounds. */
+static inline uint16_t center_bf16_one(float x, float m) {
+    const float d = x - m;
+    uint32_t u;
+    memcpy(&u, &d, 4);
+    return (uint16_t)(rt_bf16_round_bits(u) >> 16);
+}
+
+/* One block of B interleaved channels per step; B a constant, so the inner
+ * loop is one vector (16 lanes at AVX-512) against the means in a register. */
+static inline void center_bf16_block(int64_t n, int B, const float *x, const float *m, uint16_t *out) {
+    for (int64_t q = 0; q < n; q += B) {
+#pragma omp simd
+        for (int k = 0; k < B; k++) out[q + k] = center_bf16_one(x[q + k], m[k]);
+    }
+}
+
+static void loop_center_bf16(int64_t n, int B, const float *x, const float *m, uint16_t *out) {
+    if (B == 16) {
+        center_bf16_block(n, 16, x, m, out);
+    } else if (B == 8) {
+        center_bf16_block(n, 8, x, m, out);
+    } else if (B == 1) {
+        const float m0 = m[0];
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) out[i] = center_bf16_one(x[i], m0);
+    } else {
+        for (int64_t i = 0; i < n; i++) out[i] = center_bf16_one(x[i], m[i % B]);
+    }
+}
+
 const rt_vec_table RT_VEC_TABLE_NAME = {
     .add = loop_add,
     .sub = loop_sub,
@@ -221,4 +255,5 @@ const rt_vec_table RT_VEC_TABLE_NAME = {
     .moments_plain = loop_moments_plain,
     .moments_blocked = loop_moments_blocked,
     .fingerprint = loop_fingerprint,
+    .center_bf16 = loop_center_bf16,
 };

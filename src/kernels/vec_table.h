@@ -30,6 +30,7 @@ typedef struct rt_vec_table {
     void (*moments_plain)(int64_t sp, const float *p, const double *mean, double *a);
     void (*moments_blocked)(int64_t sp, int block, const float *p, const double *mean, double *a);
     void (*fingerprint)(int64_t n, const float *x, uint32_t base, double *out);
+    void (*center_bf16)(int64_t n, int block, const float *x, const float *mean, uint16_t *out);
 } rt_vec_table;
 
 extern const rt_vec_table rt_vec_table_baseline; /* vec.c, x86-64-v2 */

@@ -208,7 +208,15 @@ int cli_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--by-module")) by_module = true;
         else if (!strcmp(argv[i], "--measure")) measure = measure ? measure : 3;
-        else if (!strcmp(argv[i], "--measure-rounds")) ok = cli_int(argc, argv, &i, &measure);
+        else if (!strcmp(argv[i], "--measure-rounds")) {
+            /* checked here, not after the loop: 0 is also what "no --measure" leaves in `measure` */
+            ok = cli_int(argc, argv, &i, &measure);
+            if (ok && (measure < 1 || measure > 16)) {
+                fprintf(stderr, "revtorch memory: --measure-rounds %lld is out of range; give 1..16 timed steps per "
+                                "row\n", (long long)measure);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--memory-timeline")) ok = cli_str(argc, argv, &i, &timeline);
         else if (cli_ckpt_option(argc, argv, &i, &ck, &ok)) (void)0;
         else {
@@ -216,11 +224,6 @@ int cli_cmd_memory(int argc, char **argv) {
             return 2;
         }
         if (!ok) return 2;
-    }
-    if (measure < 0 || measure > 16) {
-        fprintf(stderr, "revtorch memory: --measure-rounds %lld is out of range; give 1..16 timed steps per row\n",
-                (long long)measure);
-        return 2;
     }
     rt_memory_config ck_config;
     if (cli_ckpt_given(&ck) && !cli_ckpt_config("memory", &ck, &ck_config)) return 2;

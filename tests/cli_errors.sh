@@ -60,6 +60,9 @@ check save-unwritable 1 "cannot write --save" "$bin" train --save /nonexistent/d
 check bench-warmup 2 "warmup" "$bin" bench --warmup -1
 check bench-seg-size 2 "D,H,W for a segmentation model" "$bin" bench --model unet3d --size 8,8
 check memory-huge 2 "out of range" "$bin" memory --batch-size 1000000000 --size 10000000
+# 0 rounds would measure nothing, yet exit 0: refused like -1 and 17
+check memory-measure-rounds-zero 2 "--measure-rounds 0 is out of range; give 1..16" "$bin" memory --measure-rounds 0
+check memory-measure-rounds-over 2 "--measure-rounds 17 is out of range; give 1..16" "$bin" memory --measure-rounds 17
 check bad-conv-algo 2 "choose auto, direct or winograd" "$bin" bench --conv-algo fft
 check eval-bad-conv-algo 2 "choose auto, direct or winograd" "$bin" eval --weights x --conv-algo fast
 

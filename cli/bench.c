@@ -47,6 +47,7 @@ static int cmp_double(const void *a, const void *b) {
 
 int cli_cmd_bench(int argc, char **argv) {
     const char *model = "resnet20", *memory = "reversible", *size_arg = NULL;
+    /* channels, classes 0: not given, the model kind's default (the options refuse 0) */
     int64_t batch = 128, channels = 0, classes = 0, steps = 10, warmup = 3, threads = 0;
     cli_ckpt_args ckpt = {0};
     bool memory_given = false;
@@ -60,12 +61,12 @@ int cli_cmd_bench(int argc, char **argv) {
             bench_usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--model")) ok = cli_str(argc, argv, &i, &model);
-        else if (!strcmp(argv[i], "--batch-size")) ok = cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--batch-size")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &batch);
         else if (!strcmp(argv[i], "--size")) ok = cli_str(argc, argv, &i, &size_arg);
-        else if (!strcmp(argv[i], "--channels")) ok = cli_int(argc, argv, &i, &channels);
-        else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
-        else if (!strcmp(argv[i], "--steps")) ok = cli_int(argc, argv, &i, &steps);
-        else if (!strcmp(argv[i], "--warmup")) ok = cli_int(argc, argv, &i, &warmup);
+        else if (!strcmp(argv[i], "--channels")) ok = cli_int_in(argc, argv, &i, 1, 100000, NULL, &channels);
+        else if (!strcmp(argv[i], "--classes")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &classes);
+        else if (!strcmp(argv[i], "--steps")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &steps);
+        else if (!strcmp(argv[i], "--warmup")) ok = cli_int_in(argc, argv, &i, 0, 1000000, NULL, &warmup);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-cache")) ok = cli_weight_cache(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-layout")) ok = cli_weight_layout(argc, argv, &i);
@@ -93,10 +94,6 @@ int cli_cmd_bench(int argc, char **argv) {
     const int64_t d = sz[0], h = nsz == 1 ? sz[0] : sz[nsz - 2], w = sz[nsz - 1];
     if (!channels) channels = seg ? 4 : 1;
     if (!classes) classes = seg ? 4 : 10;
-    if (steps < 1 || warmup < 0 || batch < 1 || channels < 1 || classes < 1) {
-        fprintf(stderr, "revtorch bench: --steps, --batch-size, --channels and --classes must be >= 1, --warmup >= 0\n");
-        return 2;
-    }
     cli_strategy strategy;
     if (!cli_memory_mode(memory, "full", &strategy)) return 2;
     if (!cli_strategy_fits_model("bench", model, strategy.reversible && memory_given, false)) return 2;

@@ -177,7 +177,8 @@ static void print_row(const char *model, const char *mode, int64_t params, const
 int cli_cmd_memory(int argc, char **argv) {
     const char *model = "revnet_small", *memory = NULL, *grouping = "full";
     const char *optimizer = "sgd";
-    int64_t batch = 0, channels = 0, threads = 0, accum = 1, classes = 0; /* 0: the model kind's default */
+    /* 0: not given, the model kind's default (the options refuse 0) */
+    int64_t batch = 0, channels = 0, threads = 0, accum = 1, classes = 0;
     const char *size_arg = NULL;
     float momentum = 0.9f;
     bool by_module = false;
@@ -192,16 +193,17 @@ int cli_cmd_memory(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--model")) ok = cli_str(argc, argv, &i, &model);
         else if (!strcmp(argv[i], "--memory")) ok = cli_str(argc, argv, &i, &memory);
         else if (!strcmp(argv[i], "--grouping")) ok = cli_str(argc, argv, &i, &grouping);
-        else if (!strcmp(argv[i], "--batch-size") || !strcmp(argv[i], "--batch")) ok = cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--batch-size") || !strcmp(argv[i], "--batch"))
+            ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &batch);
         else if (!strcmp(argv[i], "--size")) ok = cli_str(argc, argv, &i, &size_arg);
-        else if (!strcmp(argv[i], "--channels")) ok = cli_int(argc, argv, &i, &channels);
+        else if (!strcmp(argv[i], "--channels")) ok = cli_int_in(argc, argv, &i, 1, 100000, NULL, &channels);
         else if (!strcmp(argv[i], "--threads")) ok = cli_int(argc, argv, &i, &threads);
         else if (!strcmp(argv[i], "--optimizer")) ok = cli_str(argc, argv, &i, &optimizer);
         else if (!strcmp(argv[i], "--momentum"))
             ok = cli_float_in(argc, argv, &i, 0, 1, true, "(SGD momentum; at 1 or more the steps grow without bound)",
                               &momentum);
-        else if (!strcmp(argv[i], "--accum-steps")) ok = cli_int(argc, argv, &i, &accum);
-        else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
+        else if (!strcmp(argv[i], "--accum-steps")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &accum);
+        else if (!strcmp(argv[i], "--classes")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &classes);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-cache")) ok = cli_weight_cache(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-layout")) ok = cli_weight_layout(argc, argv, &i);
@@ -249,18 +251,17 @@ int cli_cmd_memory(int argc, char **argv) {
     shape.d = sz[0];
     shape.h = nsz == 1 ? sz[0] : sz[nsz - 2];
     shape.w = sz[nsz - 1];
+    const bool batch_given = batch != 0;
     if (!batch) batch = seg ? 2 : 128;
     if (!channels) channels = seg ? 4 : 1;
     if (!classes) classes = seg ? 4 : 10;
     rt_optimizer_spec spec;
     if (!cli_optimizer_spec(optimizer, 0.1f, momentum, 5e-4f, &spec)) return 2;
-    if (batch < 1 || channels < 1 || batch > 1000000 || channels > 100000) {
-        fprintf(stderr, "revtorch memory: --batch-size / --batch (1..10^6) or --channels (1..10^5) out of range, "
-                        "got %lld and %lld\n", (long long)batch, (long long)channels);
-        return 2;
-    }
-    if (accum < 1 || accum > batch || classes < 1 || classes > 1000000) {
-        fprintf(stderr, "revtorch memory: need 1 <= --accum-steps <= --batch-size and --classes in 1..10^6\n");
+    if (accum > batch) { /* the ranges were checked as the options were read; this bound is the batch */
+        fprintf(stderr, "revtorch memory: --accum-steps %lld is more than %s--batch-size %lld%s (each micro-batch "
+                        "needs a sample); use 1 to %lld%s\n", (long long)accum, batch_given ? "" : "the default ",
+                (long long)batch, batch_given || !seg ? "" : " of segmentation models", (long long)batch,
+                batch_given ? "" : " or give a larger --batch-size");
         return 2;
     }
     const rt_train_config cfg = {.accum_steps = accum};

@@ -30,7 +30,8 @@ static void memory_usage(FILE *f) {
                "  --by-module        per module of the tree (one memory mode: --memory, else reversible where\n"
                "                     the model has it): the activations it keeps for backward (SAVED at the end\n"
                "                     of forward) and its transient peak (the most TEMP bytes above what was live\n"
-               "                     when it began, in its forward or its backward), from the meta run's trace\n");
+               "                     when it began, in its forward or its backward), from the meta run's trace;\n"
+               "                     the plain step only: not with the options of the checkpointing rows below\n");
     cli_conv_algo_help(f, 21);
     cli_weight_cache_help(f, 21);
     cli_weight_layout_help(f, 21);
@@ -38,7 +39,7 @@ static void memory_usage(FILE *f) {
                "row marked * for the --memory-mode, --memory-budget, --checkpoint-segments or --recompute given,\n"
                "planned as train and segment train plan them; for the U-Nets the stages are the levels and the\n"
                "skips are charged to the stages they span), planned on meta; --measure runs real steps of each\n"
-               "and adds the measured peak and the step-time overhead:\n"
+               "and adds the measured peak and the step-time overhead (classifiers: square images only, --size S):\n"
                "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
                "  --measure-rounds N as --measure with N timed steps per row (1..16; more for a noisy machine)\n"
@@ -174,6 +175,29 @@ static void print_row(const char *model, const char *mode, int64_t params, const
     printf(" %9.1f\n", (double)p->peak_total / 1048576.0);
 }
 
+/* The options given that only the checkpointing rows use (the four
+ * planning options, --measure, --measure-rounds, --memory-timeline), each
+ * once, in the order typed. */
+typedef struct plan_opts {
+    const char *name[8];
+    int n;
+} plan_opts;
+
+static void plan_opts_add(plan_opts *p, const char *name) {
+    for (int k = 0; k < p->n; k++)
+        if (!strcmp(p->name[k], name)) return;
+    if (p->n < 8) p->name[p->n++] = name;
+}
+
+/* "--memory-budget", "--measure and --memory-timeline", "A, B and C". */
+static void plan_opts_list(const plan_opts *p, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < p->n && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", k == 0 ? "" : k == p->n - 1 ? " and " : ", ",
+                                 p->name[k]);
+}
+
 int cli_cmd_memory(int argc, char **argv) {
     const char *model = "revnet_small", *memory = NULL, *grouping = "full";
     const char *optimizer = "sgd";
@@ -185,8 +209,10 @@ int cli_cmd_memory(int argc, char **argv) {
     int64_t measure = 0; /* rounds of real steps; 0: none */
     cli_ckpt_args ck = {0};
     const char *timeline = NULL;
+    plan_opts plan = {.n = 0};
     for (int i = 1; i < argc; i++) {
         bool ok = true;
+        const char *opt = argv[i];
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             memory_usage(stdout);
             return 0;
@@ -209,8 +235,9 @@ int cli_cmd_memory(int argc, char **argv) {
         else if (!strcmp(argv[i], "--weight-layout")) ok = cli_weight_layout(argc, argv, &i);
         else if (!strcmp(argv[i], "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--by-module")) by_module = true;
-        else if (!strcmp(argv[i], "--measure")) measure = measure ? measure : 3;
+        else if (!strcmp(argv[i], "--measure")) measure = measure ? measure : 3, plan_opts_add(&plan, opt);
         else if (!strcmp(argv[i], "--measure-rounds")) {
+            plan_opts_add(&plan, opt);
             /* checked here, not after the loop: 0 is also what "no --measure" leaves in `measure` */
             ok = cli_int(argc, argv, &i, &measure);
             if (ok && (measure < 1 || measure > 16)) {
@@ -219,13 +246,23 @@ int cli_cmd_memory(int argc, char **argv) {
                 return 2;
             }
         }
-        else if (!strcmp(argv[i], "--memory-timeline")) ok = cli_str(argc, argv, &i, &timeline);
-        else if (cli_ckpt_option(argc, argv, &i, &ck, &ok)) (void)0;
+        else if (!strcmp(argv[i], "--memory-timeline")) ok = cli_str(argc, argv, &i, &timeline), plan_opts_add(&plan, opt);
+        else if (cli_ckpt_option(argc, argv, &i, &ck, &ok)) plan_opts_add(&plan, opt);
         else {
             fprintf(stderr, "revtorch memory: unknown option '%s' (see revtorch memory --help)\n", argv[i]);
             return 2;
         }
         if (!ok) return 2;
+    }
+    /* Options that would change nothing are refused rather than ignored:
+     * a user who asks for a budget's plan and gets none thinks it was made. */
+    char given[160];
+    plan_opts_list(&plan, given, sizeof given);
+    if (by_module && plan.n) {
+        fprintf(stderr, "revtorch memory: --by-module is the plain per-module table of one step, without "
+                        "checkpointing rows; %s appl%s to those rows only: drop %s, or drop --by-module to get the "
+                        "rows\n", given, plan.n == 1 ? "ies" : "y", plan.n == 1 ? "it" : "them");
+        return 2;
     }
     rt_memory_config ck_config;
     if (cli_ckpt_given(&ck) && !cli_ckpt_config("memory", &ck, &ck_config)) return 2;
@@ -251,6 +288,12 @@ int cli_cmd_memory(int argc, char **argv) {
     shape.d = sz[0];
     shape.h = nsz == 1 ? sz[0] : sz[nsz - 2];
     shape.w = sz[nsz - 1];
+    if (plan.n && !seg && shape.h != shape.w) {
+        fprintf(stderr, "revtorch memory: %s %s the checkpointing rows, which are planned for square images only "
+                        "(--size %s); give --size S, or drop %s\n", given, plan.n == 1 ? "needs" : "need",
+                size_arg, plan.n == 1 ? "it" : "them");
+        return 2;
+    }
     const bool batch_given = batch != 0;
     if (!batch) batch = seg ? 2 : 128;
     if (!channels) channels = seg ? 4 : 1;

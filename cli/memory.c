@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "common.h"
 #include "kernels/threads.h"
+#include "outputs.h"
 #include "train/seg_loss.h"
 
 static void memory_usage(FILE *f) {
@@ -44,7 +45,8 @@ static void memory_usage(FILE *f) {
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
                "  --measure-rounds N as --measure with N timed steps per row (1..16; more for a noisy machine)\n"
                "  --memory-timeline F.csv  one step of the * row's plan (else balanced) as CSV and F.png, and\n"
-               "                     F.combined.png: plain, 4 segments and that plan side by side\n");
+               "                     F.combined.png: plain, 4 segments and that plan side by side; the paths are\n"
+               "                     checked before any work, and the three files replaced only once all are written\n");
     cli_precision_help(f, 21);
     fprintf(f,
                "Models without reversible parts show the standard row only.\n");
@@ -198,6 +200,24 @@ static void plan_opts_list(const plan_opts *p, char *buf, size_t n) {
                                  p->name[k]);
 }
 
+/* --memory-timeline F.csv: F.csv, F.png and F.combined.png checked (as
+ * train checks its outputs: names, types, symlinks, collisions) and locked
+ * before any work. Returns 0, or the exit code with the message printed. */
+static int timeline_outputs(const char *csv, cli_outputs *outs) {
+    const char *opt = "--memory-timeline";
+    char png[CLI_PATH_MAX], combined[CLI_PATH_MAX];
+    if (!cli_csv_name_ok(outs->command, opt, csv)) return 2;
+    cli_derived_path(csv, ".csv", ".png", png, sizeof png);
+    cli_derived_path(csv, ".csv", ".combined.png", combined, sizeof combined);
+    /* a path the file system refuses is the user's to change: a usage error */
+    if (!cli_outputs_add(outs, opt, csv, NULL, false) || !cli_outputs_add(outs, opt, png, csv, false) ||
+        !cli_outputs_add(outs, opt, combined, csv, false))
+        return 2;
+    int rc = cli_outputs_check_distinct(outs);
+    if (rc) return rc;
+    return cli_outputs_lock(outs) ? 1 : 0;
+}
+
 int cli_cmd_memory(int argc, char **argv) {
     const char *model = "revnet_small", *memory = NULL, *grouping = "full";
     const char *optimizer = "sgd";
@@ -315,8 +335,20 @@ int cli_cmd_memory(int argc, char **argv) {
         if (!memory) s.reversible = rt_model_name_has_reversible(model);
         return print_by_module(model, channels, classes, &s, &spec, &cfg, batch, &shape);
     }
+    cli_outputs outs;
+    cli_outputs_init(&outs, "revtorch memory");
+    if (timeline) {
+        int rc = timeline_outputs(timeline, &outs);
+        if (rc) {
+            cli_outputs_release(&outs);
+            return rc;
+        }
+    }
     rt_model *m = NULL;
-    if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) return cli_fail("model");
+    if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) {
+        cli_outputs_release(&outs);
+        return cli_fail("model");
+    }
     int64_t params = rt_state_dict_num_param_elements(m->sd);
     rt_model_destroy(m);
     char dims[64];
@@ -340,12 +372,15 @@ int cli_cmd_memory(int argc, char **argv) {
         rt_memstats p;
         cli_strategy row = strategy;
         row.reversible = r;
-        if (predict(model, channels, classes, &row, &spec, &cfg, batch, &shape, &p) != RT_OK)
+        if (predict(model, channels, classes, &row, &spec, &cfg, batch, &shape, &p) != RT_OK) {
+            cli_outputs_release(&outs);
             return cli_fail("prediction");
+        }
         print_row(model, r ? "reversible" : "standard", params, &p);
     }
     if (!seg && shape.h != shape.w) {
         printf("(checkpointing rows: planned for square images only; give --size S to see them)\n");
+        cli_outputs_release(&outs); /* none taken: the rows' options were refused above */
         return 0;
     }
     cli_strategy plans_strategy = strategy;
@@ -357,6 +392,8 @@ int cli_cmd_memory(int argc, char **argv) {
                                .ys = {batch, shape.d, shape.h, shape.w}};
         plans_cfg.loss = rt_loss_dice_ce;
     }
-    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &plans_cfg, &bs, &ck, (int)measure,
-                            timeline);
+    int rc = cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &plans_cfg, &bs, &ck, (int)measure,
+                              timeline ? &outs : NULL);
+    cli_outputs_release(&outs);
+    return rc;
 }

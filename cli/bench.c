@@ -34,10 +34,12 @@ static void bench_usage(FILE *f) {
                "  --memory MODE       reversible or standard, for RevNets (default reversible)\n");
     cli_ckpt_help(f);
     fprintf(f,
-               "Prints one line: model, batch, median/min step seconds, images/s, the peak tracked MiB of the\n"
-               "timed steps and the meta prediction of that peak (the plan's, with a checkpointing option),\n"
-               "the checkpointing plan (plan=none without one) with its modelled recompute, and the system\n"
-               "allocations per timed step (0 once the caching allocator holds every block).\n");
+               "Prints the CPU (cpu: model name; avx2, fma, f16c, avx512f, avx512_bf16, amx yes/no; oneDNN's\n"
+               "ISA; threads), then one line: model, batch, median/min step seconds, images/s, the peak\n"
+               "tracked MiB of the timed steps and the meta prediction of that peak (the plan's, with a\n"
+               "checkpointing option), the checkpointing plan (plan=none without one) with its modelled\n"
+               "recompute, and the system allocations per timed step (0 once the caching allocator holds every\n"
+               "block).\n");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -192,6 +194,8 @@ int cli_cmd_bench(int argc, char **argv) {
     if (seg) snprintf(size_str, sizeof size_str, "%lldx%lldx%lld", (long long)d, (long long)h, (long long)w);
     else if (h == w) snprintf(size_str, sizeof size_str, "%lld", (long long)h);
     else snprintf(size_str, sizeof size_str, "%lldx%lld", (long long)h, (long long)w);
+    /* the numbers depend on the CPU: its line first, the result line's format unchanged (bench/ parses it) */
+    cli_print_cpu(stdout);
     printf("revtorch model=%s memory=%s precision=%s case=%s conv_algo=%s batch=%lld size=%s threads=%d median_step_s=%.4f "
            "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f predicted_peak_mib=%.1f plan=%s "
            "predicted_recompute_pct=%.1f sys_allocs_per_step=%.1f\n",

@@ -30,28 +30,6 @@ static double median_of(double *v, int n) {
     return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* The CPU's model name and the vector ISA flags that matter to oneDNN. */
-static void print_cpu(void) {
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[4096], name[256] = "unknown";
-    bool avx2 = false, avx512 = false, amx = false;
-    while (f && fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "model name", 10) && !strcmp(name, "unknown")) {
-            char *c = strchr(line, ':');
-            if (c) snprintf(name, sizeof name, "%s", c + 2);
-            name[strcspn(name, "\n")] = 0;
-        }
-        if (!strncmp(line, "flags", 5)) {
-            avx2 = strstr(line, " avx2") != NULL;
-            avx512 = strstr(line, " avx512f") != NULL;
-            amx = strstr(line, " amx_tile") != NULL;
-        }
-    }
-    if (f) fclose(f);
-    printf("cpu: %s; avx2 %s, avx512f %s, amx %s; %d threads\n", name, avx2 ? "yes" : "no", avx512 ? "yes" : "no",
-           amx ? "yes" : "no", rt_get_num_threads());
-}
-
 /* Real steps of every row's plan on one model (the plans switch between
  * steps), rows alternating within each round so that load from other
  * processes falls on all of them alike: measured tracked peak of the step
@@ -338,7 +316,7 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
         rc = write_timelines(timeline, model, channels, classes, strategy, spec, cfg, shape, rows, pick, 3);
     }
     if (measure && !rc) {
-        print_cpu();
+        cli_print_cpu(stdout);
         rc = measure_rows(model, channels, classes, strategy, spec, cfg, shape, rows, n, measure_rounds);
     }
     const double mib = 1048576.0;

@@ -50,6 +50,11 @@ check bench_segments_capped 0 "plan=segments-15 " "$bin" bench --model resnet20 
     --channels 3 --steps 1 --warmup 1 --threads 1 --checkpoint-segments 1000
 check bench_refused 1 "smallest feasible budget" "$bin" bench --model resnet20 --batch-size 16 --size 16 \
     --channels 3 --memory-budget 5MiB
+# benchmarks print the CPU and its ISA flags beside their numbers, from one helper
+cpu_line="^cpu: .*; avx2 \(yes\|no\), fma \(yes\|no\), f16c \(yes\|no\), avx512f \(yes\|no\), avx512_bf16 \(yes\|no\), amx \(yes\|no\); oneDNN isa [a-z0-9_]*; 1 thread$"
+check bench_cpu_line 0 "$cpu_line" "$bin" bench --model resnet20 --batch-size 2 --size 8 --steps 1 --warmup 0 --threads 1
+check memory_measure_cpu_line 0 "$cpu_line" "$bin" memory --model resnet20 --batch-size 2 --size 8 --measure-rounds 1 \
+    --threads 1
 bench=(--model resnet20 --batch-size 16 --size 16 --channels 3 --steps 2 --warmup 1 --threads 1)
 plain_line="$("$bin" bench "${bench[@]}" 2>&1)"
 plan_line="$("$bin" bench "${bench[@]}" --memory-mode aggressive 2>&1)"

@@ -34,10 +34,12 @@ static void bench_usage(FILE *f) {
                "  --memory MODE       reversible or standard, for RevNets (default reversible)\n");
     cli_ckpt_help(f);
     fprintf(f,
-               "Prints one line: model, batch, median/min step seconds, images/s, the peak tracked MiB of the\n"
-               "timed steps and the meta prediction of that peak (the plan's, with a checkpointing option),\n"
-               "the checkpointing plan (plan=none without one) with its modelled recompute, and the system\n"
-               "allocations per timed step (0 once the caching allocator holds every block).\n");
+               "Prints the CPU (cpu: model name; avx2, fma, f16c, avx512f, avx512_bf16, amx yes/no; oneDNN's\n"
+               "ISA; threads), then one line: model, batch, median/min step seconds, images/s, the peak\n"
+               "tracked MiB of the timed steps and the meta prediction of that peak (the plan's, with a\n"
+               "checkpointing option), the checkpointing plan (plan=none without one) with its modelled\n"
+               "recompute, and the system allocations per timed step (0 once the caching allocator holds every\n"
+               "block).\n");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -47,6 +49,7 @@ static int cmp_double(const void *a, const void *b) {
 
 int cli_cmd_bench(int argc, char **argv) {
     const char *model = "resnet20", *memory = "reversible", *size_arg = NULL;
+    /* channels, classes 0: not given, the model kind's default (the options refuse 0) */
     int64_t batch = 128, channels = 0, classes = 0, steps = 10, warmup = 3, threads = 0;
     cli_ckpt_args ckpt = {0};
     bool memory_given = false;
@@ -60,12 +63,12 @@ int cli_cmd_bench(int argc, char **argv) {
             bench_usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--model")) ok = cli_str(argc, argv, &i, &model);
-        else if (!strcmp(argv[i], "--batch-size")) ok = cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--batch-size")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &batch);
         else if (!strcmp(argv[i], "--size")) ok = cli_str(argc, argv, &i, &size_arg);
-        else if (!strcmp(argv[i], "--channels")) ok = cli_int(argc, argv, &i, &channels);
-        else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
-        else if (!strcmp(argv[i], "--steps")) ok = cli_int(argc, argv, &i, &steps);
-        else if (!strcmp(argv[i], "--warmup")) ok = cli_int(argc, argv, &i, &warmup);
+        else if (!strcmp(argv[i], "--channels")) ok = cli_int_in(argc, argv, &i, 1, 100000, NULL, &channels);
+        else if (!strcmp(argv[i], "--classes")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &classes);
+        else if (!strcmp(argv[i], "--steps")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &steps);
+        else if (!strcmp(argv[i], "--warmup")) ok = cli_int_in(argc, argv, &i, 0, 1000000, NULL, &warmup);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-cache")) ok = cli_weight_cache(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-layout")) ok = cli_weight_layout(argc, argv, &i);
@@ -93,10 +96,6 @@ int cli_cmd_bench(int argc, char **argv) {
     const int64_t d = sz[0], h = nsz == 1 ? sz[0] : sz[nsz - 2], w = sz[nsz - 1];
     if (!channels) channels = seg ? 4 : 1;
     if (!classes) classes = seg ? 4 : 10;
-    if (steps < 1 || warmup < 0 || batch < 1 || channels < 1 || classes < 1) {
-        fprintf(stderr, "revtorch bench: --steps, --batch-size, --channels and --classes must be >= 1, --warmup >= 0\n");
-        return 2;
-    }
     cli_strategy strategy;
     if (!cli_memory_mode(memory, "full", &strategy)) return 2;
     if (!cli_strategy_fits_model("bench", model, strategy.reversible && memory_given, false)) return 2;
@@ -195,6 +194,8 @@ int cli_cmd_bench(int argc, char **argv) {
     if (seg) snprintf(size_str, sizeof size_str, "%lldx%lldx%lld", (long long)d, (long long)h, (long long)w);
     else if (h == w) snprintf(size_str, sizeof size_str, "%lld", (long long)h);
     else snprintf(size_str, sizeof size_str, "%lldx%lld", (long long)h, (long long)w);
+    /* the numbers depend on the CPU: its line first, the result line's format unchanged (bench/ parses it) */
+    cli_print_cpu(stdout);
     printf("revtorch model=%s memory=%s precision=%s case=%s conv_algo=%s batch=%lld size=%s threads=%d median_step_s=%.4f "
            "min_step_s=%.4f images_per_s=%.1f peak_tracked_mib=%.1f predicted_peak_mib=%.1f plan=%s "
            "predicted_recompute_pct=%.1f sys_allocs_per_step=%.1f\n",

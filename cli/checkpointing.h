@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "memory/budget.h"
+#include "outputs.h"
 
 typedef struct cli_ckpt_args {
     const char *mode, *budget, *recompute; /* as given, NULL when absent */
@@ -83,10 +84,11 @@ typedef struct cli_batch_shape {
  * category, activation and step saving, modelled recompute; with
  * measure_rounds > 0 (≤ 16), that many rounds of real steps add the
  * measured peak and the median step-time overhead; timeline
- * (NULL: none) names the CSV of the planned step's allocation timeline
- * (with .png and .combined.png next to it). Returns the exit code. */
+ * (NULL: none) holds the files of the planned step's allocation timeline,
+ * checked and locked (cli/outputs.h): out[0] the CSV, out[1] its .png,
+ * out[2] its .combined.png. Returns the exit code. */
 int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
                      const rt_optimizer_spec *spec, const rt_train_config *cfg, const cli_batch_shape *shape,
-                     const cli_ckpt_args *args, int measure_rounds, const char *timeline);
+                     const cli_ckpt_args *args, int measure_rounds, const cli_outputs *timeline);
 
 #endif

@@ -14,6 +14,7 @@
 #include "memory/reversible.h"
 #include "data/mnist.h"
 #include "kernels/conv.h"
+#include "kernels/cpu.h"
 #include "kernels/threads.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
@@ -487,4 +488,38 @@ bool cli_parse_dims(const char *s, int64_t v[3], int *n) {
         p = end + 1;
     }
     return false;
+}
+
+/* True when the "flags" line of /proc/cpuinfo lists `flag` as a whole word
+ * ("avx512f" is not "avx512fp16"). */
+static bool cpu_flag(const char *flags, const char *flag) {
+    size_t n = strlen(flag);
+    for (const char *p = strstr(flags, flag); p; p = strstr(p + 1, flag))
+        if ((p == flags || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+void cli_print_cpu(FILE *f) {
+    FILE *in = fopen("/proc/cpuinfo", "r");
+    char line[8192], name[256] = "unknown", flags[8192] = "";
+    while (in && fgets(line, sizeof line, in)) { /* the first CPU's lines; the others repeat them */
+        if (!strncmp(line, "model name", 10) && !strcmp(name, "unknown")) {
+            const char *c = strchr(line, ':');
+            if (c) snprintf(name, sizeof name, "%s", c + 1 + (c[1] == ' '));
+            name[strcspn(name, "\n")] = '\0';
+        }
+        if (!strncmp(line, "flags", 5) && !flags[0]) snprintf(flags, sizeof flags, "%s", line);
+    }
+    if (in) fclose(in);
+    /* avx512_bf16 decides whether bf16 computes natively, amx (amx_tile) the
+     * tile kernels; oneDNN's effective ISA shows a DNNL_MAX_CPU_ISA cap */
+    const char *isa[][2] = {{"avx2", "avx2"},       {"fma", "fma"},
+                            {"f16c", "f16c"},       {"avx512f", "avx512f"},
+                            {"avx512_bf16", "avx512_bf16"}, {"amx", "amx_tile"}};
+    fprintf(f, "cpu: %s;", name);
+    for (size_t k = 0; k < sizeof isa / sizeof isa[0]; k++)
+        fprintf(f, "%s %s %s", k ? "," : "", isa[k][0], cpu_flag(flags, isa[k][1]) ? "yes" : "no");
+    int threads = rt_get_num_threads();
+    fprintf(f, "; oneDNN isa %s; %d thread%s\n", rt_cpu_dnnl_isa_name(), threads, threads == 1 ? "" : "s");
 }

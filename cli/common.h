@@ -159,6 +159,12 @@ const char *cli_optimizer_label(const rt_optimizer_spec *s);
  * memory runs out or the optimizer refuses the spec. */
 rt_optimizer *cli_optimizer_for(const rt_optimizer_spec *spec, const rt_state_dict *sd);
 
+/* The line every benchmark prints next to its numbers (project rule:
+ * machines differ): "cpu: NAME; avx2 yes, fma yes, f16c yes, avx512f yes,
+ * avx512_bf16 no, amx no; oneDNN isa avx512_core; 2 threads", from
+ * /proc/cpuinfo ("unknown" and "no" where it cannot be read). */
+void cli_print_cpu(FILE *f);
+
 /* One line with the peak bytes per category of `s`, in MiB. */
 void cli_print_peaks(FILE *f, const char *indent, const rt_memstats *s);
 

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "common.h"
 #include "kernels/threads.h"
+#include "outputs.h"
 #include "train/seg_loss.h"
 
 static void memory_usage(FILE *f) {
@@ -30,7 +31,8 @@ static void memory_usage(FILE *f) {
                "  --by-module        per module of the tree (one memory mode: --memory, else reversible where\n"
                "                     the model has it): the activations it keeps for backward (SAVED at the end\n"
                "                     of forward) and its transient peak (the most TEMP bytes above what was live\n"
-               "                     when it began, in its forward or its backward), from the meta run's trace\n");
+               "                     when it began, in its forward or its backward), from the meta run's trace;\n"
+               "                     the plain step only: not with the options of the checkpointing rows below\n");
     cli_conv_algo_help(f, 21);
     cli_weight_cache_help(f, 21);
     cli_weight_layout_help(f, 21);
@@ -38,12 +40,13 @@ static void memory_usage(FILE *f) {
                "row marked * for the --memory-mode, --memory-budget, --checkpoint-segments or --recompute given,\n"
                "planned as train and segment train plan them; for the U-Nets the stages are the levels and the\n"
                "skips are charged to the stages they span), planned on meta; --measure runs real steps of each\n"
-               "and adds the measured peak and the step-time overhead:\n"
+               "and adds the measured peak and the step-time overhead (classifiers: square images only, --size S):\n"
                "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
                "  --measure-rounds N as --measure with N timed steps per row (1..16; more for a noisy machine)\n"
                "  --memory-timeline F.csv  one step of the * row's plan (else balanced) as CSV and F.png, and\n"
-               "                     F.combined.png: plain, 4 segments and that plan side by side\n");
+               "                     F.combined.png: plain, 4 segments and that plan side by side; the paths are\n"
+               "                     checked before any work, and the three files replaced only once all are written\n");
     cli_precision_help(f, 21);
     fprintf(f,
                "Models without reversible parts show the standard row only.\n");
@@ -174,52 +177,111 @@ static void print_row(const char *model, const char *mode, int64_t params, const
     printf(" %9.1f\n", (double)p->peak_total / 1048576.0);
 }
 
+/* The options given that only the checkpointing rows use (the four
+ * planning options, --measure, --measure-rounds, --memory-timeline), each
+ * once, in the order typed. */
+typedef struct plan_opts {
+    const char *name[8];
+    int n;
+} plan_opts;
+
+static void plan_opts_add(plan_opts *p, const char *name) {
+    for (int k = 0; k < p->n; k++)
+        if (!strcmp(p->name[k], name)) return;
+    if (p->n < 8) p->name[p->n++] = name;
+}
+
+/* "--memory-budget", "--measure and --memory-timeline", "A, B and C". */
+static void plan_opts_list(const plan_opts *p, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < p->n && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", k == 0 ? "" : k == p->n - 1 ? " and " : ", ",
+                                 p->name[k]);
+}
+
+/* --memory-timeline F.csv: F.csv, F.png and F.combined.png checked (as
+ * train checks its outputs: names, types, symlinks, collisions) and locked
+ * before any work. Returns 0, or the exit code with the message printed. */
+static int timeline_outputs(const char *csv, cli_outputs *outs) {
+    const char *opt = "--memory-timeline";
+    char png[CLI_PATH_MAX], combined[CLI_PATH_MAX];
+    if (!cli_csv_name_ok(outs->command, opt, csv)) return 2;
+    cli_derived_path(csv, ".csv", ".png", png, sizeof png);
+    cli_derived_path(csv, ".csv", ".combined.png", combined, sizeof combined);
+    /* a path the file system refuses is the user's to change: a usage error */
+    if (!cli_outputs_add(outs, opt, csv, NULL, false) || !cli_outputs_add(outs, opt, png, csv, false) ||
+        !cli_outputs_add(outs, opt, combined, csv, false))
+        return 2;
+    int rc = cli_outputs_check_distinct(outs);
+    if (rc) return rc;
+    return cli_outputs_lock(outs) ? 1 : 0;
+}
+
 int cli_cmd_memory(int argc, char **argv) {
     const char *model = "revnet_small", *memory = NULL, *grouping = "full";
     const char *optimizer = "sgd";
-    int64_t batch = 0, channels = 0, threads = 0, accum = 1, classes = 0; /* 0: the model kind's default */
+    /* 0: not given, the model kind's default (the options refuse 0) */
+    int64_t batch = 0, channels = 0, threads = 0, accum = 1, classes = 0;
     const char *size_arg = NULL;
     float momentum = 0.9f;
     bool by_module = false;
     int64_t measure = 0; /* rounds of real steps; 0: none */
     cli_ckpt_args ck = {0};
     const char *timeline = NULL;
+    plan_opts plan = {.n = 0};
     for (int i = 1; i < argc; i++) {
         bool ok = true;
+        const char *opt = argv[i];
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             memory_usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--model")) ok = cli_str(argc, argv, &i, &model);
         else if (!strcmp(argv[i], "--memory")) ok = cli_str(argc, argv, &i, &memory);
         else if (!strcmp(argv[i], "--grouping")) ok = cli_str(argc, argv, &i, &grouping);
-        else if (!strcmp(argv[i], "--batch-size") || !strcmp(argv[i], "--batch")) ok = cli_int(argc, argv, &i, &batch);
+        else if (!strcmp(argv[i], "--batch-size") || !strcmp(argv[i], "--batch"))
+            ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &batch);
         else if (!strcmp(argv[i], "--size")) ok = cli_str(argc, argv, &i, &size_arg);
-        else if (!strcmp(argv[i], "--channels")) ok = cli_int(argc, argv, &i, &channels);
+        else if (!strcmp(argv[i], "--channels")) ok = cli_int_in(argc, argv, &i, 1, 100000, NULL, &channels);
         else if (!strcmp(argv[i], "--threads")) ok = cli_int(argc, argv, &i, &threads);
         else if (!strcmp(argv[i], "--optimizer")) ok = cli_str(argc, argv, &i, &optimizer);
         else if (!strcmp(argv[i], "--momentum"))
             ok = cli_float_in(argc, argv, &i, 0, 1, true, "(SGD momentum; at 1 or more the steps grow without bound)",
                               &momentum);
-        else if (!strcmp(argv[i], "--accum-steps")) ok = cli_int(argc, argv, &i, &accum);
-        else if (!strcmp(argv[i], "--classes")) ok = cli_int(argc, argv, &i, &classes);
+        else if (!strcmp(argv[i], "--accum-steps")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &accum);
+        else if (!strcmp(argv[i], "--classes")) ok = cli_int_in(argc, argv, &i, 1, 1000000, NULL, &classes);
         else if (!strcmp(argv[i], "--conv-algo")) ok = cli_conv_algo(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-cache")) ok = cli_weight_cache(argc, argv, &i);
         else if (!strcmp(argv[i], "--weight-layout")) ok = cli_weight_layout(argc, argv, &i);
         else if (!strcmp(argv[i], "--precision")) ok = cli_precision_arg(argc, argv, &i);
         else if (!strcmp(argv[i], "--by-module")) by_module = true;
-        else if (!strcmp(argv[i], "--measure")) measure = measure ? measure : 3;
-        else if (!strcmp(argv[i], "--measure-rounds")) ok = cli_int(argc, argv, &i, &measure);
-        else if (!strcmp(argv[i], "--memory-timeline")) ok = cli_str(argc, argv, &i, &timeline);
-        else if (cli_ckpt_option(argc, argv, &i, &ck, &ok)) (void)0;
+        else if (!strcmp(argv[i], "--measure")) measure = measure ? measure : 3, plan_opts_add(&plan, opt);
+        else if (!strcmp(argv[i], "--measure-rounds")) {
+            plan_opts_add(&plan, opt);
+            /* checked here, not after the loop: 0 is also what "no --measure" leaves in `measure` */
+            ok = cli_int(argc, argv, &i, &measure);
+            if (ok && (measure < 1 || measure > 16)) {
+                fprintf(stderr, "revtorch memory: --measure-rounds %lld is out of range; give 1..16 timed steps per "
+                                "row\n", (long long)measure);
+                return 2;
+            }
+        }
+        else if (!strcmp(argv[i], "--memory-timeline")) ok = cli_str(argc, argv, &i, &timeline), plan_opts_add(&plan, opt);
+        else if (cli_ckpt_option(argc, argv, &i, &ck, &ok)) plan_opts_add(&plan, opt);
         else {
             fprintf(stderr, "revtorch memory: unknown option '%s' (see revtorch memory --help)\n", argv[i]);
             return 2;
         }
         if (!ok) return 2;
     }
-    if (measure < 0 || measure > 16) {
-        fprintf(stderr, "revtorch memory: --measure-rounds %lld is out of range; give 1..16 timed steps per row\n",
-                (long long)measure);
+    /* Options that would change nothing are refused rather than ignored:
+     * a user who asks for a budget's plan and gets none thinks it was made. */
+    char given[160];
+    plan_opts_list(&plan, given, sizeof given);
+    if (by_module && plan.n) {
+        fprintf(stderr, "revtorch memory: --by-module is the plain per-module table of one step, without "
+                        "checkpointing rows; %s appl%s to those rows only: drop %s, or drop --by-module to get the "
+                        "rows\n", given, plan.n == 1 ? "ies" : "y", plan.n == 1 ? "it" : "them");
         return 2;
     }
     rt_memory_config ck_config;
@@ -246,18 +308,23 @@ int cli_cmd_memory(int argc, char **argv) {
     shape.d = sz[0];
     shape.h = nsz == 1 ? sz[0] : sz[nsz - 2];
     shape.w = sz[nsz - 1];
+    if (plan.n && !seg && shape.h != shape.w) {
+        fprintf(stderr, "revtorch memory: %s %s the checkpointing rows, which are planned for square images only "
+                        "(--size %s); give --size S, or drop %s\n", given, plan.n == 1 ? "needs" : "need",
+                size_arg, plan.n == 1 ? "it" : "them");
+        return 2;
+    }
+    const bool batch_given = batch != 0;
     if (!batch) batch = seg ? 2 : 128;
     if (!channels) channels = seg ? 4 : 1;
     if (!classes) classes = seg ? 4 : 10;
     rt_optimizer_spec spec;
     if (!cli_optimizer_spec(optimizer, 0.1f, momentum, 5e-4f, &spec)) return 2;
-    if (batch < 1 || channels < 1 || batch > 1000000 || channels > 100000) {
-        fprintf(stderr, "revtorch memory: --batch-size / --batch (1..10^6) or --channels (1..10^5) out of range, "
-                        "got %lld and %lld\n", (long long)batch, (long long)channels);
-        return 2;
-    }
-    if (accum < 1 || accum > batch || classes < 1 || classes > 1000000) {
-        fprintf(stderr, "revtorch memory: need 1 <= --accum-steps <= --batch-size and --classes in 1..10^6\n");
+    if (accum > batch) { /* the ranges were checked as the options were read; this bound is the batch */
+        fprintf(stderr, "revtorch memory: --accum-steps %lld is more than %s--batch-size %lld%s (each micro-batch "
+                        "needs a sample); use 1 to %lld%s\n", (long long)accum, batch_given ? "" : "the default ",
+                (long long)batch, batch_given || !seg ? "" : " of segmentation models", (long long)batch,
+                batch_given ? "" : " or give a larger --batch-size");
         return 2;
     }
     const rt_train_config cfg = {.accum_steps = accum};
@@ -268,8 +335,20 @@ int cli_cmd_memory(int argc, char **argv) {
         if (!memory) s.reversible = rt_model_name_has_reversible(model);
         return print_by_module(model, channels, classes, &s, &spec, &cfg, batch, &shape);
     }
+    cli_outputs outs;
+    cli_outputs_init(&outs, "revtorch memory");
+    if (timeline) {
+        int rc = timeline_outputs(timeline, &outs);
+        if (rc) {
+            cli_outputs_release(&outs);
+            return rc;
+        }
+    }
     rt_model *m = NULL;
-    if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) return cli_fail("model");
+    if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) {
+        cli_outputs_release(&outs);
+        return cli_fail("model");
+    }
     int64_t params = rt_state_dict_num_param_elements(m->sd);
     rt_model_destroy(m);
     char dims[64];
@@ -293,12 +372,15 @@ int cli_cmd_memory(int argc, char **argv) {
         rt_memstats p;
         cli_strategy row = strategy;
         row.reversible = r;
-        if (predict(model, channels, classes, &row, &spec, &cfg, batch, &shape, &p) != RT_OK)
+        if (predict(model, channels, classes, &row, &spec, &cfg, batch, &shape, &p) != RT_OK) {
+            cli_outputs_release(&outs);
             return cli_fail("prediction");
+        }
         print_row(model, r ? "reversible" : "standard", params, &p);
     }
     if (!seg && shape.h != shape.w) {
         printf("(checkpointing rows: planned for square images only; give --size S to see them)\n");
+        cli_outputs_release(&outs); /* none taken: the rows' options were refused above */
         return 0;
     }
     cli_strategy plans_strategy = strategy;
@@ -310,6 +392,8 @@ int cli_cmd_memory(int argc, char **argv) {
                                .ys = {batch, shape.d, shape.h, shape.w}};
         plans_cfg.loss = rt_loss_dice_ce;
     }
-    return cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &plans_cfg, &bs, &ck, (int)measure,
-                            timeline);
+    int rc = cli_memory_plans(model, channels, classes, &plans_strategy, &spec, &plans_cfg, &bs, &ck, (int)measure,
+                              timeline ? &outs : NULL);
+    cli_outputs_release(&outs);
+    return rc;
 }

@@ -2,10 +2,12 @@
  * meta and, with --measure, measured on real steps (cli/checkpointing.h). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpointing.h"
 #include "cli.h"
 #include "kernels/threads.h"
+#include "outputs.h"
 #include "plot.h"
 #include "progress.h"
 
@@ -26,28 +28,6 @@ static int cmp_dbl(const void *a, const void *b) {
 static double median_of(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_dbl);
     return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* The CPU's model name and the vector ISA flags that matter to oneDNN. */
-static void print_cpu(void) {
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[4096], name[256] = "unknown";
-    bool avx2 = false, avx512 = false, amx = false;
-    while (f && fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "model name", 10) && !strcmp(name, "unknown")) {
-            char *c = strchr(line, ':');
-            if (c) snprintf(name, sizeof name, "%s", c + 2);
-            name[strcspn(name, "\n")] = 0;
-        }
-        if (!strncmp(line, "flags", 5)) {
-            avx2 = strstr(line, " avx2") != NULL;
-            avx512 = strstr(line, " avx512f") != NULL;
-            amx = strstr(line, " amx_tile") != NULL;
-        }
-    }
-    if (f) fclose(f);
-    printf("cpu: %s; avx2 %s, avx512f %s, amx %s; %d threads\n", name, avx2 ? "yes" : "no", avx512 ? "yes" : "no",
-           amx ? "yes" : "no", rt_get_num_threads());
 }
 
 /* Real steps of every row's plan on one model (the plans switch between
@@ -149,18 +129,26 @@ static rt_status trace_plan(const char *model, int64_t channels, int64_t classes
     return st;
 }
 
+/* Says which file of --memory-timeline could not be written and why. */
+static void timeline_failed(const cli_output *o, const char *csv_given) {
+    char what[2 * CLI_PATH_MAX + 64];
+    cli_output_describe(o, what, sizeof what);
+    fprintf(stderr, "revtorch memory: %s: %s; no file of --memory-timeline %s was changed\n", what,
+            rt_error_last(), csv_given);
+}
+
 /* --memory-timeline FILE.csv: the planned row's step as CSV (FILE.csv) and
  * picture (FILE.png), and FILE.combined.png: the live total over one step
- * (as a fraction of its events) for plain, 4 segments and the plan. */
-static int write_timelines(const char *csv, const char *model, int64_t channels, int64_t classes,
+ * (as a fraction of its events) for plain, 4 segments and the plan. files:
+ * the three, checked and locked (cli/outputs.h). Each is written to a
+ * temporary beside it, and the three are renamed only once all are
+ * written, so a failure leaves none of them changed, let alone truncated. */
+static int write_timelines(const cli_outputs *files, const char *model, int64_t channels, int64_t classes,
                            const cli_strategy *strategy, const rt_optimizer_spec *spec, const rt_train_config *cfg,
                            const cli_batch_shape *shape, plan_row *rows, const int *pick, int npick) {
     const int64_t batch = shape->xs[0];
-    char png[4200], combined[4200];
-    size_t len = strlen(csv);
-    size_t stem = len > 4 && !strcmp(csv + len - 4, ".csv") ? len - 4 : len;
-    snprintf(png, sizeof png, "%.*s.png", (int)stem, csv);
-    snprintf(combined, sizeof combined, "%.*s.combined.png", (int)stem, csv);
+    const cli_output *out = files->out; /* CSV, PNG, combined PNG */
+    char tmp[3][CLI_PATH_MAX + 32] = {"", "", ""}; /* "": none made (or already renamed) */
     cli_plot_series series[3];
     double *xs[3] = {0}, *ys[3] = {0};
     int rc = 1;
@@ -178,6 +166,7 @@ static int write_timelines(const char *csv, const char *model, int64_t channels,
         ys[k] = malloc(n * sizeof(double));
         if (!xs[k] || !ys[k]) {
             free(ev);
+            fprintf(stderr, "revtorch memory: out of memory drawing the memory timeline\n");
             goto out;
         }
         for (size_t i = 0; i < n; i++) {
@@ -189,19 +178,27 @@ static int write_timelines(const char *csv, const char *model, int64_t channels,
             char title[160];
             snprintf(title, sizeof title, "%s batch %lld, %s: one training step (meta run)", model, (long long)batch,
                      r->name);
-            FILE *f = fopen(csv, "w");
-            bool ok = f != NULL;
-            if (f) {
-                fprintf(f, "time_s,delta_bytes,category,op,module,live_total\n");
-                for (size_t i = 0; i < n; i++) {
-                    fprintf(f, "%.9f,%lld,%s,", ev[i].time_s, (long long)ev[i].delta_bytes,
-                            rt_mem_category_str(ev[i].category));
-                    rt_csv_write_field(f, ev[i].op);
-                    fputc(',', f);
-                    rt_csv_write_field(f, ev[i].module);
-                    fprintf(f, ",%lld\n", (long long)ev[i].live_total);
-                }
-                ok = fclose(f) == 0;
+            FILE *f = cli_open_tmp(out[0].path, tmp[0], sizeof tmp[0]);
+            if (!f) {
+                tmp[0][0] = '\0';
+                timeline_failed(&out[0], out[0].given);
+                free(ev);
+                goto out;
+            }
+            fprintf(f, "time_s,delta_bytes,category,op,module,live_total\n");
+            for (size_t i = 0; i < n; i++) {
+                fprintf(f, "%.9f,%lld,%s,", ev[i].time_s, (long long)ev[i].delta_bytes,
+                        rt_mem_category_str(ev[i].category));
+                rt_csv_write_field(f, ev[i].op);
+                fputc(',', f);
+                rt_csv_write_field(f, ev[i].module);
+                fprintf(f, ",%lld\n", (long long)ev[i].live_total);
+            }
+            if (cli_close_tmp(f, tmp[0], out[0].path) != RT_OK) { /* it removed the temporary */
+                tmp[0][0] = '\0';
+                timeline_failed(&out[0], out[0].given);
+                free(ev);
+                goto out;
             }
             /* a meta run's clock says nothing: draw against the event index;
              * bytes live before the trace: each category's lowest running sum,
@@ -220,8 +217,12 @@ static int write_timelines(const char *csv, const char *model, int64_t channels,
                 if (pb > base[RT_MEM_PARAM]) base[RT_MEM_PARAM] = pb;
                 rt_model_destroy(pm);
             }
-            if (!ok || cli_plot_memory_timeline(png, ev, n, base, title) != RT_OK) {
-                fprintf(stderr, "revtorch memory: cannot write %s or %s\n", csv, png);
+            /* the plot writes its own temporary and renames it over ours;
+             * ours is renamed over the picture with the others */
+            cli_tmp_name(out[1].path, tmp[1], sizeof tmp[1]);
+            if (cli_plot_memory_timeline(tmp[1], ev, n, base, title) != RT_OK) {
+                tmp[1][0] = '\0'; /* the plot removed its temporary; ours was not made */
+                timeline_failed(&out[1], out[0].given);
                 free(ev);
                 goto out;
             }
@@ -233,17 +234,35 @@ static int write_timelines(const char *csv, const char *model, int64_t channels,
              (long long)batch);
     cli_plot plot = {.title = title, .x_label = "% of the step's allocation events", .y_label = "live MiB",
                      .series = series, .n_series = (size_t)npick, .y_from_zero = true};
-    if (cli_plot_lines(combined, &plot) != RT_OK) {
-        fprintf(stderr, "revtorch memory: cannot write %s\n", combined);
+    cli_tmp_name(out[2].path, tmp[2], sizeof tmp[2]);
+    if (cli_plot_lines(tmp[2], &plot) != RT_OK) {
+        tmp[2][0] = '\0';
+        timeline_failed(&out[2], out[0].given);
         goto out;
     }
-    printf("memory timeline: %s and %s (%s), %s (%d strategies side by side)\n", csv, png, rows[pick[npick - 1]].name,
-           combined, npick);
+    /* all three written: now replace the files; a rename within a
+     * directory checked writable should not fail, but if one does, say
+     * which files this run did replace */
+    for (int i = 0; i < 3; i++) {
+        if (cli_rename_tmp(tmp[i], out[i].path) != RT_OK) {
+            tmp[i][0] = '\0';
+            char what[2 * CLI_PATH_MAX + 64];
+            cli_output_describe(&out[i], what, sizeof what);
+            fprintf(stderr, "revtorch memory: %s: %s; %s%s%s%s\n", what, rt_error_last(),
+                    i == 0 ? "no file of --memory-timeline was changed" : "already replaced: ",
+                    i > 0 ? out[0].given : "", i > 1 ? " and " : "", i > 1 ? out[1].given : "");
+            goto out;
+        }
+        tmp[i][0] = '\0';
+    }
+    printf("memory timeline: %s and %s (%s), %s (%d strategies side by side)\n", out[0].given, out[1].given,
+           rows[pick[npick - 1]].name, out[2].given, npick);
     rc = 0;
 out:
     for (int k = 0; k < 3; k++) {
         free(xs[k]);
         free(ys[k]);
+        if (tmp[k][0]) unlink(tmp[k]);
     }
     return rc;
 }
@@ -258,7 +277,7 @@ static void describe_request(const cli_ckpt_args *a, char *buf, size_t n) {
 
 int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
                      const rt_optimizer_spec *spec, const rt_train_config *cfg, const cli_batch_shape *shape,
-                     const cli_ckpt_args *args, int measure_rounds, const char *timeline) {
+                     const cli_ckpt_args *args, int measure_rounds, const cli_outputs *timeline) {
     const bool measure = measure_rounds > 0;
     plan_row rows[12];
     int n = 0;
@@ -297,7 +316,7 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
         rc = write_timelines(timeline, model, channels, classes, strategy, spec, cfg, shape, rows, pick, 3);
     }
     if (measure && !rc) {
-        print_cpu();
+        cli_print_cpu(stdout);
         rc = measure_rows(model, channels, classes, strategy, spec, cfg, shape, rows, n, measure_rounds);
     }
     const double mib = 1048576.0;

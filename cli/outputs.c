@@ -29,8 +29,7 @@ void cli_derived_path(const char *path, const char *ext, const char *suffix, cha
     snprintf(buf, n, "%.*s%s", (int)len, path, suffix);
 }
 
-/* "--save X" or "X.optim.safetensors (written for --save X)". */
-static void describe(const cli_output *o, char *buf, size_t n) {
+void cli_output_describe(const cli_output *o, char *buf, size_t n) {
     if (o->derived)
         snprintf(buf, n, "%s (written for %s %s)", o->given, o->option, o->of);
     else
@@ -53,7 +52,7 @@ static void split_path(const char *path, char *dir, size_t dn, const char **base
  * checks it is absent or a regular file in a writable directory. */
 static int resolve(const cli_outputs *s, cli_output *o, const char *path, int depth) {
     char what[2 * CLI_PATH_MAX + 64];
-    describe(o, what, sizeof what);
+    cli_output_describe(o, what, sizeof what);
     char note[CLI_PATH_MAX + 32] = "";
     if (depth > 0) snprintf(note, sizeof note, " (the symlink's target %s)", path);
     if (depth > 16) {
@@ -177,8 +176,8 @@ int cli_outputs_check_distinct(const cli_outputs *s) {
             bool resume_save = (a->input && !strcmp(b->option, "--save")) || (b->input && !strcmp(a->option, "--save"));
             if (resume_save || (a->input && b->input)) continue;
             char da[2 * CLI_PATH_MAX + 64], db[2 * CLI_PATH_MAX + 64];
-            describe(a, da, sizeof da);
-            describe(b, db, sizeof db);
+            cli_output_describe(a, da, sizeof da);
+            cli_output_describe(b, db, sizeof db);
             fprintf(stderr, "%s: %s and %s are the same file (%s): one would overwrite the other; give each output "
                             "its own name\n", s->command, da, db, a->path);
             return 2;
@@ -246,8 +245,17 @@ void cli_outputs_release(cli_outputs *s) {
     s->n_locks = 0;
 }
 
+bool cli_csv_name_ok(const char *command, const char *option, const char *path) {
+    if (!cli_path_ends_with(path, ".png")) return true;
+    fprintf(stderr, "%s: %s %s: give the CSV file's name (e.g. %.*s.csv); the picture is drawn beside it with "
+                    ".png\n", command, option, path, (int)strlen(path) - 4, path);
+    return false;
+}
+
+void cli_tmp_name(const char *path, char *tmp, size_t n) { snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid()); }
+
 FILE *cli_open_tmp(const char *path, char *tmp, size_t n) {
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    cli_tmp_name(path, tmp, n);
     FILE *f = fopen(tmp, "w");
     if (!f) rt_error_set(RT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
     return f;
@@ -258,13 +266,27 @@ void cli_discard_tmp(FILE *f, const char *tmp) {
     if (tmp && tmp[0]) unlink(tmp);
 }
 
-rt_status cli_commit_tmp(FILE *f, const char *tmp, const char *path) {
+rt_status cli_close_tmp(FILE *f, const char *tmp, const char *path) {
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0) bad = true;
-    if (bad || rename(tmp, path) != 0) {
+    if (bad) {
         int e = errno;
         unlink(tmp);
         return rt_error_set(RT_ERR_IO, "cannot write %s: %s", path, strerror(e ? e : EIO));
     }
     return RT_OK;
+}
+
+rt_status cli_rename_tmp(const char *tmp, const char *path) {
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return rt_error_set(RT_ERR_IO, "cannot write %s: %s", path, strerror(e ? e : EIO));
+    }
+    return RT_OK;
+}
+
+rt_status cli_commit_tmp(FILE *f, const char *tmp, const char *path) {
+    RT_TRY(cli_close_tmp(f, tmp, path));
+    return cli_rename_tmp(tmp, path);
 }

@@ -50,6 +50,15 @@ void cli_outputs_init(cli_outputs *s, const char *command);
  * system does not allow it). */
 const cli_output *cli_outputs_add(cli_outputs *s, const char *option, const char *path, const char *of, bool input);
 
+/* "--save X" or "X.optim.safetensors (written for --save X)": how messages
+ * name output o. */
+void cli_output_describe(const cli_output *o, char *buf, size_t n);
+
+/* False, with a message naming `command` and `option`, when `path` (the
+ * value of an option that takes a CSV name and draws NAME.png beside it)
+ * ends with .png: the CSV would be written under the picture's name. */
+bool cli_csv_name_ok(const char *command, const char *option, const char *path);
+
 /* 0 when no two outputs are the same file; else prints which ones collide
  * and returns 2 (a usage error). --resume and --save may share files. */
 int cli_outputs_check_distinct(const cli_outputs *s);
@@ -71,6 +80,9 @@ void cli_derived_path(const char *path, const char *ext, const char *suffix, cha
 /* True when path ends with ext. */
 bool cli_path_ends_with(const char *path, const char *ext);
 
+/* The temporary beside path that cli_open_tmp writes: PATH.tmp.PID. */
+void cli_tmp_name(const char *path, char *tmp, size_t n);
+
 /* Opens PATH.tmp.PID (its name written into tmp, n bytes) for writing;
  * cli_commit_tmp renames it over PATH, so a failure never leaves half a
  * file. NULL with the error set (RT_ERR_IO naming the temporary) when it
@@ -80,6 +92,13 @@ FILE *cli_open_tmp(const char *path, char *tmp, size_t n);
 /* Closes f and renames tmp over path; on any failure (a write error, the
  * close, the rename) removes tmp and returns RT_ERR_IO naming path. */
 rt_status cli_commit_tmp(FILE *f, const char *tmp, const char *path);
+/* cli_commit_tmp in two halves, for a command that writes several files
+ * and renames them only once all are written: cli_close_tmp closes f and
+ * checks the writes (on failure removes tmp, RT_ERR_IO naming path);
+ * cli_rename_tmp renames tmp over path (on failure removes tmp, RT_ERR_IO
+ * naming path). */
+rt_status cli_close_tmp(FILE *f, const char *tmp, const char *path);
+rt_status cli_rename_tmp(const char *tmp, const char *path);
 /* Closes f (NULL: none) and removes tmp ("" or NULL: none): the output of
  * a run that failed before cli_commit_tmp, so no PATH.tmp.PID is left. */
 void cli_discard_tmp(FILE *f, const char *tmp);

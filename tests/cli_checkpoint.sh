@@ -25,6 +25,21 @@ if [ $? -eq 1 ] && grep -q "smallest feasible budget is" <<< "$out"; then pass=$
 least="$(sed -n 's/.*smallest feasible budget is [0-9.]* MiB (\([0-9]*\) bytes.*/\1/p' <<< "$out")"
 check memory_rows 0 "4 segments" "$bin" memory --model resnet20 --batch-size 16 --size 16 --channels 3 \
     --memory-budget "${least}B"
+# memory's row options are refused where there are no rows, not ignored (exit 0 with no plan
+# made read as if the plan had been made), and nothing is written
+t="$(mktemp -d)"
+trap 'rm -rf "$t"' EXIT
+check by_module_budget 2 "--by-module is the plain per-module table of one step.*--memory-budget and --memory-timeline apply to those rows only: drop them" \
+    "$bin" memory --model resnet20 --size 32 --channels 3 --batch-size 8 --by-module --memory-budget 1MiB \
+    --memory-timeline "$t/bm.csv"
+if [ -z "$(ls -A "$t")" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL by_module_budget wrote: $(ls "$t")"; fi
+check by_module_measure 2 "--measure applies to those rows only: drop it, or drop --by-module" "$bin" memory \
+    --model resnet20 --size 8 --by-module --measure
+check by_module_mode 2 "--memory-mode applies to those rows only" "$bin" memory --model resnet20 --size 8 --by-module \
+    --memory-mode balanced
+check by_module_plain 0 "step peak per category" "$bin" memory --model resnet20 --size 8 --by-module
+check nonsquare_plan 2 "--memory-mode needs the checkpointing rows, which are planned for square images only (--size 32,24); give --size S" \
+    "$bin" memory --model resnet20 --size 32,24 --memory-mode balanced
 # bench times a planned step: its measured peak is the plan's prediction, below plain's
 check bench_bad_mode 2 "conservative, balanced or aggressive" "$bin" bench --memory-mode fast
 check bench_memory_and_plan 2 "planner decides per stage" "$bin" bench --model revnet_small --memory standard \
@@ -35,6 +50,11 @@ check bench_segments_capped 0 "plan=segments-15 " "$bin" bench --model resnet20 
     --channels 3 --steps 1 --warmup 1 --threads 1 --checkpoint-segments 1000
 check bench_refused 1 "smallest feasible budget" "$bin" bench --model resnet20 --batch-size 16 --size 16 \
     --channels 3 --memory-budget 5MiB
+# benchmarks print the CPU and its ISA flags beside their numbers, from one helper
+cpu_line="^cpu: .*; avx2 \(yes\|no\), fma \(yes\|no\), f16c \(yes\|no\), avx512f \(yes\|no\), avx512_bf16 \(yes\|no\), amx \(yes\|no\); oneDNN isa [a-z0-9_]*; 1 thread$"
+check bench_cpu_line 0 "$cpu_line" "$bin" bench --model resnet20 --batch-size 2 --size 8 --steps 1 --warmup 0 --threads 1
+check memory_measure_cpu_line 0 "$cpu_line" "$bin" memory --model resnet20 --batch-size 2 --size 8 --measure-rounds 1 \
+    --threads 1
 bench=(--model resnet20 --batch-size 16 --size 16 --channels 3 --steps 2 --warmup 1 --threads 1)
 plain_line="$("$bin" bench "${bench[@]}" 2>&1)"
 plan_line="$("$bin" bench "${bench[@]}" --memory-mode aggressive 2>&1)"

@@ -59,7 +59,19 @@ check save-to-dir 1 "is a directory" "$bin" train --save /tmp --train-subset 64 
 check save-unwritable 1 "cannot write --save" "$bin" train --save /nonexistent/dir/w.safetensors --train-subset 64 --test-subset 64
 check bench-warmup 2 "warmup" "$bin" bench --warmup -1
 check bench-seg-size 2 "D,H,W for a segmentation model" "$bin" bench --model unet3d --size 8,8
-check memory-huge 2 "out of range" "$bin" memory --batch-size 1000000000 --size 10000000
+check memory-huge 2 "option --batch-size must be an integer from 1 to 1000000, got 1000000000" "$bin" memory --batch-size 1000000000 --size 10000000
+# each range message names the one option, its value and its bound
+check bench-steps-zero 2 "option --steps must be an integer from 1 to 1000000, got 0" "$bin" bench --steps 0
+lacks bench-steps-names-one "--classes" "$bin" bench --steps 0
+check bench-channels-zero 2 "option --channels must be an integer from 1 to 100000, got 0" "$bin" bench --channels 0
+check memory-accum-over-batch 2 "--accum-steps 32 is more than --batch-size 16 (each micro-batch needs a sample); use 1 to 16" "$bin" memory --accum-steps 32 --batch-size 16
+lacks memory-accum-names-one "--classes" "$bin" memory --accum-steps 32 --batch-size 16
+check memory-accum-over-default 2 "--accum-steps 4 is more than the default --batch-size 2 of segmentation models .*use 1 to 2 or give a larger --batch-size" "$bin" memory --model unet3d --accum-steps 4
+check memory-classes-zero 2 "option --classes must be an integer from 1 to 1000000, got 0" "$bin" memory --classes 0
+check memory-channels-huge 2 "option --channels must be an integer from 1 to 100000, got 100001" "$bin" memory --channels 100001
+# 0 rounds would measure nothing, yet exit 0: refused like -1 and 17
+check memory-measure-rounds-zero 2 "--measure-rounds 0 is out of range; give 1..16" "$bin" memory --measure-rounds 0
+check memory-measure-rounds-over 2 "--measure-rounds 17 is out of range; give 1..16" "$bin" memory --measure-rounds 17
 check bad-conv-algo 2 "choose auto, direct or winograd" "$bin" bench --conv-algo fft
 check eval-bad-conv-algo 2 "choose auto, direct or winograd" "$bin" eval --weights x --conv-algo fast
 

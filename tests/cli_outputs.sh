@@ -2,7 +2,9 @@
 # Output paths of `revtorch train`: targets that are not regular files,
 # symlinks, outputs that collide (also through derived names), two runs on
 # the same outputs, a full disk under the log, Ctrl-C, and the lines that say
-# where results go. Every run trains a few images for one epoch.
+# where results go. Every run trains a few images for one epoch. Then the
+# files of `revtorch memory --memory-timeline` (a meta run, no training):
+# checked before any work, and never left half-written.
 set -uo pipefail
 bin="$1"
 pass=0; fail=0
@@ -137,6 +139,37 @@ lines=$(grep -c . "$t/a.csv")
 assert sigint-log-rows test "$lines" -eq 3 # header, epoch 1, epoch 2: nothing of the interrupted epoch
 steps=$(grep -c . "$t/a.steps.csv")
 assert sigint-steps-rows test "$steps" -eq 65 # header + 2 epochs x 32 steps
+
+# --- revtorch memory --memory-timeline F.csv writes F.csv, F.png and F.combined.png:
+# --- bad paths are usage errors before any work, and a failed write changes none of them
+mem=(memory --model resnet20 --size 8 --channels 3 --batch-size 2 --threads 1)
+check memtl-no-dir 2 "cannot write --memory-timeline /nonexistent/dir/t.csv: directory /nonexistent/dir: No such file or directory" \
+    "$bin" "${mem[@]}" --memory-timeline /nonexistent/dir/t.csv
+out="$("$bin" "${mem[@]}" --memory-timeline /nonexistent/dir/t.csv 2>&1)"
+if grep -q "one training step of" <<< "$out"; then bad "memtl-before-work: predicted before refusing: $out"; else ok; fi
+check memtl-empty 2 "--memory-timeline needs a file name, got an empty one" "$bin" "${mem[@]}" --memory-timeline ""
+mkdir "$t/tldir.csv" "$t/tld.png"
+check memtl-dir 2 "--memory-timeline $t/tldir.csv is a directory; give a file name" \
+    "$bin" "${mem[@]}" --memory-timeline "$t/tldir.csv"
+check memtl-derived-dir 2 "$t/tld.png (written for --memory-timeline $t/tld.csv) is a directory" \
+    "$bin" "${mem[@]}" --memory-timeline "$t/tld.csv"
+assert memtl-derived-dir-no-csv test ! -e "$t/tld.csv"
+# a .png name would get the CSV text, and the picture F.png.png
+check memtl-png-name 2 "--memory-timeline $t/tl.png: give the CSV file's name (e.g. $t/tl.csv)" \
+    "$bin" "${mem[@]}" --memory-timeline "$t/tl.png"
+assert memtl-png-name-nothing-written test ! -e "$t/tl.png" -a ! -e "$t/tl.png.png" -a ! -e "$t/tl.png.combined.png"
+check memtl-written 0 "memory timeline: $t/tl.csv and $t/tl.png (balanced), $t/tl.combined.png" \
+    "$bin" "${mem[@]}" --memory-timeline "$t/tl.csv"
+assert memtl-written-files test -s "$t/tl.csv" -a -s "$t/tl.png" -a -s "$t/tl.combined.png"
+assert memtl-csv-header test "$(head -1 "$t/tl.csv")" = "time_s,delta_bytes,category,op,module,live_total"
+# the CSV (written first) cannot be written: the message says which file and why,
+# the three files of the earlier run keep their content, no temporary or lock is left
+for f in tl.csv tl.png tl.combined.png; do echo old > "$t/$f"; done
+out="$( (trap '' XFSZ; ulimit -f 1; timeout 60 "$bin" "${mem[@]}" --memory-timeline "$t/tl.csv") 2>&1)"; rc=$?
+if [ "$rc" -eq 1 ] && grep -q -- "--memory-timeline $t/tl.csv: cannot write $t/tl.csv: File too large; no file of --memory-timeline $t/tl.csv was changed" <<< "$out"
+then ok; else bad "memtl-full: exit $rc: $out"; fi
+assert memtl-full-kept test "$(cat "$t/tl.csv" "$t/tl.png" "$t/tl.combined.png")" = "$(printf 'old\nold\nold')"
+assert memtl-full-no-leftovers test -z "$(find "$t" -maxdepth 1 -name 'tl.*tmp*' -o -maxdepth 1 -name 'tl.*lock')"
 
 echo "cli_outputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -25,6 +25,10 @@ if [ $? -eq 1 ] && grep -q "smallest feasible budget is" <<< "$out"; then pass=$
 least="$(sed -n 's/.*smallest feasible budget is [0-9.]* MiB (\([0-9]*\) bytes.*/\1/p' <<< "$out")"
 check memory_rows 0 "4 segments" "$bin" memory --model resnet20 --batch-size 16 --size 16 --channels 3 \
     --memory-budget "${least}B"
+# the MiB figure of the message is rounded up, so pasting it back is accepted too
+least_mib="$(sed -n 's/.*smallest feasible budget is \([0-9.]*\) MiB.*/\1/p' <<< "$out")"
+check memory_least_mib 0 "budget ${least_mib}MiB" "$bin" memory --model resnet20 --batch-size 16 --size 16 \
+    --channels 3 --memory-budget "${least_mib}MiB"
 # memory's row options are refused where there are no rows, not ignored (exit 0 with no plan
 # made read as if the plan had been made), and nothing is written
 t="$(mktemp -d)"

@@ -464,13 +464,23 @@ static rt_status rt_least_plan(const rt_plan_ctx *c, const rt_stage_profile *pro
 }
 
 /* RT_ERR_OOM naming the smallest feasible budget, `least` (the least-memory
- * plan's predicted peak, rt_least_plan). */
+ * plan's predicted peak, rt_least_plan): in bytes, exact, and in MiB
+ * rounded up to the 0.1 shown, so that the figure a user pastes back as
+ * --memory-budget is feasible (17852096 bytes printed as "17.0 MiB" was
+ * refused again as 17.0 MiB). It also names what else lowers the step's
+ * least memory: a smaller batch or input, micro-batches (--accum-steps
+ * splits the batch and the activations with it) and direct convolution
+ * (Winograd's scratchpad is TEMP memory, up to 44 MiB a call on ResNet-50;
+ * kernels/conv.h). */
 static rt_status rt_budget_refused(int64_t budget, int64_t least) {
+    double least_mib = ceil((double)least / 1048576.0 * 10.0) / 10.0;
     return rt_error_set(RT_ERR_OOM, "the memory budget %.1f MiB (%lld bytes) cannot hold one training step of "
                         "this model and batch: the smallest feasible budget is %.1f MiB (%lld bytes, the "
                         "least-memory plan's predicted peak); raise --memory-budget to at least that, or lower "
-                        "--batch-size or the input size",
-                        budget / 1048576.0, (long long)budget, least / 1048576.0, (long long)least);
+                        "what the step needs: a smaller --batch-size or input size, micro-batches "
+                        "(--accum-steps K holds 1/K of the batch's activations at a time), or --conv-algo direct "
+                        "(no Winograd scratchpad)",
+                        budget / 1048576.0, (long long)budget, least_mib, (long long)least);
 }
 
 /* Plans for activation budget `target` and predicts the step; *fits tells

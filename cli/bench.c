@@ -136,7 +136,7 @@ int cli_cmd_bench(int argc, char **argv) {
             return cli_fail("cannot apply the memory plan");
         }
         pred = mplan.predicted;
-        /* the segments planned: K is capped at the stages */
+        /* the segments planned (a reversible stage inside one splits it) */
         if (ckpt.segments) snprintf(plan_name, sizeof plan_name, "segments-%d", cli_ckpt_segments(&mplan.plan));
         else if (ckpt.budget) snprintf(plan_name, sizeof plan_name, "budget-%lldB", (long long)mc.budget);
         else snprintf(plan_name, sizeof plan_name, "%s", ckpt.mode ? ckpt.mode : "selective");

@@ -15,9 +15,11 @@ void cli_ckpt_help(FILE *f) {
                "                        recompute, checked on a meta run, enforced as a hard limit; an\n"
                "                        impossible budget is refused with the smallest feasible one\n"
                "  --checkpoint-segments K  checkpoint_sequential: K segments that keep only their inputs\n"
-               "                        (reversible stages keep rebuilding under it and --recompute)\n"
+               "                        (K at most the model's stages; reversible stages keep rebuilding\n"
+               "                        under it and --recompute, each splitting its segment)\n"
                "  --recompute selective keep convolution/linear outputs, recompute batch norm and activations\n"
-               "                        (--memory-mode/--memory-budget always let the planner use it per stage)\n");
+               "                        (--memory-mode/--memory-budget always let the planner use it per stage,\n"
+               "                        so it is refused beside them)\n");
 }
 
 bool cli_ckpt_given(const cli_ckpt_args *a) { return a->mode || a->budget || a->recompute || a->segments > 0; }
@@ -94,6 +96,12 @@ bool cli_ckpt_config(const char *cmd, const cli_ckpt_args *a, rt_memory_config *
                         "decides what is recomputed)\n", cmd);
         return false;
     }
+    if (a->recompute && (a->mode || a->budget)) { /* it would change nothing: say so rather than accept it */
+        fprintf(stderr, "revtorch %s: --recompute selective is already in the planner's choice under %s (it picks "
+                        "selective stages where they are the cheapest way to fit); drop --recompute\n", cmd,
+                a->mode ? "--memory-mode" : "--memory-budget");
+        return false;
+    }
     if (a->segments > 0 && a->recompute) {
         fprintf(stderr, "revtorch %s: --checkpoint-segments and --recompute selective are two manual strategies; "
                         "give one (or let --memory-mode / --memory-budget combine them)\n", cmd);
@@ -126,6 +134,17 @@ rt_status cli_ckpt_plan_shape(const char *model, int64_t in_channels, int64_t nu
     rt_module *wrap = NULL;
     rt_status st = rt_checkpoint_create(m->net, &wrap);
     m->net = wrap;
+    if (st == RT_OK && mc->segments > 0) {
+        /* the library caps segments at the units (its 2/4/8-segment rows
+         * apply to any model); a user's count beyond them would run fewer
+         * segments than asked under a label saying otherwise. PyTorch's
+         * checkpoint_sequential fails too with more segments than modules. */
+        const rt_checkpoint *ck = rt_checkpoint_of(wrap);
+        int units = ck->unit[ck->n_stages - 1] + 1;
+        if (mc->segments > units)
+            st = rt_error_set(RT_ERR_INVALID_ARG, "--checkpoint-segments %d: %s has %d stage%s to cut between; "
+                              "give 1 to %d", mc->segments, model, units, units == 1 ? "" : "s", units);
+    }
     if (st == RT_OK) st = rt_memory_plan_make(wrap, spec, cfg, x_ndim, xs, y_ndim, ys, RT_I32, mc, out);
     rt_model_destroy(m);
     return st;

@@ -269,9 +269,9 @@ out:
 
 /* The row name of the strategy the options ask for, marked with '*'. */
 static void describe_request(const cli_ckpt_args *a, char *buf, size_t n) {
-    if (a->mode) snprintf(buf, n, "*%s%s", a->mode, a->recompute ? "+sel" : "");
+    if (a->mode) snprintf(buf, n, "*%s", a->mode);
     else if (a->budget) snprintf(buf, n, "*budget %s", a->budget);
-    else if (a->segments > 0) snprintf(buf, n, "*%lld segments", (long long)a->segments);
+    else if (a->segments > 0) snprintf(buf, n, "*%lld segment%s", (long long)a->segments, a->segments == 1 ? "" : "s");
     else snprintf(buf, n, "*selective");
 }
 

@@ -1005,7 +1005,17 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
 static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e) {
     const train_opts *o = &r->o;
     double test_loss, test_acc, seen = (double)e->seen;
-    if (cli_evaluate(r->m, r->test, 256, &test_loss, &test_acc) != RT_OK) return cli_fail("evaluation failed");
+    /* A hard limit (--memory-budget) was set for the training step the
+     * planner planned; evaluation was not planned, and a forward of 256
+     * images can exceed a budget sized for a small training batch. A no-grad
+     * forward of B images needs less than a training step of B (nothing is
+     * saved for backward, no activation gradients), so under a limit
+     * evaluate in batches no larger than this rank's training batch. In eval
+     * mode batch norm uses its running statistics: only the summation order
+     * of the loss changes. */
+    int64_t eval_batch = 256;
+    if (rt_mem_get_limit() > 0 && train_rank_batch(r) < eval_batch) eval_batch = train_rank_batch(r);
+    if (cli_evaluate(r->m, r->test, eval_batch, &test_loss, &test_acc) != RT_OK) return cli_fail("evaluation failed");
     if (e->seen == 0) /* every step skipped by the loss scaler: no training loss to average */
         printf("epoch %lld: no optimizer step taken (all %lld steps skipped for Inf/NaN gradients) | test loss %.4f "
                "acc %.2f%% | %.1f s\n", (long long)epoch + 1, (long long)e->skipped, test_loss, 100.0 * test_acc,

@@ -57,6 +57,14 @@ if [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ub
              sed -n 's/^  \*aggressive *//p')"
     if [ -n "$tplan" ] && [ "$tplan" = "$mplan" ]; then pass=$((pass+1));
     else fail=$((fail+1)); echo "FAIL train/memory plans differ: train '$tplan', memory '$mplan'"; fi
+    # a budget sized for a small training batch also holds the evaluation after each epoch (it runs in batches
+    # no larger than the training batch, not 256): both epochs finish, each step peak at most the budget
+    out="$("$bin" train --model resnet20 --epochs 2 --batch-size 16 --train-subset 64 --test-subset 64 \
+           --warmup-steps 0 --threads 2 --memory-budget 16MiB 2>&1)"; rc=$?
+    peaks="$(sed -n 's/^  memory plan: step peak \([0-9.]*\) MiB measured.*/\1/p' <<< "$out")"
+    if [ "$rc" -eq 0 ] && grep -q "^epoch 2: train loss .* test loss" <<< "$out" && [ "$(grep -c . <<< "$peaks")" -eq 2 ] &&
+       awk '$1 > 16 {over = 1} END {exit over}' <<< "$peaks"; then pass=$((pass+1))
+    else fail=$((fail+1)); echo "FAIL train under a budget, evaluation included: exit $rc, peaks '$peaks': $out" | tail -5; fi
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

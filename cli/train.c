@@ -68,9 +68,9 @@ static void train_usage(FILE *f) {
     cli_weight_layout_help(f, 24);
     cli_precision_help(f, 24);
     fprintf(f,
-            "  --no-loss-scale       fp16 without dynamic loss scaling (on by default for fp16, off for\n"
-            "                        bf16 and fp32; see GradScaler)\n"
-            "  --loss-scale-init S   the loss scaler's first scale (GradScaler's init_scale, default 65536)\n"
+            "  --no-loss-scale       fp16 without dynamic loss scaling (on by default for fp16; bf16 and fp32\n"
+            "                        have none, and refuse this option and the next; see GradScaler)\n"
+            "  --loss-scale-init S   fp16: the loss scaler's first scale (GradScaler's init_scale, default 65536)\n"
             "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
             "                        optimizer state goes to FILE with .optim before .safetensors; a symlink\n"
@@ -191,6 +191,7 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         fprintf(stderr, "revtorch train: --schedule must be cosine, step or constant, got '%s'\n", o->schedule);
         return 2;
     }
+    if (!cli_loss_scale_ok("train", o->no_loss_scale, o->loss_scale_init)) return 2;
     if (!cli_model_known("train", o->model)) return 2;
     if (rt_model_name_is_segmentation(o->model)) {
         fprintf(stderr, "revtorch train: %s is a segmentation model (volumes in, a label per voxel out); "

@@ -81,8 +81,9 @@ static void train_usage(FILE *f) {
             "  --stop-after-epoch N  stop after epoch N of --epochs, as a time-limited job would; the\n"
             "                        schedule still spans --epochs, and --resume continues the run\n"
             "  --log FILE.csv        per-epoch results; per-step losses (and steps the loss scaler skipped,\n"
-            "                        with the loss scale) go to FILE.steps.csv and the\n"
-            "                        curves to FILE.png (a new run replaces them, --resume appends)\n"
+            "                        with the loss scale) go to FILE.steps.csv after each epoch, and up to\n"
+            "                        the failing step when training fails; the curves go to FILE.png\n"
+            "                        (a new run replaces them, --resume appends)\n"
             "  --memory-trace F.csv  record every allocation of the second training step (time, bytes,\n"
             "                        category, op) to F.csv and draw the timeline to F.png\n"
             "Outputs must be absent or regular files (symlinks are followed), all different, derived\n"
@@ -928,6 +929,19 @@ static rt_status train_dist_step(train_run *r, rt_tensor *x, rt_tensor *y, rt_tr
     return RT_OK;
 }
 
+/* Appends this epoch's step rows to FILE.steps.csv, whole rows and one flush, so that the file ends with the
+ * last complete row; a failed write loses the log (train_log_lost). Called
+ * at the end of an epoch and when a step fails, so that the steps before
+ * the failure (the loss scaler's skipped steps when it gives up) are kept. */
+static void train_write_steps(train_run *r, int64_t epoch) {
+    if (!r->steps_log) return;
+    for (int64_t i = 0; i < r->n_epoch_steps; i++)
+        fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g,%d,%.9g\n", (long long)epoch, (long long)r->epoch_steps[i].step,
+                r->epoch_steps[i].lr, r->epoch_steps[i].loss, r->epoch_steps[i].skipped, r->epoch_steps[i].scale);
+    r->n_epoch_steps = 0;
+    if (!flush_ok(r->steps_log)) train_log_lost(r, r->steps_path, errno);
+}
+
 /* One epoch of library training steps over the loader. Returns 0 or 1. */
 static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
     const train_opts *o = &r->o;
@@ -953,6 +967,7 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         bool end = false;
         if (rt_loader_next(r->loader, &x, &y, &end) != RT_OK) {
             cli_progress_finish(&bar);
+            train_write_steps(r, epoch);
             return cli_fail("loader");
         }
         if (end) break;
@@ -975,13 +990,17 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         }
         rt_tensor_release(x);
         rt_tensor_release(y);
+        const double scale = r->scaler ? (double)rt_grad_scaler_get_scale(r->scaler) : 1.0;
+        /* RT_ERR_NONFINITE with a scaler: the step ran and was skipped, and
+         * it was the one that made the scaler give up; it is recorded too */
+        bool ran = st == RT_OK || (r->scaler && st == RT_ERR_NONFINITE && !res.stepped);
+        if (ran && b < r->per_epoch)
+            r->epoch_steps[r->n_epoch_steps++] = (struct train_step_row){step, lr, res.loss, !res.stepped, scale};
         if (st != RT_OK) {
             cli_progress_finish(&bar);
+            train_write_steps(r, epoch);
             return cli_fail("training step failed");
         }
-        const double scale = r->scaler ? (double)rt_grad_scaler_get_scale(r->scaler) : 1.0;
-        if (b < r->per_epoch)
-            r->epoch_steps[r->n_epoch_steps++] = (struct train_step_row){step, lr, res.loss, !res.stepped, scale};
         if (!res.stepped) { /* the loss scaler skipped it (Inf/NaN gradients): nothing was learnt */
             e->skipped++;
             continue;
@@ -998,6 +1017,7 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
     cli_progress_finish(&bar);
     e->secs = cli_now_s() - t0;
     rt_memstats_get(&e->peaks);
+    train_write_steps(r, epoch);
     return 0;
 }
 
@@ -1067,13 +1087,7 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
                 (double)e->correct / seen, test_loss, test_acc, seen / e->secs, e->secs);
         for (int c = 0; c < RT_MEM_NCAT; c++) fprintf(r->log, ",%.3f", (double)e->peaks.peak[c] / mib);
         fprintf(r->log, ",%.3f\n", (double)e->peaks.peak_total / mib);
-        for (int64_t i = 0; i < r->n_epoch_steps; i++)
-            fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g,%d,%.9g\n", (long long)epoch, (long long)r->epoch_steps[i].step,
-                    r->epoch_steps[i].lr, r->epoch_steps[i].loss, r->epoch_steps[i].skipped, r->epoch_steps[i].scale);
-        if (!flush_ok(r->log))
-            train_log_lost(r, r->o.log, errno);
-        else if (!flush_ok(r->steps_log))
-            train_log_lost(r, r->steps_path, errno);
+        if (!flush_ok(r->log)) train_log_lost(r, r->o.log, errno);
     }
     if (o->log) {
         cli_epoch_row row = {.epoch = (double)(epoch + 1), .train_loss = e->loss_sum / seen,

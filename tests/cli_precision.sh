@@ -40,6 +40,19 @@ out="$("$bin" train "${common[@]}" --resume "$dir/w.safetensors" 2>&1)"
 grep -q "dynamic loss scaling from 3.90625e+09" <<< "$out" && grep -q "16 in all" <<< "$out" && ok ||
     bad "resume did not restore the loss scaler: $out"
 
+# the scaler gives up after 50 skipped steps in a row (exit 1): the fixes name the initial scale, and
+# FILE.steps.csv keeps the 50 skipped steps (whole rows, the scale halving) although no epoch finished
+out="$("$bin" train --model resnet20 --train-subset 512 --test-subset 64 --batch-size 8 --epochs 1 --threads 2 \
+       --warmup-steps 0 --precision fp16 --loss-scale-init 3e38 --log "$dir/g.csv" 2>&1)"; rc=$?
+[ "$rc" -eq 1 ] && grep -q "NaN/Inf for 50 optimizer steps in a row" <<< "$out" &&
+    grep -q "lower the initial loss scale (--loss-scale-init; this scaler's was 3e+38, the default 65536)" <<< "$out" &&
+    ok || bad "give-up: exit $rc: $out"
+awk -F, 'NR == 1 {next} {n++; if (NF != 6 || $1 != 0 || $5 != 1) ok = 0; s[n] = $6}
+         BEGIN {ok = 1} function off(a, b) {return (a > b ? a - b : b - a) / b}
+         END {for (i = 2; i <= n; i++) if (off(2 * s[i], s[i-1]) > 1e-8) ok = 0; exit !(ok && n == 50)}' \
+    "$dir/g.steps.csv" && [ "$(tail -c 1 "$dir/g.steps.csv" | od -An -c | tr -d ' ')" = '\n' ] && ok ||
+    bad "give-up steps.csv: $(head -3 "$dir/g.steps.csv")"
+
 out="$("$bin" check --model revnet_small --precision bf16 --threads 1 2>&1)"
 err="$(sed -n 's/.*worst block reconstruction error \([0-9.e+-]*\).*/\1/p' <<< "$out")"
 [ -n "$err" ] && awk -v e="$err" 'BEGIN {exit !(e <= 1e-5)}' && ok || bad "check --precision bf16: block error '$err' above 1e-5: $out"

@@ -628,6 +628,24 @@ static int train_check_memory(train_run *r, const rt_optimizer_spec *spec) {
     return 1;
 }
 
+/* What decides which activations the step keeps, for the lines that
+ * compare it with plain backpropagation: the checkpointing plan when one is
+ * in force (it decides per stage, reversible stages included, whatever
+ * --memory says), else --memory. */
+static const char *train_memory_label(const train_run *r, char *buf, size_t n) {
+    const cli_ckpt_args *a = &r->o.ckpt;
+    if (r->mplan.plan.n > 0) {
+        if (a->mode) snprintf(buf, n, "the memory plan of --memory-mode %s", a->mode);
+        else if (a->budget) snprintf(buf, n, "the memory plan of --memory-budget %s", a->budget);
+        else if (a->segments) snprintf(buf, n, "the memory plan of --checkpoint-segments %lld", (long long)a->segments);
+        else snprintf(buf, n, "the memory plan of --recompute %s", a->recompute ? a->recompute : "selective");
+    } else {
+        snprintf(buf, n, "--memory %s",
+                 r->strategy.reversible && rt_model_name_has_reversible(r->o.model) ? "reversible" : "standard");
+    }
+    return buf;
+}
+
 static void train_print_header(const train_run *r) {
     const train_opts *o = &r->o;
     const rt_model *m = r->m;
@@ -645,10 +663,11 @@ static void train_print_header(const train_run *r) {
     if (r->scaler) printf("; dynamic loss scaling from %g", (double)rt_grad_scaler_get_scale(r->scaler));
     printf("\n");
     const double mib = 1048576.0;
+    char label[96];
     if (rt_model_name_has_reversible(m->name))
-        printf("predicted per step (meta run): activations kept for backward %.2f MiB with --memory %s, %.2f MiB "
+        printf("predicted per step (meta run): activations kept for backward %.2f MiB with %s, %.2f MiB "
                "with plain backpropagation; step peak %.2f MiB vs %.2f MiB\n",
-               (double)r->pred.peak[RT_MEM_SAVED] / mib, r->strategy.reversible ? "reversible" : "standard",
+               (double)r->pred.peak[RT_MEM_SAVED] / mib, train_memory_label(r, label, sizeof label),
                (double)r->plain.peak[RT_MEM_SAVED] / mib, (double)r->pred.peak_total / mib,
                (double)r->plain.peak_total / mib);
     else
@@ -660,10 +679,9 @@ static void train_print_header(const train_run *r) {
  * and as a stacked timeline PNG; a failure makes the run exit 1. */
 static void write_memory_trace(train_run *r, int64_t step, const rt_memstats *start) {
     const train_opts *o = &r->o;
-    char title[256];
-    snprintf(title, sizeof title, "memory of one training step — %s, memory %s, batch %lld", o->model,
-             r->strategy.reversible && rt_model_name_has_reversible(o->model) ? "reversible" : "standard",
-             (long long)o->batch_size);
+    char title[256], label[96];
+    snprintf(title, sizeof title, "memory of one training step — %s, %s, batch %lld", o->model,
+             train_memory_label(r, label, sizeof label), (long long)o->batch_size);
     size_t n;
     const rt_mem_event *ev = rt_mem_trace_events(&n);
     if (rt_mem_trace_write_csv(r->trace_path) != RT_OK ||
@@ -1074,9 +1092,11 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
                (double)ru.ru_maxrss / 1024.0, (double)e->peaks.peak_total / 1048576.0,
                (double)e->peaks.cached_bytes / 1048576.0);
     const double mib = 1048576.0, saved = (double)e->peaks.peak[RT_MEM_SAVED];
+    char label[96];
     if (rt_model_name_has_reversible(r->m->name))
-        printf("  activation memory (SAVED peak): %.2f MiB measured; plain backpropagation would keep %.2f MiB "
-               "(%.1fx)\n", saved / mib, (double)r->plain.peak[RT_MEM_SAVED] / mib,
+        printf("  activation memory (SAVED peak): %.2f MiB measured with %s; plain backpropagation would keep "
+               "%.2f MiB (%.1fx)\n", saved / mib, train_memory_label(r, label, sizeof label),
+               (double)r->plain.peak[RT_MEM_SAVED] / mib,
                saved > 0 ? (double)r->plain.peak[RT_MEM_SAVED] / saved : 0.0);
     else
         printf("  activation memory (SAVED peak): %.2f MiB measured, %.2f MiB predicted\n", saved / mib,

@@ -38,12 +38,28 @@ typedef struct train_opts {
     float loss_scale_init; /* --loss-scale-init: GradScaler(init_scale=...), 65536 */
 } train_opts;
 
+/* The zoo's image classifiers, comma-separated: what train accepts (the
+ * segmentation models train with revtorch segment train). */
+static const char *train_model_names(char *buf, size_t n) {
+    int count = 0;
+    const rt_zoo_entry *z = rt_zoo_entries(&count);
+    buf[0] = '\0';
+    for (int i = 0; i < count; i++)
+        if (!z[i].segmentation) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, n - used, "%s%s", used ? ", " : "", z[i].name);
+        }
+    return buf;
+}
+
 static void train_usage(FILE *f) {
+    char models[512];
     fprintf(f,
             "usage: revtorch train [options]\n"
             "Trains a classifier on Fashion-MNIST and reports loss, accuracy, speed and memory.\n\n"
             "  --model NAME          %s\n"
-            "                        (default revnet_small: a RevNet, reversible, 3 epochs ≈ 4.5 min on 2 cores)\n"
+            "                        (default revnet_small: a RevNet, reversible, 3 epochs ≈ 4.5 min on 2 cores;\n"
+            "                        the segmentation models train with revtorch segment train)\n"
             "  --data DIR            Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
             "  --epochs N            epochs (default 3)\n"
             "  --batch-size N        samples per optimizer step (default 128)\n"
@@ -62,7 +78,7 @@ static void train_usage(FILE *f) {
             "  --grouping G          reversible sequences keep nothing (full, default), the exact\n"
             "                        input of every G-th block (an integer), or measure drift (auto)\n"
             "  --threads N           threads for oneDNN, OpenBLAS and revtorch (default: all cores)\n",
-            rt_model_names());
+            train_model_names(models, sizeof models));
     cli_conv_algo_help(f, 24);
     cli_weight_cache_help(f, 24);
     cli_weight_layout_help(f, 24);
@@ -193,7 +209,12 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         return 2;
     }
     if (!cli_loss_scale_ok("train", o->no_loss_scale, o->loss_scale_init)) return 2;
-    if (!cli_model_known("train", o->model)) return 2;
+    if (!rt_zoo_find(o->model)) { /* the classifiers only: the segmentation models are refused below */
+        char models[512];
+        fprintf(stderr, "revtorch train: --model %s is not a model revtorch knows; choose one of %s (segmentation "
+                        "models: revtorch segment train)\n", o->model, train_model_names(models, sizeof models));
+        return 2;
+    }
     if (rt_model_name_is_segmentation(o->model)) {
         fprintf(stderr, "revtorch train: %s is a segmentation model (volumes in, a label per voxel out); "
                         "revtorch train trains image classifiers, train it with revtorch segment train\n", o->model);

@@ -111,6 +111,12 @@ check memory-unet-plans 0 "^\*budget 24MiB  *[0-9]" "$bin" memory --model unet3d
 check memory-prunet-mode 0 "  \*balanced  *31 stages: .* rebuilt" "$bin" memory --model prunet3d --size 16 --batch 1 --channels 1 --classes 2 --memory-mode balanced
 check memory-unet-budget-low 1 "smallest feasible budget is" "$bin" memory --model unet3d --size 16 --batch 1 --channels 1 --classes 2 --memory-budget 2MiB
 check train-unet 2 "segmentation model.*revtorch segment train" "$bin" train --model unet3d
+# train's help and its unknown-model message list only what train takes, and point to segment train for the rest
+check train-help-models 0 "resnet50$" "$bin" train --help
+check train-help-segment 0 "the segmentation models train with revtorch segment train" "$bin" train --help
+lacks train-help-no-unet "unet3d\|prunet3d\|_brats" "$bin" train --help
+check train-bad-model-classifiers 2 "choose one of .*resnet50 (segmentation models: revtorch segment train)" "$bin" train --model resnet7
+lacks train-bad-model-no-unet "unet3d" "$bin" train --model resnet7
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

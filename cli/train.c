@@ -968,14 +968,17 @@ static rt_status train_dist_step(train_run *r, rt_tensor *x, rt_tensor *y, rt_tr
     return RT_OK;
 }
 
-/* Appends this epoch's step rows to FILE.steps.csv, whole rows and one flush, so that the file ends with the
- * last complete row; a failed write loses the log (train_log_lost). Called
- * at the end of an epoch and when a step fails, so that the steps before
- * the failure (the loss scaler's skipped steps when it gives up) are kept. */
+/* Appends the step rows of epoch `epoch` (0-based) to FILE.steps.csv,
+ * whole rows and one flush, so that the file ends with the last complete
+ * row; a failed write loses the log (train_log_lost). Called at the end of
+ * an epoch and when a step fails, so that the steps before the failure (the
+ * loss scaler's skipped steps when it gives up) are kept. The file counts
+ * epochs from 1, as FILE.csv and the progress lines do. */
 static void train_write_steps(train_run *r, int64_t epoch) {
     if (!r->steps_log) return;
     for (int64_t i = 0; i < r->n_epoch_steps; i++)
-        fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g,%d,%.9g\n", (long long)epoch, (long long)r->epoch_steps[i].step,
+        fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g,%d,%.9g\n", (long long)epoch + 1,
+                (long long)r->epoch_steps[i].step,
                 r->epoch_steps[i].lr, r->epoch_steps[i].loss, r->epoch_steps[i].skipped, r->epoch_steps[i].scale);
     r->n_epoch_steps = 0;
     if (!flush_ok(r->steps_log)) train_log_lost(r, r->steps_path, errno);

@@ -362,6 +362,30 @@ bool cli_precision_arg(int argc, char **argv, int *i) {
 
 rt_precision cli_precision(void) { return cli_precision_v; }
 
+bool cli_loss_scale_ok(const char *cmd, bool no_loss_scale, float init_scale) {
+    const bool init_given = init_scale > 0;
+    if (!no_loss_scale && !init_given) return true;
+    if (cli_precision_v != RT_PRECISION_FP16) {
+        /* bf16 keeps fp32's exponent range, so its gradients do not underflow
+         * and it runs no scaler; an option for one would silently do nothing */
+        char opt[64];
+        if (init_given) snprintf(opt, sizeof opt, "--loss-scale-init %g", (double)init_scale);
+        else snprintf(opt, sizeof opt, "--no-loss-scale");
+        fprintf(stderr, "revtorch %s: %s applies to --precision fp16 (dynamic loss scaling, on by default there); "
+                        "--precision %s trains without loss scaling (bf16 and fp32 have fp32's exponent range). "
+                        "Drop %s or use --precision fp16\n", cmd, opt, rt_precision_str(cli_precision_v),
+                init_given ? "--loss-scale-init" : "--no-loss-scale");
+        return false;
+    }
+    if (no_loss_scale && init_given) {
+        fprintf(stderr, "revtorch %s: --no-loss-scale turns fp16's loss scaler off, so --loss-scale-init %g would "
+                        "set the first scale of a scaler that never runs; give one of them\n", cmd,
+                (double)init_scale);
+        return false;
+    }
+    return true;
+}
+
 void cli_precision_help(FILE *f, int col) {
     fprintf(f, "  %-*sfp32 (default), bf16 or fp16: saved activations and activation gradients\n"
                "%*sstored in half precision, master weights and optimizer f32 (fp16: loss scaling)\n",

@@ -118,6 +118,11 @@ void cli_strategy_apply(const cli_strategy *s, rt_model *m);
  * cli_conv_algo (message and false on a bad value). */
 bool cli_precision_arg(int argc, char **argv, int *i);
 rt_precision cli_precision(void);
+/* --no-loss-scale and --loss-scale-init S (init_scale 0: not given) of
+ * command `cmd` against --precision (parse it first): loss scaling is
+ * fp16's, so either option under bf16 or fp32, or both together, prints a
+ * message naming the option and the fix and returns false (exit 2). */
+bool cli_loss_scale_ok(const char *cmd, bool no_loss_scale, float init_scale);
 /* Wraps m's net in the --precision region (once; nothing for fp32). False
  * when out of memory: then the net is destroyed and m->net is NULL. */
 bool cli_precision_apply(rt_model *m);

@@ -1048,12 +1048,19 @@ rt_status cli_training_curves_read(const char *csv_path, const char *steps_path,
     /* steps the loss scaler skipped (a later column; older files lack it) are not on the curve */
     bool has_skip = csv_col(&st_csv, steps_path, "skipped", &s_skip) == RT_OK;
     if (!has_skip) rt_error_clear();
+    /* The file counts epochs from 1, as the per-epoch log does; files written
+     * before counted from 0, and only they hold an epoch 0, so such a file
+     * is read as it was written. */
+    double first = 1;
+    for (size_t r = 0; r < st_csv.nrow; r++)
+        if (st_csv.v[r * st_csv.ncol + s_ep] < first) first = st_csv.v[r * st_csv.ncol + s_ep];
+    const double base = first == 0 ? 0 : 1;
     for (size_t r = 0; r < st_csv.nrow && st == RT_OK; r++) {
         if (has_skip && st_csv.v[r * st_csv.ncol + s_skip] != 0) continue;
-        double e = st_csv.v[r * st_csv.ncol + s_ep];
+        double e = st_csv.v[r * st_csv.ncol + s_ep] - base;
         if (!(e >= 0 && e < 1e7 && e == floor(e)))
-            st = rt_error_set(RT_ERR_FORMAT, "%s: row %zu has epoch %g; expected a whole number >= 0", steps_path,
-                              r + 1, e);
+            st = rt_error_set(RT_ERR_FORMAT, "%s: row %zu has epoch %g; expected a whole number >= 1", steps_path,
+                              r + 1, e + base);
         else
             st = cli_training_curves_add_step(c, (int64_t)e, st_csv.v[r * st_csv.ncol + s_loss]);
     }

@@ -143,7 +143,7 @@ typedef struct cli_epoch_row {
 } cli_epoch_row;
 
 typedef struct cli_step_row {
-    int64_t epoch; /* 0-based, as in FILE.steps.csv */
+    int64_t epoch; /* 0-based (FILE.steps.csv counts from 1, as FILE.csv does) */
     double loss;
 } cli_step_row;
 

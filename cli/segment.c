@@ -630,9 +630,9 @@ static rt_status seg_save_weights(const seg_opts *o, const rt_model *m, const se
 }
 
 /* --memory-mode / --memory-budget: plans the zoo model's step on a meta
- * copy at the patch batch, wraps the net in a Checkpoint with the plan and
- * sets the budget as the tracker's limit. Returns -1 to go on, else the
- * exit code. */
+ * copy at the patch batch and wraps the net in a Checkpoint with the plan
+ * (seg_train sets the budget as the tracker's limit once the sampler
+ * exists). Returns -1 to go on, else the exit code. */
 static int seg_plan_memory(const seg_opts *o, rt_model *m, const cli_strategy *strategy,
                            const rt_optimizer_spec *spec, const rt_train_config *cfg, int64_t C, int64_t *predicted) {
     if (!strcmp(m->name, "standin")) {
@@ -659,11 +659,6 @@ static int seg_plan_memory(const seg_opts *o, rt_model *m, const cli_strategy *s
                desc, (double)plan.predicted.peak_total / 1048576.0, (double)plan.predicted_plain.peak_total / 1048576.0,
                100.0 * plan.recompute_fraction);
         *predicted = plan.predicted.peak_total;
-        if (mc.budget > 0) {
-            rt_memstats now;
-            rt_memstats_get(&now);
-            rt_mem_set_limit(now.live_total - now.live[RT_MEM_PARAM] + mc.budget);
-        }
     }
     rt_memory_plan_free(&plan);
     return rc;
@@ -743,6 +738,19 @@ static int seg_train(const seg_opts *o) {
         cli_fail("cannot create the patch sampler");
         goto done;
     }
+    /* The budget covers the step (parameters, gradients, optimizer state
+     * and activations, as planned) above what lives outside it: the volumes
+     * and the sampler's voxel lists (DATA, booked by
+     * rt_patch_sampler_create), which is why the limit is set only now. */
+    int64_t limit = 0;
+    rt_memory_config mc;
+    if (cli_ckpt_given(&o->ckpt) && cli_ckpt_config("segment", &o->ckpt, &mc) && mc.budget > 0) {
+        rt_memstats now;
+        rt_memstats_get(&now);
+        limit = now.live_total - now.live[RT_MEM_PARAM] - now.live[RT_MEM_GRAD] - now.live[RT_MEM_OPTIM] +
+                mc.budget;
+        rt_mem_set_limit(limit);
+    }
     const int64_t total = o->epochs * o->steps;
     rt_lr_schedule sched = {.kind = RT_LR_COSINE, .base_lr = o->lr, .t_max = total, .warmup_steps = total / 20,
                             .warmup_start_factor = 0.1f};
@@ -790,7 +798,16 @@ static int seg_train(const seg_opts *o) {
         char scored[96] = "";
         if (!last && o->eval_every > 0 && (epoch + 1) % o->eval_every == 0) {
             double te = cli_now_s();
-            if (seg_eval_slab(o, m, &d, dice, &mean) != RT_OK) {
+            /* The budget is the training step's. Sliding-window inference
+             * accumulates probabilities over the whole held-out slab, bytes
+             * set by the volume and not by the training batch, so no window
+             * batch keeps it under the step's limit: it runs without the
+             * limit, as the final prediction does, and the limit returns
+             * for the next epoch's steps. */
+            rt_mem_set_limit(0);
+            rt_status est = seg_eval_slab(o, m, &d, dice, &mean);
+            rt_mem_set_limit(limit);
+            if (est != RT_OK) {
                 cli_fail("evaluation failed");
                 goto done;
             }

@@ -38,12 +38,28 @@ typedef struct train_opts {
     float loss_scale_init; /* --loss-scale-init: GradScaler(init_scale=...), 65536 */
 } train_opts;
 
+/* The zoo's image classifiers, comma-separated: what train accepts (the
+ * segmentation models train with revtorch segment train). */
+static const char *train_model_names(char *buf, size_t n) {
+    int count = 0;
+    const rt_zoo_entry *z = rt_zoo_entries(&count);
+    buf[0] = '\0';
+    for (int i = 0; i < count; i++)
+        if (!z[i].segmentation) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, n - used, "%s%s", used ? ", " : "", z[i].name);
+        }
+    return buf;
+}
+
 static void train_usage(FILE *f) {
+    char models[512];
     fprintf(f,
             "usage: revtorch train [options]\n"
             "Trains a classifier on Fashion-MNIST and reports loss, accuracy, speed and memory.\n\n"
             "  --model NAME          %s\n"
-            "                        (default revnet_small: a RevNet, reversible, 3 epochs ≈ 4.5 min on 2 cores)\n"
+            "                        (default revnet_small: a RevNet, reversible, 3 epochs ≈ 4.5 min on 2 cores;\n"
+            "                        the segmentation models train with revtorch segment train)\n"
             "  --data DIR            Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)\n"
             "  --epochs N            epochs (default 3)\n"
             "  --batch-size N        samples per optimizer step (default 128)\n"
@@ -62,15 +78,15 @@ static void train_usage(FILE *f) {
             "  --grouping G          reversible sequences keep nothing (full, default), the exact\n"
             "                        input of every G-th block (an integer), or measure drift (auto)\n"
             "  --threads N           threads for oneDNN, OpenBLAS and revtorch (default: all cores)\n",
-            rt_model_names());
+            train_model_names(models, sizeof models));
     cli_conv_algo_help(f, 24);
     cli_weight_cache_help(f, 24);
     cli_weight_layout_help(f, 24);
     cli_precision_help(f, 24);
     fprintf(f,
-            "  --no-loss-scale       fp16 without dynamic loss scaling (on by default for fp16, off for\n"
-            "                        bf16 and fp32; see GradScaler)\n"
-            "  --loss-scale-init S   the loss scaler's first scale (GradScaler's init_scale, default 65536)\n"
+            "  --no-loss-scale       fp16 without dynamic loss scaling (on by default for fp16; bf16 and fp32\n"
+            "                        have none, and refuse this option and the next; see GradScaler)\n"
+            "  --loss-scale-init S   fp16: the loss scaler's first scale (GradScaler's init_scale, default 65536)\n"
             "  --seed N              initialisation, shuffling and augmentation seed (default 0)\n"
             "  --save FILE           write weights (safetensors, torchvision names) after every epoch;\n"
             "                        optimizer state goes to FILE with .optim before .safetensors; a symlink\n"
@@ -81,8 +97,9 @@ static void train_usage(FILE *f) {
             "  --stop-after-epoch N  stop after epoch N of --epochs, as a time-limited job would; the\n"
             "                        schedule still spans --epochs, and --resume continues the run\n"
             "  --log FILE.csv        per-epoch results; per-step losses (and steps the loss scaler skipped,\n"
-            "                        with the loss scale) go to FILE.steps.csv and the\n"
-            "                        curves to FILE.png (a new run replaces them, --resume appends)\n"
+            "                        with the loss scale) go to FILE.steps.csv after each epoch, and up to\n"
+            "                        the failing step when training fails; the curves go to FILE.png\n"
+            "                        (a new run replaces them, --resume appends)\n"
             "  --memory-trace F.csv  record every allocation of the second training step (time, bytes,\n"
             "                        category, op) to F.csv and draw the timeline to F.png\n"
             "Outputs must be absent or regular files (symlinks are followed), all different, derived\n"
@@ -191,7 +208,13 @@ static int train_parse(int argc, char **argv, train_opts *o) {
         fprintf(stderr, "revtorch train: --schedule must be cosine, step or constant, got '%s'\n", o->schedule);
         return 2;
     }
-    if (!cli_model_known("train", o->model)) return 2;
+    if (!cli_loss_scale_ok("train", o->no_loss_scale, o->loss_scale_init)) return 2;
+    if (!rt_zoo_find(o->model)) { /* the classifiers only: the segmentation models are refused below */
+        char models[512];
+        fprintf(stderr, "revtorch train: --model %s is not a model revtorch knows; choose one of %s (segmentation "
+                        "models: revtorch segment train)\n", o->model, train_model_names(models, sizeof models));
+        return 2;
+    }
     if (rt_model_name_is_segmentation(o->model)) {
         fprintf(stderr, "revtorch train: %s is a segmentation model (volumes in, a label per voxel out); "
                         "revtorch train trains image classifiers, train it with revtorch segment train\n", o->model);
@@ -626,6 +649,24 @@ static int train_check_memory(train_run *r, const rt_optimizer_spec *spec) {
     return 1;
 }
 
+/* What decides which activations the step keeps, for the lines that
+ * compare it with plain backpropagation: the checkpointing plan when one is
+ * in force (it decides per stage, reversible stages included, whatever
+ * --memory says), else --memory. */
+static const char *train_memory_label(const train_run *r, char *buf, size_t n) {
+    const cli_ckpt_args *a = &r->o.ckpt;
+    if (r->mplan.plan.n > 0) {
+        if (a->mode) snprintf(buf, n, "the memory plan of --memory-mode %s", a->mode);
+        else if (a->budget) snprintf(buf, n, "the memory plan of --memory-budget %s", a->budget);
+        else if (a->segments) snprintf(buf, n, "the memory plan of --checkpoint-segments %lld", (long long)a->segments);
+        else snprintf(buf, n, "the memory plan of --recompute %s", a->recompute ? a->recompute : "selective");
+    } else {
+        snprintf(buf, n, "--memory %s",
+                 r->strategy.reversible && rt_model_name_has_reversible(r->o.model) ? "reversible" : "standard");
+    }
+    return buf;
+}
+
 static void train_print_header(const train_run *r) {
     const train_opts *o = &r->o;
     const rt_model *m = r->m;
@@ -643,10 +684,11 @@ static void train_print_header(const train_run *r) {
     if (r->scaler) printf("; dynamic loss scaling from %g", (double)rt_grad_scaler_get_scale(r->scaler));
     printf("\n");
     const double mib = 1048576.0;
+    char label[96];
     if (rt_model_name_has_reversible(m->name))
-        printf("predicted per step (meta run): activations kept for backward %.2f MiB with --memory %s, %.2f MiB "
+        printf("predicted per step (meta run): activations kept for backward %.2f MiB with %s, %.2f MiB "
                "with plain backpropagation; step peak %.2f MiB vs %.2f MiB\n",
-               (double)r->pred.peak[RT_MEM_SAVED] / mib, r->strategy.reversible ? "reversible" : "standard",
+               (double)r->pred.peak[RT_MEM_SAVED] / mib, train_memory_label(r, label, sizeof label),
                (double)r->plain.peak[RT_MEM_SAVED] / mib, (double)r->pred.peak_total / mib,
                (double)r->plain.peak_total / mib);
     else
@@ -658,10 +700,9 @@ static void train_print_header(const train_run *r) {
  * and as a stacked timeline PNG; a failure makes the run exit 1. */
 static void write_memory_trace(train_run *r, int64_t step, const rt_memstats *start) {
     const train_opts *o = &r->o;
-    char title[256];
-    snprintf(title, sizeof title, "memory of one training step — %s, memory %s, batch %lld", o->model,
-             r->strategy.reversible && rt_model_name_has_reversible(o->model) ? "reversible" : "standard",
-             (long long)o->batch_size);
+    char title[256], label[96];
+    snprintf(title, sizeof title, "memory of one training step — %s, %s, batch %lld", o->model,
+             train_memory_label(r, label, sizeof label), (long long)o->batch_size);
     size_t n;
     const rt_mem_event *ev = rt_mem_trace_events(&n);
     if (rt_mem_trace_write_csv(r->trace_path) != RT_OK ||
@@ -927,6 +968,22 @@ static rt_status train_dist_step(train_run *r, rt_tensor *x, rt_tensor *y, rt_tr
     return RT_OK;
 }
 
+/* Appends the step rows of epoch `epoch` (0-based) to FILE.steps.csv,
+ * whole rows and one flush, so that the file ends with the last complete
+ * row; a failed write loses the log (train_log_lost). Called at the end of
+ * an epoch and when a step fails, so that the steps before the failure (the
+ * loss scaler's skipped steps when it gives up) are kept. The file counts
+ * epochs from 1, as FILE.csv and the progress lines do. */
+static void train_write_steps(train_run *r, int64_t epoch) {
+    if (!r->steps_log) return;
+    for (int64_t i = 0; i < r->n_epoch_steps; i++)
+        fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g,%d,%.9g\n", (long long)epoch + 1,
+                (long long)r->epoch_steps[i].step,
+                r->epoch_steps[i].lr, r->epoch_steps[i].loss, r->epoch_steps[i].skipped, r->epoch_steps[i].scale);
+    r->n_epoch_steps = 0;
+    if (!flush_ok(r->steps_log)) train_log_lost(r, r->steps_path, errno);
+}
+
 /* One epoch of library training steps over the loader. Returns 0 or 1. */
 static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
     const train_opts *o = &r->o;
@@ -952,6 +1009,7 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         bool end = false;
         if (rt_loader_next(r->loader, &x, &y, &end) != RT_OK) {
             cli_progress_finish(&bar);
+            train_write_steps(r, epoch);
             return cli_fail("loader");
         }
         if (end) break;
@@ -974,13 +1032,17 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
         }
         rt_tensor_release(x);
         rt_tensor_release(y);
+        const double scale = r->scaler ? (double)rt_grad_scaler_get_scale(r->scaler) : 1.0;
+        /* RT_ERR_NONFINITE with a scaler: the step ran and was skipped, and
+         * it was the one that made the scaler give up; it is recorded too */
+        bool ran = st == RT_OK || (r->scaler && st == RT_ERR_NONFINITE && !res.stepped);
+        if (ran && b < r->per_epoch)
+            r->epoch_steps[r->n_epoch_steps++] = (struct train_step_row){step, lr, res.loss, !res.stepped, scale};
         if (st != RT_OK) {
             cli_progress_finish(&bar);
+            train_write_steps(r, epoch);
             return cli_fail("training step failed");
         }
-        const double scale = r->scaler ? (double)rt_grad_scaler_get_scale(r->scaler) : 1.0;
-        if (b < r->per_epoch)
-            r->epoch_steps[r->n_epoch_steps++] = (struct train_step_row){step, lr, res.loss, !res.stepped, scale};
         if (!res.stepped) { /* the loss scaler skipped it (Inf/NaN gradients): nothing was learnt */
             e->skipped++;
             continue;
@@ -997,6 +1059,7 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
     cli_progress_finish(&bar);
     e->secs = cli_now_s() - t0;
     rt_memstats_get(&e->peaks);
+    train_write_steps(r, epoch);
     return 0;
 }
 
@@ -1005,7 +1068,17 @@ static int train_epoch(train_run *r, int64_t epoch, train_epoch_stats *e) {
 static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e) {
     const train_opts *o = &r->o;
     double test_loss, test_acc, seen = (double)e->seen;
-    if (cli_evaluate(r->m, r->test, 256, &test_loss, &test_acc) != RT_OK) return cli_fail("evaluation failed");
+    /* A hard limit (--memory-budget) was set for the training step the
+     * planner planned; evaluation was not planned, and a forward of 256
+     * images can exceed a budget sized for a small training batch. A no-grad
+     * forward of B images needs less than a training step of B (nothing is
+     * saved for backward, no activation gradients), so under a limit
+     * evaluate in batches no larger than this rank's training batch. In eval
+     * mode batch norm uses its running statistics: only the summation order
+     * of the loss changes. */
+    int64_t eval_batch = 256;
+    if (rt_mem_get_limit() > 0 && train_rank_batch(r) < eval_batch) eval_batch = train_rank_batch(r);
+    if (cli_evaluate(r->m, r->test, eval_batch, &test_loss, &test_acc) != RT_OK) return cli_fail("evaluation failed");
     if (e->seen == 0) /* every step skipped by the loss scaler: no training loss to average */
         printf("epoch %lld: no optimizer step taken (all %lld steps skipped for Inf/NaN gradients) | test loss %.4f "
                "acc %.2f%% | %.1f s\n", (long long)epoch + 1, (long long)e->skipped, test_loss, 100.0 * test_acc,
@@ -1043,9 +1116,11 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
                (double)ru.ru_maxrss / 1024.0, (double)e->peaks.peak_total / 1048576.0,
                (double)e->peaks.cached_bytes / 1048576.0);
     const double mib = 1048576.0, saved = (double)e->peaks.peak[RT_MEM_SAVED];
+    char label[96];
     if (rt_model_name_has_reversible(r->m->name))
-        printf("  activation memory (SAVED peak): %.2f MiB measured; plain backpropagation would keep %.2f MiB "
-               "(%.1fx)\n", saved / mib, (double)r->plain.peak[RT_MEM_SAVED] / mib,
+        printf("  activation memory (SAVED peak): %.2f MiB measured with %s; plain backpropagation would keep "
+               "%.2f MiB (%.1fx)\n", saved / mib, train_memory_label(r, label, sizeof label),
+               (double)r->plain.peak[RT_MEM_SAVED] / mib,
                saved > 0 ? (double)r->plain.peak[RT_MEM_SAVED] / saved : 0.0);
     else
         printf("  activation memory (SAVED peak): %.2f MiB measured, %.2f MiB predicted\n", saved / mib,
@@ -1056,13 +1131,7 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
                 (double)e->correct / seen, test_loss, test_acc, seen / e->secs, e->secs);
         for (int c = 0; c < RT_MEM_NCAT; c++) fprintf(r->log, ",%.3f", (double)e->peaks.peak[c] / mib);
         fprintf(r->log, ",%.3f\n", (double)e->peaks.peak_total / mib);
-        for (int64_t i = 0; i < r->n_epoch_steps; i++)
-            fprintf(r->steps_log, "%lld,%lld,%.9g,%.9g,%d,%.9g\n", (long long)epoch, (long long)r->epoch_steps[i].step,
-                    r->epoch_steps[i].lr, r->epoch_steps[i].loss, r->epoch_steps[i].skipped, r->epoch_steps[i].scale);
-        if (!flush_ok(r->log))
-            train_log_lost(r, r->o.log, errno);
-        else if (!flush_ok(r->steps_log))
-            train_log_lost(r, r->steps_path, errno);
+        if (!flush_ok(r->log)) train_log_lost(r, r->o.log, errno);
     }
     if (o->log) {
         cli_epoch_row row = {.epoch = (double)(epoch + 1), .train_loss = e->loss_sum / seen,

@@ -92,6 +92,24 @@ if [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ub
              sed -n 's/^  \*aggressive *//p')"
     if [ -n "$tplan" ] && [ "$tplan" = "$mplan" ]; then pass=$((pass+1));
     else fail=$((fail+1)); echo "FAIL train/memory plans differ: train '$tplan', memory '$mplan'"; fi
+    # a budget sized for a small training batch also holds the evaluation after each epoch (it runs in batches
+    # no larger than the training batch, not 256): both epochs finish, each step peak at most the budget
+    out="$("$bin" train --model resnet20 --epochs 2 --batch-size 16 --train-subset 64 --test-subset 64 \
+           --warmup-steps 0 --threads 2 --memory-budget 16MiB 2>&1)"; rc=$?
+    peaks="$(sed -n 's/^  memory plan: step peak \([0-9.]*\) MiB measured.*/\1/p' <<< "$out")"
+    if [ "$rc" -eq 0 ] && grep -q "^epoch 2: train loss .* test loss" <<< "$out" && [ "$(grep -c . <<< "$peaks")" -eq 2 ] &&
+       awk '$1 > 16 {over = 1} END {exit over}' <<< "$peaks"; then pass=$((pass+1))
+    else fail=$((fail+1)); echo "FAIL train under a budget, evaluation included: exit $rc, peaks '$peaks': $out" | tail -5; fi
+    # under a plan the reversible model's activation lines name the plan, not --memory reversible (the planner
+    # decides per stage whether a reversible stage rebuilds)
+    out="$("$bin" train --model revnet_small --train-subset 64 --test-subset 64 --epochs 1 --batch-size 16 \
+           --warmup-steps 0 --threads 2 --checkpoint-segments 2 2>&1)"; rc=$?
+    if [ "$rc" -eq 0 ] && ! grep -q -- "--memory reversible" <<< "$out" &&
+       grep -q "activations kept for backward [0-9.]* MiB with the memory plan of --checkpoint-segments 2, [0-9.]* MiB with plain" <<< "$out" &&
+       grep -q "SAVED peak): [0-9.]* MiB measured with the memory plan of --checkpoint-segments 2; plain" <<< "$out"
+    then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL plan labelled: exit $rc: $out" | head -8; fi
+    check train_no_plan_label 0 "SAVED peak): [0-9.]* MiB measured with --memory reversible; plain" "$bin" train \
+        --model revnet_small --train-subset 64 --test-subset 64 --epochs 1 --batch-size 16 --warmup-steps 0 --threads 2
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -57,6 +57,12 @@ check nan-clip 2 "must be finite" "$bin" train --clip nan
 check negative-subset 2 "option --train-subset must be an integer >= 0 (0: all), got -5" "$bin" train --train-subset -5
 check save-to-dir 1 "is a directory" "$bin" train --save /tmp --train-subset 64 --test-subset 64
 check save-unwritable 1 "cannot write --save" "$bin" train --save /nonexistent/dir/w.safetensors --train-subset 64 --test-subset 64
+# loss scaling is fp16's: its options under bf16 or fp32, or both together, are usage errors, not ignored
+check loss-scale-init-bf16 2 "--loss-scale-init 1024 applies to --precision fp16 .*--precision bf16 trains without loss scaling.*Drop --loss-scale-init or use --precision fp16" "$bin" train --precision bf16 --loss-scale-init 1024 --train-subset 64 --test-subset 64 --epochs 1
+check no-loss-scale-fp32 2 "--no-loss-scale applies to --precision fp16 .*--precision fp32 trains without loss scaling" "$bin" train --precision fp32 --no-loss-scale --train-subset 64 --test-subset 64 --epochs 1
+check no-loss-scale-default 2 "--no-loss-scale applies to --precision fp16" "$bin" train --no-loss-scale
+check loss-scale-contradiction 2 "--no-loss-scale turns fp16's loss scaler off, so --loss-scale-init 8 would .*give one of them" "$bin" train --precision fp16 --no-loss-scale --loss-scale-init 8 --train-subset 64 --test-subset 64 --epochs 1
+check loss-scale-order 2 "--loss-scale-init 100000 applies to --precision fp16" "$bin" train --loss-scale-init 1e5 --precision bf16
 check bench-warmup 2 "warmup" "$bin" bench --warmup -1
 check bench-seg-size 2 "D,H,W for a segmentation model" "$bin" bench --model unet3d --size 8,8
 check memory-huge 2 "option --batch-size must be an integer from 1 to 1000000, got 1000000000" "$bin" memory --batch-size 1000000000 --size 10000000
@@ -117,6 +123,12 @@ check memory-unet-plans 0 "^\*budget 24MiB  *[0-9]" "$bin" memory --model unet3d
 check memory-prunet-mode 0 "  \*balanced  *31 stages: .* rebuilt" "$bin" memory --model prunet3d --size 16 --batch 1 --channels 1 --classes 2 --memory-mode balanced
 check memory-unet-budget-low 1 "smallest feasible budget is" "$bin" memory --model unet3d --size 16 --batch 1 --channels 1 --classes 2 --memory-budget 2MiB
 check train-unet 2 "segmentation model.*revtorch segment train" "$bin" train --model unet3d
+# train's help and its unknown-model message list only what train takes, and point to segment train for the rest
+check train-help-models 0 "resnet50$" "$bin" train --help
+check train-help-segment 0 "the segmentation models train with revtorch segment train" "$bin" train --help
+lacks train-help-no-unet "unet3d\|prunet3d\|_brats" "$bin" train --help
+check train-bad-model-classifiers 2 "choose one of .*resnet50 (segmentation models: revtorch segment train)" "$bin" train --model resnet7
+lacks train-bad-model-no-unet "unet3d" "$bin" train --model resnet7
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -78,6 +78,15 @@ check eval-tta 0 "mean foreground Dice" "$bin" segment eval --weights "$tmp/run/
 check train-plan 0 "step peak \([0-9.]*\) MiB measured (tracked, above the volumes), \1 MiB predicted" \
     "$bin" segment train --model unet3d --patch 16,16,16 --batch 1 --epochs 1 --steps 2 --overlap 0 --eval-every 0 \
     --threads 2 --tta off --memory-mode balanced --out "$tmp/plan"
+# a budget (the hard limit on the step's bytes) with the held-out slab scored after epoch 1: the step fits the
+# budget above the volumes and the sampler's voxel lists, and the sliding-window score, whose whole-slab buffers
+# no training batch bounds, runs outside the step's limit as the final prediction does
+out="$("$bin" segment train --model unet3d --patch 32,32,32 --batch 1 --epochs 2 --steps 1 --overlap 0 --eval-every 1 \
+       --threads 2 --tta off --memory-budget 40MiB --out "$tmp/budget" 2>&1)"; rc=$?
+peaks="$(sed -n 's/^  step peak \([0-9.]*\) MiB measured.*/\1/p' <<< "$out")"
+if [ "$rc" -eq 0 ] && grep -q "^epoch 1: .* held-out Dice [0-9.]*" <<< "$out" && grep -q "held-out mean foreground Dice" <<< "$out" &&
+   [ "$(grep -c . <<< "$peaks")" -eq 2 ] && awk '$1 > 40 {over = 1} END {exit over}' <<< "$peaks"; then pass=$((pass+1))
+else fail=$((fail+1)); echo "FAIL train-budget-eval: exit $rc, peaks '$peaks': $out" | tail -5; fi
 check no-sub 2 "usage: revtorch segment" "$bin" segment
 check threshold-range 2 "--threshold" "$bin" segment train --threshold 1.5
 check threshold-zero 2 "must lie in (0, 1)" "$bin" segment train --threshold 0

@@ -786,7 +786,7 @@ static void write_training_csv(const char *csv, const char *steps, int epochs, i
             double noise = ((double)(r >> 8 & 0xffff) / 65536.0 - 0.5) * 0.35;
             double loss = 0.28 + 2.0 * exp(-t * 1.6) + noise * (0.4 + exp(-t));
             sum += loss;
-            if (g) fprintf(g, "%d,%lld,%.9g,%.9g\n", e, (long long)step, 0.1 * (1.0 - t / epochs), loss);
+            if (g) fprintf(g, "%d,%lld,%.9g,%.9g\n", e + 1, (long long)step, 0.1 * (1.0 - t / epochs), loss);
         }
         double tl = sum / per_epoch, acc = 1.0 - 0.5 * exp(-(e + 1) * 0.9) - 0.08;
         fprintf(f, "%d,%.6f,%.6f,%.6f,%.6f,1234.5,12.3,0.5,0.5,0.5,3,2,1,7.5\n", e + 1, tl, acc,
@@ -955,6 +955,20 @@ static void test_training_memory(void) {
     CHECK_OK(cli_training_curves_read(csv, steps, &c));
     CHECK_EQ_INT((int)c.n_epochs, 3);
     CHECK_EQ_INT((int)c.n_steps, 150);
+    /* the file counts epochs from 1, as the epoch log does; in memory from 0 */
+    CHECK_EQ_INT((int)c.steps[0].epoch, 0);
+    CHECK_EQ_INT((int)c.steps[149].epoch, 2);
+    {   /* a file written when steps counted epochs from 0 (it holds an epoch 0) reads as written */
+        char old[600];
+        path_in(old, sizeof old, "old.steps.csv");
+        CHECK(write_text(old, "epoch,step,lr,loss\n0,0,0.1,2.0\n0,1,0.1,1.8\n1,2,0.1,1.5\n"));
+        cli_training_curves o;
+        CHECK_OK(cli_training_curves_read(csv, old, &o));
+        CHECK_EQ_INT((int)o.n_steps, 3);
+        if (o.n_steps == 3) CHECK(o.steps[0].epoch == 0 && o.steps[1].epoch == 0 && o.steps[2].epoch == 1);
+        cli_training_curves_free(&o);
+        unlink(old);
+    }
     cli_training_curves copy = {0};
     for (size_t i = 0; i < c.n_epochs; i++) CHECK_OK(cli_training_curves_add_epoch(&copy, &c.epochs[i]));
     for (size_t i = 0; i < c.n_steps; i++) CHECK_OK(cli_training_curves_add_step(&copy, c.steps[i].epoch, c.steps[i].loss));

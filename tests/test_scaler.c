@@ -242,6 +242,8 @@ static void test_unscale_growth_floor_stop(void) {
         else {
             CHECK_EQ_INT(st, RT_ERR_NONFINITE);
             CHECK(strstr(rt_error_last(), "4 optimizer steps in a row") != NULL);
+            /* the initial scale is among the fixes, with its value */
+            CHECK(strstr(rt_error_last(), "--loss-scale-init; this scaler's was 4, the default 65536") != NULL);
         }
     }
     CHECK_EQ_INT(rt_grad_scaler_skipped(s), 4);

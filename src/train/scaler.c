@@ -94,10 +94,15 @@ rt_status rt_grad_scaler_update(rt_grad_scaler *s) {
         s->skipped++;
         s->skipped_in_row++;
         if (s->o.max_skipped_in_row && s->skipped_in_row >= s->o.max_skipped_in_row)
+            /* the initial scale is a cause as likely as the learning rate:
+             * one far above the default overflows every step until the
+             * backoff has halved it down to what the gradients allow */
             return rt_error_set(RT_ERR_NONFINITE, "the loss or the gradients were NaN/Inf for %lld optimizer steps in "
-                                "a row (loss scale now %g): training stopped; lower the learning rate (--lr), "
-                                "clip gradients (--clip), use --precision bf16 or fp32, or check the data",
-                                (long long)s->skipped_in_row, (double)s->scale);
+                                "a row (loss scale now %g): training stopped; lower the initial loss scale "
+                                "(--loss-scale-init; this scaler's was %g, the default %g), lower the learning "
+                                "rate (--lr), clip gradients (--clip), use --precision bf16 or fp32, or check the "
+                                "data", (long long)s->skipped_in_row, (double)s->scale, (double)s->o.init_scale,
+                                (double)rt_grad_scaler_default_opts().init_scale);
         return RT_OK;
     }
     s->skipped_in_row = 0;

@@ -116,7 +116,12 @@ int cli_cmd_bench(int argc, char **argv) {
     /* a checkpointing option: planned on a meta copy as revtorch train plans
      * it (an impossible budget is refused here), applied, and a budget
      * enforced as the tracker's hard limit on the step's bytes */
-    const rt_train_config cfg = {.accum_steps = 1, .loss = seg ? rt_loss_dice_ce : NULL};
+    rt_train_config cfg = {.accum_steps = 1, .loss = seg ? rt_loss_dice_ce : NULL};
+    rt_grad_scaler *scaler = NULL; /* fp16: the loss scaler train runs, timed with the step */
+    if (!cli_loss_scaler_attach(&cfg, 0.0f, false, &scaler)) {
+        rt_model_destroy(m);
+        return 1;
+    }
     rt_memory_plan mplan = {0};
     char plan_name[48] = "none";
     /* the batch: images (N, C, H, W) and class indices (N), or volumes
@@ -211,6 +216,7 @@ out:
     rt_tensor_release(x);
     rt_tensor_release(y);
     rt_optimizer_destroy(opt);
+    rt_grad_scaler_destroy(scaler);
     free(params);
     rt_model_destroy(m);
     return rc;

@@ -11,7 +11,7 @@ static void check_usage(FILE *f) {
     fprintf(f, "usage: revtorch check (--model NAME | --weights FILE) [options]\n"
                "Measures how exactly the reversible blocks of a RevNet rebuild their inputs, on the first\n"
                "batch of the Fashion-MNIST test set, in eval mode. Prints the worst block's error\n"
-               "max|inverse(forward(x)) - x| / max|x| (and forward(inverse(x))), naming the block, and the\n"
+               "max|inverse(forward(x)) - x| / max|x|, naming the block, and the\n"
                "worst stage's drift when its input is rebuilt through the whole chain of blocks. A partially\n"
                "reversible U-Net (prunet3d, prunet3d_brats) is checked on 2 volumes of N(0, 1) voxels, 32^3,\n"
                "1 channel, 2 classes (the inversion needs inputs, not data).\n\n"
@@ -25,7 +25,9 @@ static void check_usage(FILE *f) {
     cli_precision_help(f, 21);
     fprintf(f, "Under --precision bf16/fp16 the blocks are checked as training runs them: the sequences'\n"
                "couplings and stored outputs are f32, F and G compute in f32 (storing half precision only\n"
-               "for backward), so the rebuild is that of fp32 (the line names the precision).\n");
+               "for backward), so the rebuild is that of fp32 (the line names the precision). Where bf16\n"
+               "convolutions compute in bf16 (an AVX512_BF16 CPU), the layers before the sequences hand\n"
+               "the blocks other inputs, so the figures differ from fp32's in their digits, not their size.\n");
     fprintf(f, "Exit status: 0 done, 1 runtime failure (files, data), 2 usage error (nothing was run).\n");
 }
 

@@ -386,6 +386,26 @@ bool cli_loss_scale_ok(const char *cmd, bool no_loss_scale, float init_scale) {
     return true;
 }
 
+bool cli_loss_scaler_attach(rt_train_config *cfg, float init_scale, bool off, rt_grad_scaler **out) {
+    *out = NULL;
+    if (cli_precision_v != RT_PRECISION_FP16 || off) return true;
+    rt_grad_scaler_opts so = rt_grad_scaler_default_opts();
+    if (init_scale > 0) so.init_scale = init_scale;
+    if (!(*out = rt_grad_scaler_create(&so))) {
+        fprintf(stderr, "revtorch: cannot create the loss scaler: %s\n", rt_error_last());
+        return false;
+    }
+    cfg->hooks = rt_grad_scaler_hooks(*out);
+    return true;
+}
+
+void cli_print_loss_scale(FILE *f, const rt_grad_scaler *s, int64_t skipped_epoch) {
+    if (!s) return;
+    fprintf(f, "  loss scale %g; %lld step%s skipped for Inf/NaN gradients this epoch, %lld in all\n",
+            (double)rt_grad_scaler_get_scale(s), (long long)skipped_epoch, skipped_epoch == 1 ? "" : "s",
+            (long long)rt_grad_scaler_skipped(s));
+}
+
 void cli_precision_help(FILE *f, int col) {
     fprintf(f, "  %-*sfp32 (default), bf16 or fp16: saved activations and activation gradients\n"
                "%*sstored in half precision, master weights and optimizer f32 (fp16: loss scaling)\n",

@@ -13,6 +13,7 @@
 #include "memory/reversible.h"
 #include "models/model.h"
 #include "optim/optim.h"
+#include "train/scaler.h"
 #include "train/step.h"
 
 /* Prints "revtorch: <what>: <library message>" to stderr and returns 1. */
@@ -123,6 +124,16 @@ rt_precision cli_precision(void);
  * fp16's, so either option under bf16 or fp32, or both together, prints a
  * message naming the option and the fix and returns false (exit 2). */
 bool cli_loss_scale_ok(const char *cmd, bool no_loss_scale, float init_scale);
+/* The dynamic loss scaler every training command runs under --precision
+ * fp16 (PyTorch's GradScaler defaults; init_scale > 0 overrides the first
+ * scale), attached to cfg's hooks (train/step.h), so that the library step
+ * scales, unscales, skips and backs off: *out the scaler (destroy it after
+ * the run), NULL under bf16/fp32 or when `off` (--no-loss-scale). False
+ * with a message when it cannot be created. */
+bool cli_loss_scaler_attach(rt_train_config *cfg, float init_scale, bool off, rt_grad_scaler **out);
+/* The epoch line of a loss scaler (nothing for NULL): its scale and the
+ * steps it skipped this epoch and in all. */
+void cli_print_loss_scale(FILE *f, const rt_grad_scaler *s, int64_t skipped_epoch);
 /* Wraps m's net in the --precision region (once; nothing for fp32). False
  * when out of memory: then the net is destroyed and m->net is NULL. */
 bool cli_precision_apply(rt_model *m);

@@ -678,6 +678,7 @@ static int seg_train(const seg_opts *o) {
     rt_model *m = NULL;
     rt_patch_sampler *sampler = NULL;
     rt_optimizer *opt = NULL;
+    rt_grad_scaler *scaler = NULL; /* --precision fp16: dynamic loss scaling, as train runs it */
     rt_tensor *pred = NULL, *probs = NULL;
     const char *model = o->model ? o->model : default_model();
     rc = 1;
@@ -718,6 +719,7 @@ static int seg_train(const seg_opts *o) {
     rt_optimizer_spec spec;
     cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
     rt_train_config cfg = {.accum_steps = 1, .loss = rt_loss_dice_ce};
+    if (!cli_loss_scaler_attach(&cfg, 0.0f, false, &scaler)) goto done;
     int64_t predicted = 0; /* the plan's predicted step peak */
     if (cli_ckpt_given(&o->ckpt)) {
         int prc = seg_plan_memory(o, m, &strategy, &spec, &cfg, C, &predicted);
@@ -774,6 +776,7 @@ static int seg_train(const seg_opts *o) {
         cli_progress bar;
         cli_progress_start(&bar, stdout, label, o->steps);
         double t0 = cli_now_s(), loss_sum = 0;
+        int64_t skipped = 0; /* steps the loss scaler skipped (Inf/NaN gradients: nothing learnt) */
         for (int64_t s = 0; s < o->steps; s++) {
             rt_tensor *x = NULL, *y = NULL;
             rt_train_result res;
@@ -786,6 +789,10 @@ static int seg_train(const seg_opts *o) {
                 cli_progress_finish(&bar);
                 cli_fail("training step failed");
                 goto done;
+            }
+            if (!res.stepped) {
+                skipped++;
+                continue;
             }
             loss_sum += res.loss;
             cli_progress_update(&bar, s + 1, res.loss, (s + 1) * o->batch);
@@ -813,8 +820,9 @@ static int seg_train(const seg_opts *o) {
             }
             snprintf(scored, sizeof scored, " | held-out Dice %.4f (%.1f s)", mean, cli_now_s() - te);
         }
-        printf("epoch %lld: loss %.4f | %.2f s/step%s\n", (long long)epoch + 1, loss_sum / (double)o->steps,
-               secs / (double)o->steps, scored);
+        printf("epoch %lld: loss %.4f | %.2f s/step%s\n", (long long)epoch + 1,
+               skipped < o->steps ? loss_sum / (double)(o->steps - skipped) : NAN, secs / (double)o->steps, scored);
+        cli_print_loss_scale(stdout, scaler, skipped);
         cli_print_peaks(stdout, "  ", &peaks);
         if (predicted > 0)
             printf("  step peak %.1f MiB measured (tracked, above the volumes), %.1f MiB predicted by the plan\n",
@@ -877,6 +885,7 @@ done:
     rt_tensor_release(probs);
     rt_patch_sampler_destroy(sampler);
     rt_optimizer_destroy(opt);
+    rt_grad_scaler_destroy(scaler);
     rt_model_destroy(m);
     seg_data_free(&d);
     return rc;

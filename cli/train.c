@@ -877,12 +877,7 @@ static int train_setup(train_run *r) {
     cli_memory_mode(o->memory, o->grouping, &r->strategy);
     cli_strategy_apply(&r->strategy, r->m);
     r->cfg = (rt_train_config){.accum_steps = o->accum_steps, .clip = o->clip, .label_smoothing = o->label_smoothing};
-    if (cli_precision() == RT_PRECISION_FP16 && !o->no_loss_scale) {
-        rt_grad_scaler_opts so = rt_grad_scaler_default_opts();
-        if (o->loss_scale_init > 0) so.init_scale = o->loss_scale_init;
-        if (!(r->scaler = rt_grad_scaler_create(&so))) return cli_fail("cannot create the loss scaler");
-        r->cfg.hooks = rt_grad_scaler_hooks(r->scaler);
-    }
+    if (!cli_loss_scaler_attach(&r->cfg, o->loss_scale_init, o->no_loss_scale, &r->scaler)) return 1;
     rt_optimizer_spec spec;
     cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
     if (train_predict(r, &spec) != RT_OK) return cli_fail("cannot predict the memory of a step");
@@ -1104,10 +1099,7 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
                1e3 * ds.exposed_s / steps, ds.comm_s > 0 ? 100.0 * (1.0 - ds.exposed_s / ds.comm_s) : 0.0,
                o->shard_optimizer ? "; optimizer state sharded (OPTIM above is this rank's share)" : "");
     }
-    if (r->scaler)
-        printf("  loss scale %g; %lld step%s skipped for Inf/NaN gradients this epoch, %lld in all\n",
-               (double)rt_grad_scaler_get_scale(r->scaler), (long long)e->skipped, e->skipped == 1 ? "" : "s",
-               (long long)rt_grad_scaler_skipped(r->scaler));
+    cli_print_loss_scale(stdout, r->scaler, e->skipped);
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss: KiB on Linux */
         printf("  process peak RSS %.1f MiB vs tracked peak %.2f MiB; outside tracking: the program and its "

@@ -87,6 +87,10 @@ peaks="$(sed -n 's/^  step peak \([0-9.]*\) MiB measured.*/\1/p' <<< "$out")"
 if [ "$rc" -eq 0 ] && grep -q "^epoch 1: .* held-out Dice [0-9.]*" <<< "$out" && grep -q "held-out mean foreground Dice" <<< "$out" &&
    [ "$(grep -c . <<< "$peaks")" -eq 2 ] && awk '$1 > 40 {over = 1} END {exit over}' <<< "$peaks"; then pass=$((pass+1))
 else fail=$((fail+1)); echo "FAIL train-budget-eval: exit $rc, peaks '$peaks': $out" | tail -5; fi
+# fp16 trains under the loss scaler as train does (GradScaler: first scale 65536), reported per epoch
+check train-fp16-scaler 0 "^  loss scale 65536; 0 steps skipped for Inf/NaN gradients this epoch, 0 in all" \
+    "$bin" segment train --model unet3d --patch 16,16,16 --batch 1 --epochs 1 --steps 2 --overlap 0 --eval-every 0 \
+    --threads 2 --tta off --precision fp16 --out "$tmp/fp16"
 check no-sub 2 "usage: revtorch segment" "$bin" segment
 check threshold-range 2 "--threshold" "$bin" segment train --threshold 1.5
 check threshold-zero 2 "must lie in (0, 1)" "$bin" segment train --threshold 0

@@ -103,20 +103,20 @@ out:
 }
 
 /* One meta step of `model` under plan p with the memory trace on: a copy of
- * its events (*ev, *n; free() it). */
+ * its events (*ev, *n; free() it) and the step's peaks per category
+ * (rt_memory_predict's, the step's own bytes). */
 static rt_status trace_plan(const char *model, int64_t channels, int64_t classes, const cli_strategy *strategy,
                             const rt_optimizer_spec *spec, const rt_train_config *cfg, const cli_batch_shape *shape,
-                            const rt_plan *p, rt_mem_event **ev, size_t *n) {
+                            const rt_plan *p, rt_mem_event **ev, size_t *n, rt_memstats *peaks) {
     rt_model *m = NULL;
     *ev = NULL;
     *n = 0;
     RT_TRY(rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m));
     cli_strategy_apply(strategy, m);
     rt_status st = cli_ckpt_apply(m, p);
-    rt_memstats peaks;
     rt_mem_trace_enable(1);
     if (st == RT_OK)
-        st = rt_memory_predict(m->net, spec, cfg, shape->x_ndim, shape->xs, shape->y_ndim, shape->ys, RT_I32, &peaks);
+        st = rt_memory_predict(m->net, spec, cfg, shape->x_ndim, shape->xs, shape->y_ndim, shape->ys, RT_I32, peaks);
     size_t k = 0;
     const rt_mem_event *e = rt_mem_trace_events(&k);
     if (st == RT_OK && k > 0) {
@@ -156,7 +156,8 @@ static int write_timelines(const cli_outputs *files, const char *model, int64_t 
         plan_row *r = &rows[pick[k]];
         rt_mem_event *ev = NULL;
         size_t n = 0;
-        if (trace_plan(model, channels, classes, strategy, spec, cfg, shape, &r->p.plan, &ev, &n) != RT_OK ||
+        rt_memstats peaks;
+        if (trace_plan(model, channels, classes, strategy, spec, cfg, shape, &r->p.plan, &ev, &n, &peaks) != RT_OK ||
             n == 0) {
             free(ev);
             cli_fail("memory timeline");
@@ -176,8 +177,9 @@ static int write_timelines(const cli_outputs *files, const char *model, int64_t 
         series[k] = (cli_plot_series){.name = r->name, .x = xs[k], .y = ys[k], .n = n};
         if (k == npick - 1) { /* the plan's own step: CSV and stacked picture */
             char title[160];
+            /* the row's name without the table's '*' (which marks the row asked for) */
             snprintf(title, sizeof title, "%s batch %lld, %s: one training step (meta run)", model, (long long)batch,
-                     r->name);
+                     r->name + (r->name[0] == '*'));
             FILE *f = cli_open_tmp(out[0].path, tmp[0], sizeof tmp[0]);
             if (!f) {
                 tmp[0][0] = '\0';
@@ -200,23 +202,18 @@ static int write_timelines(const cli_outputs *files, const char *model, int64_t 
                 free(ev);
                 goto out;
             }
-            /* a meta run's clock says nothing: draw against the event index;
-             * bytes live before the trace: each category's lowest running sum,
-             * and the parameters (never freed, so invisible in the events) */
-            int64_t base[RT_MEM_NCAT] = {0}, run[RT_MEM_NCAT] = {0};
+            /* a meta run's clock says nothing: draw against the event index.
+             * Bytes each category held when the step began: its peak over the
+             * step less the highest its running sum of events reaches (the
+             * parameters, the optimizer state and the batch live through the
+             * step without an event; the gradients are freed at its start) */
+            int64_t base[RT_MEM_NCAT] = {0}, run[RT_MEM_NCAT] = {0}, high[RT_MEM_NCAT] = {0};
             for (size_t i = 0; i < n; i++) {
                 ev[i].time_s = 0.0;
                 run[ev[i].category] += ev[i].delta_bytes;
-                if (-run[ev[i].category] > base[ev[i].category]) base[ev[i].category] = -run[ev[i].category];
+                if (run[ev[i].category] > high[ev[i].category]) high[ev[i].category] = run[ev[i].category];
             }
-            rt_model *pm = NULL;
-            if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &pm) == RT_OK) {
-                int64_t pb = 0;
-                for (int i = 0; i < pm->sd->n; i++)
-                    if (pm->sd->entries[i].tensor) pb += (int64_t)rt_tensor_nbytes(pm->sd->entries[i].tensor);
-                if (pb > base[RT_MEM_PARAM]) base[RT_MEM_PARAM] = pb;
-                rt_model_destroy(pm);
-            }
+            for (int c = 0; c < RT_MEM_NCAT; c++) base[c] = peaks.peak[c] - high[c] > 0 ? peaks.peak[c] - high[c] : 0;
             /* the plot writes its own temporary and renames it over ours;
              * ours is renamed over the picture with the others */
             cli_tmp_name(out[1].path, tmp[1], sizeof tmp[1]);

@@ -204,6 +204,36 @@ static void test_cpu_model_refused(void) {
     for (int c = 0; c < RT_MEM_NCAT; c++) CHECK_EQ_INT(after.live[c], before.live[c]);
 }
 
+/* The trace a prediction leaves is the steady-state step alone: it ends as
+ * a training step ends, with the parameters, their gradients and the
+ * momentum buffers live (3 × the parameter bytes under SGD with momentum)
+ * and the batch, not after the meta optimizer's tear-down, which freed
+ * gradients, momentum and batch and drew every timeline ending in a fall
+ * (revtorch memory --memory-timeline). Its first event is the step's. */
+static void test_trace_is_the_step(void) {
+    rt_model *m = NULL;
+    CHECK_OK(rt_model_create("resnet20", CIN, NCLS, RT_DEVICE_META, k_seed, &m));
+    rt_optimizer_spec spec = make_spec(OPT_SGD_NESTEROV);
+    rt_train_config cfg = {.accum_steps = 1};
+    int64_t xs[4] = {N, CIN, HW, HW}, ys[1] = {N};
+    rt_memstats before, p;
+    rt_memstats_get(&before);
+    int64_t param_bytes = 0;
+    for (int i = 0; i < m->sd->n; i++)
+        if (m->sd->entries[i].kind == RT_ENTRY_PARAM) param_bytes += (int64_t)rt_tensor_nbytes(m->sd->entries[i].tensor);
+    rt_mem_trace_enable(1);
+    CHECK_OK(rt_memory_predict(m->net, &spec, &cfg, 4, xs, 1, ys, RT_I32, &p));
+    size_t n = 0;
+    const rt_mem_event *ev = rt_mem_trace_events(&n);
+    CHECK(n > 0);
+    int64_t batch = N * CIN * HW * HW * 4 + N * 4, end = n ? ev[n - 1].live_total - before.live_total : 0;
+    printf("  %zu events; live at the end of the step %.3f MiB above the model (parameters %.3f MiB, batch %.3f MiB)\n",
+           n, (double)end / 1048576.0, (double)param_bytes / 1048576.0, (double)batch / 1048576.0);
+    CHECK(end >= 2 * param_bytes + batch); /* gradients and momentum, beside the model's parameters */
+    rt_mem_trace_enable(0);
+    rt_model_destroy(m);
+}
+
 static void test_resnet20_sgd_nesterov(void) { check_case("resnet20", OPT_SGD_NESTEROV, 1); }
 static void test_resnet20_sgd_plain(void) { check_case("resnet20", OPT_SGD_PLAIN, 1); }
 static void test_resnet20_adamw(void) { check_case("resnet20", OPT_ADAMW, 1); }
@@ -221,4 +251,4 @@ RT_TEST_MAIN({"resnet20_sgd_nesterov", test_resnet20_sgd_nesterov},
              {"revnet_small_sgd_plain", test_revnet_small_sgd_plain},
              {"revnet_small_adamw", test_revnet_small_adamw},
              {"revnet_small_sgd_nesterov_accum3", test_revnet_small_sgd_nesterov_accum3},
-             {"cpu_model_refused", test_cpu_model_refused})
+             {"cpu_model_refused", test_cpu_model_refused}, {"trace_is_the_step", test_trace_is_the_step})

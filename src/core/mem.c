@@ -338,6 +338,10 @@ void rt_mem_trace_enable(int on) {
 
 int rt_mem_trace_enabled(void) { return rt_tls_tracker.tracing ? 1 : 0; }
 
+void rt_mem_trace_truncate(size_t n) {
+    if (n < rt_tls_tracker.n_events) rt_tls_tracker.n_events = n;
+}
+
 const rt_mem_event *rt_mem_trace_events(size_t *count) {
     if (count) *count = rt_tls_tracker.n_events;
     return rt_tls_tracker.events;

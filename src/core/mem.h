@@ -140,6 +140,11 @@ typedef struct rt_mem_event {
 void rt_mem_trace_enable(int on);
 /* 1 while recording, else 0. */
 int rt_mem_trace_enabled(void);
+/* Drops the events recorded after the first n (n at least their number:
+ * nothing), recording on as before: what a caller does to keep a span of
+ * work and not the clean-up after it (memory/predict.c keeps the
+ * steady-state step, not the tear-down of its meta optimizer). */
+void rt_mem_trace_truncate(size_t n);
 /* Borrowed view of the recorded events; valid until the next trace call.
  * *count receives their number (count may be NULL). */
 const rt_mem_event *rt_mem_trace_events(size_t *count);

@@ -3,8 +3,11 @@
 
 #include <stdlib.h>
 
+/* *step_events: the trace's length at the end of the steady-state step
+ * (0 when it did not run). */
 static rt_status rt_predict_run(rt_module *net, rt_state_dict *sd, const rt_optimizer_spec *spec,
-                                const rt_train_config *cfg, rt_tensor *x, rt_tensor *y, rt_memstats *peaks) {
+                                const rt_train_config *cfg, rt_tensor *x, rt_tensor *y, rt_memstats *peaks,
+                                size_t *step_events) {
     int np = rt_state_dict_num_params(sd);
     rt_tensor **params = malloc((size_t)(np ? np : 1) * sizeof *params);
     if (!params) return rt_error_set(RT_ERR_OOM, "out of memory predicting memory");
@@ -20,10 +23,12 @@ static rt_status rt_predict_run(rt_module *net, rt_state_dict *sd, const rt_opti
     c.hooks = (rt_train_hooks){0};
     rt_train_result r;
     if (st == RT_OK) st = rt_train_step(net, opt, &c, x, y, &r);
+    *step_events = 0;
     if (st == RT_OK) {
         rt_memstats_reset_peaks();
         if (rt_mem_trace_enabled()) rt_mem_trace_enable(1); /* keep the steady-state step's events only */
         st = rt_train_step(net, opt, &c, x, y, &r);
+        rt_mem_trace_events(step_events);
     }
     rt_memstats_get(peaks);
     if (opt) rt_optimizer_zero_grad(opt);
@@ -53,11 +58,17 @@ rt_status rt_memory_predict(rt_module *meta_net, const rt_optimizer_spec *opt, c
     }
     rt_tensor *x = rt_tensor_create(x_ndim, x_shape, RT_F32, RT_DEVICE_META, RT_MEM_DATA);
     rt_tensor *y = rt_tensor_create(y_ndim, y_shape, y_dtype, RT_DEVICE_META, RT_MEM_DATA);
-    rt_status st = (x && y) ? rt_predict_run(meta_net, sd, opt, cfg, x, y, peaks) : rt_error_last_status();
+    size_t step_events = 0;
+    rt_status st =
+        (x && y) ? rt_predict_run(meta_net, sd, opt, cfg, x, y, peaks, &step_events) : rt_error_last_status();
     if (!x || !y) rt_memstats_get(peaks);
     rt_tensor_release(x);
     rt_tensor_release(y);
     rt_state_dict_destroy(sd);
+    /* the trace keeps the step, not the tear-down of this meta optimizer,
+     * gradients and batch, which a training run's step never does (the
+     * timelines ended in a fall to the parameters) */
+    if (st == RT_OK && rt_mem_trace_enabled()) rt_mem_trace_truncate(step_events);
     /* the step's own bytes: subtract what was live before the prediction */
     for (int i = 0; i < RT_MEM_NCAT; i++) peaks->peak[i] -= before.live[i];
     peaks->peak_total -= before.live_total;

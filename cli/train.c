@@ -388,12 +388,7 @@ static int train_outputs(train_run *r) {
     }
     const char *csv_opts[2][2] = {{"--log", o->log}, {"--memory-trace", o->trace}};
     for (int i = 0; i < 2; i++)
-        if (csv_opts[i][1] && cli_path_ends_with(csv_opts[i][1], ".png")) {
-            fprintf(stderr, "revtorch train: %s %s: give the CSV file's name (e.g. %.*s.csv); the picture is "
-                            "drawn beside it with .png\n", csv_opts[i][0], csv_opts[i][1],
-                    (int)strlen(csv_opts[i][1]) - 4, csv_opts[i][1]);
-            return 2;
-        }
+        if (csv_opts[i][1] && !cli_csv_name_ok("revtorch train", csv_opts[i][0], csv_opts[i][1])) return 2;
     char derived[CLI_PATH_MAX];
     r->keep = o->save ? o->save : o->resume;
     if (o->resume) {

@@ -117,11 +117,7 @@ int cli_cmd_bench(int argc, char **argv) {
      * it (an impossible budget is refused here), applied, and a budget
      * enforced as the tracker's hard limit on the step's bytes */
     rt_train_config cfg = {.accum_steps = 1, .loss = seg ? rt_loss_dice_ce : NULL};
-    rt_grad_scaler *scaler = NULL; /* fp16: the loss scaler train runs, timed with the step */
-    if (!cli_loss_scaler_attach(&cfg, 0.0f, false, &scaler)) {
-        rt_model_destroy(m);
-        return 1;
-    }
+    rt_grad_scaler *scaler = NULL; /* fp16: the loss scaler train runs, timed with the step (attached below) */
     rt_memory_plan mplan = {0};
     char plan_name[48] = "none";
     /* the batch: images (N, C, H, W) and class indices (N), or volumes
@@ -148,6 +144,12 @@ int cli_cmd_bench(int argc, char **argv) {
         rt_memstats now;
         rt_memstats_get(&now);
         if (mc.budget > 0) rt_mem_set_limit(now.live_total - now.live[RT_MEM_PARAM] + mc.budget);
+    }
+    if (!cli_loss_scaler_attach(&cfg, 0.0f, false, &scaler)) { /* after planning: its returns free no scaler */
+        rt_mem_set_limit(0);
+        rt_memory_plan_free(&mplan);
+        rt_model_destroy(m);
+        return 1;
     }
     int np = rt_state_dict_num_params(m->sd);
     rt_tensor **params = malloc((size_t)np * sizeof *params);

@@ -820,8 +820,12 @@ static int seg_train(const seg_opts *o) {
             }
             snprintf(scored, sizeof scored, " | held-out Dice %.4f (%.1f s)", mean, cli_now_s() - te);
         }
-        printf("epoch %lld: loss %.4f | %.2f s/step%s\n", (long long)epoch + 1,
-               skipped < o->steps ? loss_sum / (double)(o->steps - skipped) : NAN, secs / (double)o->steps, scored);
+        if (skipped == o->steps) /* every step skipped by the loss scaler: no loss to average (train says so too) */
+            printf("epoch %lld: no optimizer step taken (all %lld steps skipped for Inf/NaN gradients) | %.2f s/step%s\n",
+                   (long long)epoch + 1, (long long)skipped, secs / (double)o->steps, scored);
+        else
+            printf("epoch %lld: loss %.4f | %.2f s/step%s\n", (long long)epoch + 1,
+                   loss_sum / (double)(o->steps - skipped), secs / (double)o->steps, scored);
         cli_print_loss_scale(stdout, scaler, skipped);
         cli_print_peaks(stdout, "  ", &peaks);
         if (predicted > 0)

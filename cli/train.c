@@ -1063,11 +1063,14 @@ static int train_report(train_run *r, int64_t epoch, const train_epoch_stats *e)
      * images can exceed a budget sized for a small training batch. A no-grad
      * forward of B images needs less than a training step of B (nothing is
      * saved for backward, no activation gradients), so under a limit
-     * evaluate in batches no larger than this rank's training batch. In eval
-     * mode batch norm uses its running statistics: only the summation order
-     * of the loss changes. */
+     * evaluate in batches no larger than this rank's training micro-batch
+     * (--accum-steps K runs the step K micro-batches at a time, and the plan
+     * holds one micro-batch's activations). In eval mode batch norm uses
+     * its running statistics: only the summation order of the loss changes. */
     int64_t eval_batch = 256;
-    if (rt_mem_get_limit() > 0 && train_rank_batch(r) < eval_batch) eval_batch = train_rank_batch(r);
+    const int64_t k = r->cfg.accum_steps > 1 ? r->cfg.accum_steps : 1;
+    const int64_t micro = (train_rank_batch(r) + k - 1) / k;
+    if (rt_mem_get_limit() > 0 && micro < eval_batch) eval_batch = micro;
     if (cli_evaluate(r->m, r->test, eval_batch, &test_loss, &test_acc) != RT_OK) return cli_fail("evaluation failed");
     if (e->seen == 0) /* every step skipped by the loss scaler: no training loss to average */
         printf("epoch %lld: no optimizer step taken (all %lld steps skipped for Inf/NaN gradients) | test loss %.4f "

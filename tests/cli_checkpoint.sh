@@ -100,6 +100,11 @@ if [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ub
     if [ "$rc" -eq 0 ] && grep -q "^epoch 2: train loss .* test loss" <<< "$out" && [ "$(grep -c . <<< "$peaks")" -eq 2 ] &&
        awk '$1 > 16 {over = 1} END {exit over}' <<< "$peaks"; then pass=$((pass+1))
     else fail=$((fail+1)); echo "FAIL train under a budget, evaluation included: exit $rc, peaks '$peaks': $out" | tail -5; fi
+    # with --accum-steps the plan holds one micro-batch's activations, so evaluation runs in micro-batches
+    # (batches of the whole training batch, 16, went over this 5.2 MiB budget's limit in bn1)
+    check train_budget_accum_eval 0 "^epoch 1: train loss .* test loss" "$bin" train --model resnet20 --epochs 1 \
+        --batch-size 16 --accum-steps 4 --train-subset 64 --test-subset 64 --warmup-steps 0 --threads 2 \
+        --memory-budget 5.2MiB
     # under a plan the reversible model's activation lines name the plan, not --memory reversible (the planner
     # decides per stage whether a reversible stage rebuilds)
     out="$("$bin" train --model revnet_small --train-subset 64 --test-subset 64 --epochs 1 --batch-size 16 \

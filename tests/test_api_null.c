@@ -3375,6 +3375,7 @@ CHECK_FN(rt_vec_center_bf16) {
     TOL(rt_vec_center_bf16(2, 1, x, m, NULL));
     TOL(rt_vec_center_bf16(2, 0, x, m, out));
     TOL(rt_vec_center_bf16(0, 1, x, m, out));
+    TOL(rt_vec_center_bf16(1, 2, x, m, out)); /* not a whole block */
     VAL(out[0] == 7 && out[1] == 7);
     rt_vec_center_bf16(2, 2, x, m, out);
     VAL(out[0] == 0x3f80 && out[1] == 0x4000);

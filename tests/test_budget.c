@@ -155,12 +155,14 @@ static void budgets_monotone_meta(void) {
         int64_t budget = (int64_t)((278.5 + 0.5 * k) * MiB);
         CHECK_OK(plan(&f, (rt_memory_config){.budget = budget, .selective = true}, &p));
         CHECK(p.predicted.peak_total <= budget);
+        /* against the least recompute of every smaller budget, so a creep
+         * of small rises adds up */
         if (p.recompute_fraction > prev + 0.001) {
-            printf("  resnet50 64² b4: %.1f MiB needs %.2f%% recompute, more than %.2f%% at %.1f MiB\n",
-                   budget / MiB, 100 * p.recompute_fraction, 100 * prev, budget / MiB - 0.5);
+            printf("  resnet50 64² b4: %.1f MiB needs %.2f%% recompute, more than %.2f%% at a smaller budget\n",
+                   budget / MiB, 100 * p.recompute_fraction, 100 * prev);
             rises++;
         }
-        prev = p.recompute_fraction;
+        if (p.recompute_fraction < prev) prev = p.recompute_fraction;
         n++;
         rt_memory_plan_free(&p);
     }

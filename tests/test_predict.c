@@ -209,7 +209,7 @@ static void test_cpu_model_refused(void) {
  * momentum buffers live (3 × the parameter bytes under SGD with momentum)
  * and the batch, not after the meta optimizer's tear-down, which freed
  * gradients, momentum and batch and drew every timeline ending in a fall
- * (revtorch memory --memory-timeline). Its first event is the step's. */
+ * (revtorch memory --memory-timeline). */
 static void test_trace_is_the_step(void) {
     rt_model *m = NULL;
     CHECK_OK(rt_model_create("resnet20", CIN, NCLS, RT_DEVICE_META, k_seed, &m));

@@ -99,7 +99,7 @@ void rt_vec_moments_plain(int64_t sp, const float *p, const double *mean, double
 }
 
 void rt_vec_center_bf16(int64_t n, int block, const float *x, const float *mean, uint16_t *out) {
-    if (x && mean && out && n > 0 && block >= 1) vec_table()->center_bf16(n, block, x, mean, out);
+    if (x && mean && out && n > 0 && block >= 1 && n % block == 0) vec_table()->center_bf16(n, block, x, mean, out);
 }
 
 void rt_vec_moments_blocked(int64_t sp, int block, const float *p, const double *mean, double *a) {

@@ -56,8 +56,8 @@ void rt_vec_moments_blocked(int64_t sp, int block, const float *p, const double 
  * channel's run, 8 or 16 the interleaved channels of a blocked one
  * (n a multiple of block). One pass at the CPU's vector width, where
  * centring into f32 and then converting took two (3.5× faster on AVX-512
- * than that at x86-64-v2). Nothing happens for NULL x, mean or out, n <= 0
- * or block < 1. */
+ * than that at x86-64-v2). Nothing happens for NULL x, mean or out, n <= 0,
+ * block < 1 or n not a multiple of block (the loops step in whole blocks). */
 void rt_vec_center_bf16(int64_t n, int block, const float *x, const float *mean, uint16_t *out);
 
 /* out[0] += Σ x[i], out[1] += Σ x[i]², out[2] += Σ ±x[i] with the sign of

@@ -468,18 +468,19 @@ static rt_status rt_least_plan(const rt_plan_ctx *c, const rt_stage_profile *pro
  * rounded up to the 0.1 shown, so that the figure a user pastes back as
  * --memory-budget is feasible (17852096 bytes printed as "17.0 MiB" was
  * refused again as 17.0 MiB). It also names what else lowers the step's
- * least memory: a smaller batch or input, micro-batches (--accum-steps
- * splits the batch and the activations with it) and direct convolution
- * (Winograd's scratchpad is TEMP memory, up to 44 MiB a call on ResNet-50;
- * kernels/conv.h). */
+ * least memory, in words every command's options can be matched to (train
+ * has --accum-steps and --conv-algo, segment train neither): a smaller
+ * batch or input, micro-batches (splitting the batch splits the
+ * activations) and direct convolution (Winograd's scratchpad is TEMP
+ * memory, up to 44 MiB a call on ResNet-50; kernels/conv.h). */
 static rt_status rt_budget_refused(int64_t budget, int64_t least) {
     double least_mib = ceil((double)least / 1048576.0 * 10.0) / 10.0;
     return rt_error_set(RT_ERR_OOM, "the memory budget %.1f MiB (%lld bytes) cannot hold one training step of "
                         "this model and batch: the smallest feasible budget is %.1f MiB (%lld bytes, the "
                         "least-memory plan's predicted peak); raise --memory-budget to at least that, or lower "
-                        "what the step needs: a smaller --batch-size or input size, micro-batches "
-                        "(--accum-steps K holds 1/K of the batch's activations at a time), or --conv-algo direct "
-                        "(no Winograd scratchpad)",
+                        "what the step needs: a smaller batch or input, gradient accumulation over micro-batches "
+                        "(each holds its share of the activations) where the command has it, or direct "
+                        "convolution (no Winograd scratchpad)",
                         budget / 1048576.0, (long long)budget, least_mib, (long long)least);
 }
 
@@ -541,12 +542,14 @@ static rt_status rt_try_keep(const rt_plan_ctx *c, const rt_stage_profile *prof,
  * between the fitting target and the first one that did not fit then seeks
  * the roomiest plan that fits (the DP's recompute only falls as its target
  * rises); the first, not the last, and then probes at doubling distances
- * above the best fitting target, because whether a plan fits is not
+ * above the highest fitting target, because whether a plan fits is not
  * monotone in its target: at 530 MiB a target 1 MiB above a fitting one
  * misses by 0.7 MiB while one 12 MiB higher fits at 9.7% against 11.4%.
  * When the lowering found nothing (it overshot below every plan, or did not
  * converge) the bisection starts at the least-memory plan's activation
- * peak, feasible whenever the budget is at least the smallest feasible one.
+ * peak, feasible whenever the budget is at least the smallest feasible one;
+ * when even the first target lies below it, nothing is searched and
+ * rt_plan_budget falls back to the least-memory plan.
  * Of the plans that fit, the least recompute is kept. A heuristic over a
  * jagged oracle (one target can give a plan that fits between two that do
  * not): sweeping ResNet-50 budgets (64² b4, 278.5–300 MiB by 0.25; 224²
@@ -589,9 +592,13 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
         if (lowered <= 0) break;
         target = lowered;
     }
-    if (st == RT_ERR_OOM) { /* the target fell below every plan: the bisection starts at the least */
+    if (st == RT_ERR_OOM && target < least) { /* the target fell below every plan (no message was set) */
         rt_error_clear();
         st = RT_OK;
+    }
+    if (st != RT_OK) { /* out of memory planning or predicting: not a plan that does not fit */
+        rt_plan_free(&b.plan);
+        return st;
     }
     if (!b.found) lo = least;
     const int64_t top = hi;
@@ -599,7 +606,7 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
         int64_t mid = b.found ? lo + (hi - lo) / 2 : lo;
         bool fits = false;
         st = rt_try_keep(c, prof, n, o, mid, least, budget, &b, &fits);
-        if (st == RT_ERR_OOM) { /* below every plan: as not fitting */
+        if (st == RT_ERR_OOM && mid < least) { /* below every plan: as not fitting */
             rt_error_clear();
             st = RT_OK;
         }

@@ -12,6 +12,7 @@
  * after a warm-up step that creates the optimizer state, as the
  * steady-state prediction assumes) and checks that the measured tracked
  * peak is within the budget and within 5% of the prediction. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,22 +138,40 @@ static void mode_fallback_least_recompute_meta(void) {
  * verdict is jagged in the DP's target (budget.c, rt_plan_search), so it
  * finds the least recompute only up to plans it never meets: a rise of at
  * most 0.1% of a step is that resolution (0.04% is the largest seen),
- * anything more is the search ending on a costlier plan than it had to. Sweeps resnet50 at 64², batch 4, from 278.5 MiB (the
- * smallest feasible is 278.4) to 300 MiB in
- * 0.5 MiB steps (at 283.5 MiB the search once ended on 8 checkpointed
- * segments, 33.3% of a step, where a plan at 0.3% fits, as it does at
- * 283.25), and the 224², batch 8 pairs where lowering the activation target
- * by the prediction's excess overshot (500/503 MiB: 13.2% then 15.0%) and
- * where fitting is not monotone in the target (527/530 MiB). Also each
- * plan's prediction stays within its budget. */
+ * anything more is the search ending on a costlier plan than it had to.
+ * Sweeps resnet50 at 64², batch 4, in 0.5 MiB steps over the 22 MiB above
+ * its smallest feasible budget (278.4 MiB on AVX-512, where at 283.5 MiB
+ * the search once ended on 8 checkpointed segments, 33.3% of a step, while
+ * a plan at 0.3% fits, as it does at 283.25; oneDNN's workspaces differ
+ * under DNNL_MAX_CPU_ISA=AVX2, so the sweep starts where this ISA's least
+ * lies), and, where they are feasible, the 224², batch 8 pairs where
+ * lowering the activation target by the prediction's excess overshot
+ * (500/503 MiB: 13.2% then 15.0%) and where fitting is not monotone in the
+ * target (527/530 MiB). Also each plan's prediction stays within its
+ * budget. */
+static void smallest_feasible(fixture *f, int64_t *least_out) {
+    rt_memory_plan p;
+    *least_out = 0;
+    CHECK(plan(f, (rt_memory_config){.budget = 1, .selective = true}, &p) == RT_ERR_OOM);
+    long long least = 0;
+    const char *m = strstr(rt_error_last(), "smallest feasible budget is ");
+    const char *b = m ? strchr(m, '(') : NULL;
+    CHECK(b && sscanf(b + 1, "%lld", &least) == 1);
+    *least_out = (int64_t)least;
+}
+
 static void budgets_monotone_meta(void) {
     fixture f;
     CHECK_OK(fixture_make("resnet50", RT_DEVICE_META, 4, 64, &f));
     rt_memory_plan p;
     double prev = 1.0;
     int rises = 0, n = 0;
+    int64_t least64 = 0, least224 = 0;
+    smallest_feasible(&f, &least64);
+    const double start = ceil((double)least64 / MiB * 2.0) / 2.0; /* the first 0.5 MiB step at or above it */
+    printf("  resnet50 64² b4: sweep from %.1f MiB\n", start);
     for (int k = 0; k <= 43; k++) {
-        int64_t budget = (int64_t)((278.5 + 0.5 * k) * MiB);
+        int64_t budget = (int64_t)((start + 0.5 * k) * MiB);
         CHECK_OK(plan(&f, (rt_memory_config){.budget = budget, .selective = true}, &p));
         CHECK(p.predicted.peak_total <= budget);
         /* against the least recompute of every smaller budget, so a creep
@@ -168,8 +187,10 @@ static void budgets_monotone_meta(void) {
     }
     rt_model_destroy(f.model);
     CHECK_OK(fixture_make("resnet50", RT_DEVICE_META, 8, 224, &f));
+    smallest_feasible(&f, &least224);
     const double pairs[2][2] = {{500, 503}, {527, 530}};
     for (int k = 0; k < 2; k++) {
+        if (pairs[k][0] * MiB < (double)least224) continue; /* below this ISA's least (AVX2's workspaces) */
         double rc[2];
         for (int j = 0; j < 2; j++) {
             int64_t budget = (int64_t)(pairs[k][j] * MiB);

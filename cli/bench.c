@@ -125,6 +125,10 @@ int cli_cmd_bench(int argc, char **argv) {
     int64_t xs[5] = {batch, channels, d, h, w}, ys[4] = {batch, d, h, w};
     if (!seg) xs[2] = h, xs[3] = w;
     if (cli_ckpt_given(&ckpt)) {
+        if (!cli_ckpt_segments_ok("bench", model, channels, classes, &strategy, mc.segments)) {
+            rt_model_destroy(m);
+            return 2;
+        }
         if (cli_ckpt_plan_shape(model, channels, classes, &strategy, &spec, &cfg, seg ? 5 : 4, xs, seg ? 4 : 1, ys,
                                 &mc, &mplan) != RT_OK) {
             fprintf(stderr, "revtorch bench: %s\n", rt_error_last());

@@ -134,20 +134,41 @@ rt_status cli_ckpt_plan_shape(const char *model, int64_t in_channels, int64_t nu
     rt_module *wrap = NULL;
     rt_status st = rt_checkpoint_create(m->net, &wrap);
     m->net = wrap;
-    if (st == RT_OK && mc->segments > 0) {
-        /* the library caps segments at the units (its 2/4/8-segment rows
-         * apply to any model); a user's count beyond them would run fewer
-         * segments than asked under a label saying otherwise. PyTorch's
-         * checkpoint_sequential fails too with more segments than modules. */
-        const rt_checkpoint *ck = rt_checkpoint_of(wrap);
-        int units = ck->unit[ck->n_stages - 1] + 1;
-        if (mc->segments > units)
-            st = rt_error_set(RT_ERR_INVALID_ARG, "--checkpoint-segments %d: %s has %d stage%s to cut between; "
-                              "give 1 to %d", mc->segments, model, units, units == 1 ? "" : "s", units);
-    }
     if (st == RT_OK) st = rt_memory_plan_make(wrap, spec, cfg, x_ndim, xs, y_ndim, ys, RT_I32, mc, out);
     rt_model_destroy(m);
     return st;
+}
+
+bool cli_ckpt_segments_ok(const char *cmd, const char *model, int64_t in_channels, int64_t num_classes,
+                          const cli_strategy *strategy, int64_t segments) {
+    if (segments <= 0) return true;
+    rt_model *m = NULL;
+    rt_module *wrap = NULL;
+    rt_status st = rt_model_create(model, in_channels, num_classes, RT_DEVICE_META, 0, &m);
+    if (st == RT_OK) {
+        cli_strategy_apply(strategy, m);
+        st = rt_checkpoint_create(m->net, &wrap);
+        m->net = wrap;
+    }
+    int units = 0;
+    if (st == RT_OK) {
+        const rt_checkpoint *ck = rt_checkpoint_of(wrap);
+        units = ck->unit[ck->n_stages - 1] + 1;
+    }
+    rt_model_destroy(m);
+    if (st != RT_OK) {
+        fprintf(stderr, "revtorch %s: cannot count %s's stages: %s\n", cmd, model, rt_error_last());
+        return false;
+    }
+    if (segments <= units) return true;
+    /* the library caps segments at the units (its own 2/4/8-segment rows
+     * apply to any model), so a user's count beyond them would run fewer
+     * segments than asked, under a label saying otherwise; PyTorch's
+     * checkpoint_sequential fails too with more segments than modules */
+    fprintf(stderr, "revtorch %s: --checkpoint-segments %lld: %s splits into %d part%s that segments are cut "
+                    "between (its listed stages; a U-Net's levels); give 1 to %d\n", cmd, (long long)segments, model,
+            units, units == 1 ? "" : "s", units);
+    return false;
 }
 
 int cli_ckpt_segments(const rt_plan *p) {

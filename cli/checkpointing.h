@@ -58,6 +58,15 @@ rt_status cli_ckpt_plan_shape(const char *model, int64_t in_channels, int64_t nu
                               int x_ndim, const int64_t *xs, int y_ndim, const int64_t *ys,
                               const rt_memory_config *mc, rt_memory_plan *out);
 
+/* A user's --checkpoint-segments K for zoo model `model` (as created with
+ * in_channels, num_classes, strategy applied): true when K <= 0 (not
+ * given) or at most the stages checkpoint_sequential cuts between (a
+ * U-Net's listed units); else prints a message naming the count and
+ * returns false (a usage error, exit 2). The library caps K silently, as
+ * its own 2/4/8-segment rows need on any model. */
+bool cli_ckpt_segments_ok(const char *cmd, const char *model, int64_t in_channels, int64_t num_classes,
+                          const cli_strategy *strategy, int64_t segments);
+
 /* Wraps m->net in a Checkpoint with plan p (m->net becomes the wrapper). */
 rt_status cli_ckpt_apply(rt_model *m, const rt_plan *p);
 

@@ -296,6 +296,7 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
     int requested = -1;
     if (cli_ckpt_given(args)) {
         if (!cli_ckpt_config("memory", args, &rows[n].mc)) return 2;
+        if (!cli_ckpt_segments_ok("memory", model, channels, classes, strategy, rows[n].mc.segments)) return 2;
         describe_request(args, rows[n].name, sizeof rows[0].name);
         requested = n++;
     }

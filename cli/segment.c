@@ -642,6 +642,7 @@ static int seg_plan_memory(const seg_opts *o, rt_model *m, const cli_strategy *s
     }
     rt_memory_config mc;
     cli_ckpt_config("segment", &o->ckpt, &mc);
+    if (!cli_ckpt_segments_ok("segment train", m->name, C, m->num_classes, strategy, mc.segments)) return 2;
     const int64_t xs[5] = {o->batch, C, o->patch[0], o->patch[1], o->patch[2]};
     const int64_t ys[4] = {o->batch, o->patch[0], o->patch[1], o->patch[2]};
     rt_memory_plan plan;

@@ -731,6 +731,7 @@ static int train_plan_memory(train_run *r, const rt_optimizer_spec *spec) {
     const rt_dataset *d = r->train;
     rt_memory_config mc;
     cli_ckpt_config("train", &o->ckpt, &mc);
+    if (!cli_ckpt_segments_ok("train", o->model, d->channels, d->num_classes, &r->strategy, mc.segments)) return 2;
     int64_t batch = train_rank_batch(r); /* the planner plans per rank */
     if (cli_ckpt_plan(o->model, d->channels, d->num_classes, &r->strategy, spec, &r->cfg, batch, d->height, d->width,
                       &mc, &r->mplan) != RT_OK) {

@@ -21,7 +21,7 @@ check two_strategies 2 "give one of" "$bin" train --memory-mode balanced --check
 check bad_recompute 2 "selective" "$bin" memory --recompute everything --model resnet20 --batch-size 8 --size 8 --channels 3
 check help 0 "memory-budget" "$bin" train --help
 # more segments than stages would run fewer than asked under the asked label: refused (PyTorch fails too)
-check too_many_segments 1 "resnet20 has 15 stages to cut between; give 1 to 15" "$bin" memory --model resnet20 \
+check too_many_segments 2 "resnet20 splits into 15 parts that segments are cut between.*give 1 to 15" "$bin" memory --model resnet20 \
     --batch-size 8 --size 8 --channels 3 --checkpoint-segments 16
 check one_segment 0 "^\*1 segment " "$bin" memory --model resnet20 --batch-size 8 --size 8 --channels 3 \
     --checkpoint-segments 1
@@ -29,6 +29,8 @@ check one_segment 0 "^\*1 segment " "$bin" memory --model resnet20 --batch-size 
 check mode_recompute 2 "already in the planner's choice under --memory-mode" "$bin" memory --model resnet20 \
     --batch-size 8 --size 8 --channels 3 --memory-mode balanced --recompute selective
 check budget_recompute 2 "drop --recompute" "$bin" train --memory-budget 600MiB --recompute selective
+check train_too_many_segments 2 "give 1 to 15" "$bin" train --model resnet20 --checkpoint-segments 99 --epochs 1 \
+    --train-subset 32 --test-subset 32
 out="$("$bin" memory --model resnet20 --batch-size 16 --size 16 --channels 3 --memory-budget 5MiB 2>&1)"
 if [ $? -eq 1 ] && grep -q "smallest feasible budget is" <<< "$out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL memory impossible budget: $out" | head -5; fi
 least="$(sed -n 's/.*smallest feasible budget is [0-9.]* MiB (\([0-9]*\) bytes.*/\1/p' <<< "$out")"
@@ -59,7 +61,7 @@ check bench_memory_and_plan 2 "planner decides per stage" "$bin" bench --model r
     --memory-mode balanced
 check train_memory_and_plan 2 "planner decides per stage" "$bin" train --memory reversible --recompute selective
 # K beyond the stages is refused in bench too (resnet20: 15 stages); K = 15 runs and is named
-check bench_segments_refused 1 "give 1 to 15" "$bin" bench --model resnet20 --batch-size 4 --size 8 \
+check bench_segments_refused 2 "give 1 to 15" "$bin" bench --model resnet20 --batch-size 4 --size 8 \
     --channels 3 --steps 1 --warmup 1 --threads 1 --checkpoint-segments 1000
 check bench_segments_all 0 "plan=segments-15 " "$bin" bench --model resnet20 --batch-size 4 --size 8 \
     --channels 3 --steps 1 --warmup 1 --threads 1 --checkpoint-segments 15

@@ -91,6 +91,9 @@ else fail=$((fail+1)); echo "FAIL train-budget-eval: exit $rc, peaks '$peaks': $
 check train-fp16-scaler 0 "^  loss scale 65536; 0 steps skipped for Inf/NaN gradients this epoch, 0 in all" \
     "$bin" segment train --model unet3d --patch 16,16,16 --batch 1 --epochs 1 --steps 2 --overlap 0 --eval-every 0 \
     --threads 2 --tta off --precision fp16 --out "$tmp/fp16"
+# more segments than the U-Net's 19 listed stages (its units): refused, counting those
+check train-too-many-segments 2 "unet3d splits into 19 parts.*give 1 to 19" "$bin" segment train --model unet3d \
+    --patch 16,16,16 --batch 1 --epochs 1 --steps 1 --checkpoint-segments 50 --out "$tmp/segs"
 check no-sub 2 "usage: revtorch segment" "$bin" segment
 check threshold-range 2 "--threshold" "$bin" segment train --threshold 1.5
 check threshold-zero 2 "must lie in (0, 1)" "$bin" segment train --threshold 0

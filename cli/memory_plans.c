@@ -187,15 +187,7 @@ static int write_timelines(const cli_outputs *files, const char *model, int64_t 
                 free(ev);
                 goto out;
             }
-            fprintf(f, "time_s,delta_bytes,category,op,module,live_total\n");
-            for (size_t i = 0; i < n; i++) {
-                fprintf(f, "%.9f,%lld,%s,", ev[i].time_s, (long long)ev[i].delta_bytes,
-                        rt_mem_category_str(ev[i].category));
-                rt_csv_write_field(f, ev[i].op);
-                fputc(',', f);
-                rt_csv_write_field(f, ev[i].module);
-                fprintf(f, ",%lld\n", (long long)ev[i].live_total);
-            }
+            rt_mem_events_write_csv(f, ev, n);
             if (cli_close_tmp(f, tmp[0], out[0].path) != RT_OK) { /* it removed the temporary */
                 tmp[0][0] = '\0';
                 timeline_failed(&out[0], out[0].given);

@@ -266,24 +266,21 @@ void cli_discard_tmp(FILE *f, const char *tmp) {
     if (tmp && tmp[0]) unlink(tmp);
 }
 
+/* The failure of either half: tmp removed, RT_ERR_IO naming path with errno's reason. */
+static rt_status tmp_failed(const char *tmp, const char *path) {
+    int e = errno;
+    unlink(tmp);
+    return rt_error_set(RT_ERR_IO, "cannot write %s: %s", path, strerror(e ? e : EIO));
+}
+
 rt_status cli_close_tmp(FILE *f, const char *tmp, const char *path) {
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0) bad = true;
-    if (bad) {
-        int e = errno;
-        unlink(tmp);
-        return rt_error_set(RT_ERR_IO, "cannot write %s: %s", path, strerror(e ? e : EIO));
-    }
-    return RT_OK;
+    return bad ? tmp_failed(tmp, path) : RT_OK;
 }
 
 rt_status cli_rename_tmp(const char *tmp, const char *path) {
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return rt_error_set(RT_ERR_IO, "cannot write %s: %s", path, strerror(e ? e : EIO));
-    }
-    return RT_OK;
+    return rename(tmp, path) != 0 ? tmp_failed(tmp, path) : RT_OK;
 }
 
 rt_status cli_commit_tmp(FILE *f, const char *tmp, const char *path) {

@@ -410,6 +410,7 @@ CHECK_FN(rt_mem_unaccount) {
 CHECK_FN(rt_mem_trace_enable) { TOL(rt_mem_trace_enable(0)); }
 CHECK_FN(rt_mem_trace_events) { TOL((void)rt_mem_trace_events(NULL)); }
 CHECK_FN(rt_mem_trace_truncate) { TOL(rt_mem_trace_truncate((size_t)-1)); }
+CHECK_FN(rt_mem_events_write_csv) { TOL(rt_mem_events_write_csv(NULL, NULL, 0)); }
 CHECK_FN(rt_mem_trace_write_csv) { ST(RT_ERR_INVALID_ARG, "path", rt_mem_trace_write_csv(NULL)); }
 CHECK_FN(rt_memstats_print) { TOL(rt_memstats_print(NULL)); }
 
@@ -3689,7 +3690,7 @@ static const api_entry core_entries[] = {
     E(rt_mem_category_str), E(rt_memstats_get), E(rt_memstats_reset_peaks), E(rt_mem_set_limit),
     E(rt_mem_get_limit), E(rt_mem_set_op), E(rt_mem_move), E(rt_mem_release_cache), E(rt_mem_set_cache_limit), E(rt_mem_set_ceiling),
     E(rt_mem_alloc), E(rt_mem_free), E(rt_mem_account), E(rt_mem_unaccount), E(rt_mem_trace_enable),
-    E(rt_mem_trace_events), E(rt_mem_trace_truncate), E(rt_mem_trace_write_csv), E(rt_memstats_print), E(rt_mem_set_module),
+    E(rt_mem_trace_events), E(rt_mem_trace_truncate), E(rt_mem_events_write_csv), E(rt_mem_trace_write_csv), E(rt_memstats_print), E(rt_mem_set_module),
     E(rt_mem_module), E(rt_mem_intern), E(rt_mem_trace_enabled), E(rt_csv_write_field),
     /* core/rng.h */
     E(rt_philox4x32_10), E(rt_philox_uniform), E(rt_philox_blocks), E(rt_generator_uniform),

@@ -353,16 +353,9 @@ rt_status rt_mem_trace_write_csv(const char *path) {
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return rt_error_set(RT_ERR_IO, "cannot write memory trace '%s': %s", tmp, strerror(errno));
-    fprintf(f, "time_s,delta_bytes,category,op,module,live_total\n");
     size_t n;
     const rt_mem_event *ev = rt_mem_trace_events(&n);
-    for (size_t i = 0; i < n; i++) {
-        fprintf(f, "%.6f,%lld,%s,", ev[i].time_s, (long long)ev[i].delta_bytes, rt_mem_category_str(ev[i].category));
-        rt_csv_write_field(f, ev[i].op);
-        fputc(',', f);
-        rt_csv_write_field(f, ev[i].module);
-        fprintf(f, ",%lld\n", (long long)ev[i].live_total);
-    }
+    rt_mem_events_write_csv(f, ev, n);
     /* a write error (a full disk, a file-size limit) sticks to the stream */
     int failed = ferror(f);
     if (fclose(f) != 0 || failed || rename(tmp, path) != 0) {
@@ -372,6 +365,19 @@ rt_status rt_mem_trace_write_csv(const char *path) {
                             failed && !e ? "write error" : strerror(e));
     }
     return RT_OK;
+}
+
+void rt_mem_events_write_csv(void *file, const rt_mem_event *ev, size_t n) {
+    FILE *f = file;
+    if (!f) return;
+    fprintf(f, "time_s,delta_bytes,category,op,module,live_total\n");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%.9f,%lld,%s,", ev[i].time_s, (long long)ev[i].delta_bytes, rt_mem_category_str(ev[i].category));
+        rt_csv_write_field(f, ev[i].op);
+        fputc(',', f);
+        rt_csv_write_field(f, ev[i].module);
+        fprintf(f, ",%lld\n", (long long)ev[i].live_total);
+    }
 }
 
 void rt_csv_write_field(void *file, const char *s) {

@@ -154,6 +154,11 @@ const rt_mem_event *rt_mem_trace_events(size_t *count);
  * in double quotes with each quote doubled (oneDNN's op descriptions hold
  * commas). Errors: RT_ERR_INVALID_ARG (path NULL), RT_ERR_IO. */
 rt_status rt_mem_trace_write_csv(const char *path);
+/* The CSV rt_mem_trace_write_csv writes, of any n events (a copy of a
+ * trace), to f (a FILE*, open for writing; the caller closes it and checks
+ * ferror): the header, then one line per event, time_s with 9 decimals.
+ * No-op when f is NULL. */
+void rt_mem_events_write_csv(void *f, const rt_mem_event *ev, size_t n);
 
 /* Writes s to f (a FILE*) as one RFC 4180 field: as is, or in double
  * quotes with quotes doubled when it holds ',', '"', '\r' or '\n'. NULL

@@ -698,9 +698,23 @@ CHECK_FN(rt_saved_tensors_hooks_push) {
 CHECK_FN(rt_saved_tensors_hooks_pop) { ST(RT_ERR_STATE, "pop", rt_saved_tensors_hooks_pop()); }
 CHECK_FN(rt_saved_tensors_hooks_depth) { VAL(rt_saved_tensors_hooks_depth() == 0); }
 CHECK_FN(rt_saved_tensors_hooks_top) {
-    rt_saved_hooks h = {NULL, NULL, NULL, &h, NULL};
+    rt_saved_hooks h = {.user = &h};
     VAL(!rt_saved_tensors_hooks_top(NULL));
     VAL(!rt_saved_tensors_hooks_top(&h) && h.pack == NULL && h.user == NULL);
+}
+CHECK_FN(rt_saved_memo_keep) {
+    VAL(rt_saved_memo_keep(NULL, 2) == RT_OK); /* nothing offered, nothing kept */
+    rt_tensor *none[1] = {NULL};
+    VAL(rt_saved_memo_keep(none, 1) == RT_OK); /* no hooks pushed: nothing keeps */
+}
+CHECK_FN(rt_saved_memo_take) {
+    rt_tensor *like = rt_tensor_zeros(1, (int64_t[]){2}, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP), *out[2];
+    bool found = true;
+    ST(RT_ERR_INVALID_ARG, "found", rt_saved_memo_take(like, out, 2, NULL));
+    ST(RT_ERR_INVALID_ARG, "out", rt_saved_memo_take(like, NULL, 2, &found));
+    ST(RT_ERR_INVALID_ARG, "like", rt_saved_memo_take(NULL, out, 2, &found));
+    VAL(rt_saved_memo_take(like, out, 2, &found) == RT_OK && !found && !out[0] && !out[1]);
+    rt_tensor_release(like);
 }
 CHECK_FN(rt_grad_is_enabled) { VAL(rt_grad_is_enabled()); }
 
@@ -3712,7 +3726,7 @@ static const api_entry autograd_entries[] = {
     E(rt_node_create), E(rt_node_retain), E(rt_node_release), E(rt_node_set_output), E(rt_node_needs_grad),
     E(rt_node_save), E(rt_node_saved), E(rt_node_saved_stored), E(rt_node_release_saved), E(rt_node_release_unpacked), E(rt_node_drop_saved),
     E(rt_node_take_grad),
-    E(rt_saved_tensors_hooks_push), E(rt_saved_tensors_hooks_pop), E(rt_saved_tensors_hooks_depth), E(rt_saved_tensors_hooks_top),
+    E(rt_saved_tensors_hooks_push), E(rt_saved_tensors_hooks_pop), E(rt_saved_tensors_hooks_depth), E(rt_saved_tensors_hooks_top), E(rt_saved_memo_keep), E(rt_saved_memo_take),
     E(rt_grad_is_enabled), E(rt_grad_set_enabled), E(rt_recompute_is_active), E(rt_recompute_set_active),
     /* autograd/recompute.h */
     E(rt_rng_state_get), E(rt_recompute_begin), E(rt_recompute_rewind), E(rt_recompute_end), E(rt_detached_leaf),

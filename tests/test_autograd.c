@@ -17,6 +17,7 @@
 #include "core/mem.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "ops/batchnorm_relu.h"
 #include "ops/ops.h"
 #include "rt_test.h"
 
@@ -764,7 +765,7 @@ static void count_free(void *user, void *packed) {
 }
 
 static rt_saved_hooks counting_hooks(hook_counts *c) {
-    return (rt_saved_hooks){count_pack, count_unpack, count_free, c, NULL};
+    return (rt_saved_hooks){.pack = count_pack, .unpack = count_unpack, .free_packed = count_free, .user = c};
 }
 
 /* A probe op: y = x (a copy) whose node saves the given tensors and whose
@@ -920,7 +921,7 @@ static void test_saved_hooks_nested(void) {
     CHECK_EQ_INT(rt_saved_tensors_hooks_pop(), RT_ERR_STATE);
     CHECK(strstr(rt_error_last(), "no saved-tensor hooks") != NULL);
     CHECK_EQ_INT(rt_saved_tensors_hooks_push(NULL), RT_ERR_INVALID_ARG);
-    rt_saved_hooks half = {count_pack, NULL, NULL, &ca, NULL};
+    rt_saved_hooks half = {.pack = count_pack, .user = &ca};
     CHECK_EQ_INT(rt_saved_tensors_hooks_push(&half), RT_ERR_INVALID_ARG);
     for (int i = 0; i < RT_SAVED_HOOKS_MAX_DEPTH; i++) CHECK_OK(rt_saved_tensors_hooks_push(&ha));
     CHECK_EQ_INT(rt_saved_tensors_hooks_push(&ha), RT_ERR_STATE);
@@ -1000,7 +1001,7 @@ static void test_saved_hooks_unpack_errors(void) {
         rt_tensor *x = rand_tensor(2, shape, RT_MEM_DATA, 81), *y = NULL;
         CHECK(x != NULL);
         CHECK_OK(rt_tensor_set_requires_grad(x, true));
-        rt_saved_hooks h = {fault_pack, fault_unpack, fault_free, &fault, NULL};
+        rt_saved_hooks h = {.pack = fault_pack, .unpack = fault_unpack, .free_packed = fault_free, .user = &fault};
         CHECK_OK(rt_saved_tensors_hooks_push(&h));
         CHECK_OK(rt_relu(x, &y));
         CHECK_OK(rt_saved_tensors_hooks_pop());
@@ -1053,7 +1054,7 @@ static void test_saved_hooks_bf16(void) {
     rt_tensor *plain[3] = {0}, *y = NULL;
     int64_t saved_plain = 0;
     for (int pass = 0; pass < 2; pass++) {
-        rt_saved_hooks h = {bf16_pack, bf16_unpack, bf16_free, NULL, NULL};
+        rt_saved_hooks h = {.pack = bf16_pack, .unpack = bf16_unpack, .free_packed = bf16_free};
         if (pass == 1) CHECK_OK(rt_saved_tensors_hooks_push(&h));
         CHECK_OK(conv_relu(sg.x, sg.w, sg.b, &y));
         if (pass == 1) CHECK_OK(rt_saved_tensors_hooks_pop());
@@ -1107,7 +1108,7 @@ static void test_saved_hooks_drop_recompute(void) {
     CHECK_OK(rt_tensor_set_requires_grad(x, true));
     rt_tensor *a = NULL, *y = NULL;
     CHECK_OK(rt_mul_scalar(x, 1.0f, &a)); /* a TEMP activation */
-    rt_saved_hooks h = {drop_pack, drop_unpack, NULL, a, NULL};
+    rt_saved_hooks h = {.pack = drop_pack, .unpack = drop_unpack, .user = a};
     CHECK_OK(rt_saved_tensors_hooks_push(&h));
     CHECK_OK(rt_relu(a, &y));
     CHECK_OK(rt_saved_tensors_hooks_pop());
@@ -1122,6 +1123,140 @@ static void test_saved_hooks_drop_recompute(void) {
     CHECK_EQ_INT(live(RT_MEM_TEMP), base_temp);
     rt_tensor_release(x);
     rt_tensor_release(g);
+}
+
+/* The statistics memo (rt_saved_memo_keep / take) through batch norm: a
+ * training forward under hooks with memo_keep offers its batch mean and
+ * biased variance; in recompute, under hooks whose memo_take hands back
+ * statistics, batch norm (plain, and fused with ReLU) normalises with those
+ * instead of its input's and updates no running statistics; hooks without
+ * the memo fields change nothing. */
+typedef struct memo_hooks {
+    hook_counts counts; /* first: count_pack & co. read the user as hook_counts */
+    rt_tensor *kept[2];
+    int n_kept, offers;
+    rt_tensor *give[2]; /* what take hands back */
+    int takes;
+} memo_hooks;
+
+static rt_status memo_keep(void *user, rt_tensor *const *ts, int n) {
+    memo_hooks *m = user;
+    m->offers++;
+    for (int i = 0; i < n && m->n_kept < 2; i++) m->kept[m->n_kept++] = rt_tensor_retain(ts[i]);
+    return RT_OK;
+}
+
+static rt_status memo_take(void *user, const rt_tensor *like, rt_tensor **out, int n, bool *found) {
+    memo_hooks *m = user;
+    if (n != 2 || like->shape[0] != m->give[0]->shape[0]) return rt_error_set(RT_ERR_STATE, "test memo: unlike");
+    out[0] = rt_tensor_retain(m->give[0]);
+    out[1] = rt_tensor_retain(m->give[1]);
+    m->takes++;
+    *found = true;
+    return RT_OK;
+}
+
+/* y[n, c, i] = relu?((x − mean[c]) / sqrt(var[c] + eps) · w[c] + b[c]) to 1e-5 */
+static bool bn_output_is(const rt_tensor *y, const rt_tensor *x, const float *mean, const float *var,
+                         const rt_tensor *w, const rt_tensor *b, float eps, bool relu) {
+    const int64_t n = x->shape[0], c = x->shape[1], sp = x->shape[2];
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t k = 0; k < sp; k++) {
+                int64_t at = (i * c + ch) * sp + k;
+                double want = (rt_tensor_f32(x)[at] - (double)mean[ch]) / sqrt((double)var[ch] + eps) *
+                              rt_tensor_f32(w)[ch] + rt_tensor_f32(b)[ch];
+                if (relu && want < 0) want = 0;
+                if (fabs(rt_tensor_f32(y)[at] - want) > 1e-5 * (1 + fabs(want))) {
+                    fprintf(stderr, "  bn output [%lld]: %g, want %g\n", (long long)at, rt_tensor_f32(y)[at], want);
+                    return false;
+                }
+            }
+    return true;
+}
+
+static void test_saved_memo_batch_norm(void) {
+    enum { N = 4, C = 3, S = 5 };
+    const float eps = 1e-5f;
+    int64_t xs[3] = {N, C, S}, cs[1] = {C};
+    rt_tensor *x = rand_tensor(3, xs, RT_MEM_DATA, 93), *w = rand_tensor(1, cs, RT_MEM_PARAM, 94),
+              *b = rand_tensor(1, cs, RT_MEM_PARAM, 95);
+    rt_tensor *rm = rt_tensor_zeros(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM),
+              *rv = rt_tensor_zeros(1, cs, RT_F32, RT_DEVICE_CPU, RT_MEM_PARAM);
+    CHECK(x && w && b && rm && rv);
+    CHECK_OK(rt_tensor_set_requires_grad(w, true));
+    float mean[C], var[C];
+    for (int ch = 0; ch < C; ch++) { /* the batch's statistics, in double */
+        double s = 0, q = 0;
+        for (int i = 0; i < N; i++)
+            for (int k = 0; k < S; k++) s += rt_tensor_f32(x)[(i * C + ch) * S + k];
+        s /= N * S;
+        for (int i = 0; i < N; i++)
+            for (int k = 0; k < S; k++) {
+                double d = rt_tensor_f32(x)[(i * C + ch) * S + k] - s;
+                q += d * d;
+            }
+        mean[ch] = (float)s;
+        var[ch] = (float)(q / (N * S));
+    }
+
+    /* forward: the statistics offered are the batch's */
+    memo_hooks mh = {0};
+    rt_saved_hooks fw = {.pack = count_pack, .unpack = count_unpack, .free_packed = count_free, .user = &mh,
+                         .memo_keep = memo_keep};
+    rt_tensor *y = NULL;
+    CHECK_OK(rt_saved_tensors_hooks_push(&fw));
+    CHECK_OK(rt_batch_norm(x, w, b, rm, rv, NULL, true, 0.1f, eps, &y));
+    CHECK_OK(rt_saved_tensors_hooks_pop());
+    CHECK_EQ_INT(mh.offers, 1);
+    CHECK_EQ_INT(mh.n_kept, 2);
+    for (int ch = 0; ch < C && mh.n_kept == 2; ch++) {
+        CHECK(fabsf(rt_tensor_f32(mh.kept[0])[ch] - mean[ch]) <= 1e-6f * (1 + fabsf(mean[ch])));
+        CHECK(fabsf(rt_tensor_f32(mh.kept[1])[ch] - var[ch]) <= 1e-5f * var[ch]);
+    }
+    CHECK(bn_output_is(y, x, mean, var, w, b, eps, false));
+    rt_tensor_release(y);
+    y = NULL;
+
+    /* recompute: statistics handed back are used as given */
+    float gm[C] = {0.25f, -1.0f, 2.0f}, gv[C] = {3.0f, 0.5f, 9.0f};
+    mh.give[0] = rt_tensor_from_data(1, cs, RT_F32, gm, RT_MEM_TEMP);
+    mh.give[1] = rt_tensor_from_data(1, cs, RT_F32, gv, RT_MEM_TEMP);
+    CHECK(mh.give[0] && mh.give[1]);
+    float rm0[C], rv0[C];
+    memcpy(rm0, rt_tensor_f32(rm), sizeof rm0);
+    memcpy(rv0, rt_tensor_f32(rv), sizeof rv0);
+    rt_saved_hooks rc = {.pack = count_pack, .unpack = count_unpack, .free_packed = count_free, .user = &mh,
+                         .memo_take = memo_take};
+    bool was = rt_recompute_set_active(true);
+    CHECK_OK(rt_saved_tensors_hooks_push(&rc));
+    CHECK_OK(rt_batch_norm(x, w, b, rm, rv, NULL, true, 0.1f, eps, &y));
+    CHECK(bn_output_is(y, x, gm, gv, w, b, eps, false));
+    rt_tensor_release(y);
+    y = NULL;
+    CHECK_OK(rt_batch_norm_relu(x, w, b, rm, rv, NULL, true, 0.1f, eps, &y));
+    CHECK(bn_output_is(y, x, gm, gv, w, b, eps, true));
+    rt_tensor_release(y);
+    y = NULL;
+    CHECK_OK(rt_saved_tensors_hooks_pop());
+    rt_recompute_set_active(was);
+    CHECK_EQ_INT(mh.takes, 2);
+    CHECK_EQ_INT(mh.offers, 1); /* statistics handed back are not offered again */
+    CHECK(memcmp(rm0, rt_tensor_f32(rm), sizeof rm0) == 0 && memcmp(rv0, rt_tensor_f32(rv), sizeof rv0) == 0);
+
+    /* hooks without the memo fields: the batch's statistics again */
+    hook_counts hc = {0};
+    rt_saved_hooks plain = counting_hooks(&hc);
+    CHECK_OK(rt_saved_tensors_hooks_push(&plain));
+    CHECK_OK(rt_batch_norm_relu(x, w, b, rm, rv, NULL, true, 0.1f, eps, &y));
+    CHECK_OK(rt_saved_tensors_hooks_pop());
+    CHECK(bn_output_is(y, x, mean, var, w, b, eps, true));
+    rt_tensor_release(y);
+
+    for (int i = 0; i < mh.n_kept; i++) rt_tensor_release(mh.kept[i]);
+    for (int i = 0; i < 2; i++) rt_tensor_release(mh.give[i]);
+    rt_tensor *all[5] = {x, w, b, rm, rv};
+    for (int i = 0; i < 5; i++) rt_tensor_release(all[i]);
 }
 
 /* ---- the recompute facility (autograd/recompute.h) ------------------------- */
@@ -1590,6 +1725,7 @@ RT_TEST_MAIN({"grad_accumulates", test_grad_accumulates}, {"used_twice_add", tes
              {"saved_hooks_unpack_errors", test_saved_hooks_unpack_errors},
              {"saved_hooks_bf16", test_saved_hooks_bf16},
              {"saved_hooks_drop_recompute", test_saved_hooks_drop_recompute},
+             {"saved_memo_batch_norm", test_saved_memo_batch_norm},
              {"recompute_scope_rng", test_recompute_scope_rng}, {"detached_leaf", test_detached_leaf},
              {"leaf_grad_or_zeros", test_leaf_grad_or_zeros},
              {"recompute_checkpoint_input_requires_grad", test_recompute_checkpoint_input_requires_grad},

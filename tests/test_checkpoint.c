@@ -596,6 +596,29 @@ static void chain_memory(rt_device device) {
 TU_TEST(chain_meta) { chain_memory(RT_DEVICE_META); }
 TU_TEST(chain_full) { chain_memory(RT_DEVICE_CPU); }
 
+/* A region keeps its batch norms' batch statistics for the recompute
+ * (autograd/node.h rt_saved_memo_keep), which normalises with them instead
+ * of computing them again: after forward the dropout chain in one segment
+ * holds, booked SAVED, only 2 statistics × 8 channels × 4 bytes for each
+ * of its 2 batch norms (its input is the DATA batch, and no op in it saves
+ * its output, a Linear's); the step's gradients are those of plain
+ * (check_equiv's cases). */
+TU_TEST(region_keeps_batch_statistics) {
+    rt_module *inner = make_net(NET_DROPOUT_CHAIN, RT_DEVICE_CPU, false), *w = NULL;
+    CHECK(inner);
+    CHECK_OK(rt_checkpoint_sequential(inner, 1, &w));
+    tu_defer(module_free, w);
+    rt_tensor *x = make_input(NET_DROPOUT_CHAIN);
+    step_mem m;
+    rt_manual_seed(3);
+    CHECK_OK(measured_step(w, x, &m));
+    const int64_t stats = 2 * 2 * 8 * 4;
+    printf("  dropout chain, 1 segment: SAVED after forward %lld bytes (statistics %lld)\n",
+           (long long)m.saved_after_forward, (long long)stats);
+    CHECK_EQ_INT(m.saved_after_forward, stats);
+    zero_grads(w);
+}
+
 /* Selective recompute on ResNet-50 (meta, 224², batch 8), plain and
  * selective steps of the same net, optionally inside a bf16 precision
  * region (Checkpoint(Autocast(net)) against Autocast(net)): SAVED after
@@ -666,6 +689,7 @@ static const rt_test_case cases[] = {
     {"nested_checkpoint", nested_checkpoint},
     {"output_over_a_saved_tensor", output_over_a_saved_tensor},
     {"chain_meta", chain_meta},
+    {"region_keeps_batch_statistics", region_keeps_batch_statistics},
     {"selective_saves_memory_resnet50_meta", selective_saves_memory_resnet50_meta},
     {"selective_saves_memory_resnet50_bf16_meta", selective_saves_memory_resnet50_bf16_meta},
 };

@@ -230,6 +230,9 @@ typedef struct rt_saved_hooks {
     void (*free_packed)(void *user, void *packed);
     void *user;
     rt_status (*stored)(void *user, void *packed, rt_tensor **out); /* NULL: the hook stores tensors as saved */
+    /* Both may be NULL; see rt_saved_memo_keep / rt_saved_memo_take. */
+    rt_status (*memo_keep)(void *user, rt_tensor *const *ts, int n);
+    rt_status (*memo_take)(void *user, const rt_tensor *like, rt_tensor **out, int n, bool *found);
 } rt_saved_hooks;
 
 #define RT_SAVED_HOOKS_MAX_DEPTH 16
@@ -250,6 +253,29 @@ int rt_saved_tensors_hooks_depth(void);
  * region inside a precision region hands the tensors it keeps to the
  * precision hooks, which store them in half precision. */
 bool rt_saved_tensors_hooks_top(rt_saved_hooks *out);
+
+/* Forward results a recompute may reuse instead of computing them again:
+ * batch norm's batch statistics. A recompute re-runs a region on the same
+ * input, so the statistics it would compute are those of the forward, and
+ * computing them is two of the four passes batch norm makes over its input
+ * (measured on ResNet-50: recomputing them was most of selective
+ * recompute's time). The innermost saved-tensor hooks decide: a
+ * checkpoint region's forward hooks keep what the ops hand them, its
+ * recompute hooks hand it back in the same order; any other hooks, or
+ * none, keep nothing and hand nothing back, and the op computes as usual.
+ *
+ * rt_saved_memo_keep: an op that has saved ts[0..n) for its backward
+ * (borrowed; small per-channel tensors) offers them; the hooks may retain
+ * them (booked SAVED while held). RT_OK when nothing keeps them; the
+ * hooks' error otherwise (RT_ERR_OOM).
+ * rt_saved_memo_take: the same op in recompute asks for them: *found true
+ * and out[0..n) new references to what the forward kept, or *found false
+ * and out[0..n) NULL when the hooks hand nothing back. RT_ERR_STATE when
+ * what is handed back is not n tensors of like's shape and dtype (the
+ * region ran other ops than at forward); RT_ERR_INVALID_ARG for NULL
+ * found, out or like. */
+rt_status rt_saved_memo_keep(rt_tensor *const *ts, int n);
+rt_status rt_saved_memo_take(const rt_tensor *like, rt_tensor **out, int n, bool *found);
 
 /* Grad mode (torch.set_grad_enabled / torch.no_grad), thread-local by design.
  * rt_grad_set_enabled returns the previous state for restoring. */

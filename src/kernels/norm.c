@@ -255,7 +255,7 @@ static rt_status bn_forward_train(const rt_bn_shape *s, int relu, const float *x
                             desc);
     rt_kernel_plan p;
     RT_TRY(bn_forward_train_plan(s, relu, weight != NULL, bias != NULL, &p, "batchnorm forward_train"));
-    RT_TRY(bn_batch_stats(s, x, mean, var));
+    if (!s->given_stats) RT_TRY(bn_batch_stats(s, x, mean, var));
     void *ptrs[7] = {(void *)x, y, mean, var};
     int na = 4;
     if (weight) ptrs[na++] = (void *)weight;

@@ -42,6 +42,7 @@
 #ifndef RT_KERNELS_NORM_H
 #define RT_KERNELS_NORM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,12 +60,19 @@ typedef struct rt_bn_shape {
     rt_layout layout;
     int nsp;
     int64_t sp[3];
+    /* Training forwards only: mean and var already hold this batch's
+     * statistics (a recompute reusing its forward's, autograd/node.h
+     * rt_saved_memo_take), so they are read, not computed and written: one
+     * pass over x instead of three. Not part of the cache key (the
+     * primitive normalises with given statistics either way). */
+    bool given_stats;
 } rt_bn_shape;
 
 /* Training forward (F.batch_norm(training=True)): per channel
  *   mean = E[x], var = E[(x-mean)^2] (biased, as used for normalising),
  *   y = (x - mean) / sqrt(var + eps) * weight + bias.
- * Writes y, mean and var. */
+ * Writes y, mean and var (with s->given_stats: writes y from the mean and
+ * var given). */
 rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x,
                                             const float *weight, const float *bias, float *y,
                                             float *mean, float *var);

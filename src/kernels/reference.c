@@ -384,7 +384,12 @@ rt_status rt_ref_batchnorm_forward_train(const rt_bn_shape *s, const float *x, c
                 double d = x[BN_AT(s, n, c, i)] - mu;
                 sq += d * d;
             }
-        double v = sq / m, inv = 1.0 / sqrt(v + (double)s->eps);
+        double v = sq / m;
+        if (s->given_stats) { /* normalise with the statistics given, as the kernel does */
+            mu = mean[c];
+            v = var[c];
+        }
+        double inv = 1.0 / sqrt(v + (double)s->eps);
         double gm = weight ? weight[c] : 1.0, bt = bias ? bias[c] : 0.0;
         for (int64_t n = 0; n < s->n; n++)
             for (int64_t i = 0; i < s->spatial; i++)

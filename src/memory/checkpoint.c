@@ -108,6 +108,12 @@ typedef struct rt_ckpt_frame {
     int n_kept, cap_kept;
     rt_side *rc_sides;
     int n_rc_sides, cap_rc_sides;
+    /* What the forward's ops offered for their recompute (batch norm's
+     * batch statistics, rt_saved_memo_keep), in forward order, booked
+     * SAVED; handed back in that order to the recompute (cursor rc_memo)
+     * and held until the frame goes (a retained graph recomputes again). */
+    rt_tensor **memo;
+    int n_memo, cap_memo, rc_memo;
 } rt_ckpt_frame;
 
 typedef struct rt_ckpt_handle {
@@ -147,6 +153,11 @@ static void rt_frame_release(rt_ckpt_frame *f) {
     if (f->input_packed && f->input_by.free_packed) f->input_by.free_packed(f->input_by.user, f->input_packed);
     rt_frame_drop_kept(f);
     free(f->kept);
+    for (int i = 0; i < f->n_memo; i++) {
+        rt_keep(f->memo[i], -1);
+        rt_tensor_release(f->memo[i]);
+    }
+    free(f->memo);
     free(f->rc_sides);
     for (int i = 0; i < f->n_slots; i++) {
         rt_ckpt_slot_clear(&f->slots[i]);
@@ -196,6 +207,30 @@ static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
     } else {
         s->t = rt_tensor_retain(t);
     }
+    return RT_OK;
+}
+
+/* In recompute, an op asks for what it offered at forward: the next n
+ * kept tensors, which must look like `like` (the same op at the same
+ * place in the region). */
+static rt_status rt_rc_memo_take(void *user, const rt_tensor *like, rt_tensor **out, int n, bool *found) {
+    rt_ckpt_frame *f = user;
+    if (f->rc_memo + n > f->n_memo)
+        return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute asked for more kept statistics than the "
+                            "forward kept (%d); a checkpointed region must run the same ops in both (no "
+                            "data-dependent control flow)", f->n_memo);
+    for (int i = 0; i < n; i++) {
+        const rt_tensor *t = f->memo[f->rc_memo + i];
+        if (t->dtype != like->dtype || t->ndim != like->ndim ||
+            memcmp(t->shape, like->shape, (size_t)like->ndim * sizeof *like->shape) != 0)
+            return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute's op %d asked for statistics unlike "
+                                "those the forward kept there; a checkpointed region must run the same ops in "
+                                "both (no data-dependent control flow)", f->rc_memo + i);
+    }
+    for (int i = 0; i < n; i++) out[i] = rt_tensor_retain(f->memo[f->rc_memo + i]);
+    f->rc_memo += n;
+    if (getenv("MEMODBG")) __builtin_printf( "memo take %d/%d\n", f->rc_memo, f->n_memo);
+    *found = true;
     return RT_OK;
 }
 
@@ -263,7 +298,7 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     if (f->recomputing)
         return rt_error_set(RT_ERR_STATE, "checkpoint: a saved tensor of a region was read during its own recompute");
     f->recomputing = true;
-    f->rc_drop = f->rc_call = 0;
+    f->rc_drop = f->rc_call = f->rc_memo = 0;
     rt_tensor *h = NULL;
     rt_status st = RT_OK;
     if (f->input_packed) { /* the half copy back in f32, as an alias the recompute may mark */
@@ -286,7 +321,7 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     rt_precision_region region = {0};
     if (st == RT_OK) st = rt_precision_region_begin(&region, f->autocast, f->autocast_compute == f->autocast);
     f->has_rc_outer = region.active && rt_saved_tensors_hooks_top(&f->rc_outer);
-    rt_saved_hooks hooks = {rt_rc_pack, rt_rc_unpack, NULL, f, NULL};
+    rt_saved_hooks hooks = {.pack = rt_rc_pack, .unpack = rt_rc_unpack, .user = f, .memo_take = rt_rc_memo_take};
     bool pushed = false;
     if (st == RT_OK) st = rt_saved_tensors_hooks_push(&hooks);
     pushed = st == RT_OK;
@@ -367,6 +402,19 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
     h->slot = f->n_slots++;
     f->refcount++;
     *packed = h;
+    return RT_OK;
+}
+
+/* At forward, an op offers what its recompute may reuse; kept unless it
+ * runs inside a kept call (which the recompute does not run again). */
+static rt_status rt_fw_memo_keep(void *user, rt_tensor *const *ts, int n) {
+    rt_ckpt_frame *f = user;
+    if (f->cur_call >= 0) return RT_OK;
+    for (int i = 0; i < n; i++) {
+        RT_TRY(rt_grow((void **)&f->memo, &f->cap_memo, f->n_memo, sizeof *f->memo));
+        f->memo[f->n_memo++] = rt_tensor_retain(ts[i]);
+        rt_keep(ts[i], +1);
+    }
     return RT_OK;
 }
 
@@ -454,7 +502,7 @@ static rt_status rt_region_begin(rt_checkpoint *ck, int i, rt_tensor *x) {
     f->has_outer = rt_saved_tensors_hooks_top(&f->outer);
     f->autocast = rt_autocast_dtype();
     f->autocast_compute = rt_autocast_compute_dtype();
-    rt_saved_hooks hooks = {rt_fw_pack, rt_fw_unpack, rt_fw_free, f, NULL};
+    rt_saved_hooks hooks = {.pack = rt_fw_pack, .unpack = rt_fw_unpack, .free_packed = rt_fw_free, .user = f, .memo_keep = rt_fw_memo_keep};
     rt_status st = rt_saved_tensors_hooks_push(&hooks);
     if (st != RT_OK) {
         rt_frame_release(f);

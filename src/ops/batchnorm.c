@@ -57,6 +57,33 @@ void rt_bn_update_running(const rt_bn_shape *s, float momentum, const float *mea
                                                           rt_tensor_f32(running_var));
 }
 
+rt_status rt_bn_stats_tensors(rt_bn_shape *s, const rt_tensor *running_mean, rt_tensor **mean,
+                              rt_tensor **var) {
+    *mean = *var = NULL;
+    rt_tensor *kept[2];
+    bool found = false;
+    RT_TRY(rt_saved_memo_take(running_mean, kept, 2, &found));
+    s->given_stats = found;
+    if (found) {
+        *mean = kept[0];
+        *var = kept[1];
+        return RT_OK;
+    }
+    *mean = rt_tensor_empty_like(running_mean, RT_MEM_TEMP);
+    *var = rt_tensor_empty_like(running_mean, RT_MEM_TEMP);
+    if (*mean && *var) return RT_OK;
+    rt_tensor_release(*mean);
+    rt_tensor_release(*var);
+    *mean = *var = NULL;
+    return rt_error_set(RT_ERR_OOM, "batch_norm: out of memory for the batch statistics");
+}
+
+rt_status rt_bn_stats_offer(const rt_bn_shape *s, rt_tensor *mean, rt_tensor *var) {
+    if (s->given_stats) return RT_OK;
+    rt_tensor *stats[2] = {mean, var};
+    return rt_saved_memo_keep(stats, 2);
+}
+
 rt_status rt_bn_saved_input(const rt_bn_shape *s, rt_tensor *x, rt_tensor *mean, rt_tensor **saved_x,
                             rt_tensor **saved_mean) {
     *saved_x = *saved_mean = NULL;
@@ -129,10 +156,10 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
     *out = NULL;
     rt_bn_ctx c = {.training = training};
     RT_TRY(rt_bn_op_shape("batch_norm", x, weight, bias, running_mean, running_var, training, eps, &c.s));
+    rt_tensor *mean = NULL, *var = NULL;
+    if (training) RT_TRY(rt_bn_stats_tensors(&c.s, running_mean, &mean, &var));
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
-    rt_tensor *mean = training ? rt_tensor_empty_like(running_mean, RT_MEM_TEMP) : NULL;
-    rt_tensor *var = training ? rt_tensor_empty_like(running_var, RT_MEM_TEMP) : NULL;
-    rt_status st = (y && (!training || (mean && var))) ? RT_OK : RT_ERR_OOM;
+    rt_status st = y ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK) { /* on meta the entries book the kernels' TEMP and compute nothing */
         if (training) {
             st = rt_backend_of(x)->batchnorm_forward_train(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
@@ -141,6 +168,7 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
             if (st == RT_OK && !rt_recompute_is_active())
                 rt_bn_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
                                      running_mean, running_var);
+            if (st == RT_OK) st = rt_bn_stats_offer(&c.s, mean, var);
         } else {
             st = rt_backend_of(x)->batchnorm_forward_eval(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
                                                           rt_tensor_f32(bias), rt_tensor_f32(running_mean),

@@ -74,11 +74,11 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
                             rt_tensor_shape_str(x, a, sizeof a));
     }
 
+    rt_tensor *mean = NULL, *var = NULL;
+    RT_TRY(rt_bn_stats_tensors(&c.s, running_mean, &mean, &var));
     rt_tensor *y = rt_tensor_empty_like(x, RT_MEM_TEMP);
-    rt_tensor *mean = rt_tensor_empty_like(running_mean, RT_MEM_TEMP);
-    rt_tensor *var = rt_tensor_empty_like(running_var, RT_MEM_TEMP);
     rt_tensor *ws = rt_tensor_create(1, &ws_bytes, RT_U8, x->device, RT_MEM_TEMP);
-    rt_status st = (y && mean && var && ws) ? RT_OK : RT_ERR_OOM;
+    rt_status st = (y && ws) ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK)
         st = be->batchnorm_relu_forward_train(
             &c.s, rt_tensor_f32(x), rt_tensor_f32(weight), rt_tensor_f32(bias), rt_tensor_f32(y),
@@ -89,6 +89,7 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
         /* a meta model counts no batches: it trains on none */
         if (num_batches_tracked && rt_op_compute(x)) (*num_batches_tracked)++;
     }
+    if (st == RT_OK) st = rt_bn_stats_offer(&c.s, mean, var);
     rt_node *node = NULL;
     rt_tensor *inputs[3] = {x, weight, bias};
     if (st == RT_OK)

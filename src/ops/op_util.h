@@ -155,6 +155,20 @@ rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *we
  * variance (PyTorch). mean/var: the batch statistics (C floats, biased var). */
 void rt_bn_update_running(const struct rt_bn_shape *s, float momentum, const float *mean, const float *var,
                           rt_tensor *running_mean, rt_tensor *running_var);
+/* The batch statistics of a training batch norm, two (C) f32 tensors like
+ * running_mean: in a recompute whose region kept its forward's
+ * (rt_saved_memo_take, autograd/node.h), those, with s->given_stats set so
+ * the kernel normalises with them and skips its two statistics passes;
+ * otherwise new TEMP tensors for the kernel to fill (s->given_stats
+ * false). Either way the caller owns *mean and *var and offers them to
+ * the region afterwards with rt_bn_stats_offer. Errors: RT_ERR_OOM,
+ * RT_ERR_STATE (what the region handed back does not fit). */
+rt_status rt_bn_stats_tensors(struct rt_bn_shape *s, const rt_tensor *running_mean, rt_tensor **mean,
+                              rt_tensor **var);
+/* Offers a training forward's statistics to the checkpoint region around
+ * it (rt_saved_memo_keep), which keeps them for its recompute; does nothing
+ * when they were handed back (s->given_stats) or no region keeps them. */
+rt_status rt_bn_stats_offer(const struct rt_bn_shape *s, rt_tensor *mean, rt_tensor *var);
 /* What a training batch norm saves for backward in place of its input x and
  * batch mean. Outside a half-precision region (rt_autocast_dtype() f32): x
  * and mean themselves (new references). Inside one: x − mean stored in the

@@ -10,6 +10,7 @@ static _Thread_local rt_status rt_last_status;
 const char *rt_status_str(rt_status s) {
     switch (s) {
     case RT_OK: return "RT_OK";
+    case RT_STOPPED: return "RT_STOPPED";
     case RT_ERR_INVALID_ARG: return "RT_ERR_INVALID_ARG";
     case RT_ERR_SHAPE: return "RT_ERR_SHAPE";
     case RT_ERR_DTYPE: return "RT_ERR_DTYPE";

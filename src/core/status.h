@@ -10,6 +10,8 @@
 
 typedef enum rt_status {
     RT_OK = 0,
+    RT_STOPPED = 1,            /* not an error: a checkpoint's recompute ended early on purpose
+                                  (memory/checkpoint.c; never returned by the API) */
     RT_ERR_INVALID_ARG = -1,   /* a caller passed a bad value (NULL, out of range) */
     RT_ERR_SHAPE = -2,         /* tensor shapes do not fit together */
     RT_ERR_DTYPE = -3,         /* unsupported or mismatched dtype */

@@ -85,13 +85,14 @@ typedef struct rt_ckpt_frame {
     rt_rng_state gen_at;
     rt_ckpt_slot *slots;
     int n_slots, cap_slots;
-    int *drop_slot;            /* drop index -> slot */
-    int n_drop, cap_drop;
+    int *save_slot;            /* save index -> slot: every save outside kept calls, in order */
+    int n_save, cap_save;
+    int n_drop;                /* how many of those are dropped (RT_SLOT_DROP) */
     rt_ckpt_call *calls;
     int n_calls, cap_calls;
     int cur_call;              /* kept call running at forward, or -1 */
     bool recomputing;
-    int rc_drop, rc_call;      /* recompute cursors */
+    int rc_save, rc_call;      /* recompute cursors */
     /* The saved-tensor hooks the region was pushed over (a precision
      * region's, say): kept tensors go to them, as if the region were not
      * there; and the precision in force, which the recompute re-enters so
@@ -169,7 +170,7 @@ static void rt_frame_release(rt_ckpt_frame *f) {
         rt_tensor_release(c->out);
     }
     free(f->slots);
-    free(f->drop_slot);
+    free(f->save_slot);
     free(f->calls);
     free(f);
 }
@@ -194,12 +195,12 @@ static bool rt_same_as_input(const rt_ckpt_call *c, const rt_tensor *t) {
 static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
     rt_ckpt_frame *f = user;
     *packed = NULL;
-    if (f->rc_drop >= f->n_drop)
+    if (f->rc_save >= f->n_save)
         return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute saved more tensors than the forward (%d); a "
                             "checkpointed region must run the same ops in both (no data-dependent control flow)",
-                            f->n_drop);
-    rt_ckpt_slot *s = &f->slots[f->drop_slot[f->rc_drop++]];
-    if (s->t || s->chained || s->dead) return RT_OK;
+                            f->n_save);
+    rt_ckpt_slot *s = &f->slots[f->save_slot[f->rc_save++]];
+    if (s->kind == RT_SLOT_KEEP || s->t || s->chained || s->dead) return RT_OK;
     if (f->has_rc_outer) { /* stored as the precision region stores it, as if never dropped */
         RT_TRY(f->rc_outer.pack(f->rc_outer.user, t, &s->packed));
         s->chained = true;
@@ -229,7 +230,6 @@ static rt_status rt_rc_memo_take(void *user, const rt_tensor *like, rt_tensor **
     }
     for (int i = 0; i < n; i++) out[i] = rt_tensor_retain(f->memo[f->rc_memo + i]);
     f->rc_memo += n;
-    if (getenv("MEMODBG")) __builtin_printf( "memo take %d/%d\n", f->rc_memo, f->n_memo);
     *found = true;
     return RT_OK;
 }
@@ -241,10 +241,23 @@ static rt_status rt_rc_unpack(void *user, void *packed, rt_tensor **out) {
     return rt_error_set(RT_ERR_STATE, "checkpoint: a recompute's own graph was back-propagated");
 }
 
+/* True when every slot a node may still read holds its tensor (PyTorch's
+ * early stop: the rest of the region need not run again). */
+static bool rt_frame_complete(const rt_ckpt_frame *f) {
+    for (int i = 0; i < f->n_slots; i++)
+        if (f->slots[i].kind != RT_SLOT_KEEP && !f->slots[i].dead && !f->slots[i].t && !f->slots[i].chained)
+            return false;
+    return true;
+}
+
 /* In recompute, a kept leaf call returns its forward output instead of
  * running, and fills the slots that saved its input. */
 static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor **y, bool *handled) {
     rt_ckpt_frame *f = user;
+    /* Every slot filled: the rest of the stage would compute what no node
+     * reads. RT_STOPPED unwinds the stage's forward (its containers free
+     * what they hold, as on any failure) and rt_frame_recompute ends. */
+    if (rt_frame_complete(f)) return RT_STOPPED;
     if (f->rc_call >= f->n_calls || f->calls[f->rc_call].m != m) return RT_OK;
     int k = f->rc_call++;
     rt_ckpt_call *c = &f->calls[k];
@@ -280,14 +293,6 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
     return RT_OK;
 }
 
-/* True when every slot a node may still read holds its tensor (PyTorch's
- * early stop: the rest of the region need not run again). */
-static bool rt_frame_complete(const rt_ckpt_frame *f) {
-    for (int i = 0; i < f->n_slots; i++)
-        if (f->slots[i].kind != RT_SLOT_KEEP && !f->slots[i].dead && !f->slots[i].t && !f->slots[i].chained)
-            return false;
-    return true;
-}
 
 /* Re-runs the region's stages on a detached copy of its input with grad
  * and recompute mode on, from the generator position of the forward,
@@ -298,7 +303,7 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     if (f->recomputing)
         return rt_error_set(RT_ERR_STATE, "checkpoint: a saved tensor of a region was read during its own recompute");
     f->recomputing = true;
-    f->rc_drop = f->rc_call = f->rc_memo = 0;
+    f->rc_save = f->rc_call = f->rc_memo = 0;
     rt_tensor *h = NULL;
     rt_status st = RT_OK;
     if (f->input_packed) { /* the half copy back in f32, as an alias the recompute may mark */
@@ -351,15 +356,40 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     rt_grad_set_enabled(grad);
     rt_recompute_end(&scope);
     rt_tensor_release(h);
-    if (st == RT_OK && !early && (f->rc_drop != f->n_drop || f->rc_call != f->n_calls))
+    if (st == RT_STOPPED) { /* rt_rc_before: every slot filled inside a stage */
+        st = RT_OK;
+        early = true;
+    }
+    if (st == RT_OK && !early && (f->rc_save != f->n_save || f->rc_call != f->n_calls))
         st = rt_error_set(RT_ERR_STATE, "checkpoint: the recompute saved %d tensors (%d kept calls) where the forward "
                           "saved %d (%d); a checkpointed region must run the same ops in both (no data-dependent "
-                          "control flow)", f->rc_drop, f->rc_call, f->n_drop, f->n_calls);
+                          "control flow)", f->rc_save, f->rc_call, f->n_save, f->n_calls);
     f->recomputing = false;
     return st;
 }
 
 /* ------------------------------------------------------------ the hooks of a region's forward */
+
+/* Whether a SELECTIVE region keeps t by alias at no cost instead of
+ * dropping it: a parameter or the batch (not an activation), or a tensor
+ * of a storage the region holds anyway (its input, a kept call's output, a
+ * kept statistic) — batch norm saving a kept convolution output, its
+ * weight and its statistics. The recompute then need not run the op that
+ * saved it, and stops as soon as every slot is filled (rt_rc_before): in
+ * a Bottleneck after conv3's input is rebuilt, so the wide bn3 and the
+ * residual sum are not run again. CHECKPOINT regions drop everything (their
+ * recompute runs every op anyway). */
+static bool rt_frame_holds(const rt_ckpt_frame *f, const rt_tensor *t) {
+    if (!f->policy) return false;
+    const rt_storage *st = t->storage;
+    if (st->category == RT_MEM_PARAM || st->category == RT_MEM_DATA) return true;
+    if (f->input && f->input->storage == st) return true;
+    for (int i = 0; i < f->n_calls; i++)
+        if (f->calls[i].out && f->calls[i].out->storage == st) return true;
+    for (int i = 0; i < f->n_memo; i++)
+        if (f->memo[i]->storage == st) return true;
+    return false;
+}
 
 static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
     rt_ckpt_frame *f = user;
@@ -390,12 +420,19 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
             }
         }
     } else {
-        rt_status st = rt_grow((void **)&f->drop_slot, &f->cap_drop, f->n_drop, sizeof *f->drop_slot);
+        rt_status st = rt_grow((void **)&f->save_slot, &f->cap_save, f->n_save, sizeof *f->save_slot);
         if (st != RT_OK) {
             free(h);
             return st;
         }
-        f->drop_slot[f->n_drop++] = f->n_slots;
+        f->save_slot[f->n_save++] = f->n_slots;
+        if (rt_frame_holds(f, t)) {
+            s.kind = RT_SLOT_KEEP;
+            s.t = rt_tensor_retain(t);
+            rt_keep(t, +1);
+        } else {
+            f->n_drop++;
+        }
     }
     f->slots[f->n_slots] = s;
     h->f = f;
@@ -404,6 +441,7 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
     *packed = h;
     return RT_OK;
 }
+
 
 /* At forward, an op offers what its recompute may reuse; kept unless it
  * runs inside a kept call (which the recompute does not run again). */

@@ -656,6 +656,49 @@ TU_TEST(selective_recompute_stops_early) {
     zero_grads(w);
 }
 
+/* A checkpointed region's recompute ends once every dropped tensor is
+ * rebuilt: over layer1.0 and layer1.1 of resnet20 the region keeps its
+ * output (layer1.1's residual sum + ReLU saves it), so after layer1.1's
+ * bn2 nothing is left to rebuild and its residual sum is not run again:
+ * layer1.0's forward completes twice (its forward hook runs twice), and
+ * layer1.1's once (the recompute stops inside it). Gradients: the
+ * resnet20 equivalence cases. */
+TU_TEST(checkpoint_recompute_stops_early) {
+    rt_module *inner = make_net(NET_RESNET20, RT_DEVICE_CPU, false), *w = NULL;
+    CHECK(inner);
+    CHECK_OK(rt_checkpoint_create(inner, &w));
+    tu_defer(module_free, w);
+    rt_checkpoint *ck = rt_checkpoint_of(w);
+    rt_module *b0 = rt_module_find(w, "layer1.0"), *b1 = rt_module_find(w, "layer1.1");
+    CHECK(ck && b0 && b1);
+    if (!ck || !b0 || !b1) return;
+    int n = ck->n_stages, i0 = -1;
+    for (int i = 0; i + 1 < n; i++)
+        if (ck->stages[i] == b0 && ck->stages[i + 1] == b1) i0 = i;
+    CHECK(i0 >= 0);
+    if (i0 < 0) return;
+    rt_stage_kind kind[64];
+    int seg[64];
+    CHECK(n <= 64);
+    for (int i = 0; i < n && i < 64; i++) {
+        kind[i] = i == i0 || i == i0 + 1 ? RT_STAGE_CHECKPOINT : RT_STAGE_STORE;
+        seg[i] = i == i0 + 1 ? i0 : i;
+    }
+    CHECK_OK(rt_checkpoint_set_plan(w, kind, seg, n));
+    int n0 = 0, n1 = 0;
+    rt_module_set_forward_hook(b0, count_calls, &n0);
+    rt_module_set_forward_hook(b1, count_calls, &n1);
+    rt_tensor *x = make_input(NET_RESNET20);
+    CHECK_OK(run_step(w, x, false));
+    printf("  resnet20, layer1.0-1 checkpointed: layer1.0 completed %d times, layer1.1 %d times in one step\n", n0,
+           n1);
+    CHECK_EQ_INT(n0, 2);
+    CHECK_EQ_INT(n1, 1);
+    rt_module_set_forward_hook(b0, NULL, NULL);
+    rt_module_set_forward_hook(b1, NULL, NULL);
+    zero_grads(w);
+}
+
 /* Selective recompute on ResNet-50 (meta, 224², batch 8), plain and
  * selective steps of the same net, optionally inside a bf16 precision
  * region (Checkpoint(Autocast(net)) against Autocast(net)): SAVED after
@@ -728,6 +771,7 @@ static const rt_test_case cases[] = {
     {"chain_meta", chain_meta},
     {"region_keeps_batch_statistics", region_keeps_batch_statistics},
     {"selective_recompute_stops_early", selective_recompute_stops_early},
+    {"checkpoint_recompute_stops_early", checkpoint_recompute_stops_early},
     {"selective_saves_memory_resnet50_meta", selective_saves_memory_resnet50_meta},
     {"selective_saves_memory_resnet50_bf16_meta", selective_saves_memory_resnet50_bf16_meta},
 };

@@ -293,6 +293,17 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
     return RT_OK;
 }
 
+/* After a module of the recompute: with every slot filled, the rest of
+ * the stage (a Bottleneck's residual sum after its last batch norm, whose
+ * result the region keeps as its output) would compute what no node
+ * reads; RT_STOPPED ends it as in rt_rc_before. */
+static rt_status rt_rc_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *y, rt_status st) {
+    (void)m;
+    (void)x;
+    (void)y;
+    if (st != RT_OK) return st;
+    return rt_frame_complete(user) ? RT_STOPPED : RT_OK;
+}
 
 /* Re-runs the region's stages on a detached copy of its input with grad
  * and recompute mode on, from the generator position of the forward,
@@ -330,7 +341,7 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     bool pushed = false;
     if (st == RT_OK) st = rt_saved_tensors_hooks_push(&hooks);
     pushed = st == RT_OK;
-    rt_module_interceptor prev = rt_module_set_interceptor((rt_module_interceptor){rt_rc_before, NULL, f});
+    rt_module_interceptor prev = rt_module_set_interceptor((rt_module_interceptor){rt_rc_before, rt_rc_after, f});
     rt_ckpt_depth++;
     rt_ckpt_frame *prev_cur = rt_ckpt_cur;
     rt_ckpt_cur = f;
@@ -356,7 +367,7 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     rt_grad_set_enabled(grad);
     rt_recompute_end(&scope);
     rt_tensor_release(h);
-    if (st == RT_STOPPED) { /* rt_rc_before: every slot filled inside a stage */
+    if (st == RT_STOPPED) { /* rt_rc_before / rt_rc_after: every slot filled inside a stage */
         st = RT_OK;
         early = true;
     }
@@ -383,7 +394,9 @@ static bool rt_frame_holds(const rt_ckpt_frame *f, const rt_tensor *t) {
     if (!f->policy) return false;
     const rt_storage *st = t->storage;
     if (st->category == RT_MEM_PARAM || st->category == RT_MEM_DATA) return true;
-    if (f->input && f->input->storage == st) return true;
+    /* (inside a precision region the input is let go for a half copy at
+     * the region's end, rt_region_end, so an alias would keep it alive) */
+    if (f->input && !f->has_outer && f->input->storage == st) return true;
     for (int i = 0; i < f->n_calls; i++)
         if (f->calls[i].out && f->calls[i].out->storage == st) return true;
     for (int i = 0; i < f->n_memo; i++)
@@ -441,7 +454,6 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
     *packed = h;
     return RT_OK;
 }
-
 
 /* At forward, an op offers what its recompute may reuse; kept unless it
  * runs inside a kept call (which the recompute does not run again). */

@@ -703,16 +703,19 @@ CHECK_FN(rt_saved_tensors_hooks_top) {
     VAL(!rt_saved_tensors_hooks_top(&h) && h.pack == NULL && h.user == NULL);
 }
 CHECK_FN(rt_saved_memo_keep) {
-    VAL(rt_saved_memo_keep(NULL, 2) == RT_OK); /* nothing offered, nothing kept */
+    rt_tensor *key = rt_tensor_zeros(1, (int64_t[]){2}, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP);
+    VAL(rt_saved_memo_keep(key, NULL, 2) == RT_OK); /* nothing offered, nothing kept */
     rt_tensor *none[1] = {NULL};
-    VAL(rt_saved_memo_keep(none, 1) == RT_OK); /* no hooks pushed: nothing keeps */
+    VAL(rt_saved_memo_keep(NULL, none, 1) == RT_OK); /* no key: nothing to keep it by */
+    VAL(rt_saved_memo_keep(key, none, 1) == RT_OK);  /* no hooks pushed: nothing keeps */
+    rt_tensor_release(key);
 }
 CHECK_FN(rt_saved_memo_take) {
     rt_tensor *like = rt_tensor_zeros(1, (int64_t[]){2}, RT_F32, RT_DEVICE_CPU, RT_MEM_TEMP), *out[2];
     bool found = true;
     ST(RT_ERR_INVALID_ARG, "found", rt_saved_memo_take(like, out, 2, NULL));
     ST(RT_ERR_INVALID_ARG, "out", rt_saved_memo_take(like, NULL, 2, &found));
-    ST(RT_ERR_INVALID_ARG, "like", rt_saved_memo_take(NULL, out, 2, &found));
+    ST(RT_ERR_INVALID_ARG, "key", rt_saved_memo_take(NULL, out, 2, &found));
     VAL(rt_saved_memo_take(like, out, 2, &found) == RT_OK && !found && !out[0] && !out[1]);
     rt_tensor_release(like);
 }

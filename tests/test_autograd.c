@@ -1137,18 +1137,20 @@ typedef struct memo_hooks {
     int n_kept, offers;
     rt_tensor *give[2]; /* what take hands back */
     int takes;
+    const rt_storage *key; /* the key keep got (running_mean's storage) */
 } memo_hooks;
 
-static rt_status memo_keep(void *user, rt_tensor *const *ts, int n) {
+static rt_status memo_keep(void *user, const rt_tensor *key, rt_tensor *const *ts, int n) {
     memo_hooks *m = user;
+    m->key = key->storage;
     m->offers++;
     for (int i = 0; i < n && m->n_kept < 2; i++) m->kept[m->n_kept++] = rt_tensor_retain(ts[i]);
     return RT_OK;
 }
 
-static rt_status memo_take(void *user, const rt_tensor *like, rt_tensor **out, int n, bool *found) {
+static rt_status memo_take(void *user, const rt_tensor *key, rt_tensor **out, int n, bool *found) {
     memo_hooks *m = user;
-    if (n != 2 || like->shape[0] != m->give[0]->shape[0]) return rt_error_set(RT_ERR_STATE, "test memo: unlike");
+    if (n != 2 || key->storage != m->key) return rt_error_set(RT_ERR_STATE, "test memo: another key");
     out[0] = rt_tensor_retain(m->give[0]);
     out[1] = rt_tensor_retain(m->give[1]);
     m->takes++;
@@ -1210,6 +1212,7 @@ static void test_saved_memo_batch_norm(void) {
     CHECK_OK(rt_saved_tensors_hooks_pop());
     CHECK_EQ_INT(mh.offers, 1);
     CHECK_EQ_INT(mh.n_kept, 2);
+    CHECK(mh.key == rm->storage); /* kept by the batch norm's running_mean */
     for (int ch = 0; ch < C && mh.n_kept == 2; ch++) {
         CHECK(fabsf(rt_tensor_f32(mh.kept[0])[ch] - mean[ch]) <= 1e-6f * (1 + fabsf(mean[ch])));
         CHECK(fabsf(rt_tensor_f32(mh.kept[1])[ch] - var[ch]) <= 1e-5f * var[ch]);

@@ -61,21 +61,21 @@ bool rt_saved_tensors_hooks_top(rt_saved_hooks *out) {
     return true;
 }
 
-rt_status rt_saved_memo_keep(rt_tensor *const *ts, int n) {
-    if (rt_tls_n_hooks == 0 || !ts || n <= 0) return RT_OK;
+rt_status rt_saved_memo_keep(const rt_tensor *key, rt_tensor *const *ts, int n) {
+    if (rt_tls_n_hooks == 0 || !key || !ts || n <= 0) return RT_OK;
     const rt_saved_hooks *h = &rt_tls_hooks[rt_tls_n_hooks - 1];
-    return h->memo_keep ? h->memo_keep(h->user, ts, n) : RT_OK;
+    return h->memo_keep ? h->memo_keep(h->user, key, ts, n) : RT_OK;
 }
 
-rt_status rt_saved_memo_take(const rt_tensor *like, rt_tensor **out, int n, bool *found) {
-    if (!found || !out || !like)
+rt_status rt_saved_memo_take(const rt_tensor *key, rt_tensor **out, int n, bool *found) {
+    if (!found || !out || !key)
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_saved_memo_take: %s is NULL",
-                            !found ? "found" : !out ? "out" : "like");
+                            !found ? "found" : !out ? "out" : "key");
     *found = false;
     for (int i = 0; i < n; i++) out[i] = NULL;
     if (rt_tls_n_hooks == 0 || n <= 0) return RT_OK;
     const rt_saved_hooks *h = &rt_tls_hooks[rt_tls_n_hooks - 1];
-    return h->memo_take ? h->memo_take(h->user, like, out, n, found) : RT_OK;
+    return h->memo_take ? h->memo_take(h->user, key, out, n, found) : RT_OK;
 }
 
 static _Thread_local bool rt_tls_grad_disabled; /* zero-initialised: grad mode on */

@@ -231,8 +231,8 @@ typedef struct rt_saved_hooks {
     void *user;
     rt_status (*stored)(void *user, void *packed, rt_tensor **out); /* NULL: the hook stores tensors as saved */
     /* Both may be NULL; see rt_saved_memo_keep / rt_saved_memo_take. */
-    rt_status (*memo_keep)(void *user, rt_tensor *const *ts, int n);
-    rt_status (*memo_take)(void *user, const rt_tensor *like, rt_tensor **out, int n, bool *found);
+    rt_status (*memo_keep)(void *user, const rt_tensor *key, rt_tensor *const *ts, int n);
+    rt_status (*memo_take)(void *user, const rt_tensor *key, rt_tensor **out, int n, bool *found);
 } rt_saved_hooks;
 
 #define RT_SAVED_HOOKS_MAX_DEPTH 16
@@ -256,26 +256,31 @@ bool rt_saved_tensors_hooks_top(rt_saved_hooks *out);
 
 /* Forward results a recompute may reuse instead of computing them again:
  * batch norm's batch statistics. A recompute re-runs a region on the same
- * input, so the statistics it would compute are those of the forward, and
- * computing them is two of the four passes batch norm makes over its input
- * (measured on ResNet-50: recomputing them was most of selective
- * recompute's time). The innermost saved-tensor hooks decide: a
+ * input, so the statistics it would compute are those of the forward
+ * (inside a precision region a selective recompute starts from half
+ * copies, and then normalises with the forward's exact statistics), and
+ * computing them is two of the three passes batch norm makes over its
+ * input (the third normalises). The innermost saved-tensor hooks decide: a
  * checkpoint region's forward hooks keep what the ops hand them, its
  * recompute hooks hand it back in the same order; any other hooks, or
  * none, keep nothing and hand nothing back, and the op computes as usual.
  *
- * rt_saved_memo_keep: an op that has saved ts[0..n) for its backward
- * (borrowed; small per-channel tensors) offers them; the hooks may retain
- * them (booked SAVED while held). RT_OK when nothing keeps them; the
- * hooks' error otherwise (RT_ERR_OOM).
+ * key: a tensor that names the op call and outlives the step (batch
+ * norm: its running_mean; borrowed, read only for its storage, shape and
+ * dtype): what was kept with a key is handed back only to that key, so
+ * two batch norms of one width cannot swap statistics.
+ * rt_saved_memo_keep: an op that has computed ts[0..n) (borrowed; small
+ * per-channel tensors of key's shape and dtype) offers them; the hooks may
+ * retain them (booked SAVED while held). RT_OK when nothing keeps them;
+ * the hooks' error otherwise (RT_ERR_OOM).
  * rt_saved_memo_take: the same op in recompute asks for them: *found true
  * and out[0..n) new references to what the forward kept, or *found false
  * and out[0..n) NULL when the hooks hand nothing back. RT_ERR_STATE when
- * what is handed back is not n tensors of like's shape and dtype (the
- * region ran other ops than at forward); RT_ERR_INVALID_ARG for NULL
- * found, out or like. */
-rt_status rt_saved_memo_keep(rt_tensor *const *ts, int n);
-rt_status rt_saved_memo_take(const rt_tensor *like, rt_tensor **out, int n, bool *found);
+ * what comes next was not kept with this key, or is not n tensors of key's
+ * shape and dtype (the region ran other ops than at forward);
+ * RT_ERR_INVALID_ARG for NULL found, out or key. */
+rt_status rt_saved_memo_keep(const rt_tensor *key, rt_tensor *const *ts, int n);
+rt_status rt_saved_memo_take(const rt_tensor *key, rt_tensor **out, int n, bool *found);
 
 /* Grad mode (torch.set_grad_enabled / torch.no_grad), thread-local by design.
  * rt_grad_set_enabled returns the previous state for restoring. */

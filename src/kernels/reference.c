@@ -375,27 +375,26 @@ rt_status rt_ref_batchnorm_forward_train(const rt_bn_shape *s, const float *x, c
     REF_NEED("rt_ref_batchnorm_forward_train", var);
     double m = (double)(s->n * s->spatial);
     for (int64_t c = 0; c < s->c; c++) {
-        double sum = 0.0, sq = 0.0;
-        for (int64_t n = 0; n < s->n; n++)
-            for (int64_t i = 0; i < s->spatial; i++) sum += x[BN_AT(s, n, c, i)];
-        double mu = sum / m;
-        for (int64_t n = 0; n < s->n; n++)
-            for (int64_t i = 0; i < s->spatial; i++) {
-                double d = x[BN_AT(s, n, c, i)] - mu;
-                sq += d * d;
-            }
-        double v = sq / m;
-        if (s->given_stats) { /* normalise with the statistics given, as the kernel does */
-            mu = mean[c];
-            v = var[c];
+        double mu = mean[c], v = var[c]; /* given (s->given_stats): read, not written */
+        if (!s->given_stats) {
+            double sum = 0.0, sq = 0.0;
+            for (int64_t n = 0; n < s->n; n++)
+                for (int64_t i = 0; i < s->spatial; i++) sum += x[BN_AT(s, n, c, i)];
+            mu = sum / m;
+            for (int64_t n = 0; n < s->n; n++)
+                for (int64_t i = 0; i < s->spatial; i++) {
+                    double d = x[BN_AT(s, n, c, i)] - mu;
+                    sq += d * d;
+                }
+            v = sq / m;
+            mean[c] = (float)mu;
+            var[c] = (float)v;
         }
         double inv = 1.0 / sqrt(v + (double)s->eps);
         double gm = weight ? weight[c] : 1.0, bt = bias ? bias[c] : 0.0;
         for (int64_t n = 0; n < s->n; n++)
             for (int64_t i = 0; i < s->spatial; i++)
                 y[BN_AT(s, n, c, i)] = (float)((x[BN_AT(s, n, c, i)] - mu) * inv * gm + bt);
-        mean[c] = (float)mu;
-        var[c] = (float)v;
     }
     return RT_OK;
 }

@@ -114,7 +114,8 @@ typedef struct rt_ckpt_frame {
      * SAVED; handed back in that order to the recompute (cursor rc_memo)
      * and held until the frame goes (a retained graph recomputes again). */
     rt_tensor **memo;
-    int n_memo, cap_memo, rc_memo;
+    const rt_storage **memo_key; /* the storage of the key each was kept with */
+    int n_memo, cap_memo, cap_memo_key, rc_memo;
 } rt_ckpt_frame;
 
 typedef struct rt_ckpt_handle {
@@ -147,6 +148,15 @@ static void rt_frame_drop_kept(rt_ckpt_frame *f) {
     f->n_kept = 0;
 }
 
+/* Lets go of the statistics kept for the recompute (none will run). */
+static void rt_frame_drop_memo(rt_ckpt_frame *f) {
+    for (int i = 0; i < f->n_memo; i++) {
+        rt_keep(f->memo[i], -1);
+        rt_tensor_release(f->memo[i]);
+    }
+    f->n_memo = 0;
+}
+
 static void rt_frame_release(rt_ckpt_frame *f) {
     if (!f || --f->refcount > 0) return;
     rt_keep(f->input, -1);
@@ -154,11 +164,9 @@ static void rt_frame_release(rt_ckpt_frame *f) {
     if (f->input_packed && f->input_by.free_packed) f->input_by.free_packed(f->input_by.user, f->input_packed);
     rt_frame_drop_kept(f);
     free(f->kept);
-    for (int i = 0; i < f->n_memo; i++) {
-        rt_keep(f->memo[i], -1);
-        rt_tensor_release(f->memo[i]);
-    }
+    rt_frame_drop_memo(f);
     free(f->memo);
+    free(f->memo_key);
     free(f->rc_sides);
     for (int i = 0; i < f->n_slots; i++) {
         rt_ckpt_slot_clear(&f->slots[i]);
@@ -214,7 +222,7 @@ static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
 /* In recompute, an op asks for what it offered at forward: the next n
  * kept tensors, which must look like `like` (the same op at the same
  * place in the region). */
-static rt_status rt_rc_memo_take(void *user, const rt_tensor *like, rt_tensor **out, int n, bool *found) {
+static rt_status rt_rc_memo_take(void *user, const rt_tensor *key, rt_tensor **out, int n, bool *found) {
     rt_ckpt_frame *f = user;
     if (f->rc_memo + n > f->n_memo)
         return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute asked for more kept statistics than the "
@@ -222,8 +230,8 @@ static rt_status rt_rc_memo_take(void *user, const rt_tensor *like, rt_tensor **
                             "data-dependent control flow)", f->n_memo);
     for (int i = 0; i < n; i++) {
         const rt_tensor *t = f->memo[f->rc_memo + i];
-        if (t->dtype != like->dtype || t->ndim != like->ndim ||
-            memcmp(t->shape, like->shape, (size_t)like->ndim * sizeof *like->shape) != 0)
+        if (f->memo_key[f->rc_memo + i] != key->storage || t->dtype != key->dtype || t->ndim != key->ndim ||
+            memcmp(t->shape, key->shape, (size_t)key->ndim * sizeof *key->shape) != 0)
             return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute's op %d asked for statistics unlike "
                                 "those the forward kept there; a checkpointed region must run the same ops in "
                                 "both (no data-dependent control flow)", f->rc_memo + i);
@@ -371,10 +379,12 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
         st = RT_OK;
         early = true;
     }
-    if (st == RT_OK && !early && (f->rc_save != f->n_save || f->rc_call != f->n_calls))
-        st = rt_error_set(RT_ERR_STATE, "checkpoint: the recompute saved %d tensors (%d kept calls) where the forward "
-                          "saved %d (%d); a checkpointed region must run the same ops in both (no data-dependent "
-                          "control flow)", f->rc_save, f->rc_call, f->n_save, f->n_calls);
+    if (st == RT_OK && !early &&
+        (f->rc_save != f->n_save || f->rc_call != f->n_calls || f->rc_memo != f->n_memo))
+        st = rt_error_set(RT_ERR_STATE, "checkpoint: the recompute saved %d tensors (%d kept calls, %d kept "
+                          "statistics) where the forward saved %d (%d, %d); a checkpointed region must run the "
+                          "same ops in both (no data-dependent control flow)", f->rc_save, f->rc_call, f->rc_memo,
+                          f->n_save, f->n_calls, f->n_memo);
     f->recomputing = false;
     return st;
 }
@@ -457,11 +467,13 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
 
 /* At forward, an op offers what its recompute may reuse; kept unless it
  * runs inside a kept call (which the recompute does not run again). */
-static rt_status rt_fw_memo_keep(void *user, rt_tensor *const *ts, int n) {
+static rt_status rt_fw_memo_keep(void *user, const rt_tensor *key, rt_tensor *const *ts, int n) {
     rt_ckpt_frame *f = user;
     if (f->cur_call >= 0) return RT_OK;
     for (int i = 0; i < n; i++) {
         RT_TRY(rt_grow((void **)&f->memo, &f->cap_memo, f->n_memo, sizeof *f->memo));
+        RT_TRY(rt_grow((void **)&f->memo_key, &f->cap_memo_key, f->n_memo, sizeof *f->memo_key));
+        f->memo_key[f->n_memo] = key->storage;
         f->memo[f->n_memo++] = rt_tensor_retain(ts[i]);
         rt_keep(ts[i], +1);
     }
@@ -604,6 +616,7 @@ static void rt_region_end(rt_checkpoint *ck, rt_tensor *y) {
         rt_tensor_release(f->input);
         f->input = NULL;
         rt_frame_drop_kept(f);
+        rt_frame_drop_memo(f);
     }
     /* A region keeps its input exact (f32) also inside a precision region,
      * as torch.utils.checkpoint under autocast does: a recompute from the

@@ -78,10 +78,11 @@ rt_status rt_bn_stats_tensors(rt_bn_shape *s, const rt_tensor *running_mean, rt_
     return rt_error_set(RT_ERR_OOM, "batch_norm: out of memory for the batch statistics");
 }
 
-rt_status rt_bn_stats_offer(const rt_bn_shape *s, rt_tensor *mean, rt_tensor *var) {
+rt_status rt_bn_stats_offer(const rt_bn_shape *s, const rt_tensor *running_mean, rt_tensor *mean,
+                            rt_tensor *var) {
     if (s->given_stats) return RT_OK;
     rt_tensor *stats[2] = {mean, var};
-    return rt_saved_memo_keep(stats, 2);
+    return rt_saved_memo_keep(running_mean, stats, 2);
 }
 
 rt_status rt_bn_saved_input(const rt_bn_shape *s, rt_tensor *x, rt_tensor *mean, rt_tensor **saved_x,
@@ -168,7 +169,7 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
             if (st == RT_OK && !rt_recompute_is_active())
                 rt_bn_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
                                      running_mean, running_var);
-            if (st == RT_OK) st = rt_bn_stats_offer(&c.s, mean, var);
+            if (st == RT_OK) st = rt_bn_stats_offer(&c.s, running_mean, mean, var);
         } else {
             st = rt_backend_of(x)->batchnorm_forward_eval(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
                                                           rt_tensor_f32(bias), rt_tensor_f32(running_mean),

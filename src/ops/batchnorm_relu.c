@@ -89,7 +89,7 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
         /* a meta model counts no batches: it trains on none */
         if (num_batches_tracked && rt_op_compute(x)) (*num_batches_tracked)++;
     }
-    if (st == RT_OK) st = rt_bn_stats_offer(&c.s, mean, var);
+    if (st == RT_OK) st = rt_bn_stats_offer(&c.s, running_mean, mean, var);
     rt_node *node = NULL;
     rt_tensor *inputs[3] = {x, weight, bias};
     if (st == RT_OK)

@@ -166,9 +166,11 @@ void rt_bn_update_running(const struct rt_bn_shape *s, float momentum, const flo
 rt_status rt_bn_stats_tensors(struct rt_bn_shape *s, const rt_tensor *running_mean, rt_tensor **mean,
                               rt_tensor **var);
 /* Offers a training forward's statistics to the checkpoint region around
- * it (rt_saved_memo_keep), which keeps them for its recompute; does nothing
- * when they were handed back (s->given_stats) or no region keeps them. */
-rt_status rt_bn_stats_offer(const struct rt_bn_shape *s, rt_tensor *mean, rt_tensor *var);
+ * it (rt_saved_memo_keep, keyed by running_mean), which keeps them for its
+ * recompute; does nothing when they were handed back (s->given_stats) or
+ * no region keeps them. */
+rt_status rt_bn_stats_offer(const struct rt_bn_shape *s, const rt_tensor *running_mean, rt_tensor *mean,
+                            rt_tensor *var);
 /* What a training batch norm saves for backward in place of its input x and
  * batch mean. Outside a half-precision region (rt_autocast_dtype() f32): x
  * and mean themselves (new references). Inside one: x − mean stored in the

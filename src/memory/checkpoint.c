@@ -70,6 +70,13 @@ typedef struct rt_ckpt_call {
     rt_saved_hooks by;
 } rt_ckpt_call;
 
+/* A statistic kept for the recompute, and the storage of the key (the
+ * batch norm's running_mean) it was kept under. */
+typedef struct rt_ckpt_memo {
+    rt_tensor *t;
+    const rt_storage *key;
+} rt_ckpt_memo;
+
 typedef struct rt_ckpt_frame {
     int refcount;              /* the running region + one per packed slot */
     rt_checkpoint *ck;
@@ -113,9 +120,8 @@ typedef struct rt_ckpt_frame {
      * batch statistics, rt_saved_memo_keep), in forward order, booked
      * SAVED; handed back in that order to the recompute (cursor rc_memo)
      * and held until the frame goes (a retained graph recomputes again). */
-    rt_tensor **memo;
-    const rt_storage **memo_key; /* the storage of the key each was kept with */
-    int n_memo, cap_memo, cap_memo_key, rc_memo;
+    rt_ckpt_memo *memo;
+    int n_memo, cap_memo, rc_memo;
 } rt_ckpt_frame;
 
 typedef struct rt_ckpt_handle {
@@ -151,8 +157,8 @@ static void rt_frame_drop_kept(rt_ckpt_frame *f) {
 /* Lets go of the statistics kept for the recompute (none will run). */
 static void rt_frame_drop_memo(rt_ckpt_frame *f) {
     for (int i = 0; i < f->n_memo; i++) {
-        rt_keep(f->memo[i], -1);
-        rt_tensor_release(f->memo[i]);
+        rt_keep(f->memo[i].t, -1);
+        rt_tensor_release(f->memo[i].t);
     }
     f->n_memo = 0;
 }
@@ -166,7 +172,6 @@ static void rt_frame_release(rt_ckpt_frame *f) {
     free(f->kept);
     rt_frame_drop_memo(f);
     free(f->memo);
-    free(f->memo_key);
     free(f->rc_sides);
     for (int i = 0; i < f->n_slots; i++) {
         rt_ckpt_slot_clear(&f->slots[i]);
@@ -229,14 +234,14 @@ static rt_status rt_rc_memo_take(void *user, const rt_tensor *key, rt_tensor **o
                             "forward kept (%d); a checkpointed region must run the same ops in both (no "
                             "data-dependent control flow)", f->n_memo);
     for (int i = 0; i < n; i++) {
-        const rt_tensor *t = f->memo[f->rc_memo + i];
-        if (f->memo_key[f->rc_memo + i] != key->storage || t->dtype != key->dtype || t->ndim != key->ndim ||
+        const rt_tensor *t = f->memo[f->rc_memo + i].t;
+        if (f->memo[f->rc_memo + i].key != key->storage || t->dtype != key->dtype || t->ndim != key->ndim ||
             memcmp(t->shape, key->shape, (size_t)key->ndim * sizeof *key->shape) != 0)
             return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute's op %d asked for statistics unlike "
                                 "those the forward kept there; a checkpointed region must run the same ops in "
                                 "both (no data-dependent control flow)", f->rc_memo + i);
     }
-    for (int i = 0; i < n; i++) out[i] = rt_tensor_retain(f->memo[f->rc_memo + i]);
+    for (int i = 0; i < n; i++) out[i] = rt_tensor_retain(f->memo[f->rc_memo + i].t);
     f->rc_memo += n;
     *found = true;
     return RT_OK;
@@ -410,7 +415,7 @@ static bool rt_frame_holds(const rt_ckpt_frame *f, const rt_tensor *t) {
     for (int i = 0; i < f->n_calls; i++)
         if (f->calls[i].out && f->calls[i].out->storage == st) return true;
     for (int i = 0; i < f->n_memo; i++)
-        if (f->memo[i]->storage == st) return true;
+        if (f->memo[i].t->storage == st) return true;
     return false;
 }
 
@@ -472,9 +477,7 @@ static rt_status rt_fw_memo_keep(void *user, const rt_tensor *key, rt_tensor *co
     if (f->cur_call >= 0) return RT_OK;
     for (int i = 0; i < n; i++) {
         RT_TRY(rt_grow((void **)&f->memo, &f->cap_memo, f->n_memo, sizeof *f->memo));
-        RT_TRY(rt_grow((void **)&f->memo_key, &f->cap_memo_key, f->n_memo, sizeof *f->memo_key));
-        f->memo_key[f->n_memo] = key->storage;
-        f->memo[f->n_memo++] = rt_tensor_retain(ts[i]);
+        f->memo[f->n_memo++] = (rt_ckpt_memo){rt_tensor_retain(ts[i]), key->storage};
         rt_keep(ts[i], +1);
     }
     return RT_OK;
@@ -564,7 +567,8 @@ static rt_status rt_region_begin(rt_checkpoint *ck, int i, rt_tensor *x) {
     f->has_outer = rt_saved_tensors_hooks_top(&f->outer);
     f->autocast = rt_autocast_dtype();
     f->autocast_compute = rt_autocast_compute_dtype();
-    rt_saved_hooks hooks = {.pack = rt_fw_pack, .unpack = rt_fw_unpack, .free_packed = rt_fw_free, .user = f, .memo_keep = rt_fw_memo_keep};
+    rt_saved_hooks hooks = {.pack = rt_fw_pack, .unpack = rt_fw_unpack, .free_packed = rt_fw_free, .user = f,
+                            .memo_keep = rt_fw_memo_keep};
     rt_status st = rt_saved_tensors_hooks_push(&hooks);
     if (st != RT_OK) {
         rt_frame_release(f);

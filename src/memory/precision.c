@@ -139,7 +139,8 @@ rt_status rt_precision_region_begin(rt_precision_region *r, rt_dtype dt, bool co
     r->table = calloc(1, sizeof(rt_pack_table));
     if (!r->table) return rt_error_set(RT_ERR_OOM, "out of memory entering a precision region");
     /* the table lives for the region only; unpack and free_packed never read it */
-    rt_saved_hooks h = {.pack = rt_autocast_pack, .unpack = rt_autocast_unpack, .free_packed = rt_autocast_free, .user = r->table, .stored = rt_autocast_stored};
+    rt_saved_hooks h = {.pack = rt_autocast_pack, .unpack = rt_autocast_unpack, .free_packed = rt_autocast_free,
+                        .user = r->table, .stored = rt_autocast_stored};
     rt_status st = rt_saved_tensors_hooks_push(&h);
     if (st != RT_OK) {
         free(r->table);

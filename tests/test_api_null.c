@@ -1707,6 +1707,15 @@ CHECK_FN(rt_autocast_set_compute_dtype) {
     VAL(rt_autocast_compute_dtype() == RT_F32);
 }
 
+CHECK_FN(rt_autocast_activation_dtype) { VAL(rt_autocast_activation_dtype() == RT_F32); }
+
+CHECK_FN(rt_autocast_set_activation_dtype) {
+    VAL(rt_autocast_set_activation_dtype(RT_F16) == RT_F32); /* only bf16 flows reduced */
+    VAL(rt_autocast_activation_dtype() == RT_F32);
+    VAL(rt_autocast_set_activation_dtype(RT_BF16) == RT_F32);
+    VAL(rt_autocast_set_activation_dtype(RT_F32) == RT_BF16);
+}
+
 CHECK_FN(rt_precision_region_begin) {
     ST(RT_ERR_INVALID_ARG, "region", rt_precision_region_begin(NULL, RT_BF16, true));
     rt_precision_region r;
@@ -3385,6 +3394,45 @@ CHECK_FN(rt_vec_moments_blocked) {
     VAL(a[0] == 7.0 && a[1] == 7.0);
 }
 
+CHECK_FN(rt_vec_moments_plain_bf16) {
+    uint16_t x[2] = {0x3f80, 0x4000}; /* 1, 2 */
+    double a[2] = {7, 7}, m[1] = {1.5};
+    TOL(rt_vec_moments_plain_bf16(2, NULL, m, a));
+    TOL(rt_vec_moments_plain_bf16(2, x, m, NULL));
+    TOL(rt_vec_moments_plain_bf16(0, x, NULL, a));
+    VAL(a[0] == 7.0);
+    rt_vec_moments_plain_bf16(2, x, NULL, a);
+    rt_vec_moments_plain_bf16(2, x, m, a + 1);
+    VAL(a[0] == 10.0 && a[1] == 7.5);
+}
+
+CHECK_FN(rt_vec_moments_blocked_bf16) {
+    uint16_t x[2] = {0x3f80, 0x4000};
+    double a[2] = {7, 7};
+    TOL(rt_vec_moments_blocked_bf16(1, 2, NULL, NULL, a));
+    TOL(rt_vec_moments_blocked_bf16(1, 2, x, NULL, NULL));
+    TOL(rt_vec_moments_blocked_bf16(1, 0, x, NULL, a));
+    VAL(a[0] == 7.0 && a[1] == 7.0);
+    rt_vec_moments_blocked_bf16(1, 2, x, NULL, a);
+    VAL(a[0] == 8.0 && a[1] == 9.0);
+}
+
+CHECK_FN(rt_vec_add_relu_half) {
+    uint16_t h[2] = {0x3f80, 0xc000}; /* 1, -2 */
+    float f[2] = {0.5f, 1.0f}, out[2] = {7, 7};
+    TOL(rt_vec_add_relu_half(2, NULL, 1, f, 0, out));
+    TOL(rt_vec_add_relu_half(2, h, 1, NULL, 0, out));
+    TOL(rt_vec_add_relu_half(2, h, 1, f, 0, NULL));
+    TOL(rt_vec_add_relu_half(0, h, 1, f, 0, out));
+    VAL(out[0] == 7 && out[1] == 7);
+    rt_vec_add_relu_half(2, h, 1, f, 0, out);
+    VAL(out[0] == 1.5f && out[1] == 0.0f);
+    rt_vec_add_relu_half(2, f, 0, h, 1, out);
+    VAL(out[0] == 1.5f && out[1] == 0.0f);
+    rt_vec_add_relu_half(2, h, 1, h, 1, out);
+    VAL(out[0] == 2.0f && out[1] == 0.0f);
+}
+
 CHECK_FN(rt_vec_center_bf16) {
     float x[2] = {1, 2}, m[2] = {0, 0};
     uint16_t out[2] = {7, 7};
@@ -3805,7 +3853,7 @@ static const api_entry optim_train_entries[] = {
 
 static const api_entry precision_entries[] = {
     E(rt_dtype_round), E(rt_dtype_round_into), E(rt_dtype_store_f32_serial), E(rt_bf16_round_bits), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
-    E(rt_autocast_set_compute_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_conv_bf16_available), E(rt_conv_computes_bf16),
+    E(rt_autocast_set_compute_dtype), E(rt_autocast_activation_dtype), E(rt_autocast_set_activation_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_conv_bf16_available), E(rt_conv_computes_bf16),
     E(rt_precision_str), E(rt_precision_parse), E(rt_precision_dtype), E(rt_autocast_wrap),
     E(rt_autocast_precision), E(rt_precision_describe), E(rt_grad_scaler_default_opts), E(rt_grad_scaler_create),
     E(rt_grad_scaler_destroy), E(rt_grad_scaler_get_scale), E(rt_grad_scaler_skipped),
@@ -3885,7 +3933,7 @@ static const api_entry kernels_entries[] = {
     E(rt_set_num_threads), E(rt_get_num_threads),
     /* kernels/vec.h */
     E(rt_vec_add), E(rt_vec_sub), E(rt_vec_add_relu), E(rt_vec_mul), E(rt_vec_axpy), E(rt_vec_scale),
-    E(rt_vec_sum), E(rt_vec_sumsq), E(rt_vec_all_finite), E(rt_vec_fill), E(rt_vec_moments_plain), E(rt_vec_moments_blocked), E(rt_vec_center_bf16),
+    E(rt_vec_sum), E(rt_vec_sumsq), E(rt_vec_all_finite), E(rt_vec_fill), E(rt_vec_moments_plain), E(rt_vec_moments_blocked), E(rt_vec_center_bf16), E(rt_vec_moments_plain_bf16), E(rt_vec_moments_blocked_bf16), E(rt_vec_add_relu_half),
     E(rt_vec_fingerprint), E(rt_vec_pow), E(rt_vec_pow_backward),
     E(rt_vec_tanh), E(rt_vec_tanh_backward), E(rt_vec_sigmoid), E(rt_vec_sigmoid_backward),
     E(rt_vec_sum_to), E(rt_vec_sumsq_to), E(rt_vec_fill_from), E(rt_vec_diff_norms), E(rt_vec_max_abs_diff), E(rt_vec_first_negative),

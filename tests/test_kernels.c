@@ -111,7 +111,7 @@ static rt_conv_shape conv2(int64_t n, int64_t ci, int64_t co, int64_t g, int64_t
                            int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                            int64_t dh, int64_t dw, int bias) {
     rt_conv_shape s = {2, n, ci, co, g, {h, w, 0}, {kh, kw, 0}, {sh, sw, 0}, {ph, pw, 0},
-                       {dh, dw, 0}, bias, RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN, 0, RT_LAYOUT_PLAIN, 0, 0};
+                       {dh, dw, 0}, bias, RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN, 0, RT_LAYOUT_PLAIN, 0, 0, 0};
     return s;
 }
 
@@ -120,7 +120,7 @@ static rt_conv_shape conv3(int64_t n, int64_t ci, int64_t co, int64_t g, const i
                            const int64_t dl[3], int bias) {
     rt_conv_shape s = {3, n, ci, co, g, {in[0], in[1], in[2]}, {k[0], k[1], k[2]},
                        {st[0], st[1], st[2]}, {pd[0], pd[1], pd[2]}, {dl[0], dl[1], dl[2]}, bias,
-                       RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN, 0, RT_LAYOUT_PLAIN, 0, 0};
+                       RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN, 0, RT_LAYOUT_PLAIN, 0, 0, 0};
     return s;
 }
 
@@ -564,7 +564,7 @@ static void test_batchnorm_exact_stats(void) {
     const rt_layout lays[2] = {RT_LAYOUT_PLAIN, RT_LAYOUT_BLOCKED};
     const double tol[2] = {1e-6, 1e-6};
     for (int l = 0; l < 2; l++) {
-        rt_bn_shape s = {N, C, S, 1e-5f, lays[l], 2, {H, W, 0}, false};
+        rt_bn_shape s = {N, C, S, 1e-5f, lays[l], 2, {H, W, 0}, false, false};
         lcg_seed(40 + l);
         float *x = tb_rand(n, 9.995f, 10.005f), *y = tb(n), *w = tb(C), *b = tb(C), *m = tb(C), *v = tb(C);
         CHECK(v != NULL);
@@ -600,7 +600,7 @@ static void test_batchnorm_exact_stats(void) {
 static void test_batchnorm_wide(void) {
     tb_free_all();
     enum { C = 1200000 };
-    rt_bn_shape s = {2, C, 1, 1e-5f, RT_LAYOUT_PLAIN, 0, {0}, false};
+    rt_bn_shape s = {2, C, 1, 1e-5f, RT_LAYOUT_PLAIN, 0, {0}, false, false};
     float *x = tb(2 * (int64_t)C), *y = tb(2 * (int64_t)C), *m = tb(C), *v = tb(C);
     CHECK(v != NULL);
     for (int64_t c = 0; c < C; c++) {
@@ -618,10 +618,10 @@ static void test_batchnorm_wide(void) {
 static void test_batchnorm(void) {
     tb_free_all();
     rt_bn_shape cases[] = {
-        {4, 3, 25, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false},        /* BatchNorm2d 5x5 */
-        {2, 16, 1, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false},        /* BatchNorm1d */
-        {2, 8, 3 * 4 * 5, 1e-3f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false}, /* BatchNorm3d */
-        {3, 32, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false},       /* channels multiple of 8/16 */
+        {4, 3, 25, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false},        /* BatchNorm2d 5x5 */
+        {2, 16, 1, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false},        /* BatchNorm1d */
+        {2, 8, 3 * 4 * 5, 1e-3f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false}, /* BatchNorm3d */
+        {3, 32, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false},       /* channels multiple of 8/16 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int affine = 1; affine >= 0; affine--) {
@@ -635,7 +635,7 @@ static void test_batchnorm(void) {
 
 static void test_batchnorm_errors(void) {
     float buf[16] = {0};
-    rt_bn_shape s = {1, 4, 1, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false}; /* one value per channel */
+    rt_bn_shape s = {1, 4, 1, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false}; /* one value per channel */
     CHECK_EQ_INT(rt_kernel_batchnorm_forward_train(&s, buf, NULL, NULL, buf, buf, buf),
                  RT_ERR_SHAPE);
     CHECK(strstr(rt_error_last(), "more than 1 value") != NULL);
@@ -643,7 +643,7 @@ static void test_batchnorm_errors(void) {
     s.eps = -1.0f;
     CHECK_EQ_INT(rt_kernel_batchnorm_forward_eval(&s, buf, NULL, NULL, buf, buf, buf),
                  RT_ERR_INVALID_ARG);
-    s = (rt_bn_shape){2, 2, 2, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false};
+    s = (rt_bn_shape){2, 2, 2, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false};
     CHECK_EQ_INT(rt_kernel_batchnorm_backward(&s, buf, buf, buf, buf, NULL, buf, buf, NULL),
                  RT_ERR_INVALID_ARG);
     rt_kernels_release_cache();
@@ -761,7 +761,7 @@ static void test_cache_reuse(void) {
     float *ws = tb((int64_t)wsb), *py = tb(nx);
     CHECK_KERNEL(rt_kernel_maxpool_forward(&ps, x, py, ws));
     CHECK_KERNEL(rt_kernel_maxpool_backward(&ps, py, ws, dx));
-    rt_bn_shape bs = {2, 16, 196, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false};
+    rt_bn_shape bs = {2, 16, 196, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false};
     float *mv = tb(64);
     CHECK_KERNEL(rt_kernel_batchnorm_forward_train(&bs, x, w, b, dx, mv, mv + 16));
     CHECK_KERNEL(rt_kernel_batchnorm_backward(&bs, x, dx, mv, mv + 16, w, dx, mv + 32, mv + 48));
@@ -1188,7 +1188,7 @@ static void test_pool_blocked(void) {
 /* Batchnorm train/eval/backward in blocked layout vs plain. */
 static int bn_blk_case(int nsp, int64_t n, int64_t c, const int64_t *sp, float eps, int affine,
                        uint64_t seed) {
-    rt_bn_shape s = {n, c, 1, eps, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false};
+    rt_bn_shape s = {n, c, 1, eps, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false};
     for (int i = 0; i < nsp; i++) s.spatial *= sp[i];
     rt_bn_shape L = s;
     L.layout = RT_LAYOUT_BLOCKED;
@@ -1250,7 +1250,7 @@ static void test_batchnorm_blocked(void) {
         CHECK(bn_blk_case(3, 2, 2 * BLK, sp3, 1e-3f, affine, 1320 + affine));
     }
     float buf[64] = {0};
-    rt_bn_shape e = {2, BLK / 2, 25, 1e-5f, RT_LAYOUT_BLOCKED, 2, {5, 5, 0}, false}; /* C % B */
+    rt_bn_shape e = {2, BLK / 2, 25, 1e-5f, RT_LAYOUT_BLOCKED, 2, {5, 5, 0}, false, false}; /* C % B */
     CHECK_EQ_INT(rt_kernel_batchnorm_forward_train(&e, buf, NULL, NULL, buf, buf, buf),
                  RT_ERR_INVALID_ARG);
     e.c = BLK;
@@ -1325,8 +1325,8 @@ static void test_meta_vs_real(void) {
                     rt_kernel_avgpool_backward(s, dy, dx));
     }
     /* batchnorm: meta plans the affine variant with both gradients */
-    rt_bn_shape bs[2] = {{4, 16, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false},
-                         {2, 8, 3 * 4 * 5, 1e-3f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false}};
+    rt_bn_shape bs[2] = {{4, 16, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false},
+                         {2, 8, 3 * 4 * 5, 1e-3f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false}};
     for (int i = 0; i < 2; i++) {
         const rt_bn_shape *s = &bs[i];
         int64_t nx = s->n * s->c * s->spatial, c = s->c;
@@ -1458,8 +1458,8 @@ static void test_meta_vs_real_blocked(void) {
         META_VS_REAL("blocked maxpool backward", META->maxpool_backward(s, NULL, NULL, NULL),
                     rt_kernel_maxpool_backward(s, dy, ws, dx));
     }
-    rt_bn_shape bs[2] = {{4, BLK, 49, 1e-5f, RT_LAYOUT_BLOCKED, 2, {7, 7, 0}, false},
-                         {2, 2 * BLK, 60, 1e-3f, RT_LAYOUT_BLOCKED, 3, {3, 4, 5}, false}};
+    rt_bn_shape bs[2] = {{4, BLK, 49, 1e-5f, RT_LAYOUT_BLOCKED, 2, {7, 7, 0}, false, false},
+                         {2, 2 * BLK, 60, 1e-3f, RT_LAYOUT_BLOCKED, 3, {3, 4, 5}, false, false}};
     for (int i = 0; i < 2; i++) {
         const rt_bn_shape *s = &bs[i];
         int64_t nx = s->n * s->c * s->spatial, c = s->c;
@@ -1538,7 +1538,7 @@ static void test_plan_parts(void) {
     CHECK_EQ_INT(rt_kernel_conv_forward_plan(&s, NULL), RT_ERR_INVALID_ARG);
     /* batch norm backward with weight, no weight gradient, a bias gradient:
      * two helper vectors (the unwanted dweight and the shift input) */
-    rt_bn_shape bs = {4, 16, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false};
+    rt_bn_shape bs = {4, 16, 49, 1e-5f, RT_LAYOUT_PLAIN, 0, {0, 0, 0}, false, false};
     CHECK_OK(rt_kernel_batchnorm_backward_plan(&bs, 1, 0, 1, &p));
     CHECK_EQ_INT(p.helper_bytes, 2 * 16 * sizeof(float));
     CHECK(p.n_temp >= 1 && p.temp[0].bytes == p.helper_bytes && p.temp[0].op == NULL);

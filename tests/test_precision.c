@@ -34,18 +34,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/mem.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "kernels/conv.h"
 #include "kernels/eltwise.h"
 #include "kernels/layout.h"
+#include "kernels/norm.h"
 #include "kernels/norm_loops.h"
 #include "autograd/engine.h"
 #include "memory/precision.h"
 #include "ops/ops.h"
 #include "memory/predict.h"
 #include "models/model.h"
+#include "models/resblock.h"
 #include "nn/state_dict.h"
 #include "optim/optimizer.h"
 #include "train/scaler.h"
@@ -311,6 +314,138 @@ static void test_conv_bf16_kernels(void) {
     if (rt_conv_bf16_available()) CHECK(ef < 1e-5 && ed < 1e-5 && ew < 1e-5);
 }
 
+/* Count of elements of a and b (n floats) that differ in any bit. */
+static int bits_differ(const float *a, const float *b, size_t n) {
+    int d = 0;
+    for (size_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], 4) != 0;
+    return d;
+}
+
+/* The kernels of a bf16 block interior (models/resblock.c): a convolution
+ * writing bf16 (dst_bf16) writes, bit for bit, the bf16 rounding of what
+ * the same bf16 kernel writes as f32 (one rounding of the f32
+ * accumulators, nothing else); a batch norm reading and writing bf16 takes
+ * the batch statistics of the values the bits stand for, equal bit for bit
+ * to the f32 kernel's on those values, and writes its output within one
+ * bf16 rounding (half a spacing) of the f32 kernel's; the fused ReLU's mask has the f32
+ * forward's size, and the f32 backward reading the bf16 forward's mask
+ * gives the f32 forward's gradients bit for bit. Both activation layouts.
+ * Skipped where the CPU has no bf16 convolution (no bf16 interior exists). */
+static void test_block_interior_kernels(void) {
+    if (!rt_conv_bf16_available()) {
+        printf("  skipped: no bf16 convolution kernel on this CPU\n");
+        return;
+    }
+    const int64_t n = 4, c = 32, h = 10, sp = h * h;
+    const size_t act = (size_t)(n * c * sp), wn = (size_t)(c * c * 9);
+    float *x = malloc(act * 4), *w = malloc(wn * 4), *y32 = malloc(act * 4), *yw = malloc(act * 4);
+    float *b32 = malloc(act * 4), *dy = malloc(act * 4), *dx0 = malloc(act * 4), *dx1 = malloc(act * 4);
+    uint16_t *y16 = malloc(act * 2), *b16 = malloc(act * 2);
+    float gam[32], bet[32], m0[32], v0[32], m1[32], v1[32], dg0[32], dg1[32], db0[32], db1[32];
+    CHECK(x && w && y32 && yw && b32 && dy && dx0 && dx1 && y16 && b16);
+    for (int li = 0; li < 2; li++) {
+        rt_layout lay = li ? RT_LAYOUT_BLOCKED : RT_LAYOUT_PLAIN;
+        rt_philox_uniform(21, 0, (int64_t)act, x);
+        rt_philox_uniform(22, 0, (int64_t)wn, w);
+        rt_philox_uniform(23, 0, (int64_t)act, dy);
+        for (size_t i = 0; i < wn; i++) w[i] = 0.1f * (2.0f * w[i] - 1.0f);
+        for (int k = 0; k < c; k++) gam[k] = 0.5f + 0.03f * (float)k, bet[k] = 0.01f * (float)k - 0.1f;
+        rt_conv_shape s = {.nsp = 2, .n = n, .c_in = c, .c_out = c, .groups = 1, .in = {h, h}, .k = {3, 3},
+                           .stride = {1, 1}, .pad = {1, 1}, .dil = {1, 1}, .src_layout = lay, .dst_layout = lay,
+                           .compute_bf16 = 1};
+        CHECK(rt_conv_computes_bf16(&s));
+        CHECK_OK(rt_kernel_conv_forward(&s, x, w, NULL, y32));
+        s.dst_bf16 = 1;
+        CHECK_OK(rt_kernel_conv_forward(&s, x, w, NULL, y16));
+        CHECK_OK(rt_dtype_convert(y16, RT_BF16, yw, RT_F32, act));
+        memcpy(b32, y32, act * 4);
+        CHECK_OK(rt_dtype_round(b32, RT_BF16, act));
+        int conv_diff = bits_differ(yw, b32, act);
+        /* batch norm + ReLU on the bf16 output, against f32 on its values */
+        rt_bn_shape bs = {.n = n, .c = c, .spatial = sp, .eps = 1e-5f, .layout = lay, .nsp = 2, .sp = {h, h},
+                          .bf16 = true};
+        rt_bn_shape fs = bs;
+        fs.bf16 = false;
+        size_t ws16 = rt_kernel_batchnorm_relu_workspace_bytes(&bs), ws32 = rt_kernel_batchnorm_relu_workspace_bytes(&fs);
+        CHECK(ws16 > 0 && ws16 == ws32);
+        unsigned char *wk0 = calloc(1, ws32), *wk1 = calloc(1, ws16);
+        CHECK(wk0 && wk1);
+        CHECK_OK(rt_kernel_batchnorm_relu_forward_train(&bs, y16, gam, bet, b16, m1, v1, wk1));
+        CHECK_OK(rt_kernel_batchnorm_relu_forward_train(&fs, yw, gam, bet, b32, m0, v0, wk0));
+        int stat_diff = bits_differ(m0, m1, (size_t)c) + bits_differ(v0, v1, (size_t)c);
+        CHECK_OK(rt_dtype_convert(b16, RT_BF16, y32, RT_F32, act));
+        double worst = 0.0; /* in units of bf16's spacing at the f32 value */
+        for (size_t i = 0; i < act; i++) {
+            double ulp = fmax(ldexp(1.0, ilogb(fabs(b32[i]) > 0x1p-100 ? b32[i] : 0x1p-100) - 7), 0x1p-126);
+            worst = fmax(worst, fabs((double)y32[i] - b32[i]) / ulp);
+        }
+        CHECK_OK(rt_kernel_batchnorm_relu_backward(&fs, yw, dy, m0, v0, gam, wk0, dx0, dg0, db0));
+        CHECK_OK(rt_kernel_batchnorm_relu_backward(&fs, yw, dy, m0, v0, gam, wk1, dx1, dg1, db1));
+        int bwd_diff = bits_differ(dx0, dx1, act) + bits_differ(dg0, dg1, (size_t)c) + bits_differ(db0, db1, (size_t)c);
+        printf("  %s: bf16 conv output vs the bf16 rounding of its f32 output: %d of %zu differ; batch norm "
+               "statistics: %d of %d differ; output: at most %.2f bf16 spacings off; backward through the "
+               "bf16 forward's mask: %d differ\n", li ? "blocked" : "plain", conv_diff, act, stat_diff, 2 * (int)c,
+               worst, bwd_diff);
+        CHECK_EQ_INT(conv_diff, 0);
+        CHECK_EQ_INT(stat_diff, 0);
+        CHECK(worst <= 0.5); /* one correct rounding of the f32 kernel's output */
+        CHECK_EQ_INT(bwd_diff, 0);
+        /* the backward passes refuse a bf16 shape; a bf16 y needs compute_bf16 */
+        CHECK_EQ_INT(rt_kernel_batchnorm_relu_backward(&bs, yw, dy, m0, v0, gam, wk0, dx0, dg0, db0),
+                     RT_ERR_INVALID_ARG);
+        s.compute_bf16 = 0;
+        CHECK_EQ_INT(rt_kernel_conv_forward(&s, x, w, NULL, y16), RT_ERR_INVALID_ARG);
+        s.compute_bf16 = 1;
+        CHECK_EQ_INT(rt_kernel_conv_backward_data(&s, w, dy, dx0), RT_ERR_INVALID_ARG);
+        rt_error_clear();
+        free(wk0);
+        free(wk1);
+    }
+    free(x), free(w), free(y32), free(yw), free(b32), free(dy), free(dx0), free(dx1), free(y16), free(b16);
+}
+
+/* A Bottleneck's interior in a bf16 region hands bf16 on (models/resblock.c):
+ * in training, bn3 saves its input as it is — the bf16 output of conv3 —
+ * with the batch mean (not a centred copy and a zero mean, as batch norm
+ * saves from an f32 input in a region), the block's output is f32, and the
+ * step's gradients stay within the bound of the model tests. A
+ * storage-only region (compute f32) keeps f32 activations: bn3 saves the
+ * centred copy. Both with and without a downsample shortcut. */
+static void test_block_interior_bf16(void) {
+    if (!rt_conv_bf16_available()) {
+        printf("  skipped: no bf16 convolution kernel on this CPU\n");
+        return;
+    }
+    for (int stride = 1; stride <= 2; stride++) {
+        for (int compute = 0; compute < 2; compute++) {
+            rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 5);
+            rt_module *blk = NULL;
+            CHECK_OK(rt_resblock_create(&ctx, RT_BLOCK_BOTTLENECK, 64, 16, stride, &blk));
+            rt_module_train(blk, true);
+            const int64_t xs[4] = {4, 64, 8, 8};
+            rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *y = NULL;
+            CHECK(x != NULL);
+            rt_philox_uniform(31, 0, rt_tensor_numel(x), rt_tensor_f32(x));
+            CHECK_OK(rt_precision_region_forward(blk, RT_BF16, compute, x, &y));
+            CHECK(y->dtype == RT_F32);
+            rt_node *add = (rt_node *)y->grad_fn, *bn3 = add ? add->edges[0].node : NULL;
+            CHECK(add && bn3 && !strcmp(add->name, "add_relu") && !strcmp(bn3->name, "batch_norm"));
+            rt_tensor *sx = NULL, *smean = NULL;
+            CHECK_OK(rt_node_saved(bn3, 0, &sx));
+            CHECK_OK(rt_node_saved(bn3, 2, &smean));
+            double msum = 0.0;
+            for (int64_t k = 0; k < rt_tensor_numel(smean); k++) msum += fabs(rt_tensor_f32(smean)[k]);
+            printf("  stride %d, %s region: bn3 saved a %s input, |batch mean| sum %.3g\n", stride,
+                   compute ? "bf16" : "storage-only", rt_dtype_str(sx->dtype), msum);
+            CHECK(sx->dtype == RT_BF16); /* the conv output, or the region's centred copy */
+            CHECK(compute ? msum > 0.0 : msum == 0.0);
+            rt_tensor_release(x);
+            rt_tensor_release(y);
+            rt_module_destroy(blk);
+        }
+    }
+}
+
 /* In a bf16 region a convolution's weight gradient reads the region's
  * bf16 copy of its saved input as it is (rt_node_saved_stored, the
  * src_bf16 primitive), not an f32 copy that oneDNN converts back to bf16:
@@ -318,12 +453,6 @@ static void test_conv_bf16_kernels(void) {
  * on the bf16-rounded input and the bf16-rounded incoming gradient (which
  * is what the old round trip handed the same kernel). Skipped where the
  * CPU has no bf16 convolution (the region computes f32, reading f32). */
-/* Count of elements of a and b (n floats) that differ in any bit. */
-static int bits_differ(const float *a, const float *b, size_t n) {
-    int d = 0;
-    for (size_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], 4) != 0;
-    return d;
-}
 
 /* A bf16 region's convolution reads bf16 operands as the region keeps
  * them: the forward reads the saved bf16 copy of x, backward-weights reads
@@ -783,7 +912,7 @@ static void test_describe(void) {
 RT_TEST_MAIN({"describe", test_describe}, {"conv_bf16_kernels", test_conv_bf16_kernels},
              {"grads_resnet20", test_grads_resnet20}, {"grads_revnet_small", test_grads_revnet_small},
              {"grads_resnet20_compute", test_grads_resnet20_compute},
-             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies}, {"bn_center_stores_half", test_bn_center_stores_half}, {"bn_saves_centred_half", test_bn_saves_centred_half}, {"relu_backward_half", test_relu_backward_half},
+             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies}, {"block_interior_kernels", test_block_interior_kernels}, {"block_interior_bf16", test_block_interior_bf16}, {"bn_center_stores_half", test_bn_center_stores_half}, {"bn_saves_centred_half", test_bn_saves_centred_half}, {"relu_backward_half", test_relu_backward_half},
              {"grads_revnet_small_compute", test_grads_revnet_small_compute}, {"saved_resnet20", test_saved_resnet20},
              {"saved_revnet110", test_saved_revnet110}, {"predict_resnet20", test_predict_resnet20},
              {"predict_revnet_small", test_predict_revnet_small},

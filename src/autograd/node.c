@@ -84,6 +84,15 @@ static _Thread_local bool rt_tls_recompute;
 
 static _Thread_local rt_dtype rt_tls_autocast = RT_F32;
 static _Thread_local rt_dtype rt_tls_autocast_compute = RT_F32;
+static _Thread_local rt_dtype rt_tls_autocast_activation = RT_F32;
+
+rt_dtype rt_autocast_activation_dtype(void) { return rt_tls_autocast_activation; }
+
+rt_dtype rt_autocast_set_activation_dtype(rt_dtype dt) {
+    rt_dtype prev = rt_tls_autocast_activation;
+    rt_tls_autocast_activation = dt == RT_BF16 ? RT_BF16 : RT_F32;
+    return prev;
+}
 
 rt_dtype rt_autocast_compute_dtype(void) { return rt_tls_autocast_compute; }
 

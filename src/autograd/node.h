@@ -301,6 +301,18 @@ rt_dtype rt_autocast_set_dtype(rt_dtype dt);
  * previous value; a value other than RT_BF16 is taken as RT_F32. */
 rt_dtype rt_autocast_compute_dtype(void);
 rt_dtype rt_autocast_set_compute_dtype(rt_dtype dt);
+/* The dtype in which convolutions and batch norms hand their outputs to the
+ * next op, thread-local likewise: RT_BF16 asks a convolution that computes
+ * in bf16 (compute dtype RT_BF16, a kernel on this CPU) to write a bf16
+ * output, and a batch norm given a bf16 input writes bf16 (the input's
+ * dtype, as PyTorch's batch norm under autocast). RT_F32 (the default)
+ * keeps every output f32. Set only around code whose every consumer reads
+ * bf16 — a residual block's interior, models/resblock.c — as a PyTorch
+ * autocast region keeps a ResNet's activations bf16 from convolution to
+ * convolution. Returns the previous value; a value other than RT_BF16 is
+ * taken as RT_F32. */
+rt_dtype rt_autocast_activation_dtype(void);
+rt_dtype rt_autocast_set_activation_dtype(rt_dtype dt);
 
 /* Recompute mode, thread-local by design: set by memory strategies (checkpoint,
  * reversible rebuild) while they re-run a forward whose effects already

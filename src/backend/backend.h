@@ -86,9 +86,10 @@ typedef struct rt_backend {
     /* w_cache: the storage holding w, whose reordered copies the entry
      * keeps and reuses while its version is unchanged (kernels/conv.h
      * "Weight cache"; meta books them), or NULL for no cache. conv's x and
-     * dy are f32, or bf16 where s->src_bf16 / s->dy_bf16 say so. */
+     * dy are f32, or bf16 where s->src_bf16 / s->dy_bf16 say so; y is f32,
+     * or bf16 where s->dst_bf16 says so. */
     rt_status (*conv_forward)(const rt_conv_shape *s, const void *x, const float *w, rt_storage *w_cache,
-                              const float *b, float *y);
+                              const float *b, void *y);
     rt_status (*conv_backward_data)(const rt_conv_shape *s, const float *w, rt_storage *w_cache, const void *dy,
                                     float *dx);
     rt_status (*conv_backward_weights)(const rt_conv_shape *s, const void *x, const void *dy, float *dw,
@@ -115,17 +116,18 @@ typedef struct rt_backend {
     rt_status (*avgpool_backward)(const rt_pool_shape *s, const float *dy, float *dx);
 
     /* ---- normalisation (kernels/norm.h) ---- */
-    rt_status (*batchnorm_forward_train)(const rt_bn_shape *s, const float *x, const float *weight,
-                                         const float *bias, float *y, float *mean, float *var);
-    rt_status (*batchnorm_forward_eval)(const rt_bn_shape *s, const float *x, const float *weight,
-                                        const float *bias, const float *mean, const float *var, float *y);
+    /* the forwards' x and y are f32, or bf16 where s->bf16 says so */
+    rt_status (*batchnorm_forward_train)(const rt_bn_shape *s, const void *x, const float *weight,
+                                         const float *bias, void *y, float *mean, float *var);
+    rt_status (*batchnorm_forward_eval)(const rt_bn_shape *s, const void *x, const float *weight,
+                                        const float *bias, const float *mean, const float *var, void *y);
     rt_status (*batchnorm_backward)(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,
                                     const float *var, const float *weight, float *dx, float *dweight,
                                     float *dbias);
     /* bytes of the fused ReLU's mask; 0 with the message set on failure */
     size_t (*batchnorm_relu_workspace_bytes)(const rt_bn_shape *s);
-    rt_status (*batchnorm_relu_forward_train)(const rt_bn_shape *s, const float *x, const float *weight,
-                                              const float *bias, float *y, float *mean, float *var,
+    rt_status (*batchnorm_relu_forward_train)(const rt_bn_shape *s, const void *x, const float *weight,
+                                              const float *bias, void *y, float *mean, float *var,
                                               void *workspace);
     rt_status (*batchnorm_relu_backward)(const rt_bn_shape *s, const float *x, const float *dy,
                                          const float *mean, const float *var, const float *weight,
@@ -153,6 +155,8 @@ typedef struct rt_backend {
     void (*vec_sub)(int64_t n, const float *a, const float *b, float *out);
     void (*vec_mul)(int64_t n, const float *a, const float *b, float *out); /* out = a * b */
     void (*vec_add_relu)(int64_t n, const float *a, const float *b, float *out);
+    /* a and b each f32 or bf16 (the flags), out f32 (rt_vec_add_relu_half) */
+    void (*vec_add_relu_half)(int64_t n, const void *a, int a_bf16, const void *b, int b_bf16, float *out);
     void (*vec_axpy)(int64_t n, float alpha, const float *x, float *y);
     void (*vec_scale)(int64_t n, float alpha, const float *x, float *out);
     void (*vec_pow)(int64_t n, float p, const float *x, float *out);

@@ -40,6 +40,7 @@ const rt_backend rt_backend_cpu = {
     .vec_sub = rt_vec_sub,
     .vec_mul = rt_vec_mul,
     .vec_add_relu = rt_vec_add_relu,
+    .vec_add_relu_half = rt_vec_add_relu_half,
     .vec_axpy = rt_vec_axpy,
     .vec_scale = rt_vec_scale,
     .vec_pow = rt_vec_pow,

@@ -53,7 +53,7 @@ static rt_status meta_book_cached(const rt_kernel_plan *p, rt_storage *w_cache) 
 /* ---- convolution ---- */
 
 static rt_status meta_conv_forward(const rt_conv_shape *s, const void *x, const float *w, rt_storage *w_cache,
-                                   const float *b, float *y) {
+                                   const float *b, void *y) {
     (void)x, (void)w, (void)b, (void)y;
     rt_kernel_plan p;
     RT_TRY(rt_kernel_conv_forward_plan_cached(s, w_cache, &p));
@@ -135,16 +135,16 @@ static rt_status meta_avgpool_backward(const rt_pool_shape *s, const float *dy, 
 
 /* ---- batch normalisation ---- */
 
-static rt_status meta_batchnorm_forward_train(const rt_bn_shape *s, const float *x, const float *weight,
-                                              const float *bias, float *y, float *mean, float *var) {
+static rt_status meta_batchnorm_forward_train(const rt_bn_shape *s, const void *x, const float *weight,
+                                              const float *bias, void *y, float *mean, float *var) {
     (void)x, (void)weight, (void)bias, (void)y, (void)mean, (void)var;
     rt_kernel_plan p;
     RT_TRY(rt_kernel_batchnorm_forward_train_plan(s, 1, 1, &p));
     return meta_book(&p);
 }
 
-static rt_status meta_batchnorm_forward_eval(const rt_bn_shape *s, const float *x, const float *weight,
-                                             const float *bias, const float *mean, const float *var, float *y) {
+static rt_status meta_batchnorm_forward_eval(const rt_bn_shape *s, const void *x, const float *weight,
+                                             const float *bias, const float *mean, const float *var, void *y) {
     (void)x, (void)weight, (void)bias, (void)mean, (void)var, (void)y;
     rt_kernel_plan p;
     RT_TRY(rt_kernel_batchnorm_forward_eval_plan(s, 1, 1, &p));
@@ -160,8 +160,8 @@ static rt_status meta_batchnorm_backward(const rt_bn_shape *s, const float *x, c
     return meta_book(&p);
 }
 
-static rt_status meta_batchnorm_relu_forward_train(const rt_bn_shape *s, const float *x, const float *weight,
-                                                   const float *bias, float *y, float *mean, float *var,
+static rt_status meta_batchnorm_relu_forward_train(const rt_bn_shape *s, const void *x, const float *weight,
+                                                   const float *bias, void *y, float *mean, float *var,
                                                    void *workspace) {
     (void)x, (void)weight, (void)bias, (void)y, (void)mean, (void)var, (void)workspace;
     rt_kernel_plan p;
@@ -228,6 +228,9 @@ static rt_status meta_book_temp(size_t bytes) {
 }
 static void meta_binary(int64_t n, const float *a, const float *b, float *out) {
     (void)n, (void)a, (void)b, (void)out;
+}
+static void meta_binary_half(int64_t n, const void *a, int a_bf16, const void *b, int b_bf16, float *out) {
+    (void)n, (void)a, (void)a_bf16, (void)b, (void)b_bf16, (void)out;
 }
 static void meta_scalar_map(int64_t n, float alpha, const float *x, float *out) {
     (void)n, (void)alpha, (void)x, (void)out;
@@ -426,6 +429,7 @@ const rt_backend rt_backend_meta = {
     .vec_sub = meta_binary,
     .vec_mul = meta_binary,
     .vec_add_relu = meta_binary,
+    .vec_add_relu_half = meta_binary_half,
     .vec_axpy = meta_scalar_map,
     .vec_scale = meta_scalar_map,
     .vec_pow = meta_scalar_map,

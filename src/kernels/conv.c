@@ -237,6 +237,7 @@ static rt_status conv_geom_init(const rt_conv_shape *s, const int64_t out[3], co
     RT_TRY(rt_dnnl_md_layout(&g->src_user, g->nd, g->src, s->src_layout, desc));
     if (s->src_bf16) g->src_user.data_type = dnnl_bf16; /* a saved half copy, same order */
     RT_TRY(rt_dnnl_md_layout(&g->dst_user, g->nd, g->dst, s->dst_layout, desc));
+    if (s->dst_bf16) g->dst_user.data_type = dnnl_bf16; /* the forward's bf16 y, same order */
     RT_TRY(rt_dnnl_md_layout(&g->wei_user, g->wnd, g->wei, s->wei_layout, desc));
     RT_TRY(rt_dnnl_md(&g->bias_md, 1, g->bias, 0, desc));
     return RT_OK;
@@ -265,6 +266,9 @@ static rt_status conv_check_bf16_args(const rt_conv_shape *s, bool forward, cons
                             s->src_bf16 ? "x" : "dy", s->src_bf16 ? "src_bf16" : "dy_bf16");
     if (forward && s->dy_bf16)
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: dy_bf16 is for the backward passes (y is f32)", desc);
+    if (s->dst_bf16 && (!s->compute_bf16 || !forward))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: a bf16 y (dst_bf16) is for the forward with compute_bf16",
+                            desc);
     return RT_OK;
 }
 
@@ -292,6 +296,7 @@ static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, 
     rt_dnnl_key_push(k, s->wei_layout);
     rt_dnnl_key_push(k, s->src_bf16);
     rt_dnnl_key_push(k, s->dy_bf16);
+    rt_dnnl_key_push(k, s->dst_bf16);
     int64_t out[3];
     rt_conv_out_size(s, out);
     rt_dnnl_key_push(k, conv_wants_winograd(s, out));
@@ -352,8 +357,8 @@ rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, rt_storage 
         conv_geom g;
         RT_TRY(conv_geom_init(s, out, &g, desc));
         dnnl_primitive_desc_t pd = NULL;
-        if (conv_bf16(s, out)) { /* bf16 in, f32 out; f32 where oneDNN has no bf16 kernel */
-            conv_geom_types(&g, dnnl_bf16, dnnl_bf16, dnnl_f32);
+        if (conv_bf16(s, out)) { /* bf16 in, f32 (or bf16) out; f32 where oneDNN has no bf16 kernel */
+            conv_geom_types(&g, dnnl_bf16, dnnl_bf16, s->dst_bf16 ? dnnl_bf16 : dnnl_f32);
             if (conv_fwd_pd(&g, s->has_bias, desc, &pd) != RT_OK) {
                 rt_error_clear();
                 conv_geom_types(&g, dnnl_f32, dnnl_f32, dnnl_f32);
@@ -372,12 +377,12 @@ rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, rt_storage 
 }
 
 rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const void *x, const float *w,
-                                 const float *b, float *y) {
+                                 const float *b, void *y) {
     return rt_kernel_conv_forward_cached(s, x, w, NULL, b, y);
 }
 
 rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const void *x, const float *w,
-                                        rt_storage *w_cache, const float *b, float *y) {
+                                        rt_storage *w_cache, const float *b, void *y) {
     RT_TRY(rt_conv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "forward", desc, sizeof desc);

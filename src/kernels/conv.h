@@ -99,6 +99,15 @@ typedef struct rt_conv_shape {
      * by each pass's own reorder. Only with compute_bf16; the forward
      * rejects it (RT_ERR_INVALID_ARG: its y is f32). Part of the cache key. */
     int dy_bf16;
+    /* 1: the forward writes y as bf16 (in dst_layout), the output a bf16
+     * region hands on to a batch norm (autograd/node.h,
+     * rt_autocast_activation_dtype): oneDNN's bf16 kernel rounds its f32
+     * accumulators once on the way out, half the bytes written and read
+     * next. Forward only, with compute_bf16 (RT_ERR_INVALID_ARG otherwise:
+     * dx and dy of the backward passes are f32 unless dy_bf16). Where the
+     * shape computes f32 (Winograd) the entry's reorder converts y. Part of
+     * the cache key. */
+    int dst_bf16;
 } rt_conv_shape;
 
 /* Output spatial sizes by PyTorch's formula
@@ -112,9 +121,10 @@ void rt_conv_out_size(const rt_conv_shape *s, int64_t out[3]);
 /* y = conv(x, w) + b (b broadcast over batch and space). b must be NULL when
  * !s->has_bias and non-NULL otherwise. n == 0 is a valid empty call. x is
  * f32, or bf16 when s->src_bf16 (with s->compute_bf16, else
- * RT_ERR_INVALID_ARG, as is s->dy_bf16); y is f32. */
+ * RT_ERR_INVALID_ARG, as is s->dy_bf16); y is f32, or bf16 when
+ * s->dst_bf16 (with s->compute_bf16). */
 rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const void *x, const float *w,
-                                 const float *b, float *y);
+                                 const float *b, void *y);
 
 /* dx = dL/dx given dy = dL/dy [n, c_out, out...] and w; overwrites dx
  * [n, c_in, in...] (like torch.nn.grad.conv2d_input). dy is f32, or bf16
@@ -182,7 +192,7 @@ bool rt_conv_weight_cache_set(bool on);
 bool rt_conv_weight_cache_enabled(void);
 
 rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const void *x, const float *w,
-                                        struct rt_storage *w_cache, const float *b, float *y);
+                                        struct rt_storage *w_cache, const float *b, void *y);
 rt_status rt_kernel_conv_backward_data_cached(const rt_conv_shape *s, const float *w, struct rt_storage *w_cache,
                                               const void *dy, float *dx);
 /* Their plans (plan.h weights_cached, weights_cache_bytes: whether the

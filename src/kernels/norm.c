@@ -15,13 +15,13 @@ static void bn_desc(const rt_bn_shape *s, const char *what, char *buf, size_t n)
     if (s->layout == RT_LAYOUT_BLOCKED)
         snprintf(buf, n,
                  "batchnorm %s (n=%lld c=%lld spatial=%lld eps=%g layout=blocked nsp=%d "
-                 "sp=[%lld,%lld,%lld])",
+                 "sp=[%lld,%lld,%lld]%s)",
                  what, (long long)s->n, (long long)s->c, (long long)s->spatial, (double)s->eps,
                  s->nsp, (long long)s->sp[0], (long long)s->sp[1],
-                 (long long)(s->nsp == 3 ? s->sp[2] : 1));
+                 (long long)(s->nsp == 3 ? s->sp[2] : 1), s->bf16 ? " bf16" : "");
     else
-        snprintf(buf, n, "batchnorm %s (n=%lld c=%lld spatial=%lld eps=%g)", what,
-                 (long long)s->n, (long long)s->c, (long long)s->spatial, (double)s->eps);
+        snprintf(buf, n, "batchnorm %s (n=%lld c=%lld spatial=%lld eps=%g%s)", what,
+                 (long long)s->n, (long long)s->c, (long long)s->spatial, (double)s->eps, s->bf16 ? " bf16" : "");
 }
 
 static rt_status bn_check(const rt_bn_shape *s, int training, const char *what, char *desc) {
@@ -67,15 +67,18 @@ static rt_status bn_geom_init(const rt_bn_shape *s, bn_geom *g, const char *desc
     if (s->layout == RT_LAYOUT_BLOCKED) {
         for (int i = 0; i < s->nsp; i++) d[2 + i] = s->sp[i];
         RT_TRY(rt_dnnl_md_layout(&g->data, 2 + s->nsp, d, RT_LAYOUT_BLOCKED, desc));
+        if (s->bf16) g->data.data_type = dnnl_bf16;
         g->prim = g->data;
     } else {
         RT_TRY(rt_dnnl_md(&g->data, 4, d, 0, desc));
+        if (s->bf16) g->data.data_type = dnnl_bf16;
         /* oneDNN 2.6 runs batch norm on plain NCHW with a generic C++ kernel
          * (ncsp_bnorm) that took 55% of a revnet_small step. Its JIT kernels
          * want channels innermost, so the primitive works on NHWC (any
          * channel count) and cached reorders convert around it. */
         dnnl_dims_t dd = {d[0], d[1], d[2], d[3]};
-        if (dnnl_memory_desc_init_by_tag(&g->prim, 4, dd, dnnl_f32, dnnl_acdb) != dnnl_success)
+        if (dnnl_memory_desc_init_by_tag(&g->prim, 4, dd, s->bf16 ? dnnl_bf16 : dnnl_f32, dnnl_acdb) !=
+            dnnl_success)
             return rt_error_set(RT_ERR_BACKEND, "%s: cannot describe the NHWC batch-norm layout", desc);
     }
     RT_TRY(rt_dnnl_md(&g->stat, 1, c, 0, desc));
@@ -92,19 +95,26 @@ static rt_status bn_geom_init(const rt_bn_shape *s, bn_geom *g, const char *desc
 /* Adds image i's part of channel group g (one channel plain, B =
  * rt_layout_block() channels blocked) to a: sums of x, or of (x - mean)^2
  * when mean is given. The loops are kernels/vec.h's, built per ISA. */
-static void bn_partial_sums(const rt_bn_shape *s, const float *x, int64_t i, int64_t g, const double *mean,
+static void bn_partial_sums(const rt_bn_shape *s, const void *x, int64_t i, int64_t g, const double *mean,
                             double *a) {
     const int64_t sp = s->spatial;
-    if (s->layout != RT_LAYOUT_BLOCKED) {
-        rt_vec_moments_plain(sp, x + (i * s->c + g) * sp, mean ? mean + g : NULL, a);
+    const int B = s->layout == RT_LAYOUT_BLOCKED ? rt_layout_block() : 1;
+    /* the first element of image i's channel group g, in either layout */
+    const int64_t at = (i * (s->c / B) + g) * sp * B;
+    const double *m = mean ? mean + g * B : NULL;
+    if (s->bf16) {
+        const uint16_t *p = (const uint16_t *)x + at;
+        if (B == 1) rt_vec_moments_plain_bf16(sp, p, m, a);
+        else rt_vec_moments_blocked_bf16(sp, B, p, m, a);
         return;
     }
-    const int B = rt_layout_block();
-    rt_vec_moments_blocked(sp, B, x + (i * (s->c / B) + g) * sp * B, mean ? mean + g * B : NULL, a);
+    const float *p = (const float *)x + at;
+    if (B == 1) rt_vec_moments_plain(sp, p, m, a);
+    else rt_vec_moments_blocked(sp, B, p, m, a);
 }
 
 /* acc[c] = per-channel sums over images and space (see bn_partial_sums). */
-static void bn_channel_sums(const rt_bn_shape *s, const float *x, const double *mean, double *acc) {
+static void bn_channel_sums(const rt_bn_shape *s, const void *x, const double *mean, double *acc) {
     const int64_t n = s->n, c = s->c;
     const int blocked = s->layout == RT_LAYOUT_BLOCKED;
     const int64_t groups = blocked ? c / rt_layout_block() : c, inner = blocked ? rt_layout_block() : 1;
@@ -124,7 +134,7 @@ static void bn_channel_sums(const rt_bn_shape *s, const float *x, const double *
         for (int64_t g = 0; g < groups; g++) bn_partial_sums(s, x, i, g, mean, acc + g * inner);
 }
 
-static rt_status bn_batch_stats(const rt_bn_shape *s, const float *x, float *mean, float *var) {
+static rt_status bn_batch_stats(const rt_bn_shape *s, const void *x, float *mean, float *var) {
     /* 16 KiB of stack up to 1024 channels; wider layers (ResNet-50's last
      * stage has 2048) take 16 bytes per channel from malloc: bookkeeping of
      * the kernel, like oneDNN's own, not a tensor the tracker accounts. */
@@ -156,6 +166,7 @@ static void bn_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_bn_shape *s, unsi
         for (int i = 0; i < s->nsp; i++) rt_dnnl_key_push(k, s->sp[i]);
     }
     rt_dnnl_key_push_f32(k, s->eps);
+    rt_dnnl_key_push(k, s->bf16);
     rt_dnnl_key_push(k, (int64_t)flags);
     rt_dnnl_key_push(k, prop);
 }
@@ -243,8 +254,8 @@ rt_status rt_kernel_batchnorm_relu_forward_train_plan(const rt_bn_shape *s, int 
     return bn_forward_train_plan(s, 1, has_weight, has_bias, plan, "rt_kernel_batchnorm_relu_forward_train_plan");
 }
 
-static rt_status bn_forward_train(const rt_bn_shape *s, int relu, const float *x,
-                                  const float *weight, const float *bias, float *y, float *mean,
+static rt_status bn_forward_train(const rt_bn_shape *s, int relu, const void *x,
+                                  const float *weight, const float *bias, void *y, float *mean,
                                   float *var, void *workspace) {
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 1, relu ? "relu forward_train" : "forward_train", desc));
@@ -264,14 +275,14 @@ static rt_status bn_forward_train(const rt_bn_shape *s, int relu, const float *x
     return rt_dnnl_entry_exec(p.entry, ptrs);
 }
 
-rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x,
-                                            const float *weight, const float *bias, float *y,
+rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const void *x,
+                                            const float *weight, const float *bias, void *y,
                                             float *mean, float *var) {
     return bn_forward_train(s, 0, x, weight, bias, y, mean, var, NULL);
 }
 
-rt_status rt_kernel_batchnorm_relu_forward_train(const rt_bn_shape *s, const float *x,
-                                                 const float *weight, const float *bias, float *y,
+rt_status rt_kernel_batchnorm_relu_forward_train(const rt_bn_shape *s, const void *x,
+                                                 const float *weight, const float *bias, void *y,
                                                  float *mean, float *var, void *workspace) {
     return bn_forward_train(s, 1, x, weight, bias, y, mean, var, workspace);
 }
@@ -297,9 +308,9 @@ rt_status rt_kernel_batchnorm_forward_eval_plan(const rt_bn_shape *s, int has_we
     return RT_OK;
 }
 
-rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
+rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const void *x,
                                            const float *weight, const float *bias,
-                                           const float *mean, const float *var, float *y) {
+                                           const float *mean, const float *var, void *y) {
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 0, "forward_eval", desc));
     if (!x || !y || !mean || !var)
@@ -327,6 +338,9 @@ static rt_status bn_backward_plan(const rt_bn_shape *s, int relu, int has_w, int
     rt_dnnl_plan_init(plan);
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 1, relu ? "relu backward" : "backward", desc));
+    if (s->bf16)
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: the backward reads f32 x and dy (bf16 is for the forwards)",
+                            desc);
     if (has_dw && !has_w)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: dweight requested but weight is NULL (affine=False has no "

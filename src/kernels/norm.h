@@ -66,6 +66,14 @@ typedef struct rt_bn_shape {
      * pass over x instead of three. Not part of the cache key (the
      * primitive normalises with given statistics either way). */
     bool given_stats;
+    /* Forwards only (training, fused ReLU, eval): x and y are bf16 (a bf16
+     * region's activations, autograd/node.h rt_autocast_activation_dtype),
+     * in the same layout; statistics, weight, bias and mean/var stay f32,
+     * and the statistics are still summed in double from the bf16 values.
+     * oneDNN's bf16 kernels need AVX-512 (the bf16 convolutions that make
+     * such inputs need more). The backward passes reject it
+     * (RT_ERR_INVALID_ARG): they read an f32 x and dy. Part of the cache key. */
+    bool bf16;
 } rt_bn_shape;
 
 /* Training forward (F.batch_norm(training=True)): per channel
@@ -73,16 +81,16 @@ typedef struct rt_bn_shape {
  *   y = (x - mean) / sqrt(var + eps) * weight + bias.
  * Writes y, mean and var (with s->given_stats: writes y from the mean and
  * var given). */
-rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const float *x,
-                                            const float *weight, const float *bias, float *y,
+rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const void *x,
+                                            const float *weight, const float *bias, void *y,
                                             float *mean, float *var);
 
 /* Evaluation forward (F.batch_norm(training=False)) with given statistics
  * (the running ones): y = (x - mean) / sqrt(var + eps) * weight + bias.
  * n == 0 is a valid empty call. */
-rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const float *x,
+rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const void *x,
                                            const float *weight, const float *bias,
-                                           const float *mean, const float *var, float *y);
+                                           const float *mean, const float *var, void *y);
 
 /* Training-mode backward through the batch statistics (mean, var from the
  * training forward; x its input): with xhat = (x-mean)/sqrt(var+eps), m =
@@ -111,8 +119,8 @@ rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, con
 /* 0, message set, on a bad or NULL shape. */
 size_t rt_kernel_batchnorm_relu_workspace_bytes(const rt_bn_shape *s);
 
-rt_status rt_kernel_batchnorm_relu_forward_train(const rt_bn_shape *s, const float *x,
-                                                 const float *weight, const float *bias, float *y,
+rt_status rt_kernel_batchnorm_relu_forward_train(const rt_bn_shape *s, const void *x,
+                                                 const float *weight, const float *bias, void *y,
                                                  float *mean, float *var, void *workspace);
 
 rt_status rt_kernel_batchnorm_relu_backward(const rt_bn_shape *s, const float *x, const float *dy,

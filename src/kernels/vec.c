@@ -106,6 +106,18 @@ void rt_vec_moments_blocked(int64_t sp, int block, const float *p, const double 
     if (p && a && sp > 0 && block >= 1) vec_table()->moments_blocked(sp, block, p, mean, a);
 }
 
+void rt_vec_moments_plain_bf16(int64_t sp, const uint16_t *p, const double *mean, double *a) {
+    if (p && a && sp > 0) vec_table()->moments_plain_bf16(sp, p, mean, a);
+}
+
+void rt_vec_moments_blocked_bf16(int64_t sp, int block, const uint16_t *p, const double *mean, double *a) {
+    if (p && a && sp > 0 && block >= 1) vec_table()->moments_blocked_bf16(sp, block, p, mean, a);
+}
+
+void rt_vec_add_relu_half(int64_t n, const void *a, int a_bf16, const void *b, int b_bf16, float *out) {
+    if (a && b && out && n > 0) vec_table()->add_relu_half(n, a, a_bf16 != 0, b, b_bf16 != 0, out);
+}
+
 void rt_vec_fingerprint(int64_t n, const float *x, uint32_t base, double out[3]) {
     if (x && out && n > 0) vec_table()->fingerprint(n, x, base, out);
 }

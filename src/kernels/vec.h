@@ -47,6 +47,15 @@ void rt_vec_sigmoid_backward(int64_t n, const float *y, const float *dy, float *
  * Nothing happens for NULL p or a, sp <= 0 or block < 1. */
 void rt_vec_moments_plain(int64_t sp, const float *p, const double *mean, double *a);
 void rt_vec_moments_blocked(int64_t sp, int block, const float *p, const double *mean, double *a);
+/* The same sums over bf16 values (p holds bf16 bits, each read as the f32
+ * it stands for, exactly): a bf16 region's batch-norm input. */
+void rt_vec_moments_plain_bf16(int64_t sp, const uint16_t *p, const double *mean, double *a);
+void rt_vec_moments_blocked_bf16(int64_t sp, int block, const uint16_t *p, const double *mean, double *a);
+/* out = max(a + b, 0), as rt_vec_add_relu, where a and b are each n f32 or
+ * (flag set) n bf16 values read exactly; out is f32 and must not alias a
+ * bf16 input. OpenMP above the size threshold. A residual sum whose
+ * block interior ran in bf16 (models/resblock.c). */
+void rt_vec_add_relu_half(int64_t n, const void *a, int a_bf16, const void *b, int b_bf16, float *out);
 
 /* out[i] = bf16(x[i] − mean[i mod block]) for i < n, serial (the caller
  * shares channels and images out, as for the moments): the centring of

@@ -14,6 +14,15 @@
 #error "define RT_VEC_TABLE_NAME before including kernels/vec_loops.h"
 #endif
 
+/* The f32 a bf16 value (its bits) stands for, exactly (core/dtype.h's
+ * rt_bf16_to_f32, inline here so the loops over it vectorise). */
+static inline float bf16_bits_to_f32(uint16_t x) {
+    const uint32_t u = (uint32_t)x << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 /* Below this many elements a parallel region costs more than it saves. */
 #define RT_VEC_PAR_MIN 32768
 
@@ -164,7 +173,24 @@ static void loop_moments_plain(int64_t sp, const float *p, const double *mean, d
 typedef float rt_v8f __attribute__((vector_size(32), aligned(4)));
 typedef double rt_v8d __attribute__((vector_size(64)));
 
-static inline __attribute__((always_inline)) void moments_block(int64_t sp, int B, const float *p,
+/* Eight bf16 values (their bits) as eight floats: each the f32 word with
+ * the bf16 bits on top, exact. */
+typedef uint16_t rt_v8h __attribute__((vector_size(16), aligned(2)));
+typedef uint32_t rt_v8u __attribute__((vector_size(32)));
+
+/* Eight values of a block into *f, f32 or (bf16, a constant at each
+ * inlined call) widened from bf16. Through a pointer: a 32-byte vector
+ * returned by value changes the ABI at x86-64-v2. */
+static inline __attribute__((always_inline)) void moments_load8(rt_v8f *f, const void *p, int64_t at, int bf16) {
+    if (bf16) {
+        const rt_v8u u = __builtin_convertvector(*(const rt_v8h *)((const uint16_t *)p + at), rt_v8u) << 16;
+        memcpy(f, &u, sizeof *f);
+    } else {
+        *f = *(const rt_v8f *)((const float *)p + at);
+    }
+}
+
+static inline __attribute__((always_inline)) void moments_block(int64_t sp, int B, const void *p, int bf16,
                                                                 const double *mk, double *a) {
     const int h = B / 8; /* 1 or 2 vectors of 8 channels */
     rt_v8d t[2] = {{0}, {0}}, m[2] = {{0}, {0}};
@@ -174,13 +200,18 @@ static inline __attribute__((always_inline)) void moments_block(int64_t sp, int 
     if (mk) {
         for (int64_t j = 0; j < sp; j++)
             for (int v = 0; v < h; v++) {
-                const rt_v8f f = *(const rt_v8f *)(p + j * B + 8 * v);
+                rt_v8f f;
+                moments_load8(&f, p, j * B + 8 * v, bf16);
                 const rt_v8d d = __builtin_convertvector(f, rt_v8d) - m[v];
                 t[v] += d * d;
             }
     } else {
         for (int64_t j = 0; j < sp; j++)
-            for (int v = 0; v < h; v++) t[v] += __builtin_convertvector(*(const rt_v8f *)(p + j * B + 8 * v), rt_v8d);
+            for (int v = 0; v < h; v++) {
+                rt_v8f f;
+                moments_load8(&f, p, j * B + 8 * v, bf16);
+                t[v] += __builtin_convertvector(f, rt_v8d);
+            }
     }
     for (int v = 0; v < h; v++)
         for (int k = 0; k < 8; k++) a[8 * v + k] += t[v][k];
@@ -188,9 +219,9 @@ static inline __attribute__((always_inline)) void moments_block(int64_t sp, int 
 
 static void loop_moments_blocked(int64_t sp, int B, const float *p, const double *mean, double *a) {
     if (B == 16)
-        moments_block(sp, 16, p, mean, a);
+        moments_block(sp, 16, p, 0, mean, a);
     else if (B == 8)
-        moments_block(sp, 8, p, mean, a);
+        moments_block(sp, 8, p, 0, mean, a);
     else
         for (int k = 0; k < B; k++) {
             double t = 0.0;
@@ -201,6 +232,66 @@ static void loop_moments_blocked(int64_t sp, int B, const float *p, const double
             a[k] += t;
         }
 }
+
+/* The moments of bf16 values (a bf16 region's batch-norm input), as the f32
+ * loops above compute them from the values the bits stand for. */
+static void loop_moments_plain_bf16(int64_t sp, const uint16_t *p, const double *mean, double *a) {
+    const double mu = mean ? mean[0] : 0.0;
+    double t = 0.0;
+    if (mean) {
+#pragma omp simd reduction(+ : t)
+        for (int64_t j = 0; j < sp; j++) {
+            const double v = (double)bf16_bits_to_f32(p[j]) - mu;
+            t += v * v;
+        }
+    } else {
+#pragma omp simd reduction(+ : t)
+        for (int64_t j = 0; j < sp; j++) t += bf16_bits_to_f32(p[j]);
+    }
+    a[0] += t;
+}
+
+static void loop_moments_blocked_bf16(int64_t sp, int B, const uint16_t *p, const double *mean, double *a) {
+    if (B == 16)
+        moments_block(sp, 16, p, 1, mean, a);
+    else if (B == 8)
+        moments_block(sp, 8, p, 1, mean, a);
+    else
+        for (int k = 0; k < B; k++) {
+            double t = 0.0;
+            for (int64_t j = 0; j < sp; j++) {
+                const double v = bf16_bits_to_f32(p[j * B + k]);
+                t += mean ? (v - mean[k]) * (v - mean[k]) : v;
+            }
+            a[k] += t;
+        }
+}
+
+/* out = max(a + b, 0) in f32 where a and b are each f32 or bf16: a
+ * residual sum of a bf16 block interior and an f32 (or bf16) shortcut. One
+ * loop per combination, each with its loads spelled out: OpenMP outlines
+ * the loop body before inlining could fold a type flag into it, and a
+ * flag tested per element kept the loop scalar (3× slower). */
+#define RT_ADD_RELU_LOOP(LOAD_A, LOAD_B)                                                                          \
+    _Pragma("omp parallel for simd if (n > RT_VEC_PAR_MIN)") for (int64_t i = 0; i < n; i++) {                  \
+        const float v = (LOAD_A) + (LOAD_B);                                                                    \
+        out[i] = v > 0.0f ? v : 0.0f;                                                                           \
+    }
+
+static void loop_add_relu_half(int64_t n, const void *a, int a_bf16, const void *b, int b_bf16, float *out) {
+    const uint16_t *ah = a, *bh = b;
+    const float *af = a, *bf = b;
+    if (a_bf16 && b_bf16) {
+        RT_ADD_RELU_LOOP(bf16_bits_to_f32(ah[i]), bf16_bits_to_f32(bh[i]))
+    } else if (a_bf16) {
+        RT_ADD_RELU_LOOP(bf16_bits_to_f32(ah[i]), bf[i])
+    } else if (b_bf16) {
+        RT_ADD_RELU_LOOP(af[i], bf16_bits_to_f32(bh[i]))
+    } else {
+        RT_ADD_RELU_LOOP(af[i], bf[i])
+    }
+}
+#undef RT_ADD_RELU_LOOP
 
 /* The bf16 bits of x − m, rounded as rt_dtype_convert rounds. */
 static inline uint16_t center_bf16_one(float x, float m) {
@@ -256,4 +347,7 @@ const rt_vec_table RT_VEC_TABLE_NAME = {
     .moments_blocked = loop_moments_blocked,
     .fingerprint = loop_fingerprint,
     .center_bf16 = loop_center_bf16,
+    .moments_plain_bf16 = loop_moments_plain_bf16,
+    .moments_blocked_bf16 = loop_moments_blocked_bf16,
+    .add_relu_half = loop_add_relu_half,
 };

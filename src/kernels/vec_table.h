@@ -31,6 +31,9 @@ typedef struct rt_vec_table {
     void (*moments_blocked)(int64_t sp, int block, const float *p, const double *mean, double *a);
     void (*fingerprint)(int64_t n, const float *x, uint32_t base, double *out);
     void (*center_bf16)(int64_t n, int block, const float *x, const float *mean, uint16_t *out);
+    void (*moments_plain_bf16)(int64_t sp, const uint16_t *p, const double *mean, double *a);
+    void (*moments_blocked_bf16)(int64_t sp, int block, const uint16_t *p, const double *mean, double *a);
+    void (*add_relu_half)(int64_t n, const void *a, int a_bf16, const void *b, int b_bf16, float *out);
 } rt_vec_table;
 
 extern const rt_vec_table rt_vec_table_baseline; /* vec.c, x86-64-v2 */

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "autograd/node.h"
+
 typedef struct rt_resblock {
     rt_module base;
     int nconv;
@@ -24,13 +26,24 @@ static rt_status rt_residual_forward(rt_resblock *b, rt_tensor *x, rt_tensor **o
     return RT_OK;
 }
 
+/* In a training forward inside a bf16 region, the block's interior hands
+ * its activations on in bf16 (autograd/node.h,
+ * rt_autocast_activation_dtype), as PyTorch's autocast does: each
+ * convolution that computes in bf16 writes bf16, its batch norm reads and
+ * writes bf16, and the next convolution and the residual sum read that.
+ * The block's output, the sum, is f32 (it leaves the block: a stage's
+ * next block, a pooling layer, a checkpoint boundary). An evaluation
+ * forward keeps f32 activations (the eval batch norm's ReLU is unfused). */
 static rt_status rt_resblock_forward(rt_module *m, rt_tensor *x, rt_tensor **out) {
     rt_resblock *b = (rt_resblock *)m;
-    rt_tensor *h, *id;
-    RT_TRY(rt_residual_forward(b, x, &h));
-    rt_status st = b->downsample ? rt_module_forward(b->downsample, x, &id) : RT_OK;
-    if (!b->downsample) id = rt_tensor_retain(x);
-    if (st == RT_OK) st = rt_add_relu_inplace(h, id, out); /* h is ours alone: the sum goes over it */
+    rt_tensor *h = NULL, *id = NULL;
+    bool half = m->training && rt_autocast_compute_dtype() == RT_BF16;
+    rt_dtype prev = rt_autocast_set_activation_dtype(half ? RT_BF16 : RT_F32);
+    rt_status st = rt_residual_forward(b, x, &h);
+    if (st == RT_OK && b->downsample) st = rt_module_forward(b->downsample, x, &id);
+    rt_autocast_set_activation_dtype(prev);
+    if (st == RT_OK && !b->downsample) id = rt_tensor_retain(x);
+    if (st == RT_OK) st = rt_add_relu_inplace(h, id, out); /* h is ours alone: the sum goes over it (f32) */
     rt_tensor_release(h);
     rt_tensor_release(id);
     return st;

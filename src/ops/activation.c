@@ -103,12 +103,32 @@ rt_status rt_relu_inplace(rt_tensor *x, rt_tensor **out) { return rt_leaky_relu_
 static rt_status rt_add_relu_op(rt_tensor *a, rt_tensor *b, bool consume, rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, "add_relu"));
     *out = NULL;
-    RT_TRY(rt_op_check_pair(a, b, "add_relu"));
+    /* a bf16 input (a residual block's bf16 interior, models/resblock.c)
+     * is read as it is; the sum is f32, in a new tensor (a bf16 a cannot
+     * hold it) */
+    bool a16 = a && a->dtype == RT_BF16, b16 = b && b->dtype == RT_BF16;
+    if (a16 || b16) {
+        if ((!a16 && a && a->dtype != RT_F32) || (!b16 && b && b->dtype != RT_F32))
+            return rt_error_set(RT_ERR_DTYPE, "add_relu: inputs must be float32 or bfloat16");
+        if (a->layout != b->layout)
+            return rt_error_set(RT_ERR_INVALID_ARG, "add_relu: a bfloat16 input needs both inputs in one "
+                                "memory order (convert with rt_tensor_to)");
+    }
+    rt_tensor a32 = a16 ? *a : (rt_tensor){0}, b32 = b16 ? *b : (rt_tensor){0};
+    a32.dtype = b32.dtype = RT_F32; /* headers for the checks and y's shape only */
+    RT_TRY(rt_op_check_pair(a16 ? &a32 : a, b16 ? &b32 : b, "add_relu"));
     rt_tensor *bl = NULL; /* b in a's memory order (b itself when they match) */
-    RT_TRY(rt_to_layout(b, a->layout, &bl));
-    rt_tensor *y = rt_op_output_over(a, consume, bl);
+    if (a16 || b16)
+        bl = rt_tensor_retain(b);
+    else
+        RT_TRY(rt_to_layout(b, a->layout, &bl));
+    rt_tensor *y = a16 || b16 ? rt_tensor_empty_like(a16 ? &a32 : a, RT_MEM_TEMP)
+                              : rt_op_output_over(a, consume, bl);
     rt_status st = y ? RT_OK : RT_ERR_OOM;
-    if (st == RT_OK)
+    if (st == RT_OK && (a16 || b16))
+        rt_backend_of(a)->vec_add_relu_half(rt_tensor_numel(a), rt_tensor_data(a), a16, rt_tensor_data(bl), b16,
+                                            rt_tensor_f32(y));
+    else if (st == RT_OK)
         rt_backend_of(a)->vec_add_relu(rt_tensor_numel(a), rt_tensor_f32(a), rt_tensor_f32(bl), rt_tensor_f32(y));
     rt_node *node = NULL;
     rt_tensor *inputs[2] = {a, bl};

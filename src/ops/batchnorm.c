@@ -88,7 +88,9 @@ rt_status rt_bn_stats_offer(const rt_bn_shape *s, const rt_tensor *running_mean,
 rt_status rt_bn_saved_input(const rt_bn_shape *s, rt_tensor *x, rt_tensor *mean, rt_tensor **saved_x,
                             rt_tensor **saved_mean) {
     *saved_x = *saved_mean = NULL;
-    if (rt_autocast_dtype() == RT_F32) {
+    /* a bf16 x is what the forward normalised: kept as it is (the region
+     * keeps a tensor that is not f32), no centring pass */
+    if (rt_autocast_dtype() == RT_F32 || x->dtype != RT_F32) {
         *saved_x = rt_tensor_retain(x);
         *saved_mean = rt_tensor_retain(mean);
         return RT_OK;
@@ -122,7 +124,15 @@ rt_status rt_bn_saved_x(rt_node *node, rt_tensor **x) {
 rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *weight, const rt_tensor *bias,
                          const rt_tensor *running_mean, const rt_tensor *running_var, bool training, float eps,
                          rt_bn_shape *s) {
-    RT_TRY(rt_op_check_f32(x, op, "input"));
+    /* x may be bf16 inside a bf16 region on a CPU with bf16 kernels: a
+     * convolution's bf16 output (autograd/node.h rt_autocast_activation_dtype) */
+    if (!x) return rt_error_set(RT_ERR_INVALID_ARG, "%s: input is NULL", op);
+    bool bf16 = x->dtype == RT_BF16 && rt_autocast_compute_dtype() == RT_BF16 &&
+                rt_backend_of(x)->conv_bf16_available();
+    if (x->dtype != RT_F32 && !bf16)
+        return rt_error_set(RT_ERR_DTYPE, "%s: input must be float32 (bfloat16 only inside a bf16 precision "
+                            "region on a CPU with bf16 kernels), got %s (convert with rt_tensor_to)", op,
+                            rt_dtype_str(x->dtype));
     RT_TRY(rt_op_check_f32(weight, op, "weight"));
     RT_TRY(rt_op_check_f32(bias, op, "bias"));
     RT_TRY(rt_op_check_f32(running_mean, op, "running_mean"));
@@ -132,7 +142,7 @@ rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *we
         return rt_error_set(RT_ERR_SHAPE, "%s: expected input (N, C, ...), got %s", op,
                             rt_tensor_shape_str(x, a, sizeof a));
     *s = (rt_bn_shape){.n = x->shape[0], .c = x->shape[1], .spatial = 1, .eps = eps, .layout = x->layout,
-                       .nsp = x->ndim - 2};
+                       .nsp = x->ndim - 2, .bf16 = bf16};
     for (int i = 2; i < x->ndim; i++) {
         s->spatial *= x->shape[i];
         if (i - 2 < 3) s->sp[i - 2] = x->shape[i];
@@ -163,17 +173,17 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
     rt_status st = y ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK) { /* on meta the entries book the kernels' TEMP and compute nothing */
         if (training) {
-            st = rt_backend_of(x)->batchnorm_forward_train(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
-                                                           rt_tensor_f32(bias), rt_tensor_f32(y),
+            st = rt_backend_of(x)->batchnorm_forward_train(&c.s, rt_tensor_data(x), rt_tensor_f32(weight),
+                                                           rt_tensor_f32(bias), rt_tensor_data(y),
                                                            rt_tensor_f32(mean), rt_tensor_f32(var));
             if (st == RT_OK && !rt_recompute_is_active())
                 rt_bn_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
                                      running_mean, running_var);
             if (st == RT_OK) st = rt_bn_stats_offer(&c.s, running_mean, mean, var);
         } else {
-            st = rt_backend_of(x)->batchnorm_forward_eval(&c.s, rt_tensor_f32(x), rt_tensor_f32(weight),
+            st = rt_backend_of(x)->batchnorm_forward_eval(&c.s, rt_tensor_data(x), rt_tensor_f32(weight),
                                                           rt_tensor_f32(bias), rt_tensor_f32(running_mean),
-                                                          rt_tensor_f32(running_var), rt_tensor_f32(y));
+                                                          rt_tensor_f32(running_var), rt_tensor_data(y));
         }
     }
     if (st == RT_OK && training && num_batches_tracked && !rt_recompute_is_active() && rt_op_compute(x))
@@ -183,6 +193,7 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
     if (st == RT_OK) st = rt_node_create("batch_norm", 3, inputs, 1, rt_bn_backward, sizeof c, &node);
     if (st == RT_OK && node) {
         memcpy(node->ctx, &c, sizeof c);
+        ((rt_bn_ctx *)node->ctx)->s.bf16 = false; /* the backward reads x as f32 (rt_bn_saved_x) */
         rt_tensor *sx = NULL, *smean = NULL;
         if (training) st = rt_bn_saved_input(&c.s, x, mean, &sx, &smean);
         rt_tensor *keep[4] = {training ? sx : x, weight, training ? smean : running_mean,

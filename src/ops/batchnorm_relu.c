@@ -81,7 +81,7 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
     rt_status st = (y && ws) ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK)
         st = be->batchnorm_relu_forward_train(
-            &c.s, rt_tensor_f32(x), rt_tensor_f32(weight), rt_tensor_f32(bias), rt_tensor_f32(y),
+            &c.s, rt_tensor_data(x), rt_tensor_f32(weight), rt_tensor_f32(bias), rt_tensor_data(y),
             rt_tensor_f32(mean), rt_tensor_f32(var), rt_tensor_data(ws));
     if (st == RT_OK && !rt_recompute_is_active()) {
         rt_bn_update_running(&c.s, momentum, rt_tensor_f32(mean), rt_tensor_f32(var),
@@ -96,6 +96,10 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
         st = rt_node_create("batch_norm_relu", 3, inputs, 1, rt_bnr_backward, sizeof c, &node);
     if (st == RT_OK && node) {
         memcpy(node->ctx, &c, sizeof c);
+        /* the backward reads x as f32 (rt_bn_saved_x); the forward's mask
+         * has the same format in either type (one bit or byte an element
+         * in the data's order; test_precision checks the gradients) */
+        ((rt_bnr_ctx *)node->ctx)->s.bf16 = false;
         rt_tensor *sx = NULL, *smean = NULL;
         st = rt_bn_saved_input(&c.s, x, mean, &sx, &smean);
         rt_tensor *keep[5] = {sx, weight, smean, var, ws};

@@ -23,6 +23,14 @@ rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
         }
     }
     rt_status st = xh ? RT_OK : rt_node_saved(self, 0, &x);
+    /* a bf16 input (a bf16 region's activation, ops.h rt_conv) is kept as
+     * it is: read like the region's copy */
+    if (st == RT_OK && !xh && x->dtype == RT_BF16) {
+        if (passes->x_bf16)
+            xh = rt_tensor_retain(x);
+        else
+            st = rt_error_set(RT_ERR_DTYPE, "%s backward: a bf16 input needs the bf16 passes", self->name);
+    }
     if (st == RT_OK) st = rt_node_saved(self, 1, &w);
     /* one conversion of dy for both passes (rounds it as the engine would) */
     if (st == RT_OK && passes->dy_bf16 && !(dyh = rt_tensor_to(dy, RT_BF16, RT_MEM_TEMP))) st = rt_error_last_status();
@@ -96,7 +104,7 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
                   rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, "conv"));
     *out = NULL;
-    RT_TRY(rt_op_check_f32(x, "conv", "input"));
+    if (!x) return rt_error_set(RT_ERR_INVALID_ARG, "conv: input is NULL");
     RT_TRY(rt_op_check_f32(weight, "conv", "weight"));
     if (bias) RT_TRY(rt_op_check_f32(bias, "conv", "bias"));
     RT_TRY(rt_op_check_device(x, weight, "conv"));
@@ -150,7 +158,17 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     /* a bf16 precision region computes in bf16 where oneDNN has the kernel
      * (memory/precision.h); backward reuses s, so its passes match */
     s.compute_bf16 = rt_autocast_compute_dtype() == RT_BF16 && rt_backend_of(x)->conv_bf16_available();
-    rt_tensor *y = rt_op_new(x, x->ndim, yshape);
+    /* a bf16 input exists only inside such a region (a residual block's
+     * interior, autograd/node.h rt_autocast_activation_dtype) */
+    if (x->dtype != RT_F32 && !(x->dtype == RT_BF16 && s.compute_bf16))
+        return rt_error_set(RT_ERR_DTYPE, "conv: input must be float32 (bfloat16 only inside a bf16 precision "
+                            "region on a CPU with bf16 kernels), got %s (convert with rt_tensor_to)",
+                            rt_dtype_str(x->dtype));
+    /* the output is bf16 where the region hands activations on in bf16 and
+     * this shape computes in bf16 (a Winograd shape writes f32) */
+    bool y_bf16 = rt_autocast_activation_dtype() == RT_BF16 && rt_conv_computes_bf16(&s);
+    rt_tensor *y = y_bf16 ? rt_tensor_create(x->ndim, yshape, RT_BF16, x->device, RT_MEM_TEMP)
+                          : rt_op_new(x, x->ndim, yshape);
     if (!y) return RT_ERR_OOM;
     y->layout = s.dst_layout;
     /* The node saves x before the forward runs: in a bf16 region that makes
@@ -176,12 +194,15 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
             }
         }
     }
+    /* a bf16 x (the region's copy, or a bf16 activation) is read as it is:
+     * a bf16 kernel directly, a Winograd one through the entry's reorder */
     rt_conv_shape fs = s;
-    fs.src_bf16 = xh != NULL;
+    fs.src_bf16 = xh != NULL || x->dtype == RT_BF16;
+    fs.dst_bf16 = y_bf16;
     if (st == RT_OK)
         st = rt_backend_of(x)->conv_forward(&fs, rt_tensor_data(xh ? xh : x), rt_tensor_f32(weight),
                                             rt_conv_weight_cache_of(weight), bias ? rt_tensor_f32(bias) : NULL,
-                                            rt_tensor_f32(y));
+                                            rt_tensor_data(y));
     rt_tensor_release(xh);
     return rt_op_return(st, node, y, out);
 }

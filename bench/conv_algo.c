@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t n = shapes[i][0], c = shapes[i][1], h = shapes[i][2];
         rt_layout lay = c % rt_layout_block() == 0 ? RT_LAYOUT_BLOCKED : RT_LAYOUT_PLAIN;
-        rt_conv_shape s = {2, n, c, c, 1, {h, h, 0}, {3, 3, 0}, {1, 1, 0}, {1, 1, 0}, {1, 1, 0}, 0, lay, lay, 0, RT_LAYOUT_PLAIN, 0, 0, 0};
+        rt_conv_shape s = {2, n, c, c, 1, {h, h, 0}, {3, 3, 0}, {1, 1, 0}, {1, 1, 0}, {1, 1, 0}, 0, lay, lay, 0, RT_LAYOUT_PLAIN, 0, 0, 0, 0};
         size_t act = (size_t)(n * c * h * h), wn = (size_t)(c * c * 9);
         float *x = calloc(act, sizeof *x), *y = calloc(act, sizeof *y), *w = calloc(wn, sizeof *w);
         if (!x || !y || !w) return 1;

@@ -67,7 +67,7 @@ static int fail(const char *what) {
 static int time_conv_passes(bool deconv, int64_t n, int64_t c, int64_t size, rt_layout lay, int steps, int warmup,
                             double ms[3][MAX_STEPS]) {
     int64_t in = deconv ? size / 2 : size;
-    rt_conv_shape cs = {3, n, c, c, 1, {in, in, in}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, lay, lay, 0, RT_LAYOUT_PLAIN, 0, 0, 0};
+    rt_conv_shape cs = {3, n, c, c, 1, {in, in, in}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, lay, lay, 0, RT_LAYOUT_PLAIN, 0, 0, 0, 0};
     rt_deconv_shape ds = {3, n, c, c, 1, {in, in, in}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 1, lay, lay};
     int64_t xs[5] = {n, c, in, in, in}, ys[5] = {n, c, size, size, size}, ws[5] = {c, c, 3, 3, 3}, bs[1] = {c};
     if (deconv) ws[2] = ws[3] = ws[4] = 2;

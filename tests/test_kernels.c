@@ -111,7 +111,7 @@ static rt_conv_shape conv2(int64_t n, int64_t ci, int64_t co, int64_t g, int64_t
                            int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                            int64_t dh, int64_t dw, int bias) {
     rt_conv_shape s = {2, n, ci, co, g, {h, w, 0}, {kh, kw, 0}, {sh, sw, 0}, {ph, pw, 0},
-                       {dh, dw, 0}, bias, RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN, 0, RT_LAYOUT_PLAIN, 0, 0, 0};
+                       {dh, dw, 0}, bias, RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN, 0, RT_LAYOUT_PLAIN, 0, 0, 0, 0};
     return s;
 }
 
@@ -120,7 +120,7 @@ static rt_conv_shape conv3(int64_t n, int64_t ci, int64_t co, int64_t g, const i
                            const int64_t dl[3], int bias) {
     rt_conv_shape s = {3, n, ci, co, g, {in[0], in[1], in[2]}, {k[0], k[1], k[2]},
                        {st[0], st[1], st[2]}, {pd[0], pd[1], pd[2]}, {dl[0], dl[1], dl[2]}, bias,
-                       RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN, 0, RT_LAYOUT_PLAIN, 0, 0, 0};
+                       RT_LAYOUT_PLAIN, RT_LAYOUT_PLAIN, 0, RT_LAYOUT_PLAIN, 0, 0, 0, 0};
     return s;
 }
 

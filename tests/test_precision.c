@@ -390,13 +390,45 @@ static void test_block_interior_kernels(void) {
         CHECK_EQ_INT(stat_diff, 0);
         CHECK(worst <= 0.5); /* one correct rounding of the f32 kernel's output */
         CHECK_EQ_INT(bwd_diff, 0);
-        /* the backward passes refuse a bf16 shape; a bf16 y needs compute_bf16 */
-        CHECK_EQ_INT(rt_kernel_batchnorm_relu_backward(&bs, yw, dy, m0, v0, gam, wk0, dx0, dg0, db0),
-                     RT_ERR_INVALID_ARG);
+        /* the backward in bf16 (x, dy, dx bf16: the gradients of a bf16
+         * interior) against the f32 backward on the same values: dx within
+         * one rounding, the f32 weight and bias gradients equal */
+        CHECK_OK(rt_dtype_convert(dy, RT_F32, b16, RT_BF16, act)); /* dy as bf16 */
+        CHECK_OK(rt_dtype_convert(b16, RT_BF16, dy, RT_F32, act)); /* and its values */
+        CHECK_OK(rt_kernel_batchnorm_relu_backward(&fs, yw, dy, m0, v0, gam, wk0, dx0, dg0, db0));
+        CHECK_OK(rt_kernel_batchnorm_relu_backward(&bs, y16, b16, m0, v0, gam, wk1, y16, dg1, db1));
+        CHECK_OK(rt_dtype_convert(y16, RT_BF16, dx1, RT_F32, act));
+        double bworst = 0.0;
+        for (size_t i = 0; i < act; i++) {
+            double ulp = fmax(ldexp(1.0, ilogb(fabs(dx0[i]) > 0x1p-100 ? dx0[i] : 0x1p-100) - 7), 0x1p-126);
+            bworst = fmax(bworst, fabs((double)dx1[i] - dx0[i]) / ulp);
+        }
+        double eg = rel_err(dg1, dg0, c), eb = rel_err(db1, db0, c);
+        /* backward-data writing bf16: the bf16 rounding of its f32 dx */
+        s.dst_bf16 = 0;
+        s.dy_bf16 = 1;
+        CHECK_OK(rt_kernel_conv_backward_data(&s, w, b16, dx0));
+        s.dx_bf16 = 1;
+        CHECK_OK(rt_kernel_conv_backward_data(&s, w, b16, y16));
+        s.dx_bf16 = s.dy_bf16 = 0;
+        s.dst_bf16 = 1;
+        CHECK_OK(rt_dtype_convert(y16, RT_BF16, dx1, RT_F32, act));
+        CHECK_OK(rt_dtype_round(dx0, RT_BF16, act));
+        int dx_diff = bits_differ(dx0, dx1, act);
+        printf("  %s: batch norm + ReLU backward in bf16: dx at most %.2f bf16 spacings off the f32 kernel's, "
+               "dweight %.1e, dbias %.1e relative; bf16 dx of backward-data: %d of %zu differ from the rounding "
+               "of its f32 dx\n", li ? "blocked" : "plain", bworst, eg, eb, dx_diff, act);
+        CHECK(bworst <= 0.5);
+        CHECK(eg == 0.0 && eb == 0.0); /* f32 accumulation in both: measured equal */
+        CHECK_EQ_INT(dx_diff, 0);
+        /* a bf16 y needs compute_bf16, and only the forward writes one */
         s.compute_bf16 = 0;
         CHECK_EQ_INT(rt_kernel_conv_forward(&s, x, w, NULL, y16), RT_ERR_INVALID_ARG);
         s.compute_bf16 = 1;
         CHECK_EQ_INT(rt_kernel_conv_backward_data(&s, w, dy, dx0), RT_ERR_INVALID_ARG);
+        s.dst_bf16 = 0;
+        s.dx_bf16 = 1;
+        CHECK_EQ_INT(rt_kernel_conv_forward(&s, x, w, NULL, y16), RT_ERR_INVALID_ARG);
         rt_error_clear();
         free(wk0);
         free(wk1);

@@ -63,6 +63,28 @@ static rt_status rt_accumulate_into(rt_tensor *leaf, rt_tensor *grad) {
     return RT_OK;
 }
 
+/* acc + g for gradients that are not both f32 (a bf16 activation's, which
+ * has its tensor's dtype): summed in f32 and stored in acc's dtype, in a
+ * new tensor. Never taken by the zoo's models, whose bf16 activations each
+ * feed one op; kept simple rather than fast. */
+static rt_status rt_buffer_add_half(rt_tensor **slot, rt_tensor *g) {
+    rt_tensor *acc = *slot;
+    if ((acc->dtype != RT_F32 && acc->dtype != RT_BF16) || (g->dtype != RT_F32 && g->dtype != RT_BF16))
+        return rt_error_set(RT_ERR_DTYPE, "backward: cannot sum gradients of dtypes %s and %s",
+                            rt_dtype_str(acc->dtype), rt_dtype_str(g->dtype));
+    rt_tensor *a32 = rt_tensor_to(acc, RT_F32, RT_MEM_TEMP), *g32 = rt_tensor_to(g, RT_F32, RT_MEM_TEMP);
+    rt_tensor *sum = a32 && g32 ? rt_tensor_empty_like(a32, RT_MEM_TEMP) : NULL;
+    if (sum) rt_backend_of(sum)->vec_add(rt_tensor_numel(sum), rt_tensor_f32(a32), rt_tensor_f32(g32), rt_tensor_f32(sum));
+    rt_tensor *out = sum ? rt_tensor_to(sum, acc->dtype, RT_MEM_TEMP) : NULL;
+    rt_tensor_release(a32);
+    rt_tensor_release(g32);
+    rt_tensor_release(sum);
+    if (!out) return rt_error_last_status();
+    rt_tensor_release(acc);
+    *slot = out;
+    return RT_OK;
+}
+
 /* Adds g into *slot (taking a reference). Sums in place only when the engine
  * holds the sole reference, since a backward may pass one tensor to several
  * inputs (add's gradient is its incoming gradient). */
@@ -72,6 +94,7 @@ static rt_status rt_buffer_add(rt_tensor **slot, rt_tensor *g) {
         return RT_OK;
     }
     rt_tensor *acc = *slot;
+    if (acc->dtype != RT_F32 || g->dtype != RT_F32) return rt_buffer_add_half(slot, g);
     if (acc->refcount > 1 || acc->storage->refcount > 1) {
         rt_tensor *sum = rt_tensor_empty_like(acc, RT_MEM_TEMP);
         if (!sum) return RT_ERR_OOM;

@@ -91,7 +91,7 @@ typedef struct rt_backend {
     rt_status (*conv_forward)(const rt_conv_shape *s, const void *x, const float *w, rt_storage *w_cache,
                               const float *b, void *y);
     rt_status (*conv_backward_data)(const rt_conv_shape *s, const float *w, rt_storage *w_cache, const void *dy,
-                                    float *dx);
+                                    void *dx); /* dx bf16 where s->dx_bf16 says so */
     rt_status (*conv_backward_weights)(const rt_conv_shape *s, const void *x, const void *dy, float *dw,
                                        float *db);
     rt_status (*deconv_forward)(const rt_deconv_shape *s, const float *x, const float *w, rt_storage *w_cache,
@@ -121,17 +121,17 @@ typedef struct rt_backend {
                                          const float *bias, void *y, float *mean, float *var);
     rt_status (*batchnorm_forward_eval)(const rt_bn_shape *s, const void *x, const float *weight,
                                         const float *bias, const float *mean, const float *var, void *y);
-    rt_status (*batchnorm_backward)(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,
-                                    const float *var, const float *weight, float *dx, float *dweight,
+    rt_status (*batchnorm_backward)(const rt_bn_shape *s, const void *x, const void *dy, const float *mean,
+                                    const float *var, const float *weight, void *dx, float *dweight,
                                     float *dbias);
     /* bytes of the fused ReLU's mask; 0 with the message set on failure */
     size_t (*batchnorm_relu_workspace_bytes)(const rt_bn_shape *s);
     rt_status (*batchnorm_relu_forward_train)(const rt_bn_shape *s, const void *x, const float *weight,
                                               const float *bias, void *y, float *mean, float *var,
                                               void *workspace);
-    rt_status (*batchnorm_relu_backward)(const rt_bn_shape *s, const float *x, const float *dy,
+    rt_status (*batchnorm_relu_backward)(const rt_bn_shape *s, const void *x, const void *dy,
                                          const float *mean, const float *var, const float *weight,
-                                         const void *workspace, float *dx, float *dweight, float *dbias);
+                                         const void *workspace, void *dx, float *dweight, float *dbias);
 
     /* ---- elementwise and layout (kernels/eltwise.h, kernels/layout.h) ---- */
     rt_status (*relu_forward)(int64_t n, float negative_slope, const float *x, float *y);

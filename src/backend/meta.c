@@ -61,7 +61,7 @@ static rt_status meta_conv_forward(const rt_conv_shape *s, const void *x, const 
 }
 
 static rt_status meta_conv_backward_data(const rt_conv_shape *s, const float *w, rt_storage *w_cache,
-                                         const void *dy, float *dx) {
+                                         const void *dy, void *dx) {
     (void)w, (void)dy, (void)dx;
     rt_kernel_plan p;
     RT_TRY(rt_kernel_conv_backward_data_plan_cached(s, w_cache, &p));
@@ -151,8 +151,8 @@ static rt_status meta_batchnorm_forward_eval(const rt_bn_shape *s, const void *x
     return meta_book(&p);
 }
 
-static rt_status meta_batchnorm_backward(const rt_bn_shape *s, const float *x, const float *dy, const float *mean,
-                                         const float *var, const float *weight, float *dx, float *dweight,
+static rt_status meta_batchnorm_backward(const rt_bn_shape *s, const void *x, const void *dy, const float *mean,
+                                         const float *var, const float *weight, void *dx, float *dweight,
                                          float *dbias) {
     (void)x, (void)dy, (void)mean, (void)var, (void)weight, (void)dx, (void)dweight, (void)dbias;
     rt_kernel_plan p;
@@ -169,9 +169,9 @@ static rt_status meta_batchnorm_relu_forward_train(const rt_bn_shape *s, const v
     return meta_book(&p);
 }
 
-static rt_status meta_batchnorm_relu_backward(const rt_bn_shape *s, const float *x, const float *dy,
+static rt_status meta_batchnorm_relu_backward(const rt_bn_shape *s, const void *x, const void *dy,
                                               const float *mean, const float *var, const float *weight,
-                                              const void *workspace, float *dx, float *dweight, float *dbias) {
+                                              const void *workspace, void *dx, float *dweight, float *dbias) {
     (void)x, (void)dy, (void)mean, (void)var, (void)weight, (void)workspace, (void)dx, (void)dweight;
     (void)dbias;
     rt_kernel_plan p;

@@ -269,6 +269,9 @@ static rt_status conv_check_bf16_args(const rt_conv_shape *s, bool forward, cons
     if (s->dst_bf16 && (!s->compute_bf16 || !forward))
         return rt_error_set(RT_ERR_INVALID_ARG, "%s: a bf16 y (dst_bf16) is for the forward with compute_bf16",
                             desc);
+    if (s->dx_bf16 && (!s->compute_bf16 || forward))
+        return rt_error_set(RT_ERR_INVALID_ARG, "%s: a bf16 dx (dx_bf16) is for backward-data with compute_bf16",
+                            desc);
     return RT_OK;
 }
 
@@ -297,6 +300,7 @@ static void conv_key(rt_dnnl_key *k, rt_dnnl_kind kind, const rt_conv_shape *s, 
     rt_dnnl_key_push(k, s->src_bf16);
     rt_dnnl_key_push(k, s->dy_bf16);
     rt_dnnl_key_push(k, s->dst_bf16);
+    rt_dnnl_key_push(k, s->dx_bf16);
     int64_t out[3];
     rt_conv_out_size(s, out);
     rt_dnnl_key_push(k, conv_wants_winograd(s, out));
@@ -434,15 +438,16 @@ static rt_status conv_bwd_pd_create(dnnl_status_t st, const dnnl_convolution_des
 }
 
 /* Backward-data primitive and its forward hint; bf16: dy and w in bf16, dx
- * f32 (fails where oneDNN has no such kernel; the caller then asks f32). */
-static rt_status conv_bwd_data_pd(conv_geom *g, bool bf16, const char *desc, dnnl_primitive_desc_t *hint,
-                                  dnnl_primitive_desc_t *pd) {
+ * f32 or (dx_bf16) bf16 (fails where oneDNN has no such kernel; the caller
+ * then asks f32). */
+static rt_status conv_bwd_data_pd(conv_geom *g, bool bf16, bool dx_bf16, const char *desc,
+                                  dnnl_primitive_desc_t *hint, dnnl_primitive_desc_t *pd) {
     *hint = *pd = NULL;
     dnnl_data_type_t h = bf16 ? dnnl_bf16 : dnnl_f32;
     conv_geom_types(g, h, h, h);
     RT_TRY(conv_fwd_pd(g, 0, desc, hint));
     dnnl_memory_desc_t dsrc = g->src_any;
-    dsrc.data_type = dnnl_f32;
+    dsrc.data_type = bf16 && dx_bf16 ? dnnl_bf16 : dnnl_f32;
     dnnl_convolution_desc_t cd;
     dnnl_status_t st = dnnl_dilated_convolution_backward_data_desc_init(
         &cd, g->alg, &dsrc, &g->wei_any, &g->dst_any, g->strides, g->dil,
@@ -473,9 +478,11 @@ rt_status rt_kernel_conv_backward_data_plan_cached(const rt_conv_shape *s, rt_st
         conv_geom g;
         RT_TRY(conv_geom_init(&d, out, &g, desc));
         if (d.dy_bf16) g.dst_user.data_type = dnnl_bf16; /* the caller's bf16 dy, same order */
+        if (d.dx_bf16) g.src_user.data_type = dnnl_bf16; /* the caller's bf16 dx, same order */
         dnnl_primitive_desc_t hint = NULL, pd = NULL;
-        if (conv_bf16(&d, out) && conv_bwd_data_pd(&g, true, desc, &hint, &pd) != RT_OK) rt_error_clear();
-        if (!pd) RT_TRY(conv_bwd_data_pd(&g, false, desc, &hint, &pd));
+        if (conv_bf16(&d, out) && conv_bwd_data_pd(&g, true, d.dx_bf16, desc, &hint, &pd) != RT_OK)
+            rt_error_clear();
+        if (!pd) RT_TRY(conv_bwd_data_pd(&g, false, false, desc, &hint, &pd));
         rt_dnnl_argspec specs[3] = {{DNNL_ARG_DIFF_DST, 0, &g.dst_user},
                                     {DNNL_ARG_WEIGHTS, 0, &g.wei_user},
                                     {DNNL_ARG_DIFF_SRC, 1, &g.src_user}};
@@ -486,12 +493,12 @@ rt_status rt_kernel_conv_backward_data_plan_cached(const rt_conv_shape *s, rt_st
 }
 
 rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const void *dy,
-                                       float *dx) {
+                                       void *dx) {
     return rt_kernel_conv_backward_data_cached(s, w, NULL, dy, dx);
 }
 
 rt_status rt_kernel_conv_backward_data_cached(const rt_conv_shape *s, const float *w, rt_storage *w_cache,
-                                              const void *dy, float *dx) {
+                                              const void *dy, void *dx) {
     RT_TRY(rt_conv_shape_check(s, NULL));
     char desc[RT_DNNL_DESC_LEN];
     conv_desc(s, "backward_data", desc, sizeof desc);
@@ -534,6 +541,9 @@ rt_status rt_kernel_conv_backward_weights_plan(const rt_conv_shape *s, int with_
     RT_TRY(conv_check_bf16_args(s, false, "rt_kernel_conv_backward_weights_plan"));
     if (s->n == 0 || rt_conv_pointwise_applies(s)) return RT_OK; /* nothing, or no primitive */
     with_db = with_db != 0;
+    rt_conv_shape ws = *s;
+    ws.dx_bf16 = 0; /* this pass writes no dx: one entry either way */
+    s = &ws;
     rt_dnnl_key key;
     conv_key(&key, RT_DNNL_CONV_BWD_WEIGHTS, s, with_db);
     rt_dnnl_entry *e = rt_dnnl_cache_find(&key);

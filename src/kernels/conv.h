@@ -108,6 +108,12 @@ typedef struct rt_conv_shape {
      * shape computes f32 (Winograd) the entry's reorder converts y. Part of
      * the cache key. */
     int dst_bf16;
+    /* 1: backward-data writes dx as bf16 (in src_layout), the gradient of a
+     * bf16 input (a bf16 block interior's activation): the kernel rounds its
+     * f32 accumulators once on the way out. Backward-data only, with
+     * compute_bf16 (RT_ERR_INVALID_ARG otherwise; backward-weights ignores
+     * it). Part of the cache key. */
+    int dx_bf16;
 } rt_conv_shape;
 
 /* Output spatial sizes by PyTorch's formula
@@ -131,7 +137,7 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const void *x, const fl
  * when s->dy_bf16 (with s->compute_bf16, else RT_ERR_INVALID_ARG); dx is
  * f32; s->src_bf16 is ignored. */
 rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const void *dy,
-                                       float *dx);
+                                       void *dx);
 
 /* dw = dL/dw [c_out, c_in/groups, k...] from x and dy; db = dL/db [c_out]
  * (sum of dy over batch and space) when db is non-NULL (db may be NULL even
@@ -194,7 +200,7 @@ bool rt_conv_weight_cache_enabled(void);
 rt_status rt_kernel_conv_forward_cached(const rt_conv_shape *s, const void *x, const float *w,
                                         struct rt_storage *w_cache, const float *b, void *y);
 rt_status rt_kernel_conv_backward_data_cached(const rt_conv_shape *s, const float *w, struct rt_storage *w_cache,
-                                              const void *dy, float *dx);
+                                              const void *dy, void *dx);
 /* Their plans (plan.h weights_cached, weights_cache_bytes: whether the
  * call will make the copy). */
 rt_status rt_kernel_conv_forward_plan_cached(const rt_conv_shape *s, struct rt_storage *w_cache,

@@ -338,9 +338,6 @@ static rt_status bn_backward_plan(const rt_bn_shape *s, int relu, int has_w, int
     rt_dnnl_plan_init(plan);
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 1, relu ? "relu backward" : "backward", desc));
-    if (s->bf16)
-        return rt_error_set(RT_ERR_INVALID_ARG, "%s: the backward reads f32 x and dy (bf16 is for the forwards)",
-                            desc);
     if (has_dw && !has_w)
         return rt_error_set(RT_ERR_INVALID_ARG,
                             "%s: dweight requested but weight is NULL (affine=False has no "
@@ -396,9 +393,9 @@ rt_status rt_kernel_batchnorm_relu_backward_plan(const rt_bn_shape *s, int has_w
                             "rt_kernel_batchnorm_relu_backward_plan");
 }
 
-static rt_status bn_backward(const rt_bn_shape *s, int relu, const float *x, const float *dy,
+static rt_status bn_backward(const rt_bn_shape *s, int relu, const void *x, const void *dy,
                              const float *mean, const float *var, const float *weight,
-                             const void *workspace, float *dx, float *dweight, float *dbias) {
+                             const void *workspace, void *dx, float *dweight, float *dbias) {
     char desc[RT_DNNL_DESC_LEN];
     RT_TRY(bn_check(s, 1, relu ? "relu backward" : "backward", desc));
     if (!x || !dy || !mean || !var || !dx || (relu && !workspace))
@@ -427,15 +424,15 @@ static rt_status bn_backward(const rt_bn_shape *s, int relu, const float *x, con
     return rs;
 }
 
-rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, const float *dy,
+rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const void *x, const void *dy,
                                        const float *mean, const float *var, const float *weight,
-                                       float *dx, float *dweight, float *dbias) {
+                                       void *dx, float *dweight, float *dbias) {
     return bn_backward(s, 0, x, dy, mean, var, weight, NULL, dx, dweight, dbias);
 }
 
-rt_status rt_kernel_batchnorm_relu_backward(const rt_bn_shape *s, const float *x, const float *dy,
+rt_status rt_kernel_batchnorm_relu_backward(const rt_bn_shape *s, const void *x, const void *dy,
                                             const float *mean, const float *var,
-                                            const float *weight, const void *workspace, float *dx,
+                                            const float *weight, const void *workspace, void *dx,
                                             float *dweight, float *dbias) {
     return bn_backward(s, 1, x, dy, mean, var, weight, workspace, dx, dweight, dbias);
 }

@@ -66,13 +66,15 @@ typedef struct rt_bn_shape {
      * pass over x instead of three. Not part of the cache key (the
      * primitive normalises with given statistics either way). */
     bool given_stats;
-    /* Forwards only (training, fused ReLU, eval): x and y are bf16 (a bf16
-     * region's activations, autograd/node.h rt_autocast_activation_dtype),
-     * in the same layout; statistics, weight, bias and mean/var stay f32,
-     * and the statistics are still summed in double from the bf16 values.
-     * oneDNN's bf16 kernels need AVX-512 (the bf16 convolutions that make
-     * such inputs need more). The backward passes reject it
-     * (RT_ERR_INVALID_ARG): they read an f32 x and dy. Part of the cache key. */
+    /* x and y (forwards: training, fused ReLU, eval) or x, dy and dx
+     * (backward passes) are bf16, in the same layout: a bf16 region's
+     * activations and their gradients (autograd/node.h
+     * rt_autocast_activation_dtype); statistics, weight, bias, mean/var and
+     * the weight and bias gradients stay f32, and the statistics are still
+     * summed in double from the bf16 values. oneDNN's bf16 kernels need
+     * AVX-512 (the bf16 convolutions that make such inputs need more). A
+     * fused ReLU's workspace has the same size and meaning in either type.
+     * Part of the cache key. */
     bool bf16;
 } rt_bn_shape;
 
@@ -99,9 +101,9 @@ rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const void *x,
  *   dx      = weight/sqrt(var+eps) * (dy - dbias/m - xhat * dweight/m).
  * Overwrites dx and, when non-NULL, dweight and dbias (either may be NULL;
  * dweight needs weight). */
-rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const float *x, const float *dy,
+rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const void *x, const void *dy,
                                        const float *mean, const float *var, const float *weight,
-                                       float *dx, float *dweight, float *dbias);
+                                       void *dx, float *dweight, float *dbias);
 
 /* Fused batch norm + ReLU (oneDNN's dnnl_fuse_norm_relu), training only.
  * Forward: as rt_kernel_batchnorm_forward_train, but writes
@@ -123,9 +125,9 @@ rt_status rt_kernel_batchnorm_relu_forward_train(const rt_bn_shape *s, const voi
                                                  const float *weight, const float *bias, void *y,
                                                  float *mean, float *var, void *workspace);
 
-rt_status rt_kernel_batchnorm_relu_backward(const rt_bn_shape *s, const float *x, const float *dy,
+rt_status rt_kernel_batchnorm_relu_backward(const rt_bn_shape *s, const void *x, const void *dy,
                                             const float *mean, const float *var,
-                                            const float *weight, const void *workspace, float *dx,
+                                            const float *weight, const void *workspace, void *dx,
                                             float *dweight, float *dbias);
 
 /* The plans of the kernels above (plan.h): the shape rules and errors of

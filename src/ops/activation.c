@@ -11,6 +11,10 @@ typedef struct rt_relu_ctx {
      * bf16 itself, in its masking pass, and the node's grad_dtype is f32
      * so the engine does not round it first (autograd/node.h) */
     bool round_bf16;
+    /* add_relu: input i was bf16 (a block's bf16 interior): its gradient is
+     * handed on as bf16, the input's dtype (one conversion of the masked
+     * gradient, shared by both inputs when both are bf16) */
+    bool in_bf16[2];
 } rt_relu_ctx;
 
 static void rt_relu_ctx_init(rt_node *node, float negative_slope) {
@@ -55,8 +59,14 @@ static rt_status rt_relu_backward(rt_node *self, rt_tensor *const *grad_out, rt_
         if (st == RT_OK) st = be->relu_backward(n, c->negative_slope, rt_tensor_f32(y), src, rt_tensor_f32(g));
     }
     rt_tensor_release(yh);
-    for (int i = 0; st == RT_OK && i < self->n_inputs; i++)
-        if (rt_node_needs_grad(self, i)) grad_in[i] = rt_tensor_retain(g);
+    rt_tensor *g16 = NULL; /* g as bf16, for a bf16 input (g holds bf16 values then: round_bf16) */
+    for (int i = 0; st == RT_OK && i < self->n_inputs; i++) {
+        if (!rt_node_needs_grad(self, i)) continue;
+        if (i < 2 && c->in_bf16[i] && !g16 && !(g16 = rt_tensor_to(g, RT_BF16, RT_MEM_TEMP)))
+            st = rt_error_last_status();
+        if (st == RT_OK) grad_in[i] = rt_tensor_retain(i < 2 && c->in_bf16[i] ? g16 : g);
+    }
+    rt_tensor_release(g16);
     rt_tensor_release(g);
     return st;
 }
@@ -136,6 +146,8 @@ static rt_status rt_add_relu_op(rt_tensor *a, rt_tensor *b, bool consume, rt_ten
         st = rt_node_create("add_relu", 2, inputs, 1, rt_relu_backward, sizeof(rt_relu_ctx), &node);
     if (st == RT_OK && node) {
         rt_relu_ctx_init(node, 0.0f);
+        ((rt_relu_ctx *)node->ctx)->in_bf16[0] = a16;
+        ((rt_relu_ctx *)node->ctx)->in_bf16[1] = b16;
         st = rt_node_save(node, y, NULL);
     }
     rt_tensor_release(bl);

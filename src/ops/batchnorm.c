@@ -26,11 +26,13 @@ static rt_status rt_bn_backward_eval(const rt_bn_ctx *c, rt_tensor *x, rt_tensor
 
 static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_bn_ctx *c = self->ctx;
-    rt_tensor *x, *w, *a, *b, *dy = grad_out[0];
+    rt_tensor *x, *w, *a, *b, *dy = NULL;
     RT_SAVED(self, 1, w);
     RT_SAVED(self, 2, a); /* training: batch mean; eval: running_mean */
     RT_SAVED(self, 3, b); /* training: batch variance; eval: running_var */
-    RT_TRY(rt_bn_saved_x(self, &x)); /* ours: released below */
+    rt_bn_shape s = c->s;
+    /* ours: released below; bf16 x, dy and dx when both are bf16 */
+    RT_TRY(rt_bn_backward_operands(self, &s, c->training, grad_out[0], &x, &dy));
     rt_tensor *dx = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);
@@ -39,13 +41,14 @@ static rt_status rt_bn_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
         /* training: oneDNN's backward (on meta it books the kernel's
          * TEMP); eval: revtorch's loop (nothing on meta) */
         if (c->training)
-            st = rt_backend_of(x)->batchnorm_backward(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy),
-                                                      rt_tensor_f32(a), rt_tensor_f32(b), rt_tensor_f32(w),
-                                                      rt_tensor_f32(dx), rt_tensor_f32(dw), rt_tensor_f32(db));
+            st = rt_backend_of(x)->batchnorm_backward(&s, rt_tensor_data(x), rt_tensor_data(dy), rt_tensor_f32(a),
+                                                      rt_tensor_f32(b), rt_tensor_f32(w), rt_tensor_data(dx),
+                                                      rt_tensor_f32(dw), rt_tensor_f32(db));
         else
             st = rt_bn_backward_eval(c, x, w, a, b, dy, dx, dw, db);
     }
     rt_tensor_release(x);
+    rt_tensor_release(dy);
     rt_tensor *grads[3] = {dx, dw, db};
     return rt_op_hand_grads(st, self, 3, grads, grad_in);
 }
@@ -111,6 +114,24 @@ rt_status rt_bn_saved_input(const rt_bn_shape *s, rt_tensor *x, rt_tensor *mean,
     *saved_x = xc;
     *saved_mean = zero;
     return RT_OK;
+}
+
+rt_status rt_bn_backward_operands(rt_node *node, rt_bn_shape *s, bool training, rt_tensor *dy_in, rt_tensor **x,
+                                  rt_tensor **dy) {
+    *x = *dy = NULL;
+    if (s->bf16 && training && dy_in->dtype == RT_BF16) {
+        RT_TRY(rt_node_saved(node, 0, x));
+        rt_tensor_retain(*x);
+        *dy = rt_tensor_retain(dy_in);
+        return RT_OK;
+    }
+    s->bf16 = false;
+    RT_TRY(rt_bn_saved_x(node, x));
+    *dy = dy_in->dtype == RT_F32 ? rt_tensor_retain(dy_in) : rt_tensor_to(dy_in, RT_F32, RT_MEM_TEMP);
+    if (*dy) return RT_OK;
+    rt_tensor_release(*x);
+    *x = NULL;
+    return rt_error_last_status();
 }
 
 rt_status rt_bn_saved_x(rt_node *node, rt_tensor **x) {
@@ -192,8 +213,7 @@ rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_ten
     rt_tensor *inputs[3] = {x, weight, bias};
     if (st == RT_OK) st = rt_node_create("batch_norm", 3, inputs, 1, rt_bn_backward, sizeof c, &node);
     if (st == RT_OK && node) {
-        memcpy(node->ctx, &c, sizeof c);
-        ((rt_bn_ctx *)node->ctx)->s.bf16 = false; /* the backward reads x as f32 (rt_bn_saved_x) */
+        memcpy(node->ctx, &c, sizeof c); /* s.bf16: x was bf16 (rt_bn_backward_operands) */
         rt_tensor *sx = NULL, *smean = NULL;
         if (training) st = rt_bn_saved_input(&c.s, x, mean, &sx, &smean);
         rt_tensor *keep[4] = {training ? sx : x, weight, training ? smean : running_mean,

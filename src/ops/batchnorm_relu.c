@@ -16,23 +16,26 @@ typedef struct rt_bnr_ctx {
 /* Saved slots: 0 x, 1 weight, 2 batch mean, 3 batch variance, 4 workspace (u8). */
 static rt_status rt_bnr_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in) {
     const rt_bnr_ctx *c = self->ctx;
-    rt_tensor *x, *w, *mean, *var, *ws, *dy = grad_out[0];
+    rt_tensor *x, *w, *mean, *var, *ws, *dy = NULL;
     RT_SAVED(self, 1, w);
     RT_SAVED(self, 2, mean);
     RT_SAVED(self, 3, var);
     RT_SAVED(self, 4, ws);
-    RT_TRY(rt_bn_saved_x(self, &x)); /* ours: released below */
+    rt_bn_shape s = c->s;
+    /* ours: released below; bf16 x, dy and dx when both are bf16 */
+    RT_TRY(rt_bn_backward_operands(self, &s, true, grad_out[0], &x, &dy));
     rt_tensor *dx = rt_tensor_empty_like(x, RT_MEM_TEMP);
     rt_tensor *dw = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_tensor *db = rt_tensor_empty_like(w, RT_MEM_TEMP);
     rt_status st = (dx && dw && db) ? RT_OK : RT_ERR_OOM;
     if (st == RT_OK)
-        st = rt_backend_of(x)->batchnorm_relu_backward(&c->s, rt_tensor_f32(x), rt_tensor_f32(dy),
+        st = rt_backend_of(x)->batchnorm_relu_backward(&s, rt_tensor_data(x), rt_tensor_data(dy),
                                                        rt_tensor_f32(mean), rt_tensor_f32(var),
                                                        rt_tensor_f32(w), rt_tensor_data(ws),
-                                                       rt_tensor_f32(dx), rt_tensor_f32(dw),
+                                                       rt_tensor_data(dx), rt_tensor_f32(dw),
                                                        rt_tensor_f32(db));
     rt_tensor_release(x);
+    rt_tensor_release(dy);
     rt_tensor *grads[3] = {dx, dw, db};
     return rt_op_hand_grads(st, self, 3, grads, grad_in);
 }
@@ -95,11 +98,10 @@ rt_status rt_batch_norm_relu(rt_tensor *x, rt_tensor *weight, rt_tensor *bias,
     if (st == RT_OK)
         st = rt_node_create("batch_norm_relu", 3, inputs, 1, rt_bnr_backward, sizeof c, &node);
     if (st == RT_OK && node) {
-        memcpy(node->ctx, &c, sizeof c);
-        /* the backward reads x as f32 (rt_bn_saved_x); the forward's mask
+        /* s.bf16: x was bf16 (rt_bn_backward_operands); the forward's mask
          * has the same format in either type (one bit or byte an element
          * in the data's order; test_precision checks the gradients) */
-        ((rt_bnr_ctx *)node->ctx)->s.bf16 = false;
+        memcpy(node->ctx, &c, sizeof c);
         rt_tensor *sx = NULL, *smean = NULL;
         st = rt_bn_saved_input(&c.s, x, mean, &sx, &smean);
         rt_tensor *keep[5] = {sx, weight, smean, var, ws};

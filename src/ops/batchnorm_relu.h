@@ -15,7 +15,10 @@
  * is kept); the running statistics are updated exactly as rt_batch_norm
  * does (not in recompute mode, not on meta) and *num_batches_tracked (may be
  * NULL) incremented. Eval: composes rt_batch_norm and rt_relu (two nodes,
- * saving what those save). The output and the gradients have x's layout.
+ * saving what those save). The output and the gradients have x's layout;
+ * a bf16 x (training, as rt_batch_norm allows it) gives a bf16 output and
+ * f32 gradients (the mask of the bf16 forward is read by the f32 backward:
+ * oneDNN lays it out alike for both).
  * Saves (training): x, batch mean and variance (2·C floats) and oneDNN's
  * workspace (a u8 tensor of rt_kernel_batchnorm_relu_workspace_bytes bytes,
  * booked SAVED: with oneDNN 2.6 one bit per element for the blocked layout,

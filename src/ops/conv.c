@@ -14,6 +14,7 @@
 rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_tensor **grad_in, const void *shape,
                                 int64_t c_out, bool has_bias, const rt_conv_passes *passes) {
     rt_tensor *x = NULL, *xh = NULL, *w = NULL, *dy = grad_out[0], *dyh = NULL;
+    bool in_bf16 = false; /* the input itself was bf16: so is its gradient */
     /* a bf16 pass reads a precision region's bf16 copy of x as it is */
     if (passes->x_bf16) {
         RT_TRY(rt_node_saved_stored(self, 0, &xh));
@@ -26,22 +27,30 @@ rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
     /* a bf16 input (a bf16 region's activation, ops.h rt_conv) is kept as
      * it is: read like the region's copy */
     if (st == RT_OK && !xh && x->dtype == RT_BF16) {
+        in_bf16 = true;
         if (passes->x_bf16)
             xh = rt_tensor_retain(x);
         else
             st = rt_error_set(RT_ERR_DTYPE, "%s backward: a bf16 input needs the bf16 passes", self->name);
     }
     if (st == RT_OK) st = rt_node_saved(self, 1, &w);
-    /* one conversion of dy for both passes (rounds it as the engine would) */
-    if (st == RT_OK && passes->dy_bf16 && !(dyh = rt_tensor_to(dy, RT_BF16, RT_MEM_TEMP))) st = rt_error_last_status();
+    /* a bf16 dy (the gradient of a bf16 output) is read as it is (the
+     * passes' shapes have compute_bf16: it exists only in a bf16 region);
+     * else one conversion for both passes (rounds it as the engine would) */
+    if (st == RT_OK && dy->dtype == RT_BF16 && !passes->x_bf16)
+        st = rt_error_set(RT_ERR_DTYPE, "%s backward: a bf16 gradient needs the bf16 passes", self->name);
+    if (st == RT_OK && dy->dtype == RT_BF16)
+        dyh = rt_tensor_retain(dy);
+    else if (st == RT_OK && passes->dy_bf16 && !(dyh = rt_tensor_to(dy, RT_BF16, RT_MEM_TEMP)))
+        st = rt_error_last_status();
     if (st != RT_OK) {
         rt_tensor_release(xh);
         return st;
     }
     const rt_backend *be = rt_backend_of(xh ? xh : x);
     const void *dyp = dyh ? rt_tensor_data(dyh) : rt_tensor_data(dy);
-    rt_tensor x_like = xh ? *xh : *x; /* shape, device and layout of dx, which is f32 */
-    x_like.dtype = RT_F32;
+    rt_tensor x_like = xh ? *xh : *x; /* shape, device and layout of dx, in the input's dtype */
+    x_like.dtype = in_bf16 ? RT_BF16 : RT_F32;
     bool need_w = rt_node_needs_grad(self, 1), need_b = has_bias && rt_node_needs_grad(self, 2);
     if (need_w || need_b) {
         /* oneDNN computes both in one pass; an unwanted one is dropped */
@@ -61,7 +70,7 @@ rt_status rt_conv_like_backward(rt_node *self, rt_tensor *const *grad_out, rt_te
     if (st == RT_OK && rt_node_needs_grad(self, 0)) {
         grad_in[0] = rt_tensor_empty_like(&x_like, RT_MEM_TEMP);
         st = grad_in[0] ? passes->data(be, shape, rt_tensor_f32(w), rt_conv_weight_cache_of(w), dyp, dyh != NULL,
-                                       rt_tensor_f32(grad_in[0]))
+                                       in_bf16, rt_tensor_data(grad_in[0]))
                         : RT_ERR_OOM;
     }
     rt_tensor_release(dyh);
@@ -78,9 +87,10 @@ static rt_status rt_conv_weights_pass(const rt_backend *be, const void *shape, c
 }
 
 static rt_status rt_conv_data_pass(const rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
-                                   const void *dy, bool dy_bf16, float *dx) {
+                                   const void *dy, bool dy_bf16, bool dx_bf16, void *dx) {
     rt_conv_shape s = *(const rt_conv_shape *)shape;
     s.dy_bf16 = dy_bf16;
+    s.dx_bf16 = dx_bf16;
     return be->conv_backward_data(&s, w, w_cache, dy, dx);
 }
 

@@ -14,8 +14,8 @@ static rt_status rt_deconv_weights_pass(const rt_backend *be, const void *shape,
 }
 
 static rt_status rt_deconv_data_pass(const rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
-                                     const void *dy, bool dy_bf16, float *dx) {
-    (void)dy_bf16;
+                                     const void *dy, bool dy_bf16, bool dx_bf16, void *dx) {
+    (void)dy_bf16, (void)dx_bf16; /* never set: a transposed convolution is f32 */
     return be->deconv_backward_data(shape, w, w_cache, dy, dx);
 }
 

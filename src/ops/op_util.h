@@ -112,22 +112,25 @@ struct rt_backend;
 /* The backend passes of a convolution-like op, `shape` its own shape
  * struct (rt_conv_shape, rt_deconv_shape): weights computes dw (and db when
  * not NULL) from the saved input x and dy; data computes dx from w (and
- * its weight cache, NULL for none) and dy. dw, db, dx and w are f32, in the
- * op's layouts; x and dy are f32 unless the flag beside them says bf16.
+ * its weight cache, NULL for none) and dy. dw, db and w are f32, in the
+ * op's layouts; x, dy and dx are f32 unless the flag beside them says bf16
+ * (dx is bf16 when the op's input was: the gradient has its tensor's dtype).
  * The table's flags say what rt_conv_like_backward hands them:
  *   x_bf16:  x as a precision region stores it, its bf16 copy
  *            (rt_node_saved_stored), when it has one — a bf16 kernel reads
  *            it as it is, no unpack to f32 and reorder back;
  *   dy_bf16: dy converted to bf16 once for both passes (a shape that
  *            computes in bf16: each pass would convert it itself; the
- *            node's grad_dtype is then f32, as this conversion rounds it).
+ *            node's grad_dtype is then f32, as this conversion rounds it);
+ *            a dy that arrives bf16 (the gradient of a bf16 output) is
+ *            read as it is by any op whose shape has compute_bf16.
  * An op sets them only for shapes that compute in bf16 (or read a bf16 x
  * anyway), so the values are those the kernels would use. */
 typedef struct rt_conv_passes {
     rt_status (*weights)(const struct rt_backend *be, const void *shape, const void *x, bool x_bf16, const void *dy,
                          bool dy_bf16, float *dw, float *db);
     rt_status (*data)(const struct rt_backend *be, const void *shape, const float *w, rt_storage *w_cache,
-                      const void *dy, bool dy_bf16, float *dx);
+                      const void *dy, bool dy_bf16, bool dx_bf16, void *dx);
     bool x_bf16, dy_bf16;
 } rt_conv_passes;
 
@@ -189,6 +192,16 @@ rt_status rt_bn_saved_input(const struct rt_bn_shape *s, rt_tensor *x, rt_tensor
  * new TEMP f32 copy (what the region's hook gives for the copies it makes).
  * The caller releases it. Errors: rt_node_saved's, RT_ERR_OOM. */
 rt_status rt_bn_saved_x(rt_node *node, rt_tensor **x);
+/* The x and dy a batch-norm backward computes with (new references the
+ * caller releases), and *s's bf16 flag to match: in training, when the
+ * forward's x was bf16 (s->bf16 as the forward left it) and the gradient
+ * arrives bf16 (the next convolution's bf16 dx), the saved bf16 x and dy
+ * themselves (s->bf16 stays set: oneDNN's bf16 backward writes a bf16
+ * dx, the input's dtype); otherwise f32 (rt_bn_saved_x, dy converted if
+ * it is not f32) with s->bf16 cleared. Errors: rt_node_saved's,
+ * RT_ERR_OOM. */
+rt_status rt_bn_backward_operands(rt_node *node, struct rt_bn_shape *s, bool training, rt_tensor *dy_in,
+                                  rt_tensor **x, rt_tensor **dy);
 
 /* Ends a backward that computed every input's gradient in one kernel call:
  * on success hands grads[i] to grad_in[i] for each input that wants one;

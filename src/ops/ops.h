@@ -47,6 +47,11 @@ typedef struct rt_conv_opts {
 /* torch.nn.functional.conv2d / conv3d: x (N, C, [D,] H, W), weight
  * (OC, C/groups, [kD,] kH, kW), bias (OC) or NULL → (N, OC, [oD,] oH, oW),
  * o = floor((i + 2p - dilation*(k-1) - 1) / stride) + 1. oneDNN kernels.
+ * x is f32, or bf16 inside a bf16 precision region on a CPU with bf16
+ * convolutions (a block interior's activation; RT_ERR_DTYPE elsewhere);
+ * weight and bias f32. y is f32, or bf16 when the region hands activations
+ * on in bf16 (autograd/node.h rt_autocast_activation_dtype) and this shape
+ * computes in bf16 (torch.autocast's conv output). Gradients are f32.
  * Saves: x (and the weight, a parameter, not booked SAVED). */
 rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_conv_opts *opts,
                   rt_tensor **out);
@@ -60,8 +65,12 @@ rt_status rt_linear(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_tensor 
  * variance, then (unless recomputing, autograd/node.h) updates
  * running = (1-momentum)·running + momentum·batch with the unbiased variance
  * and increments *num_batches_tracked (may be NULL). Eval: uses the running
- * statistics. Saves (training): x, batch mean and variance (2·C floats);
- * (eval): x. */
+ * statistics. x is f32, or bf16 inside a bf16 precision region on a CPU with
+ * bf16 convolutions (RT_ERR_DTYPE elsewhere): y then is bf16 too (PyTorch's
+ * batch norm on a bf16 input under autocast), the statistics are f32,
+ * summed in double from the bf16 values, and the gradients f32. Saves
+ * (training): x, batch mean and variance (2·C floats; in a half region
+ * an f32 x is saved as its centred half copy, ops/op_util.h); (eval): x. */
 rt_status rt_batch_norm(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, rt_tensor *running_mean,
                         rt_tensor *running_var, int64_t *num_batches_tracked, bool training,
                         float momentum, float eps, rt_tensor **out);
@@ -92,7 +101,11 @@ rt_status rt_leaky_relu_inplace(rt_tensor *x, float negative_slope, rt_tensor **
  * memory order if they differ). The output has a's order. Both gradients
  * are dy * (y > 0), one tensor handed to both inputs. Saves: y, like relu;
  * compared with rt_add then rt_relu it skips one read and one write of the
- * activation and the TEMP sum. Errors as rt_add. */
+ * activation and the TEMP sum. a and b may each be bf16 (a residual block's
+ * bf16 interior, models/resblock.c), read as they are; then they must share
+ * a memory order (RT_ERR_INVALID_ARG), y is a new f32 tensor (the in-place
+ * variant cannot write over a bf16 a) and the gradients are f32. Errors as
+ * rt_add, RT_ERR_DTYPE for any other dtype. */
 rt_status rt_add_relu(rt_tensor *a, rt_tensor *b, rt_tensor **out);
 
 /* The same, consuming a (torch.relu_(a.add_(b)) for a residual branch's

@@ -440,9 +440,10 @@ static void test_block_interior_kernels(void) {
  * in training, bn3 saves its input as it is — the bf16 output of conv3 —
  * with the batch mean (not a centred copy and a zero mean, as batch norm
  * saves from an f32 input in a region), the block's output is f32, and the
- * step's gradients stay within the bound of the model tests. A
- * storage-only region (compute f32) keeps f32 activations: bn3 saves the
- * centred copy. Both with and without a downsample shortcut. */
+ * gradients of the interior's activations are bf16 (the shortcut's too
+ * when it is a downsample, whose output is interior). A
+ * storage-only region (compute f32) keeps f32 activations and gradients: bn3
+ * saves the centred copy. Both with and without a downsample shortcut. */
 static void test_block_interior_bf16(void) {
     if (!rt_conv_bf16_available()) {
         printf("  skipped: no bf16 convolution kernel on this CPU\n");
@@ -458,6 +459,7 @@ static void test_block_interior_bf16(void) {
             rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *y = NULL;
             CHECK(x != NULL);
             rt_philox_uniform(31, 0, rt_tensor_numel(x), rt_tensor_f32(x));
+            x->requires_grad = true; /* so the identity shortcut gets a gradient too */
             CHECK_OK(rt_precision_region_forward(blk, RT_BF16, compute, x, &y));
             CHECK(y->dtype == RT_F32);
             rt_node *add = (rt_node *)y->grad_fn, *bn3 = add ? add->edges[0].node : NULL;
@@ -471,6 +473,25 @@ static void test_block_interior_bf16(void) {
                    compute ? "bf16" : "storage-only", rt_dtype_str(sx->dtype), msum);
             CHECK(sx->dtype == RT_BF16); /* the conv output, or the region's centred copy */
             CHECK(compute ? msum > 0.0 : msum == 0.0);
+            /* backward, node by node (the engine hands on what these
+             * return): a bf16 activation's gradient is bf16 — from the
+             * residual sum to bn3, from bn3 to conv3, from conv3 to bn2 —
+             * and the f32 shortcut's is f32 */
+            rt_node *conv3 = bn3->edges[0].node;
+            rt_tensor *gy = rt_tensor_empty_like(y, RT_MEM_TEMP), *g1[2] = {0}, *g2[3] = {0}, *g3[3] = {0};
+            CHECK(gy && conv3 && !strcmp(conv3->name, "conv"));
+            rt_tensor_fill(gy, 0.25f);
+            CHECK_OK(add->backward(add, &gy, g1));
+            CHECK_OK(bn3->backward(bn3, &g1[0], g2));
+            CHECK_OK(conv3->backward(conv3, &g2[0], g3));
+            rt_dtype want = compute ? RT_BF16 : RT_F32, want_short = compute && stride == 2 ? RT_BF16 : RT_F32;
+            printf("    gradients: of bn3's output %s, of the shortcut %s, of conv3's output %s, of conv3's "
+                   "input %s\n", rt_dtype_str(g1[0]->dtype), rt_dtype_str(g1[1]->dtype),
+                   rt_dtype_str(g2[0]->dtype), rt_dtype_str(g3[0]->dtype));
+            CHECK(g1[0]->dtype == want && g1[1]->dtype == want_short && g2[0]->dtype == want &&
+                  g3[0]->dtype == want);
+            rt_tensor *gs[] = {gy, g1[0], g1[1], g2[0], g2[1], g2[2], g3[0], g3[1], g3[2]};
+            for (size_t k = 0; k < sizeof gs / sizeof gs[0]; k++) rt_tensor_release(gs[k]);
             rt_tensor_release(x);
             rt_tensor_release(y);
             rt_module_destroy(blk);

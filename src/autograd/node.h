@@ -38,8 +38,13 @@ typedef struct rt_edge {
  * from grad_outputs. A node with one output always gets its gradient; for a
  * node with several outputs, grad_outputs[o] is NULL when output o received
  * no gradient (it was unused) and means zeros. Each
- * grad_inputs[i] is a new reference (or NULL for "no gradient"), f32, shaped
- * like the forward input, on the same device. */
+ * grad_inputs[i] is a new reference (or NULL for "no gradient"), shaped
+ * like the forward input, on the same device, in its dtype as PyTorch does:
+ * f32, or bf16 for a bf16 activation (a residual block's interior in a bf16
+ * region, autograd/node.h rt_autocast_activation_dtype). grad_outputs[o]
+ * has output o's dtype, except that a bf16 output may receive an f32
+ * gradient from an op that computes f32 (ops convert what they cannot
+ * read). The engine sums gradients that are not both f32 through f32. */
 typedef rt_status (*rt_backward_fn)(rt_node *self, rt_tensor *const *grad_outputs,
                                     rt_tensor **grad_inputs);
 

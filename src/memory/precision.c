@@ -226,7 +226,8 @@ char *rt_precision_describe(rt_precision p, char *buf, size_t n) {
     /* the cpu backend's answer: this text describes the CPU build */
     bool bf16_conv = rt_backend_get(RT_DEVICE_CPU)->conv_bf16_available();
     const char *compute = p == RT_PRECISION_FP16 ? "f16 compute: none (oneDNN has no f16 kernel on CPUs; f32 compute)"
-                          : bf16_conv ? "bf16 compute: conv (oneDNN); f32 compute: linear, the rest"
+                          : bf16_conv ? "bf16 compute: conv, and batch norm inside residual blocks (oneDNN; "
+                                        "bf16 activations and gradients there); f32 compute: linear, the rest"
                                       : "bf16 compute: none (oneDNN has no bf16 kernel on this CPU: "
                                         "storage only, f32 compute)";
     snprintf(buf, n, "precision %s: %s; %s storage: saved activations, activation gradients; f32: master weights, "

@@ -1571,7 +1571,9 @@ static void test_plan_parts(void) {
  * fingerprint that this CPU can run (dispatch picks one; other CPUs pick the
  * others) against a plain double reference: sums of x and of (x - mean)^2
  * for plain channels and blocks of 8 and 16, over a length that is not a
- * multiple of anything, and the fingerprint with a base offset. */
+ * multiple of anything, and the fingerprint with a base offset; the bf16
+ * moment loops against the f32 ones on the same values, and the mixed
+ * residual sum (bf16/f32 operands) against scalar sums. */
 static void test_vec_moments_tables(void) {
     const rt_vec_table *tables[3] = {&rt_vec_table_baseline, NULL, NULL};
     if (rt_cpu_level_get() >= RT_CPU_AVX2) tables[1] = &rt_vec_table_avx2;
@@ -1602,6 +1604,53 @@ static void test_vec_moments_tables(void) {
                 else
                     tables[t]->moments_blocked(SP, B, x, centred ? mean : NULL, got);
                 for (int k = 0; k < B; k++) CHECK_NEAR(got[k], want[k], 1e-12 * fabs(want[k]));
+                /* the bf16 loops on x's bf16 bits: bit for bit the f32
+                 * loops on the values those bits stand for (and 5 of every
+                 * 7 of those differ from x: the bits matter) */
+                uint16_t xh[SP * BMAX];
+                float xr[SP * BMAX];
+                int differ = 0;
+                for (int i = 0; i < SP * B; i++) {
+                    xh[i] = rt_f32_to_bf16(x[i]);
+                    xr[i] = rt_bf16_to_f32(xh[i]);
+                    differ += xr[i] != x[i];
+                }
+                double g16[BMAX], g32[BMAX];
+                for (int k = 0; k < B; k++) g16[k] = g32[k] = 0.5;
+                if (B == 1) {
+                    tables[t]->moments_plain_bf16(SP, xh, centred ? mean : NULL, g16);
+                    tables[t]->moments_plain(SP, xr, centred ? mean : NULL, g32);
+                } else {
+                    tables[t]->moments_blocked_bf16(SP, B, xh, centred ? mean : NULL, g16);
+                    tables[t]->moments_blocked(SP, B, xr, centred ? mean : NULL, g32);
+                }
+                CHECK(differ > SP * B / 2);
+                for (int k = 0; k < B; k++) CHECK(g16[k] == g32[k]);
+            }
+        }
+        /* the residual sum of bf16 and f32 operands, each combination,
+         * against the scalar sum of the values (more than the parallel
+         * threshold, so the OpenMP split is exercised too) */
+        {
+            enum { NA = 40000 };
+            static uint16_t ah[NA], bh[NA];
+            static float af[NA], bf[NA], av[NA], bv[NA], out[NA];
+            for (int i = 0; i < NA; i++) {
+                af[i] = lcg_uniform(-2.0f, 2.0f), bf[i] = lcg_uniform(-2.0f, 2.0f);
+                ah[i] = rt_f32_to_bf16(af[i]), bh[i] = rt_f32_to_bf16(bf[i]);
+            }
+            for (int combo = 0; combo < 4; combo++) {
+                int a16 = combo & 1, b16 = combo >> 1, bad = 0;
+                for (int i = 0; i < NA; i++) {
+                    av[i] = a16 ? rt_bf16_to_f32(ah[i]) : af[i];
+                    bv[i] = b16 ? rt_bf16_to_f32(bh[i]) : bf[i];
+                }
+                tables[t]->add_relu_half(NA, a16 ? (const void *)ah : af, a16, b16 ? (const void *)bh : bf, b16, out);
+                for (int i = 0; i < NA; i++) {
+                    float v = av[i] + bv[i];
+                    bad += out[i] != (v > 0.0f ? v : 0.0f);
+                }
+                CHECK_EQ_INT(bad, 0);
             }
         }
         /* the reversible fingerprint, with a base offset */

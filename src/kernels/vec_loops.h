@@ -217,20 +217,28 @@ static inline __attribute__((always_inline)) void moments_block(int64_t sp, int 
         for (int k = 0; k < 8; k++) a[8 * v + k] += t[v][k];
 }
 
-static void loop_moments_blocked(int64_t sp, int B, const float *p, const double *mean, double *a) {
+/* Blocked moments of f32 or (bf16, a constant at each inlined call) bf16
+ * values: B = 8 and 16 through moments_block, any other B one channel at a
+ * time. */
+static inline __attribute__((always_inline)) void moments_blocked_typed(int64_t sp, int B, const void *p, int bf16,
+                                                                        const double *mean, double *a) {
     if (B == 16)
-        moments_block(sp, 16, p, 0, mean, a);
+        moments_block(sp, 16, p, bf16, mean, a);
     else if (B == 8)
-        moments_block(sp, 8, p, 0, mean, a);
+        moments_block(sp, 8, p, bf16, mean, a);
     else
         for (int k = 0; k < B; k++) {
             double t = 0.0;
             for (int64_t j = 0; j < sp; j++) {
-                const double v = p[j * B + k];
+                const double v = bf16 ? bf16_bits_to_f32(((const uint16_t *)p)[j * B + k]) : ((const float *)p)[j * B + k];
                 t += mean ? (v - mean[k]) * (v - mean[k]) : v;
             }
             a[k] += t;
         }
+}
+
+static void loop_moments_blocked(int64_t sp, int B, const float *p, const double *mean, double *a) {
+    moments_blocked_typed(sp, B, p, 0, mean, a);
 }
 
 /* The moments of bf16 values (a bf16 region's batch-norm input), as the f32
@@ -252,19 +260,7 @@ static void loop_moments_plain_bf16(int64_t sp, const uint16_t *p, const double 
 }
 
 static void loop_moments_blocked_bf16(int64_t sp, int B, const uint16_t *p, const double *mean, double *a) {
-    if (B == 16)
-        moments_block(sp, 16, p, 1, mean, a);
-    else if (B == 8)
-        moments_block(sp, 8, p, 1, mean, a);
-    else
-        for (int k = 0; k < B; k++) {
-            double t = 0.0;
-            for (int64_t j = 0; j < sp; j++) {
-                const double v = bf16_bits_to_f32(p[j * B + k]);
-                t += mean ? (v - mean[k]) * (v - mean[k]) : v;
-            }
-            a[k] += t;
-        }
+    moments_blocked_typed(sp, B, p, 1, mean, a);
 }
 
 /* out = max(a + b, 0) in f32 where a and b are each f32 or bf16: a

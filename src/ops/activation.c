@@ -116,9 +116,9 @@ static rt_status rt_add_relu_op(rt_tensor *a, rt_tensor *b, bool consume, rt_ten
     /* a bf16 input (a residual block's bf16 interior, models/resblock.c)
      * is read as it is; the sum is f32, in a new tensor (a bf16 a cannot
      * hold it) */
-    bool a16 = a && a->dtype == RT_BF16, b16 = b && b->dtype == RT_BF16;
+    bool a16 = a && b && a->dtype == RT_BF16, b16 = a && b && b->dtype == RT_BF16; /* NULLs: checked below */
     if (a16 || b16) {
-        if ((!a16 && a && a->dtype != RT_F32) || (!b16 && b && b->dtype != RT_F32))
+        if ((!a16 && a->dtype != RT_F32) || (!b16 && b->dtype != RT_F32))
             return rt_error_set(RT_ERR_DTYPE, "add_relu: inputs must be float32 or bfloat16");
         if (a->layout != b->layout)
             return rt_error_set(RT_ERR_INVALID_ARG, "add_relu: a bfloat16 input needs both inputs in one "

@@ -209,10 +209,12 @@ static int timeline_outputs(const char *csv, cli_outputs *outs) {
     if (!cli_csv_name_ok(outs->command, opt, csv)) return 2;
     cli_derived_path(csv, ".csv", ".png", png, sizeof png);
     cli_derived_path(csv, ".csv", ".combined.png", combined, sizeof combined);
-    /* a path the file system refuses is the user's to change: a usage error */
+    /* a path the file system refuses (no such directory, a directory in
+     * the file's place) is found on the file system: a runtime failure, as
+     * train's outputs (README, exit status) */
     if (!cli_outputs_add(outs, opt, csv, NULL, false) || !cli_outputs_add(outs, opt, png, csv, false) ||
         !cli_outputs_add(outs, opt, combined, csv, false))
-        return 2;
+        return 1;
     int rc = cli_outputs_check_distinct(outs);
     if (rc) return rc;
     return cli_outputs_lock(outs) ? 1 : 0;

@@ -246,6 +246,10 @@ void cli_outputs_release(cli_outputs *s) {
 }
 
 bool cli_csv_name_ok(const char *command, const char *option, const char *path) {
+    if (!*path) {
+        fprintf(stderr, "%s: %s needs a file name, got an empty one\n", command, option);
+        return false;
+    }
     if (!cli_path_ends_with(path, ".png")) return true;
     fprintf(stderr, "%s: %s %s: give the CSV file's name (e.g. %.*s.csv); the picture is drawn beside it with "
                     ".png\n", command, option, path, (int)strlen(path) - 4, path);

@@ -56,7 +56,8 @@ void cli_output_describe(const cli_output *o, char *buf, size_t n);
 
 /* False, with a message naming `command` and `option`, when `path` (the
  * value of an option that takes a CSV name and draws NAME.png beside it)
- * ends with .png: the CSV would be written under the picture's name. */
+ * is empty or ends with .png (the CSV would be written under the
+ * picture's name): errors in the name alone, usage errors (exit 2). */
 bool cli_csv_name_ok(const char *command, const char *option, const char *path);
 
 /* 0 when no two outputs are the same file; else prints which ones collide

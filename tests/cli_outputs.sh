@@ -141,17 +141,18 @@ steps=$(grep -c . "$t/a.steps.csv")
 assert sigint-steps-rows test "$steps" -eq 65 # header + 2 epochs x 32 steps
 
 # --- revtorch memory --memory-timeline F.csv writes F.csv, F.png and F.combined.png:
-# --- bad paths are usage errors before any work, and a failed write changes none of them
+# --- bad names are usage errors (2) and paths the file system refuses runtime failures (1), both before any
+# --- work, and a failed write changes none of them
 mem=(memory --model resnet20 --size 8 --channels 3 --batch-size 2 --threads 1)
-check memtl-no-dir 2 "cannot write --memory-timeline /nonexistent/dir/t.csv: directory /nonexistent/dir: No such file or directory" \
+check memtl-no-dir 1 "cannot write --memory-timeline /nonexistent/dir/t.csv: directory /nonexistent/dir: No such file or directory" \
     "$bin" "${mem[@]}" --memory-timeline /nonexistent/dir/t.csv
 out="$("$bin" "${mem[@]}" --memory-timeline /nonexistent/dir/t.csv 2>&1)"
 if grep -q "one training step of" <<< "$out"; then bad "memtl-before-work: predicted before refusing: $out"; else ok; fi
 check memtl-empty 2 "--memory-timeline needs a file name, got an empty one" "$bin" "${mem[@]}" --memory-timeline ""
 mkdir "$t/tldir.csv" "$t/tld.png"
-check memtl-dir 2 "--memory-timeline $t/tldir.csv is a directory; give a file name" \
+check memtl-dir 1 "--memory-timeline $t/tldir.csv is a directory; give a file name" \
     "$bin" "${mem[@]}" --memory-timeline "$t/tldir.csv"
-check memtl-derived-dir 2 "$t/tld.png (written for --memory-timeline $t/tld.csv) is a directory" \
+check memtl-derived-dir 1 "$t/tld.png (written for --memory-timeline $t/tld.csv) is a directory" \
     "$bin" "${mem[@]}" --memory-timeline "$t/tld.csv"
 assert memtl-derived-dir-no-csv test ! -e "$t/tld.csv"
 # a .png name would get the CSV text, and the picture F.png.png

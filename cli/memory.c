@@ -345,6 +345,7 @@ int cli_cmd_memory(int argc, char **argv) {
             cli_outputs_release(&outs);
             return rc;
         }
+        cli_outputs_unlock_on_signal(&outs); /* a Ctrl-C during --measure leaves no lock files */
     }
     rt_model *m = NULL;
     if (rt_model_create(model, channels, classes, RT_DEVICE_META, 0, &m) != RT_OK) {

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,7 +237,25 @@ int cli_outputs_lock(cli_outputs *s) {
     return 0;
 }
 
+/* The outputs whose lock files a SIGINT/SIGTERM removes (CLI-only state: the
+ * handler has no other way to reach them). */
+static cli_outputs *volatile cli_signal_outputs;
+
+static void cli_outputs_on_signal(int sig) {
+    cli_outputs *s = cli_signal_outputs;
+    for (int k = 0; s && k < s->n_locks; k++) unlink(s->lock_path[k]); /* async-signal-safe */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_outputs_unlock_on_signal(cli_outputs *s) {
+    cli_signal_outputs = s;
+    signal(SIGINT, s ? cli_outputs_on_signal : SIG_DFL);
+    signal(SIGTERM, s ? cli_outputs_on_signal : SIG_DFL);
+}
+
 void cli_outputs_release(cli_outputs *s) {
+    if (cli_signal_outputs == s) cli_outputs_unlock_on_signal(NULL);
     for (int k = 0; k < s->n_locks; k++) {
         unlink(s->lock_path[k]);
         close(s->lock_fd[k]);

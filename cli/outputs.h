@@ -71,8 +71,18 @@ int cli_outputs_check_distinct(const cli_outputs *s);
  * run holds one of them or a lock file cannot be made. */
 int cli_outputs_lock(cli_outputs *s);
 
-/* Removes the lock files and releases the locks (safe to call twice). */
+/* Removes the lock files and releases the locks (safe to call twice); also
+ * ends cli_outputs_unlock_on_signal for s. */
 void cli_outputs_release(cli_outputs *s);
+
+/* Until cli_outputs_release(s): SIGINT or SIGTERM removes s's lock files
+ * and then ends the process as the signal would (re-raised with the
+ * default action: exit status 130 / 143 in a shell). For commands without a
+ * graceful stop of their own (revtorch memory --measure; train has one),
+ * so an interrupted run leaves no lock files beside its outputs (which are
+ * written through temporaries and renames, so none is half-written). One
+ * s at a time per process. */
+void cli_outputs_unlock_on_signal(cli_outputs *s);
 
 /* "dir/run.csv" → "dir/run<suffix>" (the extension `ext` replaced when the
  * name ends with it, else suffix appended). */

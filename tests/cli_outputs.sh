@@ -159,6 +159,17 @@ assert memtl-derived-dir-no-csv test ! -e "$t/tld.csv"
 check memtl-png-name 2 "--memory-timeline $t/tl.png: give the CSV file's name (e.g. $t/tl.csv)" \
     "$bin" "${mem[@]}" --memory-timeline "$t/tl.png"
 assert memtl-png-name-nothing-written test ! -e "$t/tl.png" -a ! -e "$t/tl.png.png" -a ! -e "$t/tl.png.combined.png"
+# Ctrl-C during --measure (which holds the outputs' locks) ends the run as SIGINT does and leaves no lock
+# files (before, they stayed beside the outputs)
+timeout 120 "$bin" memory --model resnet20 --size 32 --channels 3 --batch-size 64 --threads 1 --measure \
+    --memory-timeline "$t/int.csv" > "$t/int.out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -e "$t/int.csv.lock" ] && break; sleep 0.1; done
+sleep 1 # into the work (its stdout, a file, is block-buffered: nothing to wait for there); it measures for ~10 s
+kill -INT "$pid"
+wait "$pid"; rc=$?
+assert memtl-sigint-130 test "$rc" -eq 130
+assert memtl-sigint-no-locks test ! -e "$t/int.csv.lock" -a ! -e "$t/int.png.lock" -a ! -e "$t/int.combined.png.lock"
 check memtl-written 0 "memory timeline: $t/tl.csv and $t/tl.png (balanced), $t/tl.combined.png" \
     "$bin" "${mem[@]}" --memory-timeline "$t/tl.csv"
 assert memtl-written-files test -s "$t/tl.csv" -a -s "$t/tl.png" -a -s "$t/tl.combined.png"

@@ -135,7 +135,8 @@ rt_status rt_kernel_conv_forward(const rt_conv_shape *s, const void *x, const fl
 /* dx = dL/dx given dy = dL/dy [n, c_out, out...] and w; overwrites dx
  * [n, c_in, in...] (like torch.nn.grad.conv2d_input). dy is f32, or bf16
  * when s->dy_bf16 (with s->compute_bf16, else RT_ERR_INVALID_ARG); dx is
- * f32; s->src_bf16 is ignored. */
+ * f32, or bf16 when s->dx_bf16 (with s->compute_bf16); s->src_bf16 is
+ * ignored, s->dst_bf16 refused (RT_ERR_INVALID_ARG: the forward's). */
 rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, const void *dy,
                                        void *dx);
 
@@ -144,7 +145,8 @@ rt_status rt_kernel_conv_backward_data(const rt_conv_shape *s, const float *w, c
  * if s->has_bias). Overwrites dw and db (no accumulation; n == 0 gives
  * zeros), like torch.nn.grad.conv2d_weight. x is f32, or bf16 when
  * s->src_bf16; dy likewise with s->dy_bf16 (either needs s->compute_bf16
- * too: RT_ERR_INVALID_ARG). */
+ * too: RT_ERR_INVALID_ARG); s->dx_bf16 is ignored (this pass writes no
+ * dx), s->dst_bf16 refused. */
 rt_status rt_kernel_conv_backward_weights(const rt_conv_shape *s, const void *x,
                                           const void *dy, float *dw, float *db);
 

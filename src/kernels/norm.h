@@ -82,7 +82,8 @@ typedef struct rt_bn_shape {
  *   mean = E[x], var = E[(x-mean)^2] (biased, as used for normalising),
  *   y = (x - mean) / sqrt(var + eps) * weight + bias.
  * Writes y, mean and var (with s->given_stats: writes y from the mean and
- * var given). */
+ * var given). x and y are f32, or bf16 both when s->bf16; mean and var f32,
+ * summed in double either way. */
 rt_status rt_kernel_batchnorm_forward_train(const rt_bn_shape *s, const void *x,
                                             const float *weight, const float *bias, void *y,
                                             float *mean, float *var);
@@ -100,7 +101,9 @@ rt_status rt_kernel_batchnorm_forward_eval(const rt_bn_shape *s, const void *x,
  *   dbias   = sum(dy), dweight = sum(dy * xhat),
  *   dx      = weight/sqrt(var+eps) * (dy - dbias/m - xhat * dweight/m).
  * Overwrites dx and, when non-NULL, dweight and dbias (either may be NULL;
- * dweight needs weight). */
+ * dweight needs weight). x, dy and dx are f32, or bf16 all three when
+ * s->bf16 (oneDNN's bf16 backward, accumulating in f32); dweight and dbias
+ * are f32 either way. */
 rt_status rt_kernel_batchnorm_backward(const rt_bn_shape *s, const void *x, const void *dy,
                                        const float *mean, const float *var, const float *weight,
                                        void *dx, float *dweight, float *dbias);

@@ -237,9 +237,13 @@ int cli_outputs_lock(cli_outputs *s) {
     return 0;
 }
 
-/* The outputs whose lock files a SIGINT/SIGTERM removes (CLI-only state: the
- * handler has no other way to reach them). */
+/* The outputs whose lock files a SIGINT/SIGTERM removes, and the actions
+ * the handler replaced (CLI-only state: a handler has no other way to reach
+ * them). */
 static cli_outputs *volatile cli_signal_outputs;
+static const int cli_signals[2] = {SIGINT, SIGTERM};
+static struct sigaction cli_signal_prev[2];
+static bool cli_signal_installed[2];
 
 static void cli_outputs_on_signal(int sig) {
     cli_outputs *s = cli_signal_outputs;
@@ -249,9 +253,22 @@ static void cli_outputs_on_signal(int sig) {
 }
 
 void cli_outputs_unlock_on_signal(cli_outputs *s) {
-    cli_signal_outputs = s;
-    signal(SIGINT, s ? cli_outputs_on_signal : SIG_DFL);
-    signal(SIGTERM, s ? cli_outputs_on_signal : SIG_DFL);
+    if (s) cli_signal_outputs = s; /* before a handler can run */
+    for (int i = 0; i < 2; i++) {
+        if (s && !cli_signal_installed[i]) {
+            struct sigaction sa = {0}, prev;
+            sa.sa_handler = cli_outputs_on_signal;
+            sigemptyset(&sa.sa_mask);
+            /* a signal the caller ignores (trap '' INT, a background job) stays ignored */
+            if (sigaction(cli_signals[i], NULL, &prev) == 0 && prev.sa_handler != SIG_IGN &&
+                sigaction(cli_signals[i], &sa, &cli_signal_prev[i]) == 0)
+                cli_signal_installed[i] = true;
+        } else if (!s && cli_signal_installed[i]) {
+            sigaction(cli_signals[i], &cli_signal_prev[i], NULL);
+            cli_signal_installed[i] = false;
+        }
+    }
+    if (!s) cli_signal_outputs = NULL; /* after the handlers are gone */
 }
 
 void cli_outputs_release(cli_outputs *s) {

@@ -77,7 +77,8 @@ void cli_outputs_release(cli_outputs *s);
 
 /* Until cli_outputs_release(s): SIGINT or SIGTERM removes s's lock files
  * and then ends the process as the signal would (re-raised with the
- * default action: exit status 130 / 143 in a shell). For commands without a
+ * default action: exit status 130 / 143 in a shell); a signal the process
+ * ignores stays ignored, and release restores the previous actions. For commands without a
  * graceful stop of their own (revtorch memory --measure; train has one),
  * so an interrupted run leaves no lock files beside its outputs (which are
  * written through temporaries and renames, so none is half-written). One

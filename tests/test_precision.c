@@ -499,6 +499,58 @@ static void test_block_interior_bf16(void) {
     }
 }
 
+/* Blocks whose interior cannot hand bf16 on run f32 inside it, and train:
+ * a frozen batch norm (eval mode inside a training block, for fine-tuning:
+ * its ReLU is unfused and f32 only), and widths that do not fill whole
+ * channel blocks (a 4-channel interior from a blocked input is plain while
+ * the shortcut stays blocked; a bf16 operand is not reordered). Each runs
+ * forward and backward in a bf16 region, stride 1 and 2; before this
+ * check both were refused (relu: input must be float32; add_relu: both
+ * inputs in one memory order). */
+static void test_block_interior_falls_back(void) {
+    if (!rt_conv_bf16_available()) {
+        printf("  skipped: no bf16 convolution kernel on this CPU\n");
+        return;
+    }
+    const int64_t blk_c = rt_layout_block();
+    struct {
+        const char *what;
+        int64_t in, planes;
+        const char *frozen;
+    } cases[] = {{"frozen bn1", 64, 16, "bn1"}, {"interior of 4 channels", blk_c, 4, NULL}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        for (int stride = 1; stride <= 2; stride++) {
+            rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 6);
+            rt_module *blk = NULL;
+            CHECK_OK(rt_resblock_create(&ctx, RT_BLOCK_BOTTLENECK, cases[k].in, cases[k].planes, stride, &blk));
+            rt_module_train(blk, true);
+            if (cases[k].frozen) rt_module_train(rt_module_find(blk, cases[k].frozen), false);
+            const int64_t xs[4] = {2, cases[k].in, 8, 8};
+            rt_tensor *x0 = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *x = NULL, *y = NULL;
+            CHECK(x0 != NULL);
+            rt_philox_uniform(41, 0, rt_tensor_numel(x0), rt_tensor_f32(x0));
+            CHECK_OK(rt_to_preferred_layout(x0, &x)); /* blocked: the order the zoo's stages hand on */
+            x->requires_grad = true;
+            rt_status st = rt_precision_region_forward(blk, RT_BF16, true, x, &y);
+            printf("  %s, stride %d: forward %s\n", cases[k].what, stride, st == RT_OK ? "ok" : rt_error_last());
+            CHECK_OK(st);
+            if (st == RT_OK) {
+                rt_tensor *gy = rt_tensor_empty_like(y, RT_MEM_TEMP);
+                CHECK(gy != NULL);
+                rt_tensor_fill(gy, 0.25f);
+                CHECK(y->dtype == RT_F32);
+                CHECK_OK(rt_backward(y, gy, false));
+                CHECK(x->grad != NULL && x->grad->dtype == RT_F32);
+                rt_tensor_release(gy);
+            }
+            rt_tensor_release(y);
+            rt_tensor_release(x);
+            rt_tensor_release(x0);
+            rt_module_destroy(blk);
+        }
+    }
+}
+
 /* In a bf16 region a convolution's weight gradient reads the region's
  * bf16 copy of its saved input as it is (rt_node_saved_stored, the
  * src_bf16 primitive), not an f32 copy that oneDNN converts back to bf16:
@@ -965,7 +1017,7 @@ static void test_describe(void) {
 RT_TEST_MAIN({"describe", test_describe}, {"conv_bf16_kernels", test_conv_bf16_kernels},
              {"grads_resnet20", test_grads_resnet20}, {"grads_revnet_small", test_grads_revnet_small},
              {"grads_resnet20_compute", test_grads_resnet20_compute},
-             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies}, {"block_interior_kernels", test_block_interior_kernels}, {"block_interior_bf16", test_block_interior_bf16}, {"bn_center_stores_half", test_bn_center_stores_half}, {"bn_saves_centred_half", test_bn_saves_centred_half}, {"relu_backward_half", test_relu_backward_half},
+             {"conv_reads_bf16_copies", test_conv_reads_bf16_copies}, {"block_interior_kernels", test_block_interior_kernels}, {"block_interior_bf16", test_block_interior_bf16}, {"block_interior_falls_back", test_block_interior_falls_back}, {"bn_center_stores_half", test_bn_center_stores_half}, {"bn_saves_centred_half", test_bn_saves_centred_half}, {"relu_backward_half", test_relu_backward_half},
              {"grads_revnet_small_compute", test_grads_revnet_small_compute}, {"saved_resnet20", test_saved_resnet20},
              {"saved_revnet110", test_saved_revnet110}, {"predict_resnet20", test_predict_resnet20},
              {"predict_revnet_small", test_predict_revnet_small},

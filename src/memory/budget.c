@@ -418,7 +418,7 @@ static rt_status rt_least_plan_lower(const rt_plan_ctx *c, const rt_stage_profil
             rt_error_clear();
             st = RT_OK;
         }
-        if (st == RT_OK && found && m.predicted.peak_total <= target) {
+        if (st == RT_OK && found && m.predicted.peak_total <= target && m.predicted.peak_total < pred->peak_total) {
             rt_plan_free(plan);
             *plan = m.plan;
             *pred = m.predicted;
@@ -490,6 +490,7 @@ static rt_status rt_least_plan(const rt_plan_ctx *c, const rt_stage_profile *pro
         (cheaper.plan.recompute < plan->recompute || cheaper.predicted.peak_total < pred->peak_total)) {
         rt_plan_free(plan);
         *plan = cheaper.plan;
+        *pred = cheaper.predicted; /* the lowering below starts from this plan's peak */
     } else if (cheaper_found) {
         rt_plan_free(&cheaper.plan);
     }

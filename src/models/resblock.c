@@ -26,6 +26,28 @@ static rt_status rt_residual_forward(rt_resblock *b, rt_tensor *x, rt_tensor **o
     return RT_OK;
 }
 
+/* Whether m and every module below it train. */
+static bool rt_all_training(const rt_module *m) {
+    if (!m->training) return false;
+    for (int i = 0; i < m->n_children; i++)
+        if (!rt_all_training(m->children[i].module)) return false;
+    return true;
+}
+
+/* Whether the block's interior may hand bf16 on: every module trains (an
+ * eval batch norm, frozen for fine-tuning, runs an unfused ReLU, which is
+ * f32 only) and every interior width fills whole channel blocks, so the
+ * residual sum's two inputs share a memory order (a bf16 operand is not
+ * reordered; an 8-channel conv output from a blocked input is plain). */
+static bool rt_resblock_half_ok(const rt_resblock *b) {
+    if (!rt_all_training(&b->base)) return false;
+    for (int i = 0; i < b->nconv; i++) {
+        const rt_tensor *w = rt_module_tensor(b->conv[i], "weight");
+        if (!w || w->shape[0] % rt_layout_block() != 0) return false;
+    }
+    return true;
+}
+
 /* In a training forward inside a bf16 region, the block's interior hands
  * its activations on in bf16 (autograd/node.h,
  * rt_autocast_activation_dtype), as PyTorch's autocast does: each
@@ -33,11 +55,12 @@ static rt_status rt_residual_forward(rt_resblock *b, rt_tensor *x, rt_tensor **o
  * writes bf16, and the next convolution and the residual sum read that.
  * The block's output, the sum, is f32 (it leaves the block: a stage's
  * next block, a pooling layer, a checkpoint boundary). An evaluation
- * forward keeps f32 activations (the eval batch norm's ReLU is unfused). */
+ * forward, a block with a frozen batch norm or with widths that do not
+ * fill whole channel blocks keeps f32 activations (rt_resblock_half_ok). */
 static rt_status rt_resblock_forward(rt_module *m, rt_tensor *x, rt_tensor **out) {
     rt_resblock *b = (rt_resblock *)m;
     rt_tensor *h = NULL, *id = NULL;
-    bool half = m->training && rt_autocast_compute_dtype() == RT_BF16;
+    bool half = rt_autocast_compute_dtype() == RT_BF16 && rt_resblock_half_ok(b);
     rt_dtype prev = rt_autocast_set_activation_dtype(half ? RT_BF16 : RT_F32);
     rt_status st = rt_residual_forward(b, x, &h);
     if (st == RT_OK && b->downsample) st = rt_module_forward(b->downsample, x, &id);

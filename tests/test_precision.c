@@ -551,14 +551,6 @@ static void test_block_interior_falls_back(void) {
     }
 }
 
-/* In a bf16 region a convolution's weight gradient reads the region's
- * bf16 copy of its saved input as it is (rt_node_saved_stored, the
- * src_bf16 primitive), not an f32 copy that oneDNN converts back to bf16:
- * the copy is there to read, and the gradient is bit for bit the kernel's
- * on the bf16-rounded input and the bf16-rounded incoming gradient (which
- * is what the old round trip handed the same kernel). Skipped where the
- * CPU has no bf16 convolution (the region computes f32, reading f32). */
-
 /* A bf16 region's convolution reads bf16 operands as the region keeps
  * them: the forward reads the saved bf16 copy of x, backward-weights reads
  * it too, and both backward passes read one bf16 conversion of dy (the
@@ -566,7 +558,9 @@ static void test_block_interior_falls_back(void) {
  * result must equal, bit for bit, the kernel's on f32 operands, which
  * converts them itself: y from f32 x; dw from the rounded x and dy; dx
  * from the rounded dy. Fails when a copy is read as f32 (wrong values),
- * when dy is not rounded, or when the forward reads something else. */
+ * when dy is not rounded, or when the forward reads something else.
+ * Skipped where the CPU has no bf16 convolution (the region computes f32,
+ * reading f32). */
 static void test_conv_reads_bf16_copies(void) {
     if (!rt_conv_bf16_available()) {
         printf("  skipped: no bf16 convolution kernel on this CPU\n");

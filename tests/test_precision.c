@@ -436,6 +436,21 @@ static void test_block_interior_kernels(void) {
     free(x), free(w), free(y32), free(yw), free(b32), free(dy), free(dx0), free(dx1), free(y16), free(b16);
 }
 
+/* A training Bottleneck(in, planes, stride) and an input (n, in, 8, 8) of
+ * uniform values from `seed` that requires grad (a leaf, so the identity
+ * shortcut gets a gradient too). */
+static void bottleneck_and_input(int64_t in, int64_t planes, int64_t stride, int64_t n, uint64_t seed,
+                                 rt_module **blk, rt_tensor **x) {
+    rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, seed);
+    CHECK_OK(rt_resblock_create(&ctx, RT_BLOCK_BOTTLENECK, in, planes, stride, blk));
+    rt_module_train(*blk, true);
+    const int64_t xs[4] = {n, in, 8, 8};
+    *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA);
+    CHECK(*x != NULL);
+    rt_philox_uniform(seed, 0, rt_tensor_numel(*x), rt_tensor_f32(*x));
+    (*x)->requires_grad = true;
+}
+
 /* A Bottleneck's interior in a bf16 region hands bf16 on (models/resblock.c):
  * in training, bn3 saves its input as it is — the bf16 output of conv3 —
  * with the batch mean (not a centred copy and a zero mean, as batch norm
@@ -451,15 +466,9 @@ static void test_block_interior_bf16(void) {
     }
     for (int stride = 1; stride <= 2; stride++) {
         for (int compute = 0; compute < 2; compute++) {
-            rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 5);
             rt_module *blk = NULL;
-            CHECK_OK(rt_resblock_create(&ctx, RT_BLOCK_BOTTLENECK, 64, 16, stride, &blk));
-            rt_module_train(blk, true);
-            const int64_t xs[4] = {4, 64, 8, 8};
-            rt_tensor *x = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *y = NULL;
-            CHECK(x != NULL);
-            rt_philox_uniform(31, 0, rt_tensor_numel(x), rt_tensor_f32(x));
-            x->requires_grad = true; /* so the identity shortcut gets a gradient too */
+            rt_tensor *x = NULL, *y = NULL;
+            bottleneck_and_input(64, 16, stride, 4, 31, &blk, &x);
             CHECK_OK(rt_precision_region_forward(blk, RT_BF16, compute, x, &y));
             CHECK(y->dtype == RT_F32);
             rt_node *add = (rt_node *)y->grad_fn, *bn3 = add ? add->edges[0].node : NULL;
@@ -520,15 +529,11 @@ static void test_block_interior_falls_back(void) {
     } cases[] = {{"frozen bn1", 64, 16, "bn1"}, {"interior of 4 channels", blk_c, 4, NULL}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         for (int stride = 1; stride <= 2; stride++) {
-            rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 6);
             rt_module *blk = NULL;
-            CHECK_OK(rt_resblock_create(&ctx, RT_BLOCK_BOTTLENECK, cases[k].in, cases[k].planes, stride, &blk));
-            rt_module_train(blk, true);
+            rt_tensor *x0 = NULL, *x = NULL, *y = NULL;
+            bottleneck_and_input(cases[k].in, cases[k].planes, stride, 2, 41, &blk, &x0);
             if (cases[k].frozen) rt_module_train(rt_module_find(blk, cases[k].frozen), false);
-            const int64_t xs[4] = {2, cases[k].in, 8, 8};
-            rt_tensor *x0 = rt_tensor_create(4, xs, RT_F32, RT_DEVICE_CPU, RT_MEM_DATA), *x = NULL, *y = NULL;
-            CHECK(x0 != NULL);
-            rt_philox_uniform(41, 0, rt_tensor_numel(x0), rt_tensor_f32(x0));
+            x0->requires_grad = false; /* the blocked copy below is the leaf */
             CHECK_OK(rt_to_preferred_layout(x0, &x)); /* blocked: the order the zoo's stages hand on */
             x->requires_grad = true;
             rt_status st = rt_precision_region_forward(blk, RT_BF16, true, x, &y);

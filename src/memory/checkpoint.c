@@ -225,8 +225,8 @@ static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
 }
 
 /* In recompute, an op asks for what it offered at forward: the next n
- * kept tensors, which must look like `like` (the same op at the same
- * place in the region). */
+ * kept tensors, which must have been kept under this key and have its
+ * shape and dtype (the same op at the same place in the region). */
 static rt_status rt_rc_memo_take(void *user, const rt_tensor *key, rt_tensor **out, int n, bool *found) {
     rt_ckpt_frame *f = user;
     if (f->rc_memo + n > f->n_memo)

@@ -10,6 +10,9 @@ typedef struct rt_resblock {
     int nconv;
     rt_module *conv[3], *bn[3]; /* borrowed: children conv1.., bn1.. */
     rt_module *downsample;      /* borrowed child, or NULL */
+    /* every interior width (planes, out) fills whole channel blocks of
+     * rt_layout_block(), a constant of the process: set at build */
+    bool widths_blocked;
 } rt_resblock;
 
 /* bn(conv(relu(bn(conv(x))))...): the residual branch, releasing each
@@ -40,12 +43,7 @@ static bool rt_all_training(const rt_module *m) {
  * residual sum's two inputs share a memory order (a bf16 operand is not
  * reordered; an 8-channel conv output from a blocked input is plain). */
 static bool rt_resblock_half_ok(const rt_resblock *b) {
-    if (!rt_all_training(&b->base)) return false;
-    for (int i = 0; i < b->nconv; i++) {
-        const rt_tensor *w = rt_module_tensor(b->conv[i], "weight");
-        if (!w || w->shape[0] % rt_layout_block() != 0) return false;
-    }
-    return true;
+    return b->widths_blocked && rt_all_training(&b->base);
 }
 
 /* In a training forward inside a bf16 region, the block's interior hands
@@ -90,6 +88,7 @@ static rt_status rt_resblock_add_unit(rt_init_ctx *ctx, rt_resblock *b, int i, c
 static rt_status rt_resblock_build(rt_init_ctx *ctx, rt_resblock *b, rt_block_kind kind, int64_t in, int64_t planes,
                                    int64_t stride) {
     int64_t out = planes * (kind == RT_BLOCK_BOTTLENECK ? 4 : 1);
+    b->widths_blocked = planes % rt_layout_block() == 0 && out % rt_layout_block() == 0;
     /* (in, out, kernel, stride, padding) of each conv; the stride sits on the 3×3 conv */
     const int64_t basic[2][5] = {{in, planes, 3, stride, 1}, {planes, planes, 3, 1, 1}};
     const int64_t bottleneck[3][5] = {{in, planes, 1, 1, 0}, {planes, planes, 3, stride, 1}, {planes, out, 1, 1, 0}};

@@ -145,15 +145,8 @@ rt_status rt_bn_saved_x(rt_node *node, rt_tensor **x) {
 rt_status rt_bn_op_shape(const char *op, const rt_tensor *x, const rt_tensor *weight, const rt_tensor *bias,
                          const rt_tensor *running_mean, const rt_tensor *running_var, bool training, float eps,
                          rt_bn_shape *s) {
-    /* x may be bf16 inside a bf16 region on a CPU with bf16 kernels: a
-     * convolution's bf16 output (autograd/node.h rt_autocast_activation_dtype) */
-    if (!x) return rt_error_set(RT_ERR_INVALID_ARG, "%s: input is NULL", op);
-    bool bf16 = x->dtype == RT_BF16 && rt_autocast_compute_dtype() == RT_BF16 &&
-                rt_backend_of(x)->conv_bf16_available();
-    if (x->dtype != RT_F32 && !bf16)
-        return rt_error_set(RT_ERR_DTYPE, "%s: input must be float32 (bfloat16 only inside a bf16 precision "
-                            "region on a CPU with bf16 kernels), got %s (convert with rt_tensor_to)", op,
-                            rt_dtype_str(x->dtype));
+    bool bf16 = false; /* a convolution's bf16 output inside a bf16 region */
+    RT_TRY(rt_op_check_activation(x, op, &bf16));
     RT_TRY(rt_op_check_f32(weight, op, "weight"));
     RT_TRY(rt_op_check_f32(bias, op, "bias"));
     RT_TRY(rt_op_check_f32(running_mean, op, "running_mean"));

@@ -114,7 +114,8 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
                   rt_tensor **out) {
     RT_TRY(rt_op_check_out(out, "conv"));
     *out = NULL;
-    if (!x) return rt_error_set(RT_ERR_INVALID_ARG, "conv: input is NULL");
+    bool x_bf16 = false; /* a bf16 activation: only inside a bf16-compute region */
+    RT_TRY(rt_op_check_activation(x, "conv", &x_bf16));
     RT_TRY(rt_op_check_f32(weight, "conv", "weight"));
     if (bias) RT_TRY(rt_op_check_f32(bias, "conv", "bias"));
     RT_TRY(rt_op_check_device(x, weight, "conv"));
@@ -168,12 +169,6 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     /* a bf16 precision region computes in bf16 where oneDNN has the kernel
      * (memory/precision.h); backward reuses s, so its passes match */
     s.compute_bf16 = rt_autocast_compute_dtype() == RT_BF16 && rt_backend_of(x)->conv_bf16_available();
-    /* a bf16 input exists only inside such a region (a residual block's
-     * interior, autograd/node.h rt_autocast_activation_dtype) */
-    if (x->dtype != RT_F32 && !(x->dtype == RT_BF16 && s.compute_bf16))
-        return rt_error_set(RT_ERR_DTYPE, "conv: input must be float32 (bfloat16 only inside a bf16 precision "
-                            "region on a CPU with bf16 kernels), got %s (convert with rt_tensor_to)",
-                            rt_dtype_str(x->dtype));
     /* the output is bf16 where the region hands activations on in bf16 and
      * this shape computes in bf16 (a Winograd shape writes f32) */
     bool y_bf16 = rt_autocast_activation_dtype() == RT_BF16 && rt_conv_computes_bf16(&s);
@@ -207,7 +202,7 @@ rt_status rt_conv(rt_tensor *x, rt_tensor *weight, rt_tensor *bias, const rt_con
     /* a bf16 x (the region's copy, or a bf16 activation) is read as it is:
      * a bf16 kernel directly, a Winograd one through the entry's reorder */
     rt_conv_shape fs = s;
-    fs.src_bf16 = xh != NULL || x->dtype == RT_BF16;
+    fs.src_bf16 = xh != NULL || x_bf16;
     fs.dst_bf16 = y_bf16;
     if (st == RT_OK)
         st = rt_backend_of(x)->conv_forward(&fs, rt_tensor_data(xh ? xh : x), rt_tensor_f32(weight),

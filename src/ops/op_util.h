@@ -3,6 +3,7 @@
 #define RT_OPS_OP_UTIL_H
 
 #include "autograd/node.h"
+#include "backend/backend.h"
 #include "core/tensor.h"
 #include "kernels/conv.h"
 
@@ -13,6 +14,22 @@ static inline rt_status rt_op_check_f32(const rt_tensor *t, const char *op, cons
         return rt_error_set(RT_ERR_DTYPE, "%s: %s must be float32, got %s (convert with rt_tensor_to)",
                             op, arg, rt_dtype_str(t->dtype));
     return RT_OK;
+}
+
+/* The input check of an op that reads a bf16 activation as it is (conv,
+ * batch_norm, batch_norm_relu): RT_OK for an f32 x, and for a bf16 x inside
+ * a bf16-compute region on a backend with bf16 convolutions, the only
+ * place one exists (a residual block's interior, autograd/node.h
+ * rt_autocast_activation_dtype); *bf16 says which. RT_ERR_INVALID_ARG for
+ * NULL x, RT_ERR_DTYPE for any other dtype or place. */
+static inline rt_status rt_op_check_activation(const rt_tensor *x, const char *op, bool *bf16) {
+    *bf16 = false;
+    if (!x) return rt_error_set(RT_ERR_INVALID_ARG, "%s: input is NULL", op);
+    if (x->dtype == RT_F32) return RT_OK;
+    *bf16 = x->dtype == RT_BF16 && rt_autocast_compute_dtype() == RT_BF16 && rt_backend_of(x)->conv_bf16_available();
+    if (*bf16) return RT_OK;
+    return rt_error_set(RT_ERR_DTYPE, "%s: input must be float32 (bfloat16 only inside a bf16 precision region on a "
+                        "CPU with bf16 kernels), got %s (convert with rt_tensor_to)", op, rt_dtype_str(x->dtype));
 }
 
 /* True when an op may write its output over x's storage ("consume" x, the

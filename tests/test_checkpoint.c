@@ -658,11 +658,12 @@ TU_TEST(selective_recompute_stops_early) {
 
 /* A checkpointed region's recompute ends once every dropped tensor is
  * rebuilt: over layer1.0 and layer1.1 of resnet20 the region keeps its
- * output (layer1.1's residual sum + ReLU saves it), so after layer1.1's
- * bn2 nothing is left to rebuild and its residual sum is not run again:
+ * output (layer1.1's residual sum + ReLU saves it), so once layer1.1's
+ * conv2 has run, bn2's input is all that is left to rebuild: bn2 is not
+ * run again (its input fills the slot), nor the residual sum:
  * layer1.0's forward completes twice (its forward hook runs twice), and
- * layer1.1's once (the recompute stops inside it). Gradients: the
- * resnet20 equivalence cases. */
+ * layer1.1's once (the recompute stops inside it), its conv2 twice and
+ * its bn2 once. Gradients: the resnet20 equivalence cases. */
 TU_TEST(checkpoint_recompute_stops_early) {
     rt_module *inner = make_net(NET_RESNET20, RT_DEVICE_CPU, false), *w = NULL;
     CHECK(inner);
@@ -670,8 +671,9 @@ TU_TEST(checkpoint_recompute_stops_early) {
     tu_defer(module_free, w);
     rt_checkpoint *ck = rt_checkpoint_of(w);
     rt_module *b0 = rt_module_find(w, "layer1.0"), *b1 = rt_module_find(w, "layer1.1");
-    CHECK(ck && b0 && b1);
-    if (!ck || !b0 || !b1) return;
+    rt_module *c2 = rt_module_find(w, "layer1.1.conv2"), *bn2 = rt_module_find(w, "layer1.1.bn2");
+    CHECK(ck && b0 && b1 && c2 && bn2);
+    if (!ck || !b0 || !b1 || !c2 || !bn2) return;
     int n = ck->n_stages, i0 = -1;
     for (int i = 0; i + 1 < n; i++)
         if (ck->stages[i] == b0 && ck->stages[i + 1] == b1) i0 = i;
@@ -685,17 +687,23 @@ TU_TEST(checkpoint_recompute_stops_early) {
         seg[i] = i == i0 + 1 ? i0 : i;
     }
     CHECK_OK(rt_checkpoint_set_plan(w, kind, seg, n));
-    int n0 = 0, n1 = 0;
+    int n0 = 0, n1 = 0, nc2 = 0, nbn2 = 0;
     rt_module_set_forward_hook(b0, count_calls, &n0);
     rt_module_set_forward_hook(b1, count_calls, &n1);
+    rt_module_set_forward_hook(c2, count_calls, &nc2);
+    rt_module_set_forward_hook(bn2, count_calls, &nbn2);
     rt_tensor *x = make_input(NET_RESNET20);
     CHECK_OK(run_step(w, x, false));
-    printf("  resnet20, layer1.0-1 checkpointed: layer1.0 completed %d times, layer1.1 %d times in one step\n", n0,
-           n1);
+    printf("  resnet20, layer1.0-1 checkpointed: layer1.0 completed %d times, layer1.1 %d times (its conv2 %d, "
+           "bn2 %d) in one step\n", n0, n1, nc2, nbn2);
     CHECK_EQ_INT(n0, 2);
     CHECK_EQ_INT(n1, 1);
+    CHECK_EQ_INT(nc2, 2);
+    CHECK_EQ_INT(nbn2, 1);
     rt_module_set_forward_hook(b0, NULL, NULL);
     rt_module_set_forward_hook(b1, NULL, NULL);
+    rt_module_set_forward_hook(c2, NULL, NULL);
+    rt_module_set_forward_hook(bn2, NULL, NULL);
     zero_grads(w);
 }
 

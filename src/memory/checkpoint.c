@@ -50,6 +50,13 @@ typedef struct rt_ckpt_slot {
     int64_t shape[RT_MAX_DIMS];
     rt_layout layout;
     bool dead;                 /* its node released it: a recompute leaves it empty */
+    /* The leaf module call that saved it (its ordinal among the region's
+     * leaf calls, else -1); for a DROP slot, whether that was the leaf's
+     * very input (batch norm's x): the recompute fills it from that leaf's
+     * input without running it. */
+    int leaf;
+    bool of_leaf_input;
+    int saves_before, memo_before; /* what the region had saved and kept when that leaf began */
     bool chained;              /* held packed by a precision region's hooks, not in t */
     void *packed;
     rt_saved_hooks by;         /* the hooks that packed it */
@@ -98,6 +105,11 @@ typedef struct rt_ckpt_frame {
     rt_ckpt_call *calls;
     int n_calls, cap_calls;
     int cur_call;              /* kept call running at forward, or -1 */
+    /* Leaf module calls: how many began at forward and at recompute, and
+     * the one running at forward (its ordinal, or -1) with its input. */
+    int fw_leaves, rc_leaves, in_leaf, rc_in_leaf;
+    const rt_tensor *leaf_x;
+    int leaf_saves0, leaf_memo0;
     bool recomputing;
     int rc_save, rc_call;      /* recompute cursors */
     /* The saved-tensor hooks the region was pushed over (a precision
@@ -199,6 +211,14 @@ static rt_status rt_grow(void **arr, int *cap, int n, size_t size) {
     return RT_OK;
 }
 
+/* Whether a and b are the same tensor: one storage (no offsets here), seen
+ * with one shape and layout (an op may save a new header for its input). */
+static bool rt_same_tensor(const rt_tensor *a, const rt_tensor *b) {
+    return a->storage == b->storage && a->storage && a->ndim == b->ndim &&
+           a->layout == b->layout && a->dtype == b->dtype &&
+           !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape);
+}
+
 static bool rt_same_as_input(const rt_ckpt_call *c, const rt_tensor *t) {
     return t->storage == c->x_storage && rt_tensor_numel(t) == c->x_numel;
 }
@@ -213,6 +233,10 @@ static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
                             "checkpointed region must run the same ops in both (no data-dependent control flow)",
                             f->n_save);
     rt_ckpt_slot *s = &f->slots[f->save_slot[f->rc_save++]];
+    if (s->leaf != f->rc_in_leaf)
+        return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute's save %d came from another module than "
+                            "the forward's; a checkpointed region must run the same ops in both (no "
+                            "data-dependent control flow)", f->rc_save - 1);
     if (s->kind == RT_SLOT_KEEP || s->t || s->chained || s->dead) return RT_OK;
     if (f->has_rc_outer) { /* stored as the precision region stores it, as if never dropped */
         RT_TRY(f->rc_outer.pack(f->rc_outer.user, t, &s->packed));
@@ -263,14 +287,60 @@ static bool rt_frame_complete(const rt_ckpt_frame *f) {
     return true;
 }
 
-/* In recompute, a kept leaf call returns its forward output instead of
- * running, and fills the slots that saved its input. */
+/* Whether every slot still empty was saved by leaf call `leaf` as its
+ * input, so that leaf's input is all the recompute still has to give. */
+static bool rt_frame_rest_is_input(const rt_ckpt_frame *f, int leaf) {
+    bool any = false;
+    for (int i = 0; i < f->n_slots; i++) {
+        const rt_ckpt_slot *s = &f->slots[i];
+        if (s->kind == RT_SLOT_KEEP || s->dead || s->t || s->chained) continue;
+        if (s->kind != RT_SLOT_DROP || s->leaf != leaf || !s->of_leaf_input) return false;
+        any = true;
+    }
+    return any;
+}
+
+/* Fills those slots with x, stored as rt_rc_pack stores what an op saves,
+ * once the recompute is seen to have saved and kept what the forward had
+ * when the leaf began (the check the end of a full recompute makes). */
+static rt_status rt_rc_fill_input(rt_ckpt_frame *f, rt_tensor *x) {
+    for (int i = 0; i < f->n_slots; i++) {
+        rt_ckpt_slot *s = &f->slots[i];
+        if (s->kind == RT_SLOT_KEEP || s->dead || s->t || s->chained) continue;
+        if (s->saves_before != f->rc_save || s->memo_before != f->rc_memo)
+            return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute had saved %d tensors (%d kept "
+                                "statistics) where the forward had saved %d (%d) at the same op; a checkpointed "
+                                "region must run the same ops in both (no data-dependent control flow)",
+                                f->rc_save, f->rc_memo, s->saves_before, s->memo_before);
+        if (f->has_rc_outer) {
+            RT_TRY(f->rc_outer.pack(f->rc_outer.user, x, &s->packed));
+            s->chained = true;
+            s->by = f->rc_outer;
+        } else {
+            s->t = rt_tensor_retain(x);
+        }
+    }
+    return RT_OK;
+}
+
+/* In recompute, a leaf whose input is the last tensor the slots wait for
+ * is not run: its input fills them (in a checkpointed Bottleneck, bn3's or
+ * the downsample's batch norm, whose wide output nothing would read). A
+ * kept leaf call returns its forward output instead of running, and fills
+ * the slots that saved its input. */
 static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor **y, bool *handled) {
     rt_ckpt_frame *f = user;
     /* Every slot filled: the rest of the stage would compute what no node
      * reads. RT_STOPPED unwinds the stage's forward (its containers free
      * what they hold, as on any failure) and rt_frame_recompute ends. */
     if (rt_frame_complete(f)) return RT_STOPPED;
+    if (m->n_children == 0) {
+        f->rc_in_leaf = f->rc_leaves++;
+        if (rt_frame_rest_is_input(f, f->rc_in_leaf)) {
+            RT_TRY(rt_rc_fill_input(f, x));
+            return RT_STOPPED;
+        }
+    }
     if (f->rc_call >= f->n_calls || f->calls[f->rc_call].m != m) return RT_OK;
     int k = f->rc_call++;
     rt_ckpt_call *c = &f->calls[k];
@@ -303,6 +373,7 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
     }
     *y = o;
     *handled = true;
+    f->rc_in_leaf = -1; /* it does not run: rt_rc_after is not called */
     return RT_OK;
 }
 
@@ -311,9 +382,9 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
  * result the region keeps as its output) would compute what no node
  * reads; RT_STOPPED ends it as in rt_rc_before. */
 static rt_status rt_rc_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *y, rt_status st) {
-    (void)m;
     (void)x;
     (void)y;
+    if (m->n_children == 0) ((rt_ckpt_frame *)user)->rc_in_leaf = -1;
     if (st != RT_OK) return st;
     return rt_frame_complete(user) ? RT_STOPPED : RT_OK;
 }
@@ -327,7 +398,8 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     if (f->recomputing)
         return rt_error_set(RT_ERR_STATE, "checkpoint: a saved tensor of a region was read during its own recompute");
     f->recomputing = true;
-    f->rc_save = f->rc_call = f->rc_memo = 0;
+    f->rc_save = f->rc_call = f->rc_memo = f->rc_leaves = 0;
+    f->rc_in_leaf = -1;
     rt_tensor *h = NULL;
     rt_status st = RT_OK;
     if (f->input_packed) { /* the half copy back in f32, as an alias the recompute may mark */
@@ -396,26 +468,28 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
 
 /* ------------------------------------------------------------ the hooks of a region's forward */
 
-/* Whether a SELECTIVE region keeps t by alias at no cost instead of
- * dropping it: a parameter or the batch (not an activation), or a tensor
- * of a storage the region holds anyway (its input, a kept call's output, a
- * kept statistic) — batch norm saving a kept convolution output, its
- * weight and its statistics. The recompute then need not run the op that
- * saved it, and stops as soon as every slot is filled (rt_rc_before): in
- * a Bottleneck after conv3's input is rebuilt, so the wide bn3 and the
- * residual sum are not run again. CHECKPOINT regions drop everything (their
- * recompute runs every op anyway). */
+/* Whether a region keeps t by alias at no cost instead of dropping it: a
+ * parameter or the batch (not an activation), a kept statistic (any
+ * region), and in a SELECTIVE region also its input or a kept call's
+ * output — batch norm saving a kept convolution output, its weight and
+ * its statistics. The recompute then need not run the op that saved it,
+ * and stops as soon as every slot is filled (rt_rc_before): in a selective
+ * Bottleneck after conv3's input is rebuilt, so the wide bn3 and the
+ * residual sum are not run again; in a checkpointed one before bn3 (or
+ * the downsample's batch norm), whose input is all it still needs. A
+ * CHECKPOINT region drops every activation (its recompute runs from its
+ * input anyway). */
 static bool rt_frame_holds(const rt_ckpt_frame *f, const rt_tensor *t) {
-    if (!f->policy) return false;
     const rt_storage *st = t->storage;
     if (st->category == RT_MEM_PARAM || st->category == RT_MEM_DATA) return true;
+    for (int i = 0; i < f->n_memo; i++)
+        if (f->memo[i].t->storage == st) return true;
+    if (!f->policy) return false;
     /* (inside a precision region the input is let go for a half copy at
      * the region's end, rt_region_end, so an alias would keep it alive) */
     if (f->input && !f->has_outer && f->input->storage == st) return true;
     for (int i = 0; i < f->n_calls; i++)
         if (f->calls[i].out && f->calls[i].out->storage == st) return true;
-    for (int i = 0; i < f->n_memo; i++)
-        if (f->memo[i].t->storage == st) return true;
     return false;
 }
 
@@ -425,7 +499,7 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
     RT_TRY(rt_grow((void **)&f->slots, &f->cap_slots, f->n_slots, sizeof *f->slots));
     rt_ckpt_handle *h = malloc(sizeof *h);
     if (!h) return rt_error_set(RT_ERR_OOM, "out of memory in a checkpoint region");
-    rt_ckpt_slot s = {.kind = RT_SLOT_DROP, .call = -1, .storage = t->storage, .serial = t->storage->serial,
+    rt_ckpt_slot s = {.kind = RT_SLOT_DROP, .call = -1, .leaf = f->in_leaf, .storage = t->storage, .serial = t->storage->serial,
                       .version = t->storage->version, .ndim = t->ndim, .layout = t->layout};
     memcpy(s.shape, t->shape, sizeof s.shape);
     if (f->cur_call >= 0) {
@@ -460,6 +534,9 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
             rt_keep(t, +1);
         } else {
             f->n_drop++;
+            s.of_leaf_input = f->in_leaf >= 0 && rt_same_tensor(t, f->leaf_x);
+            s.saves_before = f->leaf_saves0;
+            s.memo_before = f->leaf_memo0;
         }
     }
     f->slots[f->n_slots] = s;
@@ -564,6 +641,7 @@ static rt_status rt_region_begin(rt_checkpoint *ck, int i, rt_tensor *x) {
     f->input_requires_grad = x->requires_grad;
     f->gen_at = rt_rng_state_get();
     f->cur_call = -1;
+    f->in_leaf = -1;
     f->has_outer = rt_saved_tensors_hooks_top(&f->outer);
     f->autocast = rt_autocast_dtype();
     f->autocast_compute = rt_autocast_compute_dtype();
@@ -669,6 +747,12 @@ static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x) {
         RT_TRY(rt_region_begin(ck, i, x));
     }
     rt_ckpt_frame *f = ck->frame;
+    if (m->n_children == 0) {
+        f->in_leaf = f->fw_leaves++;
+        f->leaf_x = x;
+        f->leaf_saves0 = f->n_save;
+        f->leaf_memo0 = f->n_memo;
+    }
     if (f->policy && f->cur_call < 0 && m->n_children == 0) {
         rt_checkpoint_policy p = f->policy(f->policy_user, m);
         if (p == RT_CKPT_MUST_SAVE || p == RT_CKPT_PREFER_SAVE) {
@@ -685,6 +769,10 @@ static rt_status rt_ck_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *
     rt_status so = ck->outer.after ? ck->outer.after(ck->outer.user, m, x, y, st) : RT_OK;
     rt_ckpt_frame *f = ck->frame;
     if (!f) return so;
+    if (m->n_children == 0) {
+        f->in_leaf = -1;
+        f->leaf_x = NULL;
+    }
     if (f->cur_call >= 0 && f->calls[f->cur_call].m == m) {
         rt_ckpt_call *c = &f->calls[f->cur_call];
         f->cur_call = -1;

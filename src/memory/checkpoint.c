@@ -214,9 +214,8 @@ static rt_status rt_grow(void **arr, int *cap, int n, size_t size) {
 /* Whether a and b are the same tensor: one storage (no offsets here), seen
  * with one shape and layout (an op may save a new header for its input). */
 static bool rt_same_tensor(const rt_tensor *a, const rt_tensor *b) {
-    return a->storage == b->storage && a->storage && a->ndim == b->ndim &&
-           a->layout == b->layout && a->dtype == b->dtype &&
-           !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape);
+    return a->storage == b->storage && a->storage && a->ndim == b->ndim && a->layout == b->layout &&
+           a->dtype == b->dtype && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape);
 }
 
 static bool rt_same_as_input(const rt_ckpt_call *c, const rt_tensor *t) {
@@ -499,8 +498,9 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
     RT_TRY(rt_grow((void **)&f->slots, &f->cap_slots, f->n_slots, sizeof *f->slots));
     rt_ckpt_handle *h = malloc(sizeof *h);
     if (!h) return rt_error_set(RT_ERR_OOM, "out of memory in a checkpoint region");
-    rt_ckpt_slot s = {.kind = RT_SLOT_DROP, .call = -1, .leaf = f->in_leaf, .storage = t->storage, .serial = t->storage->serial,
-                      .version = t->storage->version, .ndim = t->ndim, .layout = t->layout};
+    rt_ckpt_slot s = {.kind = RT_SLOT_DROP, .call = -1, .leaf = f->in_leaf, .storage = t->storage,
+                      .serial = t->storage->serial, .version = t->storage->version, .ndim = t->ndim,
+                      .layout = t->layout};
     memcpy(s.shape, t->shape, sizeof s.shape);
     if (f->cur_call >= 0) {
         s.call = f->cur_call;

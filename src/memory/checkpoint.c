@@ -224,6 +224,20 @@ static bool rt_same_as_input(const rt_ckpt_call *c, const rt_tensor *t) {
 
 /* ------------------------------------------------------------ recompute */
 
+/* Fills slot s with the recomputed t: stored as the precision region the
+ * forward ran in stores a saved tensor (as if it had never been dropped),
+ * else held as it is. */
+static rt_status rt_rc_store(rt_ckpt_frame *f, rt_ckpt_slot *s, rt_tensor *t) {
+    if (f->has_rc_outer) {
+        RT_TRY(f->rc_outer.pack(f->rc_outer.user, t, &s->packed));
+        s->chained = true;
+        s->by = f->rc_outer;
+    } else {
+        s->t = rt_tensor_retain(t);
+    }
+    return RT_OK;
+}
+
 static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
     rt_ckpt_frame *f = user;
     *packed = NULL;
@@ -237,14 +251,7 @@ static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
                             "the forward's; a checkpointed region must run the same ops in both (no "
                             "data-dependent control flow)", f->rc_save - 1);
     if (s->kind == RT_SLOT_KEEP || s->t || s->chained || s->dead) return RT_OK;
-    if (f->has_rc_outer) { /* stored as the precision region stores it, as if never dropped */
-        RT_TRY(f->rc_outer.pack(f->rc_outer.user, t, &s->packed));
-        s->chained = true;
-        s->by = f->rc_outer;
-    } else {
-        s->t = rt_tensor_retain(t);
-    }
-    return RT_OK;
+    return rt_rc_store(f, s, t);
 }
 
 /* In recompute, an op asks for what it offered at forward: the next n
@@ -299,7 +306,7 @@ static bool rt_frame_rest_is_input(const rt_ckpt_frame *f, int leaf) {
     return any;
 }
 
-/* Fills those slots with x, stored as rt_rc_pack stores what an op saves,
+/* Fills those slots with x (rt_rc_store),
  * once the recompute is seen to have saved and kept what the forward had
  * when the leaf began (the check the end of a full recompute makes). */
 static rt_status rt_rc_fill_input(rt_ckpt_frame *f, rt_tensor *x) {
@@ -311,13 +318,7 @@ static rt_status rt_rc_fill_input(rt_ckpt_frame *f, rt_tensor *x) {
                                 "statistics) where the forward had saved %d (%d) at the same op; a checkpointed "
                                 "region must run the same ops in both (no data-dependent control flow)",
                                 f->rc_save, f->rc_memo, s->saves_before, s->memo_before);
-        if (f->has_rc_outer) {
-            RT_TRY(f->rc_outer.pack(f->rc_outer.user, x, &s->packed));
-            s->chained = true;
-            s->by = f->rc_outer;
-        } else {
-            s->t = rt_tensor_retain(x);
-        }
+        RT_TRY(rt_rc_store(f, s, x));
     }
     return RT_OK;
 }
@@ -353,16 +354,10 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
     for (int i = 0; i < f->n_slots; i++) {
         rt_ckpt_slot *s = &f->slots[i];
         if (s->kind != RT_SLOT_INPUT || s->call != k || s->t || s->chained || s->dead) continue;
-        if (f->has_rc_outer) { /* as the precision region stores it */
-            rt_status st = f->rc_outer.pack(f->rc_outer.user, x, &s->packed);
-            if (st != RT_OK) {
-                rt_tensor_release(o);
-                return st;
-            }
-            s->chained = true;
-            s->by = f->rc_outer;
-        } else {
-            s->t = rt_tensor_retain(x);
+        rt_status st = rt_rc_store(f, s, x);
+        if (st != RT_OK) {
+            rt_tensor_release(o);
+            return st;
         }
     }
     rt_status st = rt_recompute_rewind(&f->calls[k].gen_after);

@@ -306,9 +306,9 @@ static bool rt_frame_rest_is_input(const rt_ckpt_frame *f, int leaf) {
     return any;
 }
 
-/* Fills those slots with x (rt_rc_store),
- * once the recompute is seen to have saved and kept what the forward had
- * when the leaf began (the check the end of a full recompute makes). */
+/* Fills those slots with x (rt_rc_store), once the recompute is seen to
+ * have saved and kept what the forward had when the leaf began (the check
+ * the end of a full recompute makes). */
 static rt_status rt_rc_fill_input(rt_ckpt_frame *f, rt_tensor *x) {
     for (int i = 0; i < f->n_slots; i++) {
         rt_ckpt_slot *s = &f->slots[i];

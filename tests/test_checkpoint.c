@@ -476,6 +476,117 @@ TU_TEST(output_over_a_saved_tensor) {
     }
 }
 
+/* A leaf that scales its input in place, then squares it: y = (2x)², the
+ * product saving the scaled tensor, whose storage is the input's at a
+ * later version. That save is not the leaf's input: a recompute that
+ * filled it with the unscaled input instead of running the leaf (the skip
+ * of a leaf whose input is all that is left) would halve the gradient. */
+typedef struct scale_square_module {
+    rt_module base;
+    int in_place; /* forwards that did scale in place (the case under test) */
+} scale_square_module;
+
+static rt_status scale_square_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    rt_tensor *a = NULL;
+    RT_TRY(rt_mul_scalar_inplace(x, 2.0f, &a));
+    ((scale_square_module *)m)->in_place += a->storage == x->storage;
+    rt_status st = rt_mul(a, a, y);
+    rt_tensor_release(a);
+    return st;
+}
+
+static const rt_module_class scale_square_class = {"ScaleSquare", scale_square_forward, NULL, NULL};
+
+/* Linear(8, 8) then ScaleSquare, plain (a) and in one checkpointed region
+ * (b): the same gradients. */
+TU_TEST(leaf_that_writes_its_input) {
+    rt_module *nets[2] = {NULL, NULL}, *sq = NULL;
+    for (int k = 0; k < 2; k++) {
+        rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 7);
+        rt_module *s = NULL, *lin = NULL;
+        sq = rt_module_alloc(sizeof(scale_square_module), &scale_square_class);
+        CHECK(sq);
+        CHECK_OK(rt_sequential_create(&s));
+        CHECK_OK(rt_linear_create(&ctx, 8, 8, true, &lin));
+        CHECK_OK(rt_module_append(s, lin));
+        CHECK_OK(rt_module_append(s, sq));
+        nets[k] = s;
+    }
+    rt_module *w = NULL;
+    tu_defer(module_free, nets[0]);
+    CHECK_OK(rt_checkpoint_create(nets[1], &w));
+    tu_defer(module_free, w);
+    CHECK_OK(rt_checkpoint_set_segments(w, 1));
+    rt_generator g = {1, 0};
+    rt_tensor *x = tu_randn(&g, 2, (int64_t[]){4, 8}, 0.0f, 1.0f);
+    CHECK_OK(run_step(nets[0], x, false));
+    CHECK_OK(run_step(w, x, false));
+    CHECK(((scale_square_module *)sq)->in_place >= 1); /* inside the region nothing else held x */
+    CHECK(same_state("in-place leaf", state_of(nets[0]), state_of(w), true));
+}
+
+/* A module without registered children whose forward runs another module
+ * (a hand-written wrapper), kept whole by a selective region's policy: its
+ * recompute is not run, nor the module inside it, so the recompute's
+ * leaves must be counted as the forward's were (the inner module is part
+ * of its caller), or every later save looks like another module's. */
+typedef struct wrapper_module {
+    rt_module base;
+    rt_module *inner;
+} wrapper_module;
+
+static rt_status wrapper_forward(rt_module *m, rt_tensor *x, rt_tensor **y) {
+    return rt_module_forward(((wrapper_module *)m)->inner, x, y);
+}
+
+static void wrapper_destroy(rt_module *m) { rt_module_destroy(((wrapper_module *)m)->inner); }
+
+static const rt_module_class wrapper_class = {"Wrapper", wrapper_forward, wrapper_destroy, NULL};
+
+static rt_checkpoint_policy keep_wrappers(void *user, const rt_module *leaf) {
+    (void)user;
+    return !strcmp(leaf->cls->type, "Wrapper") ? RT_CKPT_MUST_SAVE : RT_CKPT_PREFER_RECOMPUTE;
+}
+
+/* Linear, Wrapper(Linear), ReLU, Linear, plain (a) and as one selective
+ * region keeping the Wrapper's output (b): the same gradients. */
+TU_TEST(kept_call_that_runs_a_module) {
+    rt_module *nets[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        rt_init_ctx ctx = rt_init_ctx_make(RT_DEVICE_CPU, 7);
+        rt_module *s = NULL, *m = NULL;
+        wrapper_module *wr = (wrapper_module *)rt_module_alloc(sizeof *wr, &wrapper_class);
+        CHECK(wr);
+        CHECK_OK(rt_sequential_create(&s));
+        CHECK_OK(rt_linear_create(&ctx, 8, 8, true, &m));
+        CHECK_OK(rt_module_append(s, m));
+        CHECK_OK(rt_linear_create(&ctx, 8, 8, true, &wr->inner));
+        CHECK_OK(rt_module_append(s, &wr->base));
+        CHECK_OK(rt_relu_create(&m));
+        CHECK_OK(rt_module_append(s, m));
+        CHECK_OK(rt_linear_create(&ctx, 8, 8, true, &m));
+        CHECK_OK(rt_module_append(s, m));
+        nets[k] = s;
+    }
+    rt_module *w = NULL;
+    tu_defer(module_free, nets[0]);
+    CHECK_OK(rt_checkpoint_create(nets[1], &w));
+    tu_defer(module_free, w);
+    CHECK_OK(rt_checkpoint_set_selective(w, keep_wrappers, NULL));
+    rt_checkpoint *ck = rt_checkpoint_of(w);
+    rt_stage_kind kind[8];
+    int seg[8];
+    CHECK(ck && ck->n_stages == 4);
+    if (!ck || ck->n_stages != 4) return;
+    for (int i = 0; i < 4; i++) kind[i] = RT_STAGE_SELECTIVE, seg[i] = 0;
+    CHECK_OK(rt_checkpoint_set_plan(w, kind, seg, 4));
+    rt_generator g = {1, 0};
+    rt_tensor *x = tu_randn(&g, 2, (int64_t[]){4, 8}, 0.0f, 1.0f);
+    CHECK_OK(run_step(nets[0], x, false));
+    CHECK_OK(run_step(w, x, false));
+    CHECK(same_state("kept wrapper", state_of(nets[0]), state_of(w), true));
+}
+
 /* A Checkpoint inside a checkpointed region runs as part of it. */
 TU_TEST(nested_checkpoint) {
     rt_module *a = make_net(NET_LINEAR_CHAIN, RT_DEVICE_CPU, true);
@@ -776,6 +887,8 @@ static const rt_test_case cases[] = {
     {"recompute_mismatch_is_an_error", recompute_mismatch_is_an_error},
     {"nested_checkpoint", nested_checkpoint},
     {"output_over_a_saved_tensor", output_over_a_saved_tensor},
+    {"leaf_that_writes_its_input", leaf_that_writes_its_input},
+    {"kept_call_that_runs_a_module", kept_call_that_runs_a_module},
     {"chain_meta", chain_meta},
     {"region_keeps_batch_statistics", region_keeps_batch_statistics},
     {"selective_recompute_stops_early", selective_recompute_stops_early},

@@ -51,10 +51,11 @@ typedef struct rt_ckpt_slot {
     rt_layout layout;
     bool dead;                 /* its node released it: a recompute leaves it empty */
     /* The leaf module call that saved it (its ordinal among the region's
-     * leaf calls, else -1); for a DROP slot, whether that was the leaf's
-     * very input (batch norm's x): the recompute fills it from that leaf's
-     * input without running it. */
+     * outermost leaf calls, else -1) and its module; for a DROP slot,
+     * whether that was the leaf's very input (batch norm's x, unchanged):
+     * the recompute fills it from that leaf's input without running it. */
     int leaf;
+    const rt_module *leaf_m;
     bool of_leaf_input;
     int saves_before, memo_before; /* what the region had saved and kept when that leaf began */
     bool chained;              /* held packed by a precision region's hooks, not in t */
@@ -105,10 +106,14 @@ typedef struct rt_ckpt_frame {
     rt_ckpt_call *calls;
     int n_calls, cap_calls;
     int cur_call;              /* kept call running at forward, or -1 */
-    /* Leaf module calls: how many began at forward and at recompute, and
-     * the one running at forward (its ordinal, or -1) with its input. */
+    /* Leaf module calls (a module without children; one its forward calls
+     * in turn is part of it): how many began at forward and at recompute,
+     * the one running (its ordinal, or -1, and its module) at each, and at
+     * forward its input as it was then. */
     int fw_leaves, rc_leaves, in_leaf, rc_in_leaf;
+    const rt_module *leaf_m, *rc_leaf_m;
     const rt_tensor *leaf_x;
+    uint64_t leaf_x_serial, leaf_x_version;
     int leaf_saves0, leaf_memo0;
     bool recomputing;
     int rc_save, rc_call;      /* recompute cursors */
@@ -246,7 +251,7 @@ static rt_status rt_rc_pack(void *user, rt_tensor *t, void **packed) {
                             "checkpointed region must run the same ops in both (no data-dependent control flow)",
                             f->n_save);
     rt_ckpt_slot *s = &f->slots[f->save_slot[f->rc_save++]];
-    if (s->leaf != f->rc_in_leaf)
+    if (s->leaf != f->rc_in_leaf || s->leaf_m != f->rc_leaf_m)
         return rt_error_set(RT_ERR_STATE, "checkpoint: the recompute's save %d came from another module than "
                             "the forward's; a checkpointed region must run the same ops in both (no "
                             "data-dependent control flow)", f->rc_save - 1);
@@ -295,12 +300,12 @@ static bool rt_frame_complete(const rt_ckpt_frame *f) {
 
 /* Whether every slot still empty was saved by leaf call `leaf` as its
  * input, so that leaf's input is all the recompute still has to give. */
-static bool rt_frame_rest_is_input(const rt_ckpt_frame *f, int leaf) {
+static bool rt_frame_rest_is_input(const rt_ckpt_frame *f, int leaf, const rt_module *m) {
     bool any = false;
     for (int i = 0; i < f->n_slots; i++) {
         const rt_ckpt_slot *s = &f->slots[i];
         if (s->kind == RT_SLOT_KEEP || s->dead || s->t || s->chained) continue;
-        if (s->kind != RT_SLOT_DROP || s->leaf != leaf || !s->of_leaf_input) return false;
+        if (s->kind != RT_SLOT_DROP || s->leaf != leaf || s->leaf_m != m || !s->of_leaf_input) return false;
         any = true;
     }
     return any;
@@ -318,7 +323,11 @@ static rt_status rt_rc_fill_input(rt_ckpt_frame *f, rt_tensor *x) {
                                 "statistics) where the forward had saved %d (%d) at the same op; a checkpointed "
                                 "region must run the same ops in both (no data-dependent control flow)",
                                 f->rc_save, f->rc_memo, s->saves_before, s->memo_before);
-        RT_TRY(rt_rc_store(f, s, x));
+        rt_tensor *d = rt_tensor_detach(x); /* as an op's save hands it: without the recompute's graph */
+        if (!d) return RT_ERR_OOM;
+        rt_status st = rt_rc_store(f, s, d);
+        rt_tensor_release(d);
+        if (st != RT_OK) return st;
     }
     return RT_OK;
 }
@@ -334,9 +343,10 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
      * reads. RT_STOPPED unwinds the stage's forward (its containers free
      * what they hold, as on any failure) and rt_frame_recompute ends. */
     if (rt_frame_complete(f)) return RT_STOPPED;
-    if (m->n_children == 0) {
+    if (m->n_children == 0 && f->rc_in_leaf < 0) {
         f->rc_in_leaf = f->rc_leaves++;
-        if (rt_frame_rest_is_input(f, f->rc_in_leaf)) {
+        f->rc_leaf_m = m;
+        if (rt_frame_rest_is_input(f, f->rc_in_leaf, m)) {
             RT_TRY(rt_rc_fill_input(f, x));
             return RT_STOPPED;
         }
@@ -368,6 +378,7 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
     *y = o;
     *handled = true;
     f->rc_in_leaf = -1; /* it does not run: rt_rc_after is not called */
+    f->rc_leaf_m = NULL;
     return RT_OK;
 }
 
@@ -378,9 +389,13 @@ static rt_status rt_rc_before(void *user, rt_module *m, rt_tensor *x, rt_tensor 
 static rt_status rt_rc_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *y, rt_status st) {
     (void)x;
     (void)y;
-    if (m->n_children == 0) ((rt_ckpt_frame *)user)->rc_in_leaf = -1;
+    rt_ckpt_frame *f = user;
+    if (m == f->rc_leaf_m) {
+        f->rc_in_leaf = -1;
+        f->rc_leaf_m = NULL;
+    }
     if (st != RT_OK) return st;
-    return rt_frame_complete(user) ? RT_STOPPED : RT_OK;
+    return rt_frame_complete(f) ? RT_STOPPED : RT_OK;
 }
 
 /* Re-runs the region's stages on a detached copy of its input with grad
@@ -394,6 +409,7 @@ static rt_status rt_frame_recompute(rt_ckpt_frame *f) {
     f->recomputing = true;
     f->rc_save = f->rc_call = f->rc_memo = f->rc_leaves = 0;
     f->rc_in_leaf = -1;
+    f->rc_leaf_m = NULL;
     rt_tensor *h = NULL;
     rt_status st = RT_OK;
     if (f->input_packed) { /* the half copy back in f32, as an alias the recompute may mark */
@@ -493,9 +509,9 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
     RT_TRY(rt_grow((void **)&f->slots, &f->cap_slots, f->n_slots, sizeof *f->slots));
     rt_ckpt_handle *h = malloc(sizeof *h);
     if (!h) return rt_error_set(RT_ERR_OOM, "out of memory in a checkpoint region");
-    rt_ckpt_slot s = {.kind = RT_SLOT_DROP, .call = -1, .leaf = f->in_leaf, .storage = t->storage,
-                      .serial = t->storage->serial, .version = t->storage->version, .ndim = t->ndim,
-                      .layout = t->layout};
+    rt_ckpt_slot s = {.kind = RT_SLOT_DROP, .call = -1, .leaf = f->in_leaf, .leaf_m = f->leaf_m,
+                      .storage = t->storage, .serial = t->storage->serial, .version = t->storage->version,
+                      .ndim = t->ndim, .layout = t->layout};
     memcpy(s.shape, t->shape, sizeof s.shape);
     if (f->cur_call >= 0) {
         s.call = f->cur_call;
@@ -529,7 +545,8 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
             rt_keep(t, +1);
         } else {
             f->n_drop++;
-            s.of_leaf_input = f->in_leaf >= 0 && rt_same_tensor(t, f->leaf_x);
+            s.of_leaf_input = f->in_leaf >= 0 && rt_same_tensor(t, f->leaf_x) &&
+                              t->storage->serial == f->leaf_x_serial && t->storage->version == f->leaf_x_version;
             s.saves_before = f->leaf_saves0;
             s.memo_before = f->leaf_memo0;
         }
@@ -729,10 +746,21 @@ static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x);
 
 /* The wrapper's interceptor: regions and kept calls, then the interceptor
  * that was installed before (a profiler's, or an outer wrapper's). */
+/* The forward's leaf call ends: saves after it belong to no leaf. */
+static void rt_frame_leaf_done(rt_ckpt_frame *f) {
+    f->in_leaf = -1;
+    f->leaf_m = NULL;
+    f->leaf_x = NULL;
+}
+
 static rt_status rt_ck_before(void *user, rt_module *m, rt_tensor *x, rt_tensor **y, bool *handled) {
     rt_checkpoint *ck = user;
     RT_TRY(rt_ck_regions(ck, m, x));
-    return ck->outer.before ? ck->outer.before(ck->outer.user, m, x, y, handled) : RT_OK;
+    if (!ck->outer.before) return RT_OK;
+    rt_status st = ck->outer.before(ck->outer.user, m, x, y, handled);
+    /* answered without running: rt_ck_after will not be called for it */
+    if (*handled && ck->frame && ck->frame->leaf_m == m) rt_frame_leaf_done(ck->frame);
+    return st;
 }
 
 static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x) {
@@ -742,9 +770,12 @@ static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x) {
         RT_TRY(rt_region_begin(ck, i, x));
     }
     rt_ckpt_frame *f = ck->frame;
-    if (m->n_children == 0) {
+    if (m->n_children == 0 && f->in_leaf < 0) {
         f->in_leaf = f->fw_leaves++;
+        f->leaf_m = m;
         f->leaf_x = x;
+        f->leaf_x_serial = x && x->storage ? x->storage->serial : 0;
+        f->leaf_x_version = x && x->storage ? x->storage->version : 0;
         f->leaf_saves0 = f->n_save;
         f->leaf_memo0 = f->n_memo;
     }
@@ -764,10 +795,7 @@ static rt_status rt_ck_after(void *user, rt_module *m, rt_tensor *x, rt_tensor *
     rt_status so = ck->outer.after ? ck->outer.after(ck->outer.user, m, x, y, st) : RT_OK;
     rt_ckpt_frame *f = ck->frame;
     if (!f) return so;
-    if (m->n_children == 0) {
-        f->in_leaf = -1;
-        f->leaf_x = NULL;
-    }
+    if (m == f->leaf_m) rt_frame_leaf_done(f);
     if (f->cur_call >= 0 && f->calls[f->cur_call].m == m) {
         rt_ckpt_call *c = &f->calls[f->cur_call];
         f->cur_call = -1;

@@ -895,7 +895,20 @@ static int train_setup(train_run *r) {
         lo.shard_rank = r->dist.rank;
         lo.shard_count = r->dist.size;
     }
+    rt_memstats before_loader, after_loader;
+    rt_memstats_get(&before_loader);
     if (rt_loader_create(r->train, &lo, &r->loader) != RT_OK) return cli_fail("cannot create the data loader");
+    rt_memstats_get(&after_loader);
+    /* The loader's own bytes (its shuffled order of the data set, 8 per
+     * image, and any staging buffer; DATA) live outside the step like the
+     * data sets: a --memory-budget limit set before it (train_plan_memory)
+     * is raised by them, or the smallest feasible budget failed on the
+     * first step by exactly those bytes. */
+    int64_t loader_bytes = after_loader.live_total - before_loader.live_total;
+    if (rt_mem_get_limit() > 0 && loader_bytes > 0) {
+        r->live_before += loader_bytes;
+        rt_mem_set_limit(rt_mem_get_limit() + loader_bytes);
+    }
     r->per_epoch = rt_loader_batches_per_epoch(r->loader);
     if (o->warmup_steps > 0 && o->warmup_steps >= r->per_epoch * o->epochs) {
         /* the learning rate would never reach --lr */

@@ -511,14 +511,19 @@ static rt_status rt_least_plan(const rt_plan_ctx *c, const rt_stage_profile *pro
  * activations) and direct convolution (Winograd's scratchpad is TEMP
  * memory, up to 44 MiB a call on ResNet-50; kernels/conv.h). */
 static rt_status rt_budget_refused(int64_t budget, int64_t least) {
-    double least_mib = ceil((double)least / 1048576.0 * 10.0) / 10.0;
-    return rt_error_set(RT_ERR_OOM, "the memory budget %.1f MiB (%lld bytes) cannot hold one training step of "
+    /* the least rounded up, so that pasting it back is accepted; the budget
+     * to two places, or four rounded down where two would read as much as
+     * the least (16.57 MiB was printed 16.6, beside a least of 16.6) */
+    double least_mib = ceil((double)least / 1048576.0 * 10.0) / 10.0, mib = (double)budget / 1048576.0;
+    int places = round(mib * 100.0) / 100.0 < least_mib ? 2 : 4;
+    double budget_mib = places == 2 ? mib : floor(mib * 1e4) / 1e4;
+    return rt_error_set(RT_ERR_OOM, "the memory budget %.*f MiB (%lld bytes) cannot hold one training step of "
                         "this model and batch: the smallest feasible budget is %.1f MiB (%lld bytes, the "
                         "least-memory plan's predicted peak); raise --memory-budget to at least that, or lower "
                         "what the step needs: a smaller batch or input, gradient accumulation over micro-batches "
                         "(each holds its share of the activations) where the command has it, or direct "
                         "convolution (no Winograd scratchpad)",
-                        budget / 1048576.0, (long long)budget, least_mib, (long long)least);
+                        places, budget_mib, (long long)budget, least_mib, (long long)least);
 }
 
 /* Plans for activation budget `target` and predicts the step; *fits tells

@@ -476,6 +476,25 @@ TU_TEST(output_over_a_saved_tensor) {
     }
 }
 
+/* Wraps net (a copy of plain) in a Checkpoint *w; both are freed at the
+ * end of the test. *w NULL when the wrapper cannot be made. */
+static void checkpoint_beside(rt_module *plain, rt_module *net, rt_module **w) {
+    *w = NULL;
+    tu_defer(module_free, plain);
+    CHECK_OK(rt_checkpoint_create(net, w));
+    if (*w) tu_defer(module_free, *w);
+}
+
+/* One step of plain and of w on the same 4×8 batch: the same gradients
+ * (rel ≤ 1e-5), buffers and counters. */
+static void check_same_step(rt_module *plain, rt_module *w, const char *label) {
+    rt_generator g = {1, 0};
+    rt_tensor *x = tu_randn(&g, 2, (int64_t[]){4, 8}, 0.0f, 1.0f);
+    CHECK_OK(run_step(plain, x, false));
+    CHECK_OK(run_step(w, x, false));
+    CHECK(same_state(label, state_of(plain), state_of(w), true));
+}
+
 /* A leaf that scales its input in place, then squares it: y = (2x)², the
  * product saving the scaled tensor, whose storage is the input's at a
  * later version. That save is not the leaf's input: a recompute that
@@ -513,16 +532,11 @@ TU_TEST(leaf_that_writes_its_input) {
         nets[k] = s;
     }
     rt_module *w = NULL;
-    tu_defer(module_free, nets[0]);
-    CHECK_OK(rt_checkpoint_create(nets[1], &w));
-    tu_defer(module_free, w);
+    checkpoint_beside(nets[0], nets[1], &w);
+    if (!w) return;
     CHECK_OK(rt_checkpoint_set_segments(w, 1));
-    rt_generator g = {1, 0};
-    rt_tensor *x = tu_randn(&g, 2, (int64_t[]){4, 8}, 0.0f, 1.0f);
-    CHECK_OK(run_step(nets[0], x, false));
-    CHECK_OK(run_step(w, x, false));
+    check_same_step(nets[0], w, "in-place leaf");
     CHECK(((scale_square_module *)sq)->in_place >= 1); /* inside the region nothing else held x */
-    CHECK(same_state("in-place leaf", state_of(nets[0]), state_of(w), true));
 }
 
 /* A module without registered children whose forward runs another module
@@ -569,9 +583,8 @@ TU_TEST(kept_call_that_runs_a_module) {
         nets[k] = s;
     }
     rt_module *w = NULL;
-    tu_defer(module_free, nets[0]);
-    CHECK_OK(rt_checkpoint_create(nets[1], &w));
-    tu_defer(module_free, w);
+    checkpoint_beside(nets[0], nets[1], &w);
+    if (!w) return;
     CHECK_OK(rt_checkpoint_set_selective(w, keep_wrappers, NULL));
     rt_checkpoint *ck = rt_checkpoint_of(w);
     rt_stage_kind kind[8];
@@ -580,11 +593,7 @@ TU_TEST(kept_call_that_runs_a_module) {
     if (!ck || ck->n_stages != 4) return;
     for (int i = 0; i < 4; i++) kind[i] = RT_STAGE_SELECTIVE, seg[i] = 0;
     CHECK_OK(rt_checkpoint_set_plan(w, kind, seg, 4));
-    rt_generator g = {1, 0};
-    rt_tensor *x = tu_randn(&g, 2, (int64_t[]){4, 8}, 0.0f, 1.0f);
-    CHECK_OK(run_step(nets[0], x, false));
-    CHECK_OK(run_step(w, x, false));
-    CHECK(same_state("kept wrapper", state_of(nets[0]), state_of(w), true));
+    check_same_step(nets[0], w, "kept wrapper");
 }
 
 /* A Checkpoint inside a checkpointed region runs as part of it. */

@@ -113,7 +113,7 @@ typedef struct rt_ckpt_frame {
     int fw_leaves, rc_leaves, in_leaf, rc_in_leaf;
     const rt_module *leaf_m, *rc_leaf_m;
     const rt_tensor *leaf_x;
-    uint64_t leaf_x_serial, leaf_x_version;
+    uint64_t leaf_x_version;
     int leaf_saves0, leaf_memo0;
     bool recomputing;
     int rc_save, rc_call;      /* recompute cursors */
@@ -216,11 +216,13 @@ static rt_status rt_grow(void **arr, int *cap, int n, size_t size) {
     return RT_OK;
 }
 
-/* Whether a and b are the same tensor: one storage (no offsets here), seen
- * with one shape and layout (an op may save a new header for its input). */
-static bool rt_same_tensor(const rt_tensor *a, const rt_tensor *b) {
-    return a->storage == b->storage && a->storage && a->ndim == b->ndim && a->layout == b->layout &&
-           a->dtype == b->dtype && !memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape);
+/* Whether slot s was saved from t as t is now: one storage (no offsets
+ * here) at the same serial and version, seen with one shape and layout (an
+ * op may save a new header for a tensor). */
+static bool rt_slot_holds(const rt_ckpt_slot *s, const rt_tensor *t) {
+    return t->storage && s->storage == t->storage && s->serial == t->storage->serial &&
+           s->version == t->storage->version && s->ndim == t->ndim && s->layout == t->layout &&
+           !memcmp(s->shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
 }
 
 static bool rt_same_as_input(const rt_ckpt_call *c, const rt_tensor *t) {
@@ -545,8 +547,8 @@ static rt_status rt_fw_pack(void *user, rt_tensor *t, void **packed) {
             rt_keep(t, +1);
         } else {
             f->n_drop++;
-            s.of_leaf_input = f->in_leaf >= 0 && rt_same_tensor(t, f->leaf_x) &&
-                              t->storage->serial == f->leaf_x_serial && t->storage->version == f->leaf_x_version;
+            /* the leaf's input, not written since the leaf received it */
+            s.of_leaf_input = f->in_leaf >= 0 && rt_slot_holds(&s, f->leaf_x) && s.version == f->leaf_x_version;
             s.saves_before = f->leaf_saves0;
             s.memo_before = f->leaf_memo0;
         }
@@ -676,10 +678,7 @@ static rt_status rt_region_begin(rt_checkpoint *ck, int i, rt_tensor *x) {
 static void rt_keep_output(rt_ckpt_frame *f, rt_tensor *y) {
     for (int i = 0; y && i < f->n_slots; i++) {
         rt_ckpt_slot *s = &f->slots[i];
-        if (s->kind != RT_SLOT_DROP || s->storage != y->storage || s->serial != y->storage->serial ||
-            s->version != y->storage->version || s->ndim != y->ndim || s->layout != y->layout ||
-            memcmp(s->shape, y->shape, sizeof s->shape))
-            continue;
+        if (s->kind != RT_SLOT_DROP || !rt_slot_holds(s, y)) continue;
         rt_tensor *a = rt_tensor_detach(y);
         if (!a) return; /* out of memory: the slot is recomputed instead */
         if (f->has_outer) { /* inside a precision region: kept as the region keeps it */
@@ -774,7 +773,6 @@ static rt_status rt_ck_regions(rt_checkpoint *ck, rt_module *m, rt_tensor *x) {
         f->in_leaf = f->fw_leaves++;
         f->leaf_m = m;
         f->leaf_x = x;
-        f->leaf_x_serial = x && x->storage ? x->storage->serial : 0;
         f->leaf_x_version = x && x->storage ? x->storage->version : 0;
         f->leaf_saves0 = f->n_save;
         f->leaf_memo0 = f->n_memo;

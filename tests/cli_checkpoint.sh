@@ -31,7 +31,7 @@ check mode_recompute 2 "already in the planner's choice under --memory-mode" "$b
 check budget_recompute 2 "drop --recompute" "$bin" train --memory-budget 600MiB --recompute selective
 check train_too_many_segments 2 "give 1 to 15" "$bin" train --model resnet20 --checkpoint-segments 99 --epochs 1 \
     --train-subset 32 --test-subset 32
-out="$("$bin" memory --model resnet20 --batch-size 16 --size 16 --channels 3 --memory-budget 5MiB 2>&1)"
+out="$("$bin" memory --model resnet20 --batch-size 16 --size 16 --channels 3 --memory-budget 4MiB 2>&1)"
 if [ $? -eq 1 ] && grep -q "smallest feasible budget is" <<< "$out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL memory impossible budget: $out" | head -5; fi
 least="$(sed -n 's/.*smallest feasible budget is [0-9.]* MiB (\([0-9]*\) bytes.*/\1/p' <<< "$out")"
 check memory_rows 0 "4 segments" "$bin" memory --model resnet20 --batch-size 16 --size 16 --channels 3 \
@@ -66,7 +66,7 @@ check bench_segments_refused 2 "give 1 to 15" "$bin" bench --model resnet20 --ba
 check bench_segments_all 0 "plan=segments-15 " "$bin" bench --model resnet20 --batch-size 4 --size 8 \
     --channels 3 --steps 1 --warmup 1 --threads 1 --checkpoint-segments 15
 check bench_refused 1 "smallest feasible budget" "$bin" bench --model resnet20 --batch-size 16 --size 16 \
-    --channels 3 --memory-budget 5MiB
+    --channels 3 --memory-budget 4MiB
 # benchmarks print the CPU and its ISA flags beside their numbers, from one helper
 cpu_line="^cpu: .*; avx2 \(yes\|no\), fma \(yes\|no\), f16c \(yes\|no\), avx512f \(yes\|no\), avx512_bf16 \(yes\|no\), amx \(yes\|no\); oneDNN isa [a-z0-9_]*; 1 thread$"
 check bench_cpu_line 0 "$cpu_line" "$bin" bench --model resnet20 --batch-size 2 --size 8 --steps 1 --warmup 0 --threads 1

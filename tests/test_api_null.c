@@ -1916,7 +1916,7 @@ CHECK_FN(rt_checkpoint_run_stages) {
 /* memory/planner.h, memory/budget.h */
 CHECK_FN(rt_plan_options_all) { VAL(rt_plan_options_all().allow_checkpoint); }
 CHECK_FN(rt_plan_evaluate) {
-    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0, 0, 0, -1};
+    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0, 0, 0, -1, {false}, {false}};
     rt_stage_kind k = RT_STAGE_STORE;
     int seg = 0;
     int64_t peak;
@@ -1926,7 +1926,7 @@ CHECK_FN(rt_plan_evaluate) {
     ST(RT_ERR_INVALID_ARG, "n must", rt_plan_evaluate(&p, 0, &k, &seg, &peak, &rc));
 }
 CHECK_FN(rt_plan_chain) {
-    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0, 0, 0, -1};
+    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0, 0, 0, -1, {false}, {false}};
     rt_plan plan;
     ST(RT_ERR_INVALID_ARG, "profile", rt_plan_chain(NULL, 1, 10, rt_plan_options_all(), &plan));
     ST(RT_ERR_INVALID_ARG, "output", rt_plan_chain(&p, 1, 10, rt_plan_options_all(), NULL));

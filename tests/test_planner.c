@@ -115,8 +115,23 @@ static void random_skips(rt_generator *g, int n, rt_stage_profile *p) {
     }
 }
 
+/* Boundary tensors on every other chain, from a stream of their own: per
+ * stage and kind offered, whether the stage keeps its input and its
+ * output by alias (rt_checkpoint_profile's keeps_input / keeps_output), so
+ * the DP's states that differ only in whether the prefix's last stage
+ * keeps its output are exercised. */
+static void random_boundaries(rt_generator *g, int n, rt_stage_profile *p) {
+    if (rnd(g, 2)) return;
+    for (int i = 0; i < n; i++)
+        for (int k = RT_STAGE_STORE; k <= RT_STAGE_REBUILD; k++) {
+            if (k == RT_STAGE_CHECKPOINT) continue;
+            p[i].keeps_input[k] = p[i].input_bytes > 0 && rnd(g, 2);
+            p[i].keeps_output[k] = rnd(g, 2);
+        }
+}
+
 static void planner_matches_brute_force(void) {
-    rt_generator g = {2026, 0}, gs = {2027, 0};
+    rt_generator g = {2026, 0}, gs = {2027, 0}, gb = {2028, 0};
     long chains = 0, feasible = 0, plans = 0, skipped = 0;
     const rt_plan_options modes[3] = {{true, true, true}, {true, false, false}, {false, true, true}};
     for (int trial = 0; trial < 600; trial++) {
@@ -124,6 +139,7 @@ static void planner_matches_brute_force(void) {
         rt_stage_profile p[MAXN];
         random_chain(&g, n, p);
         random_skips(&gs, n, p);
+        random_boundaries(&gb, n, p);
         for (int i = 0; i < n; i++)
             if (p[i].side_bytes > 0) {
                 skipped++;
@@ -173,7 +189,7 @@ static void planner_matches_brute_force(void) {
  * needs no recompute; the smallest feasible budget forces checkpoints. */
 static void planner_uniform_chain(void) {
     rt_stage_profile p[8];
-    for (int i = 0; i < 8; i++) p[i] = (rt_stage_profile){1, 1, 2, -1, -1, -1, -1, 1.0, 0, 0, 0, 0, -1};
+    for (int i = 0; i < 8; i++) p[i] = (rt_stage_profile){1, 1, 2, -1, -1, -1, -1, 1.0, 0, 0, 0, 0, -1, {false}, {false}};
     rt_plan plan;
     CHECK_OK(rt_plan_chain(p, 8, 9, (rt_plan_options){true, false, false}, &plan)); /* all stored: 7 + 2 */
     CHECK(plan.recompute == 0.0);
@@ -188,10 +204,57 @@ static void planner_uniform_chain(void) {
     CHECK(rt_plan_chain(NULL, 8, 9, rt_plan_options_all(), &plan) == RT_ERR_INVALID_ARG);
 }
 
+/* A tensor between two stages counts once however many keep it. Three
+ * stages, each keeping its input and its output (own bytes 5, boundaries
+ * 10, the last stage's output 0); as profiled on the plain chain, stage 0
+ * counts its output, stages 1 and 2 their own bytes and output only (their
+ * input is stage 0's / 1's output, counted there): saved 15, 15, 5; peaks
+ * saved + 20 (stage 2: 60). By hand:
+ *   S S S  K after each stage 15, 30, 35; peaks 0+35, 15+35, 30+60: 90.
+ *   S C S  stage 1's segment keeps its input, already in K (stage 0 keeps
+ *          it): 15 + 35 = 50; stage 2 keeps its input, which the segment
+ *          does not: K 15 + 10, then 25 + 60 = 85. Counting the input
+ *          twice would give 15 + 10 + 35 and 25 + 10 + 60 = 95; leaving
+ *          stage 2's input out (it was counted with stage 1's saved
+ *          bytes) 15 + 60 = 75, below the true peak.
+ *   C C S  the segment keeps the batch (0 bytes): max(35, 15 + 35) = 50;
+ *          stage 2 keeps its input: 10 + 60 = 70. */
+static void planner_boundary_counted_once(void) {
+    rt_stage_profile p[3];
+    for (int i = 0; i < 3; i++) {
+        p[i] = (rt_stage_profile){i == 0 ? 0 : 10, i < 2 ? 15 : 5, i < 2 ? 35 : 60, -1, -1, -1, -1, 1.0, 0, 0, 0, 0,
+                                  -1, {false}, {false}};
+        p[i].keeps_input[RT_STAGE_STORE] = i > 0;
+        p[i].keeps_output[RT_STAGE_STORE] = true;
+    }
+    const rt_stage_kind S = RT_STAGE_STORE, C = RT_STAGE_CHECKPOINT;
+    const struct {
+        rt_stage_kind kind[3];
+        int seg[3];
+        int64_t peak;
+    } cases[] = {{{S, S, S}, {0, 1, 2}, 90}, {{S, C, S}, {0, 1, 2}, 85}, {{C, C, S}, {0, 0, 2}, 70}};
+    for (int c = 0; c < 3; c++) {
+        int64_t peak;
+        double rc;
+        CHECK_OK(rt_plan_evaluate(p, 3, cases[c].kind, cases[c].seg, &peak, &rc));
+        CHECK_EQ_INT(peak, cases[c].peak);
+    }
+    /* the DP finds the same: at 85 it must checkpoint stage 1 alone (1.0),
+     * at 70 stages 0 and 1 (2.0) */
+    rt_plan plan;
+    CHECK_OK(rt_plan_chain(p, 3, 85, (rt_plan_options){true, false, false}, &plan));
+    CHECK(plan.recompute == 1.0 && plan.peak == 85);
+    rt_plan_free(&plan);
+    CHECK_OK(rt_plan_chain(p, 3, 70, (rt_plan_options){true, false, false}, &plan));
+    CHECK(plan.recompute == 2.0 && plan.peak == 70);
+    rt_plan_free(&plan);
+}
+
 int main(int argc, char **argv) {
     static const rt_test_case cases[] = {
         {"planner_matches_brute_force", planner_matches_brute_force},
         {"planner_uniform_chain", planner_uniform_chain},
+        {"planner_boundary_counted_once", planner_boundary_counted_once},
     };
-    return rt_test_main(argc, argv, cases, 2);
+    return rt_test_main(argc, argv, cases, 3);
 }

@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "ops/ops.h"
 #include "memory/reversible.h"
 
 /* ------------------------------------------------------------ FLOP estimate */
@@ -38,12 +39,19 @@ static rt_status rt_flops_after(void *user, rt_module *m, rt_tensor *x, rt_tenso
 
 /* ------------------------------------------------------------ profile */
 
+/* What rt_measure found. */
+typedef struct rt_measured {
+    int64_t saved, peak;
+    bool keeps_input, keeps_output; /* a node or region keeps the input's / output's storage */
+} rt_measured;
+
 /* Stages i..last alone on a copy of h (requiring grad when needs_grad), forward
  * and backward with a gradient of the output's shape, after one warm-up
  * that allocates the stage's parameter gradients: SAVED bytes after the
- * forward and the peak above what was live before. */
-static rt_status rt_measure(rt_module *w, int i, int last, rt_tensor *h, bool needs_grad, int64_t *saved,
-                            int64_t *peak) {
+ * forward, the peak above what was live before, and whether the forward
+ * kept its input or its output for backward (their storages' saved counts
+ * rose; h's storage may be kept by the stage before, on the chain). */
+static rt_status rt_measure(rt_module *w, int i, int last, rt_tensor *h, bool needs_grad, rt_measured *out) {
     for (int pass = 0; pass < 2; pass++) {
         rt_memstats a, b;
         rt_memstats_reset_peaks();
@@ -51,9 +59,25 @@ static rt_status rt_measure(rt_module *w, int i, int last, rt_tensor *h, bool ne
         rt_tensor *hi = rt_tensor_detach(h), *y = NULL, *g = NULL;
         if (!hi) return RT_ERR_OOM;
         hi->requires_grad = needs_grad;
+        int in_saved = hi->storage->saved_count;
         rt_status st = rt_checkpoint_run_stages(w, i, last, hi, &y);
         rt_memstats_get(&b);
-        if (st == RT_OK && y->requires_grad) {
+        if (st == RT_OK) {
+            out->keeps_input = hi->storage->saved_count > in_saved;
+            out->keeps_output = y->storage != hi->storage && y->storage->saved_count > 0;
+        }
+        if (st == RT_OK && y->requires_grad && y->dtype == RT_F32) {
+            /* backward from sum(y), y released first: the output's gradient
+             * is then the engine's own buffer, which the stage's first
+             * backward may overwrite, and y lives on only if the stage keeps
+             * it — as on the chain, where the next stage hands both over */
+            rt_tensor *s = NULL;
+            st = rt_sum(y, &s);
+            rt_tensor_release(y);
+            y = NULL;
+            if (st == RT_OK) st = rt_backward(s, NULL, false);
+            rt_tensor_release(s);
+        } else if (st == RT_OK && y->requires_grad) {
             g = rt_tensor_create(y->ndim, y->shape, RT_F32, y->device, RT_MEM_TEMP);
             if (!g) st = rt_error_last_status();
             else g->layout = y->layout;
@@ -65,8 +89,8 @@ static rt_status rt_measure(rt_module *w, int i, int last, rt_tensor *h, bool ne
         if (st != RT_OK) return st;
         rt_memstats c;
         rt_memstats_get(&c);
-        *saved = b.live[RT_MEM_SAVED] - a.live[RT_MEM_SAVED];
-        *peak = c.peak_total - a.live_total;
+        out->saved = b.live[RT_MEM_SAVED] - a.live[RT_MEM_SAVED];
+        out->peak = c.peak_total - a.live_total;
     }
     return RT_OK;
 }
@@ -104,14 +128,16 @@ static rt_status rt_profile_run(rt_module *w, rt_checkpoint *ck, rt_tensor *x, r
         p->span = p->side_bytes = 0;
         p->side_from = -1;
         p->input_bytes = i == 0 ? 0 : (int64_t)rt_tensor_nbytes(h);
-        int64_t s_store = 0, p_store = 0, s_sel = -1, p_sel = -1, s_rev = -1, p_rev = -1;
+        rt_measured ms = {0}, msel = {0}, mrev = {0};
         bool rev = a == b && rt_rev_sequence_of(ck->stages[a]) != NULL;
         st = rt_only(w, kind, seg, n, a, b, RT_STAGE_STORE);
-        if (st == RT_OK) st = rt_measure(w, a, b, h, i > 0, &s_store, &p_store);
+        if (st == RT_OK) st = rt_measure(w, a, b, h, i > 0, &ms);
         if (st == RT_OK) st = rt_only(w, kind, seg, n, a, b, RT_STAGE_SELECTIVE);
-        if (st == RT_OK) st = rt_measure(w, a, b, h, i > 0, &s_sel, &p_sel);
+        if (st == RT_OK) st = rt_measure(w, a, b, h, i > 0, &msel);
         if (st == RT_OK && rev) st = rt_only(w, kind, seg, n, a, b, RT_STAGE_REBUILD);
-        if (st == RT_OK && rev) st = rt_measure(w, a, b, h, i > 0, &s_rev, &p_rev);
+        if (st == RT_OK && rev) st = rt_measure(w, a, b, h, i > 0, &mrev);
+        int64_t s_store = ms.saved, p_store = ms.peak, s_sel = msel.saved, p_sel = msel.peak;
+        int64_t s_rev = rev ? mrev.saved : -1, p_rev = rev ? mrev.peak : -1;
         /* the chain, plainly, counting FLOPs and the SAVED bytes the item adds */
         if (st == RT_OK) st = rt_only(w, kind, seg, n, -1, -1, RT_STAGE_STORE);
         rt_memstats ma, mb;
@@ -139,6 +165,11 @@ static rt_status rt_profile_run(rt_module *w, rt_checkpoint *ck, rt_tensor *x, r
         p->fwd = fl.total - f0;
         p->fwd_sel = fl.recomputed - r0;
         p->fwd_rev = rev ? p->fwd : 0.0;
+        const rt_measured *by_kind[4] = {&ms, NULL, &msel, rev ? &mrev : NULL};
+        for (int k = 0; k < 4; k++) {
+            p->keeps_input[k] = by_kind[k] && i > 0 && by_kind[k]->keeps_input;
+            p->keeps_output[k] = by_kind[k] && by_kind[k]->keeps_output;
+        }
     }
     /* skips: a stage of item i reads the output of stage r (the last of
      * its item: the U-Nets' store stages are units of their own), which is
@@ -279,6 +310,7 @@ typedef struct rt_plan_ctx {
     const rt_train_config *cfg;
     int x_ndim, y_ndim;
     const int64_t *x_shape, *y_shape;
+    const int64_t *micro_shape; /* x_shape with the largest micro-batch: what one forward holds */
     rt_dtype y_dtype;
     const rt_items *units; /* plans per unit (expanded to the stages), NULL: per stage */
 } rt_plan_ctx;
@@ -738,7 +770,7 @@ static rt_status rt_plan_units(rt_plan_ctx c, rt_plan_options o, int64_t budget,
     rt_status st = rt_items_make(ck, true, &units);
     rt_stage_profile *prof = st == RT_OK ? calloc((size_t)units.n, sizeof *prof) : NULL;
     if (st == RT_OK && !prof) st = rt_error_set(RT_ERR_OOM, "out of memory planning");
-    if (st == RT_OK) st = rt_profile_items(c.w, c.x_ndim, c.x_shape, &units, prof);
+    if (st == RT_OK) st = rt_profile_items(c.w, c.x_ndim, c.micro_shape, &units, prof);
     rt_memory_plan u = {0};
     int64_t least = INT64_MAX;
     if (st == RT_OK) { /* the base as for the stages: the plain prediction less the model's plain peak */
@@ -792,12 +824,22 @@ rt_status rt_memory_plan_make(rt_module *w, const rt_optimizer_spec *opt, const 
                             "segments (they all decide what to recompute)");
     if (!rt_memory_mode_str(mc->mode))
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_memory_plan_make: unknown memory mode %d", (int)mc->mode);
+    if (x_ndim < 1 || x_ndim > RT_MAX_DIMS || x_shape[0] < 1)
+        return rt_error_set(RT_ERR_INVALID_ARG, "rt_memory_plan_make: x_shape needs 1 to %d dimensions and a batch "
+                            ">= 1", RT_MAX_DIMS);
     int n = ck->n_stages;
     rt_stage_profile *prof = calloc((size_t)n, sizeof *prof);
     if (!prof) return rt_error_set(RT_ERR_OOM, "out of memory planning");
-    rt_plan_ctx c = {w, opt, cfg, x_ndim, y_ndim, x_shape, y_shape, y_dtype, NULL};
+    /* the stages are profiled on one micro-batch, the largest of the step's
+     * ceil(N / K) and floor(N / K) (train/step.h), since each forward and
+     * backward holds one micro-batch's activations */
+    int64_t micro[RT_MAX_DIMS];
+    memcpy(micro, x_shape, (size_t)x_ndim * sizeof *micro);
+    int64_t k = cfg->accum_steps < 1 ? 1 : cfg->accum_steps < x_shape[0] ? cfg->accum_steps : x_shape[0];
+    micro[0] = (x_shape[0] + k - 1) / k;
+    rt_plan_ctx c = {w, opt, cfg, x_ndim, y_ndim, x_shape, y_shape, micro, y_dtype, NULL};
     rt_plan_options o = {true, mc->selective, true};
-    rt_status st = rt_checkpoint_profile(w, x_ndim, x_shape, prof);
+    rt_status st = rt_checkpoint_profile(w, x_ndim, micro, prof);
     if (st == RT_OK) st = rt_checkpoint_set_plain(w);
     if (st == RT_OK) st = rt_memory_predict(w, opt, cfg, x_ndim, x_shape, y_ndim, y_shape, y_dtype, &out->predicted_plain);
     rt_plan plain = {0};

@@ -13,7 +13,15 @@
  *   peak       saved + the stage's transient bytes in an isolated forward
  *              and backward (its output's gradient, its input's gradient,
  *              scratch), with the stage's parameter gradients already
- *              allocated: the base counts all of them;
+ *              allocated: the base counts all of them. The backward starts
+ *              from sum(output) with the output released, so the output's
+ *              gradient is the engine's own buffer, which the stage's
+ *              first backward op may overwrite, as on the chain (a
+ *              gradient handed in by the caller may not be: ResNet-50's
+ *              layer1 blocks measured 24.5 MiB more in isolation);
+ *   keeps_input, keeps_output  whether the stage's forward kept its input
+ *              or its output for backward (the storages' saved counts), per
+ *              kind: memory/planner.h counts such boundary tensors once;
  *   *_sel, *_rev the same as a SELECTIVE region / reversible rebuild;
  *   input_bytes the stage's input (0 for the first: the batch is DATA);
  *   span, side_bytes, side_from  for stages that read an earlier stage's
@@ -105,7 +113,9 @@ typedef struct rt_memory_plan {
  * is met on the prediction, not only on the model: the plan is predicted
  * with rt_memory_predict (opt, cfg, shapes as there) and, while the
  * prediction exceeds the budget, re-planned with the activation budget
- * lowered by the excess (at most 8 times). When the stages are finer than
+ * lowered by the excess (at most 8 times). The stages are profiled on one
+ * micro-batch (x_shape's batch split as cfg->accum_steps splits it, the
+ * larger share), the activations one forward and backward hold. When the stages are finer than
  * the units (a U-Net's levels split into their leaves), a budget or mode
  * is planned twice — over the stages and over whole units, each profiled
  * — and the better prediction is kept: the one that fits, with the least
@@ -114,7 +124,8 @@ typedef struct rt_memory_plan {
  * budget cannot be met, with the smallest feasible budget (the predicted
  * peak of the least-memory plan) in the message, before anything ran on
  * real tensors; RT_ERR_INVALID_ARG for NULLs or a config setting more than
- * one of mode, budget and segments; those of the profile and prediction. */
+ * one of mode, budget and segments, or an x_shape of no dimensions or
+ * batch < 1; those of the profile and prediction. */
 rt_status rt_memory_plan_make(rt_module *meta_ckpt, const rt_optimizer_spec *opt, const rt_train_config *cfg,
                               int x_ndim, const int64_t *x_shape, int y_ndim, const int64_t *y_shape,
                               rt_dtype y_dtype, const rt_memory_config *mc, rt_memory_plan *out);

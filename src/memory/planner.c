@@ -8,7 +8,9 @@
 rt_plan_options rt_plan_options_all(void) { return (rt_plan_options){true, true, true}; }
 
 /* One DP state: after a prefix, K bytes kept and cost c; `parent` the
- * state it came from, `first` the segment's first stage, `kind` its kind. */
+ * state it came from, `first` the segment's first stage, `kind` its kind;
+ * `out_kept` whether the prefix's last stage keeps its output (the
+ * boundary's bytes are then in K already). */
 typedef struct rt_dp_state {
     int64_t kept;
     double cost;
@@ -16,11 +18,13 @@ typedef struct rt_dp_state {
     int parent;   /* index into the pool, -1 for the start */
     int first;
     rt_stage_kind kind;
+    bool out_kept;
 } rt_dp_state;
 
 /* A front entry: a pool state's sort keys beside its index, so that
  * fronts sort without reaching into the pool. */
 typedef struct rt_dp_key {
+    bool out_kept;
     int64_t kept;
     double cost;
     int64_t peak;
@@ -44,7 +48,8 @@ static bool rt_offers(const rt_stage_profile *s, rt_stage_kind k, rt_plan_option
     return false;
 }
 
-/* kept, live and recompute of the single-stage segment `k` at stage s. */
+/* kept, live and recompute of the single-stage segment `k` at stage s, as
+ * profiled (kept with the boundaries the plain chain gives it). */
 static void rt_single(const rt_stage_profile *s, rt_stage_kind k, int64_t *kept, int64_t *live, double *rc) {
     switch (k) {
     case RT_STAGE_SELECTIVE: *kept = s->saved_sel, *live = s->peak_sel, *rc = s->fwd_sel; break;
@@ -54,26 +59,60 @@ static void rt_single(const rt_stage_profile *s, rt_stage_kind k, int64_t *kept,
     *live += s->span;
 }
 
+/* The bytes of stage i's output: the next stage's input (0 for the last). */
+static int64_t rt_out_bytes(const rt_stage_profile *p, int n, int i) {
+    return i + 1 < n ? p[i + 1].input_bytes : 0;
+}
+
 /* The skip bytes stage j adds to the kept bytes of a CHECKPOINT segment
  * starting at s: what it reads from a stage before s. */
 static int64_t rt_side_kept(const rt_stage_profile *p, int s, int j) {
     return p[j].side_bytes > 0 && p[j].side_from < s ? p[j].side_bytes : 0;
 }
 
-/* live and recompute of the CHECKPOINT segment [first, last]. */
-static void rt_ckpt_segment(const rt_stage_profile *p, int first, int last, int64_t *kept, int64_t *live,
-                            double *rc) {
-    int64_t held = 0, worst = 0, k = p[first].input_bytes;
-    double c = 0.0;
-    for (int j = first; j <= last; j++) {
-        if (held + p[j].peak + p[j].span > worst) worst = held + p[j].peak + p[j].span;
-        held += p[j].saved;
-        c += p[j].fwd;
-        k += rt_side_kept(p, first, j);
-    }
-    *kept = k;
-    *live = k + worst;
-    *rc = c;
+/* What a segment adds after a prefix that keeps K bytes: K first grows by
+ * `boundary` (its input, when the segment keeps it and the prefix does
+ * not already), the segment's peak is K + boundary + live, and after it K
+ * is K + boundary + kept. */
+typedef struct rt_seg_cost {
+    int64_t boundary, live, kept;
+    double rc;
+    bool out_kept; /* the segment's last stage keeps its output (counted in kept) */
+} rt_seg_cost;
+
+/* The single-stage segment of kind k at stage i after a prefix whose last
+ * stage keeps its output (in_kept) or not: the profiled kept bytes less
+ * the boundaries they include (memory/planner.h, keeps_input), each
+ * boundary kept once. */
+static rt_seg_cost rt_single_cost(const rt_stage_profile *p, int n, int i, rt_stage_kind k, bool in_kept) {
+    rt_seg_cost c = {0};
+    int64_t kept;
+    rt_single(&p[i], k, &kept, &c.live, &c.rc);
+    int64_t out = rt_out_bytes(p, n, i);
+    if (p[i].keeps_output[k]) kept -= out;
+    if (p[i].keeps_input[k] && !(i > 0 && p[i - 1].keeps_output[RT_STAGE_STORE])) kept -= p[i].input_bytes;
+    if (kept < 0) kept = 0;
+    c.out_kept = p[i].keeps_output[k] && out > 0;
+    c.boundary = !in_kept && p[i].keeps_input[k] ? p[i].input_bytes : 0;
+    c.kept = kept + (c.out_kept ? out : 0);
+    return c;
+}
+
+/* The CHECKPOINT segment [first, last] grown by stage `last` (the caller
+ * runs last = first, first + 1, ...; *held and *worst carry the recompute's
+ * kept bytes and worst live bytes between calls, start them at 0): it keeps
+ * its input and the skips it reads from before `first`; in its backward it
+ * recomputes and holds its stages as the plain chain does. */
+static rt_seg_cost rt_ckpt_grow(const rt_stage_profile *p, int first, int last, bool in_kept, int64_t *held,
+                                int64_t *worst, int64_t *side) {
+    if (*held + p[last].peak + p[last].span > *worst) *worst = *held + p[last].peak + p[last].span;
+    *held += p[last].saved;
+    *side += rt_side_kept(p, first, last);
+    rt_seg_cost c = {0};
+    c.boundary = in_kept ? 0 : p[first].input_bytes;
+    c.kept = *side;
+    c.live = *side + *worst;
+    return c;
 }
 
 rt_status rt_plan_evaluate(const rt_stage_profile *p, int n, const rt_stage_kind *kind, const int *segment,
@@ -83,22 +122,31 @@ rt_status rt_plan_evaluate(const rt_stage_profile *p, int n, const rt_stage_kind
     rt_plan_options all = rt_plan_options_all();
     int64_t K = 0, worst = 0;
     double cost = 0.0;
+    bool out_kept = false;
     for (int i = 0; i < n;) {
         if (!rt_offers(&p[i], kind[i], all))
             return rt_error_set(RT_ERR_INVALID_ARG, "rt_plan_evaluate: stage %d has no %s option", i,
                                 rt_stage_kind_str(kind[i]));
-        int64_t kept, live;
-        double rc;
+        rt_seg_cost c;
         int e = i;
         if (kind[i] == RT_STAGE_CHECKPOINT) {
-            while (e + 1 < n && kind[e + 1] == RT_STAGE_CHECKPOINT && segment[e + 1] == segment[i]) e++;
-            rt_ckpt_segment(p, i, e, &kept, &live, &rc);
+            int64_t held = 0, w = 0, side = 0;
+            c = rt_ckpt_grow(p, i, i, out_kept, &held, &w, &side);
+            c.rc = p[i].fwd;
+            while (e + 1 < n && kind[e + 1] == RT_STAGE_CHECKPOINT && segment[e + 1] == segment[i]) {
+                e++;
+                double rc = c.rc + p[e].fwd;
+                c = rt_ckpt_grow(p, i, e, out_kept, &held, &w, &side);
+                c.rc = rc;
+            }
         } else {
-            rt_single(&p[i], kind[i], &kept, &live, &rc);
+            c = rt_single_cost(p, n, i, kind[i], out_kept);
         }
-        if (K + live > worst) worst = K + live;
-        K += kept;
-        cost += rc;
+        K += c.boundary;
+        if (K + c.live > worst) worst = K + c.live;
+        K += c.kept;
+        cost += c.rc;
+        out_kept = c.out_kept;
         i = e + 1;
     }
     *peak = worst;
@@ -122,14 +170,16 @@ static rt_status rt_dp_add(rt_dp *d, int at, rt_dp_state s) {
         d->capfront[at] = c;
     }
     d->pool[d->n] = s;
-    d->front[at][d->nfront[at]++] = (rt_dp_key){s.kept, s.cost, s.peak, (int)d->n++};
+    d->front[at][d->nfront[at]++] = (rt_dp_key){s.out_kept, s.kept, s.cost, s.peak, (int)d->n++};
     return RT_OK;
 }
 
-/* Orders front entries by kept bytes, then cost, then peak, then the
- * order they were made in (so ties resolve as a stable sort would). */
+/* Orders front entries by whether their last stage keeps its output, then
+ * kept bytes, cost, peak and the order they were made in (so ties resolve
+ * as a stable sort would). */
 static int rt_dp_cmp(const void *a, const void *b) {
     const rt_dp_key *x = a, *y = b;
+    if (x->out_kept != y->out_kept) return x->out_kept ? 1 : -1;
     if (x->kept != y->kept) return x->kept < y->kept ? -1 : 1;
     if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
     if (x->peak != y->peak) return x->peak < y->peak ? -1 : 1;
@@ -149,27 +199,33 @@ typedef struct rt_dp_cut {
     int cap;
 } rt_dp_cut;
 
-/* Keeps the Pareto front of (kept, cost) — and, among equal (kept, cost),
- * the smallest peak so far — of the states keeping at most `room` bytes
- * and costing at most cut.ub; under a cap, `cap` of them. */
+/* Keeps, for each value of out_kept (the later stages depend on a prefix
+ * through K and it), the Pareto front of (kept, cost) — and, among equal
+ * (kept, cost), the smallest peak so far — of the states keeping at most
+ * `room` bytes and costing at most cut.ub; under a cap, `cap` of each. */
 static void rt_dp_prune(rt_dp *d, int at, int64_t room, rt_dp_cut cut) {
     int n = d->nfront[at];
     if (n < 1) return;
-    qsort(d->front[at], (size_t)n, sizeof *d->front[at], rt_dp_cmp);
+    rt_dp_key *f = d->front[at];
+    qsort(f, (size_t)n, sizeof *f, rt_dp_cmp);
     int m = 0;
-    double best = 0.0;
-    for (int i = 0; i < n; i++) {
-        const rt_dp_key *s = &d->front[at][i];
-        if (s->kept > room) break; /* sorted by kept: the rest keep more */
-        if ((m > 0 && !(s->cost < best)) || s->cost > cut.ub) continue;
-        d->front[at][m++] = d->front[at][i];
-        best = s->cost;
-    }
-    if (cut.cap == 1) { /* feasibility only: the state keeping least completes whenever any does */
-        m = m > 1 ? 1 : m;
-    } else if (cut.cap > 1 && m > cut.cap) { /* every (m-1)/(cap-1)-th, both ends kept */
-        for (int j = 0; j < cut.cap; j++) d->front[at][j] = d->front[at][(int)((int64_t)j * (m - 1) / (cut.cap - 1))];
-        m = cut.cap;
+    for (int i = 0; i < n;) {
+        bool group = f[i].out_kept;
+        int start = m;
+        double best = 0.0;
+        for (; i < n && f[i].out_kept == group; i++) {
+            if (f[i].kept > room) continue; /* sorted by kept: the rest of the group keep more */
+            if ((m > start && !(f[i].cost < best)) || f[i].cost > cut.ub) continue;
+            f[m++] = f[i];
+            best = f[i].cost;
+        }
+        int g = m - start;
+        if (cut.cap == 1) { /* feasibility only: the state keeping least completes whenever any does */
+            m = start + (g > 1 ? 1 : g);
+        } else if (cut.cap > 1 && g > cut.cap) { /* every (g-1)/(cap-1)-th, both ends kept */
+            for (int j = 0; j < cut.cap; j++) f[start + j] = f[start + (int)((int64_t)j * (g - 1) / (cut.cap - 1))];
+            m = start + cut.cap;
+        }
     }
     d->nfront[at] = m;
 }
@@ -219,7 +275,7 @@ static rt_status rt_dp_pass(rt_dp *d, const rt_stage_profile *p, int n, int64_t 
         int64_t r = budget - rt_least_live(p, i, opt);
         room[i] = r < room[i + 1] ? r : room[i + 1];
     }
-    rt_status st = rt_dp_add(d, 0, (rt_dp_state){0, 0.0, 0, -1, 0, RT_STAGE_STORE});
+    rt_status st = rt_dp_add(d, 0, (rt_dp_state){0, 0.0, 0, -1, 0, RT_STAGE_STORE, false});
     for (int i = 0; i < n && st == RT_OK; i++) {
         rt_dp_prune(d, i, room[i], cut);
         for (int f = 0; f < d->nfront[i] && st == RT_OK; f++) {
@@ -227,27 +283,25 @@ static rt_status rt_dp_pass(rt_dp *d, const rt_stage_profile *p, int n, int64_t 
             rt_dp_state s = d->pool[si];
             for (int k = RT_STAGE_STORE; k <= RT_STAGE_REBUILD && st == RT_OK; k++) {
                 if (k == RT_STAGE_CHECKPOINT || !rt_offers(&p[i], (rt_stage_kind)k, opt)) continue;
-                int64_t kept, live;
-                double rc;
-                rt_single(&p[i], (rt_stage_kind)k, &kept, &live, &rc);
-                if (s.kept + live > budget || s.kept + kept > room[i + 1] || s.cost + rc > cut.ub) continue;
-                int64_t pk = s.peak > s.kept + live ? s.peak : s.kept + live;
-                st = rt_dp_add(d, i + 1, (rt_dp_state){s.kept + kept, s.cost + rc, pk, si, i, (rt_stage_kind)k});
+                rt_seg_cost c = rt_single_cost(p, n, i, (rt_stage_kind)k, s.out_kept);
+                int64_t at = s.kept + c.boundary;
+                if (at + c.live > budget || at + c.kept > room[i + 1] || s.cost + c.rc > cut.ub) continue;
+                int64_t pk = s.peak > at + c.live ? s.peak : at + c.live;
+                st = rt_dp_add(d, i + 1,
+                               (rt_dp_state){at + c.kept, s.cost + c.rc, pk, si, i, (rt_stage_kind)k, c.out_kept});
             }
             if (!opt.allow_checkpoint) continue;
-            int64_t held = 0, worst = 0, kept = p[i].input_bytes;
-            double c = 0.0;
+            int64_t held = 0, worst = 0, side = 0;
+            double rc = 0.0;
             for (int e = i; e < n && st == RT_OK; e++) { /* the segment [i, e], grown one stage at a time */
-                if (held + p[e].peak + p[e].span > worst) worst = held + p[e].peak + p[e].span;
-                held += p[e].saved;
-                c += p[e].fwd;
-                kept += rt_side_kept(p, i, e);
-                int64_t live = kept + worst;
-                if (s.kept + live > budget) break; /* live only grows with e */
-                if (s.cost + c > cut.ub) break;    /* and so does cost */
-                if (s.kept + kept > room[e + 1]) continue;
-                int64_t pk = s.peak > s.kept + live ? s.peak : s.kept + live;
-                st = rt_dp_add(d, e + 1, (rt_dp_state){s.kept + kept, s.cost + c, pk, si, i, RT_STAGE_CHECKPOINT});
+                rt_seg_cost c = rt_ckpt_grow(p, i, e, s.out_kept, &held, &worst, &side);
+                rc += p[e].fwd;
+                int64_t at = s.kept + c.boundary;
+                if (at + c.live > budget) break; /* live only grows with e */
+                if (s.cost + rc > cut.ub) break;  /* and so does cost */
+                if (at + c.kept > room[e + 1]) continue;
+                int64_t pk = s.peak > at + c.live ? s.peak : at + c.live;
+                st = rt_dp_add(d, e + 1, (rt_dp_state){at + c.kept, s.cost + rc, pk, si, i, RT_STAGE_CHECKPOINT, false});
             }
         }
     }
@@ -290,12 +344,13 @@ static rt_status rt_plan_check(const rt_stage_profile *p, int n, const void *out
  * least peak is at most this (the binary search's upper end). */
 static int64_t rt_store_peak(const rt_stage_profile *p, int n) {
     int64_t K = 0, worst = 0;
+    bool out_kept = false;
     for (int i = 0; i < n; i++) {
-        int64_t kept, live;
-        double rc;
-        rt_single(&p[i], RT_STAGE_STORE, &kept, &live, &rc);
-        if (K + live > worst) worst = K + live;
-        K += kept;
+        rt_seg_cost c = rt_single_cost(p, n, i, RT_STAGE_STORE, out_kept);
+        K += c.boundary;
+        if (K + c.live > worst) worst = K + c.live;
+        K += c.kept;
+        out_kept = c.out_kept;
     }
     return worst;
 }

@@ -6,6 +6,18 @@
  *   kept(segment)  bytes a segment holds from its forward to its backward:
  *                  STORE saved_i, SELECTIVE saved_sel_i, REBUILD saved_rev_i,
  *                  CHECKPOINT [s..e] input_s (its input only);
+ *   boundaries     the tensor between stages i-1 and i (input_i bytes) is
+ *                  one tensor however many keep it: it is kept when stage
+ *                  i-1 keeps its output, stage i keeps its input, or a
+ *                  CHECKPOINT segment starts at i (keeps_input /
+ *                  keeps_output), and counted once, when the first of them
+ *                  runs; the profiled saved bytes are split into the
+ *                  stage's own bytes and those boundaries (so a checkpoint
+ *                  after a stage that keeps its output costs nothing more,
+ *                  and one before a stage that keeps its input does not
+ *                  free that input — ResNet-50 layer1.0 checkpointed alone:
+ *                  24.5 MiB freed by the model, none by the real step,
+ *                  before this rule);
  *   live(segment)  its own peak above what earlier segments keep, reached
  *                  in its forward or backward: STORE peak_i, SELECTIVE
  *                  peak_sel_i, REBUILD peak_rev_i, CHECKPOINT [s..e]
@@ -30,13 +42,15 @@
  *
  * rt_plan_chain is optimal in that space, exactly (no discretisation of
  * memory): a dynamic program over prefixes whose states are the Pareto
- * front of (bytes kept so far, recompute so far). Proof sketch: the
- * constraints and cost of the stages after a prefix depend on the prefix
- * only through K, the bytes it keeps (each later segment needs K + … <=
- * budget, monotone in K); so a prefix state (K, c) dominated by (K', c')
- * with K' <= K and c' <= c can be replaced by it in every completion
- * without losing feasibility or increasing cost, and keeping every
- * non-dominated state of every prefix keeps an optimal plan. Cost
+ * front of (bytes kept so far, recompute so far), one front for prefixes
+ * whose last stage keeps its output and one for the others. Proof sketch:
+ * the constraints and cost of the stages after a prefix depend on the
+ * prefix only through K, the bytes it keeps (each later segment needs
+ * K + … <= budget, monotone in K), and through whether the boundary after
+ * it is already kept; so a prefix state (K, c) dominated by (K', c') with
+ * K' <= K, c' <= c and the same boundary can be replaced by it in every
+ * completion without losing feasibility or increasing cost, and keeping
+ * every non-dominated state of every prefix keeps an optimal plan. Cost
  * O(n² · F log F) for n stages and fronts of at most F states. Two exact
  * cuts keep F small: a state keeping more than the budget leaves room for
  * a later stage's least live bytes is dropped, and a first pass whose
@@ -75,6 +89,17 @@ typedef struct rt_stage_profile {
     int64_t span;
     int64_t side_bytes;
     int side_from;
+    /* Which of its boundary tensors the stage keeps by alias when it runs
+     * under a kind (indexed by rt_stage_kind; the CHECKPOINT entries are
+     * unused): its input (the previous stage's output, input_bytes) and its
+     * output (the next stage's input). saved, saved_sel and saved_rev count
+     * such a tensor as the plain chain does — the output when the stage
+     * keeps it, the input when the stage keeps it and the previous stage,
+     * stored, does not — and the model moves those bytes to the boundary,
+     * which a plan keeps once when either side keeps it or a CHECKPOINT
+     * segment starts there (all false: a CHECKPOINT segment keeps its input,
+     * every other kind what its saved bytes say). */
+    bool keeps_input[4], keeps_output[4];
 } rt_stage_profile;
 
 /* A plan: per stage a kind and a segment number (as rt_checkpoint_set_plan

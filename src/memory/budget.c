@@ -46,7 +46,8 @@ typedef struct rt_measured {
 } rt_measured;
 
 /* Stages i..last alone on a copy of h (requiring grad when needs_grad), forward
- * and backward with a gradient of the output's shape, after one warm-up
+ * and backward (from sum(output); from a gradient it holds for an output
+ * that is not f32, which rt_sum does not take), after one warm-up
  * that allocates the stage's parameter gradients: SAVED bytes after the
  * forward, the peak above what was live before, and whether the forward
  * kept its input or its output for backward (their storages' saved counts

@@ -98,20 +98,28 @@ static rt_seg_cost rt_single_cost(const rt_stage_profile *p, int n, int i, rt_st
     return c;
 }
 
-/* The CHECKPOINT segment [first, last] grown by stage `last` (the caller
- * runs last = first, first + 1, ...; *held and *worst carry the recompute's
- * kept bytes and worst live bytes between calls, start them at 0): it keeps
- * its input and the skips it reads from before `first`; in its backward it
- * recomputes and holds its stages as the plain chain does. */
-static rt_seg_cost rt_ckpt_grow(const rt_stage_profile *p, int first, int last, bool in_kept, int64_t *held,
-                                int64_t *worst, int64_t *side) {
-    if (*held + p[last].peak + p[last].span > *worst) *worst = *held + p[last].peak + p[last].span;
-    *held += p[last].saved;
-    *side += rt_side_kept(p, first, last);
+/* A CHECKPOINT segment being grown one stage at a time: the bytes its
+ * recompute holds before the next stage, its worst live bytes so far, the
+ * skips it keeps, its recompute. Start at {0}. */
+typedef struct rt_ckpt_acc {
+    int64_t held, worst, side;
+    double rc;
+} rt_ckpt_acc;
+
+/* The CHECKPOINT segment [first, last], grown by stage `last` (callers run
+ * last = first, first + 1, ... on one accumulator): it keeps its input and
+ * the skips it reads from before `first`; in its backward it recomputes and
+ * holds its stages as the plain chain does. */
+static rt_seg_cost rt_ckpt_grow(const rt_stage_profile *p, int first, int last, bool in_kept, rt_ckpt_acc *a) {
+    if (a->held + p[last].peak + p[last].span > a->worst) a->worst = a->held + p[last].peak + p[last].span;
+    a->held += p[last].saved;
+    a->side += rt_side_kept(p, first, last);
+    a->rc += p[last].fwd;
     rt_seg_cost c = {0};
     c.boundary = in_kept ? 0 : p[first].input_bytes;
-    c.kept = *side;
-    c.live = *side + *worst;
+    c.kept = a->side;
+    c.live = a->side + a->worst;
+    c.rc = a->rc;
     return c;
 }
 
@@ -130,15 +138,10 @@ rt_status rt_plan_evaluate(const rt_stage_profile *p, int n, const rt_stage_kind
         rt_seg_cost c;
         int e = i;
         if (kind[i] == RT_STAGE_CHECKPOINT) {
-            int64_t held = 0, w = 0, side = 0;
-            c = rt_ckpt_grow(p, i, i, out_kept, &held, &w, &side);
-            c.rc = p[i].fwd;
-            while (e + 1 < n && kind[e + 1] == RT_STAGE_CHECKPOINT && segment[e + 1] == segment[i]) {
-                e++;
-                double rc = c.rc + p[e].fwd;
-                c = rt_ckpt_grow(p, i, e, out_kept, &held, &w, &side);
-                c.rc = rc;
-            }
+            rt_ckpt_acc a = {0};
+            c = rt_ckpt_grow(p, i, i, out_kept, &a);
+            while (e + 1 < n && kind[e + 1] == RT_STAGE_CHECKPOINT && segment[e + 1] == segment[i])
+                c = rt_ckpt_grow(p, i, ++e, out_kept, &a);
         } else {
             c = rt_single_cost(p, n, i, kind[i], out_kept);
         }
@@ -291,17 +294,16 @@ static rt_status rt_dp_pass(rt_dp *d, const rt_stage_profile *p, int n, int64_t 
                                (rt_dp_state){at + c.kept, s.cost + c.rc, pk, si, i, (rt_stage_kind)k, c.out_kept});
             }
             if (!opt.allow_checkpoint) continue;
-            int64_t held = 0, worst = 0, side = 0;
-            double rc = 0.0;
+            rt_ckpt_acc a = {0};
             for (int e = i; e < n && st == RT_OK; e++) { /* the segment [i, e], grown one stage at a time */
-                rt_seg_cost c = rt_ckpt_grow(p, i, e, s.out_kept, &held, &worst, &side);
-                rc += p[e].fwd;
+                rt_seg_cost c = rt_ckpt_grow(p, i, e, s.out_kept, &a);
                 int64_t at = s.kept + c.boundary;
-                if (at + c.live > budget) break; /* live only grows with e */
-                if (s.cost + rc > cut.ub) break;  /* and so does cost */
+                if (at + c.live > budget) break;   /* live only grows with e */
+                if (s.cost + c.rc > cut.ub) break; /* and so does cost */
                 if (at + c.kept > room[e + 1]) continue;
                 int64_t pk = s.peak > at + c.live ? s.peak : at + c.live;
-                st = rt_dp_add(d, e + 1, (rt_dp_state){at + c.kept, s.cost + rc, pk, si, i, RT_STAGE_CHECKPOINT, false});
+                st = rt_dp_add(d, e + 1,
+                               (rt_dp_state){at + c.kept, s.cost + c.rc, pk, si, i, RT_STAGE_CHECKPOINT, false});
             }
         }
     }

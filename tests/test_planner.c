@@ -78,6 +78,7 @@ static uint64_t rnd(rt_generator *g, uint64_t m) {
 static void random_chain(rt_generator *g, int n, rt_stage_profile *p) {
     for (int i = 0; i < n; i++) {
         rt_stage_profile *s = &p[i];
+        *s = (rt_stage_profile){0}; /* no boundary flags unless random_boundaries sets them */
         s->input_bytes = i == 0 && rnd(g, 2) ? 0 : 1 + (int64_t)rnd(g, 40);
         s->saved = (int64_t)rnd(g, 100);
         s->peak = s->saved + 1 + (int64_t)rnd(g, 60);

@@ -80,6 +80,13 @@ typedef struct rt_seg_cost {
     bool out_kept; /* the segment's last stage keeps its output (counted in kept) */
 } rt_seg_cost;
 
+/* Whether stage i's profiled kept bytes under kind k include its input:
+ * the stage keeps it and the stage before, stored on the plain chain the
+ * profile ran, did not (which would have counted it first). */
+static bool rt_input_counted(const rt_stage_profile *p, int i, rt_stage_kind k) {
+    return p[i].keeps_input[k] && !(i > 0 && p[i - 1].keeps_output[RT_STAGE_STORE]);
+}
+
 /* The single-stage segment of kind k at stage i after a prefix whose last
  * stage keeps its output (in_kept) or not: the profiled kept bytes less
  * the boundaries they include (memory/planner.h, keeps_input), each
@@ -90,7 +97,7 @@ static rt_seg_cost rt_single_cost(const rt_stage_profile *p, int n, int i, rt_st
     rt_single(&p[i], k, &kept, &c.live, &c.rc);
     int64_t out = rt_out_bytes(p, n, i);
     if (p[i].keeps_output[k]) kept -= out;
-    if (p[i].keeps_input[k] && !(i > 0 && p[i - 1].keeps_output[RT_STAGE_STORE])) kept -= p[i].input_bytes;
+    if (rt_input_counted(p, i, k)) kept -= p[i].input_bytes;
     if (kept < 0) kept = 0;
     c.out_kept = p[i].keeps_output[k] && out > 0;
     c.boundary = !in_kept && p[i].keeps_input[k] ? p[i].input_bytes : 0;
@@ -109,10 +116,13 @@ typedef struct rt_ckpt_acc {
 /* The CHECKPOINT segment [first, last], grown by stage `last` (callers run
  * last = first, first + 1, ... on one accumulator): it keeps its input and
  * the skips it reads from before `first`; in its backward it recomputes and
- * holds its stages as the plain chain does. */
+ * holds its stages as the plain chain does (the input, which the first
+ * stage's saved bytes may include, counted once, as the segment's). */
 static rt_seg_cost rt_ckpt_grow(const rt_stage_profile *p, int first, int last, bool in_kept, rt_ckpt_acc *a) {
     if (a->held + p[last].peak + p[last].span > a->worst) a->worst = a->held + p[last].peak + p[last].span;
-    a->held += p[last].saved;
+    int64_t saved = p[last].saved;
+    if (last == first && rt_input_counted(p, first, RT_STAGE_STORE)) saved -= p[first].input_bytes;
+    a->held += saved > 0 ? saved : 0;
     a->side += rt_side_kept(p, first, last);
     a->rc += p[last].fwd;
     rt_seg_cost c = {0};

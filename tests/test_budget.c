@@ -152,13 +152,17 @@ static void mode_fallback_least_recompute_meta(void) {
 /* The chain model (memory/planner.h) against the meta run of the real
  * step, one checkpointed stage at a time, on resnet20 32², batch 16: with
  * base = the plain step's predicted peak less the model's plain peak, the
- * model's peak + base equals the prediction to 4 KiB at every stage but
+ * model's peak + base equals the prediction to 64 KiB at every stage but
  * bn1, whose batch norm runs fused with the next stage's ReLU (that op
  * keeps bn1's input, so checkpointing bn1 frees nothing while the model
  * charges the segment its input: over by exactly that tensor, 1 MiB). A
  * tensor between two stages was counted twice, or not at all, before the
  * model knew which stages keep their input and output (stages 3, 6 and 8
- * were off by up to 1 MiB). */
+ * were off by up to 1 MiB); a boundary counted wrong is a whole tensor of
+ * the residual stages, 256 KiB or more here. The 64 KiB are oneDNN
+ * scratchpads, which the model does not see where a stage's differ alone
+ * and on the chain: 4 KiB at most with AVX-512 kernels, 34 KiB at layer3.1
+ * with oneDNN limited to AVX2. */
 static void chain_model_single_checkpoints_meta(void) {
     fixture f;
     CHECK_OK(fixture_make("resnet20", RT_DEVICE_META, 16, 32, &f));
@@ -187,9 +191,9 @@ static void chain_model_single_checkpoints_meta(void) {
             continue;
         }
         int64_t err = model + base - pred.peak_total;
-        if (llabs((long long)(err - (c == 1 ? bn1_input : 0))) > 4096)
+        if (llabs((long long)(err - (c == 1 ? bn1_input : 0))) > 65536)
             fprintf(stderr, "stage %d checkpointed: model %+lld bytes off the meta run\n", c, (long long)err);
-        CHECK(llabs((long long)(err - (c == 1 ? bn1_input : 0))) <= 4096);
+        CHECK(llabs((long long)(err - (c == 1 ? bn1_input : 0))) <= 65536);
     }
     rt_model_destroy(f.model);
 }

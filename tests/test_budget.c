@@ -201,9 +201,8 @@ static void chain_model_single_checkpoints_meta(void) {
 /* With gradient accumulation a forward holds one micro-batch, so the
  * stages are profiled on one: resnet20 32², batch 16 in 4 micro-batches,
  * the balanced plan's modelled peak + base is within 2% of the plain
- * step's activations of the meta run's (profiled on the whole batch the
- * model charged 4 times the bytes, and the plan fell back to 4 segments:
- * 33% recompute). */
+ * step's activations of the meta run's (profiled on the whole batch, the
+ * model charges each stage 4 times its bytes: −6.0 against 5.9 MiB). */
 static void micro_batch_profile_meta(void) {
     fixture f;
     CHECK_OK(fixture_make("resnet20", RT_DEVICE_META, 16, 32, &f));

@@ -780,8 +780,9 @@ static rt_status rt_model_plain_peak(const rt_stage_profile *prof, int n, int64_
  * keeps_output, which errs at every boundary a checkpoint meets instead.
  * The budget search built on either can miss a plan the other finds
  * (resnet20 16², batch 1, conservative: 4.2% recompute without the rule,
- * the least-memory plan at 33.3% with it; ResNet-50 224² b8 balanced:
- * 13.2% with it, 16.7% without). base for each: plain_total less that
+ * the least-memory plan at 33.3% with it; prunet3d 64³, batch 2,
+ * conservative: 22.2% with it, the least-memory plan at 28.3% without).
+ * base for each: plain_total less that
  * model's plain peak. Errors as rt_plan_for; refused under both, the
  * smaller least. */
 static rt_status rt_plan_models(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,

@@ -14,7 +14,8 @@
  *              and backward (its output's gradient, its input's gradient,
  *              scratch), with the stage's parameter gradients already
  *              allocated: the base counts all of them. The backward starts
- *              from sum(output) with the output released, so the output's
+ *              (for an f32 output; another is given a gradient the profile
+ *              holds) from sum(output) with the output released, so the output's
  *              gradient is the engine's own buffer, which the stage's
  *              first backward op may overwrite, as on the chain (a
  *              gradient handed in by the caller may not be: ResNet-50's

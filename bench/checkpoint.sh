@@ -61,7 +61,7 @@ for p in range(1, passes + 1):
                                                                  float(m.group(4)), float("nan"), float("nan")))
 print(f"\nmedians over {passes} passes")
 print(f"{'row':<22} {'overhead':>9} {'range':>15} {'act. saving':>12} {'predicted MiB':>14} {'measured MiB':>13} "
-      f"{'recompute (FLOP)':>17}")
+      f"{'recompute (model)':>17}")
 for name, v in rows.items():
     med = lambda i: statistics.median(x[i] for x in v)
     span = f"{min(x[0] for x in v):.1f}..{max(x[0] for x in v):.1f}"

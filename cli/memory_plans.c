@@ -314,7 +314,8 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
     int64_t base = pl->peak[RT_MEM_PARAM] + pl->peak[RT_MEM_GRAD] + pl->peak[RT_MEM_OPTIM] + pl->peak[RT_MEM_DATA];
     double act_plain = (double)(pl->peak_total - base), plain_time = measure && !rc ? median_of(rows[0].times, rows[0].n_times) : 0;
     printf("\ncheckpointing strategies (planned on meta: peak MiB per category; saving: activations = step peak less "
-           "parameters, gradients, optimizer state and batch; recompute: FLOP estimate, %% of a plain step)\n");
+           "parameters, gradients, optimizer state and batch; recompute: cost estimate, %% of a plain step — "
+           "FLOPs, memory-bound ops at 64 an element)\n");
     printf("%-18s %8s %8s %8s %8s %8s %8s %9s %8s %8s %9s", "strategy", "PARAM", "GRAD", "OPTIM", "SAVED", "TEMP",
            "DATA", "total", "act.sav", "step.sav", "recomp");
     if (measure && !rc) printf(" %9s %8s %9s %8s", "measured", "meas/pr", "step s", "overhead");

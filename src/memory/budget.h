@@ -31,11 +31,16 @@
  *              producer and reader and given as the reader's side input
  *              (memory/planner.h; the stage reading a skip runs alone
  *              several times, rt_checkpoint_side_replay hands it the skip);
- *   fwd        FLOP estimate of the stage's forward from its leaf modules:
- *              2·MACs for Conv and Linear, 8 per output element for every
- *              other leaf (memory-bound ops: batch norm reads and writes a
- *              few times per element); fwd_sel counts the leaves the
- *              policy recomputes, fwd_rev = fwd (a rebuild re-runs F and G).
+ *   fwd        cost of the stage's forward from its leaf modules, in
+ *              FLOP-equivalents: 2·MACs for Conv and Linear, 64 per output
+ *              element for every other leaf — these are memory-bound (an
+ *              f32 read and write, 8 bytes an element at least, batch norm
+ *              more) and this CPU convolves about 8 FLOPs in the time it
+ *              moves a byte; priced at their 8 FLOPs the model put
+ *              ResNet-50's selective recompute at 0.4% of a step where it
+ *              measured 2.8%, and at 64 it models 2.9%; fwd_sel counts the
+ *              leaves the policy recomputes, fwd_rev = fwd (a rebuild
+ *              re-runs F and G).
  *
  * Modes (rt_memory_mode), presets over the planner. With P the plain
  * step's predicted peak and F its parameters + gradients + optimizer state
@@ -45,7 +50,7 @@
  *   conservative  f = 0.60   (keep 40% less activation memory)
  *   balanced      f = 0.35   (65% less)
  *   aggressive    f = 0.15   (85% less)
- * with the least recompute (FLOP estimate) under it; when no plan reaches
+ * with the least recompute (cost estimate, fwd below) under it; when no plan reaches
  * it, the least-memory plan (the saving it reaches is then smaller: the
  * largest stage's own working set bounds it). Savings are those of
  * RevTorch's quoted modes (40% / 65% / 85%); the slowdowns it quotes (5% /

@@ -718,9 +718,10 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
     }
     /* the model's frontier, walked down from a little above the budget:
      * each DP plan, then the one just below its modelled peak, in order of
-     * rising recompute; the first whose prediction fits is the cheapest
-     * plan of the frontier under the start (so a larger budget never needs
-     * more), and the walk ends once plans cost as much as the best found */
+     * rising recompute; the first whose prediction fits is kept, and the
+     * walk ends there, once plans cost as much as the best found, or after
+     * 16 plans (so it only narrows the search's gaps: a larger budget can
+     * still need more, which budgets_monotone_meta bounds at 0.1% of a step) */
     int64_t walk = budget - base + (budget - base) / 16;
     for (int it = 0; st == RT_OK && it < 16 && walk >= least; it++) {
         rt_plan plan;

@@ -74,6 +74,7 @@
 #include "kernels/vec.h"
 #include "memory/budget.h"
 #include "memory/checkpoint.h"
+#include "memory/plan_cache.h"
 #include "memory/planner.h"
 #include "memory/precision.h"
 #include "memory/predict.h"
@@ -1937,6 +1938,39 @@ CHECK_FN(rt_plan_min_peak) {
     ST(RT_ERR_INVALID_ARG, "profile", rt_plan_min_peak(NULL, 1, rt_plan_options_all(), &mp));
 }
 CHECK_FN(rt_plan_free) { TOL(rt_plan_free(NULL)); }
+CHECK_FN(rt_predict_cache_find) {
+    rt_predict_cache pc = {.n_stages = 1};
+    rt_stage_kind k = RT_STAGE_STORE;
+    int seg = 0;
+    VAL(rt_predict_cache_find(NULL, &k, &seg) == NULL);
+    VAL(rt_predict_cache_find(&pc, NULL, &seg) == NULL);
+    VAL(rt_predict_cache_find(&pc, &k, NULL) == NULL);
+}
+CHECK_FN(rt_predict_cache_add) {
+    rt_predict_cache pc = {.n_stages = 1};
+    rt_stage_kind k = RT_STAGE_STORE;
+    int seg = 0;
+    rt_memstats m = {0};
+    TOL(rt_predict_cache_add(NULL, &k, &seg, &m));
+    TOL(rt_predict_cache_add(&pc, NULL, &seg, &m));
+    TOL(rt_predict_cache_add(&pc, &k, NULL, &m));
+    TOL(rt_predict_cache_add(&pc, &k, &seg, NULL));
+    VAL(pc.len == 0);
+    rt_predict_cache_add(&pc, &k, &seg, &m); /* a real entry is found again */
+    VAL(rt_predict_cache_find(&pc, &k, &seg) != NULL);
+    rt_predict_cache_free(&pc);
+}
+CHECK_FN(rt_predict_cache_free) { TOL(rt_predict_cache_free(NULL)); }
+CHECK_FN(rt_chain_cache_plan) {
+    rt_stage_profile p = {0, 1, 2, -1, -1, -1, -1, 1, 0, 0, 0, 0, -1, {false}, {false}};
+    rt_chain_cache cc = {0};
+    rt_plan plan;
+    ST(RT_ERR_INVALID_ARG, "profile", rt_chain_cache_plan(&cc, NULL, 1, 10, rt_plan_options_all(), &plan));
+    ST(RT_ERR_INVALID_ARG, "output", rt_chain_cache_plan(&cc, &p, 1, 10, rt_plan_options_all(), NULL));
+    ST(RT_ERR_INVALID_ARG, "n >= 1", rt_chain_cache_plan(&cc, &p, 0, 10, rt_plan_options_all(), &plan));
+    rt_chain_cache_free(&cc);
+}
+CHECK_FN(rt_chain_cache_free) { TOL(rt_chain_cache_free(NULL)); }
 CHECK_FN(rt_time_plan_plain) {
     rt_time_plan p;
     ST(RT_ERR_INVALID_ARG, "steps >= 1", rt_time_plan_plain(4, 1, 1, NULL));
@@ -3845,7 +3879,7 @@ static const api_entry optim_train_entries[] = {
     E(rt_checkpoint_of), E(rt_checkpoint_sequential), E(rt_checkpoint_set_segments), E(rt_checkpoint_set_selective),
     E(rt_checkpoint_set_plain), E(rt_checkpoint_set_plan), E(rt_checkpoint_run_stages),
     /* memory/planner.h, memory/budget.h */
-    E(rt_plan_options_all), E(rt_plan_evaluate), E(rt_plan_chain), E(rt_plan_min_peak), E(rt_plan_free), E(rt_time_plan_plain), E(rt_time_plan_every), E(rt_time_plan_budget),
+    E(rt_plan_options_all), E(rt_plan_evaluate), E(rt_plan_chain), E(rt_plan_min_peak), E(rt_plan_free), E(rt_predict_cache_find), E(rt_predict_cache_add), E(rt_predict_cache_free), E(rt_chain_cache_plan), E(rt_chain_cache_free), E(rt_time_plan_plain), E(rt_time_plan_every), E(rt_time_plan_budget),
     E(rt_time_chain_run), E(rt_time_chain_profile), E(rt_time_chain_peak),
     E(rt_checkpoint_profile), E(rt_memory_mode_str), E(rt_memory_mode_parse), E(rt_memory_mode_fraction),
     E(rt_memory_plan_make), E(rt_memory_plan_free),

@@ -92,7 +92,7 @@ static void budgets_resnet50_meta(void) {
     for (int k = 0; k <= 5; k++) {
         int64_t budget = least + (plain - least) * k / 5;
         CHECK_OK(plan(&f, (rt_memory_config){.budget = budget}, &p));
-        printf("  budget %7.1f MiB: predicted %7.1f MiB, recompute %.1f%% of a step, %d meta run(s)\n",
+        printf("  budget %7.1f MiB: predicted %7.1f MiB, recompute %.1f%% of a step, %d plan(s) predicted\n",
                budget / MiB, p.predicted.peak_total / MiB, 100 * p.recompute_fraction, p.iterations);
         CHECK(p.predicted.peak_total <= budget);
         rt_memory_plan_free(&p);

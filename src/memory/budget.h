@@ -110,7 +110,7 @@ typedef struct rt_memory_plan {
     rt_memstats predicted;       /* the planned step */
     rt_memstats predicted_plain; /* the plain step */
     double recompute_fraction;
-    int iterations;              /* meta runs used to meet the budget */
+    int iterations;              /* plans predicted to meet the budget (each distinct plan one meta run) */
 } rt_memory_plan;
 
 /* Plans `meta_ckpt` (a Checkpoint on the meta device wrapping the model)

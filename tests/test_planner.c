@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "memory/plan_cache.h"
 #include "memory/planner.h"
 #include "rt_test.h"
 
@@ -185,6 +186,63 @@ static void planner_matches_brute_force(void) {
            "plans\n", chains, MAXN, skipped, feasible, plans);
 }
 
+/* The planning call's DP cache (memory/plan_cache.h) against the DP
+ * itself: on random chains of 1-8 stages, each of three option sets, and
+ * 24 random budgets in random order from the least feasible to above
+ * storing everything, every cached answer has the recompute and modelled
+ * peak of a fresh rt_plan_chain at that budget (a cached plan is returned
+ * only for budgets between its peak and the budget it was planned for,
+ * where the DP's optimum is the same). Two copies of each chain's profile
+ * share the cache, one perturbed: models are told apart by content, so the
+ * perturbed one never gets the other's plans, and the same content at
+ * another address does. Answers from the cache are counted: at least a
+ * quarter of the queries must be (a third are), or the test shows nothing
+ * about hits. */
+static void chain_cache_matches_dp(void) {
+    rt_generator g = {2031, 0};
+    long queries = 0, hits = 0;
+    const rt_plan_options modes[3] = {{true, true, true}, {true, false, false}, {false, true, true}};
+    for (int trial = 0; trial < 300; trial++) {
+        int n = 1 + trial % MAXN;
+        rt_stage_profile p[2][MAXN];
+        random_chain(&g, n, p[0]);
+        memcpy(p[1], p[0], sizeof p[0]);
+        rt_stage_profile *other = &p[1][rnd(&g, (uint64_t)n)]; /* another model, same shape */
+        int64_t more = 1 + (int64_t)rnd(&g, 20);
+        other->saved += more;
+        other->peak += more;
+        rt_chain_cache cc = {0};
+        for (int q = 0; q < 24; q++) {
+            int v = (int)rnd(&g, 2);
+            rt_stage_profile copy[MAXN]; /* the same model at another address */
+            memcpy(copy, p[v], sizeof copy);
+            rt_plan_options opt = modes[rnd(&g, 3)];
+            int64_t mp;
+            CHECK_OK(rt_plan_min_peak(copy, n, opt, &mp));
+            int64_t budget = mp + (int64_t)rnd(&g, 400);
+            int before = cc.len;
+            rt_plan cached, fresh;
+            CHECK_OK(rt_chain_cache_plan(&cc, copy, n, budget, opt, &cached));
+            CHECK_OK(rt_plan_chain(copy, n, budget, opt, &fresh));
+            queries++;
+            hits += cc.len == before;
+            CHECK(cached.recompute == fresh.recompute);
+            CHECK_EQ_INT(cached.peak, fresh.peak);
+            int64_t peak;
+            double rc;
+            CHECK_OK(rt_plan_evaluate(copy, n, cached.kind, cached.segment, &peak, &rc));
+            CHECK(peak <= budget && peak == cached.peak && rc == cached.recompute);
+            rt_plan_free(&cached);
+            rt_plan_free(&fresh);
+        }
+        CHECK(cc.n_models <= 2);
+        rt_chain_cache_free(&cc);
+    }
+    printf("  %ld budgets on 300 random chains: %ld answered from the cache, each equal to the DP's own\n", queries,
+           hits);
+    CHECK(hits * 4 >= queries);
+}
+
 /* A uniform chain where the answer is known: n equal stages (saved 1,
  * peak 2, input 1, cost 1) under a budget that fits everything stored
  * needs no recompute; the smallest feasible budget forces checkpoints. */
@@ -256,6 +314,7 @@ int main(int argc, char **argv) {
         {"planner_matches_brute_force", planner_matches_brute_force},
         {"planner_uniform_chain", planner_uniform_chain},
         {"planner_boundary_counted_once", planner_boundary_counted_once},
+        {"chain_cache_matches_dp", chain_cache_matches_dp},
     };
-    return rt_test_main(argc, argv, cases, 3);
+    return rt_test_main(argc, argv, cases, 4);
 }

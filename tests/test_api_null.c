@@ -1732,6 +1732,28 @@ CHECK_FN(rt_precision_region_end) {
     rt_precision_region_end(&r); /* twice: nothing left to undo */
     VAL(rt_saved_tensors_hooks_depth() == 0 && rt_autocast_dtype() == RT_F32);
 }
+CHECK_FN(rt_precision_region_suspend) { /* out and back in: the hooks and dtypes follow, the region stays */
+    TOL(rt_precision_region_suspend(NULL));
+    rt_precision_region r;
+    VAL(rt_precision_region_begin(&r, RT_BF16, true) == RT_OK && rt_autocast_dtype() == RT_BF16);
+    rt_precision_region_suspend(&r);
+    VAL(r.active && rt_saved_tensors_hooks_depth() == 0 && rt_autocast_dtype() == RT_F32);
+    rt_precision_region_suspend(&r); /* twice: nothing more to leave */
+    VAL(rt_saved_tensors_hooks_depth() == 0);
+    rt_precision_region_end(&r); /* ends a suspended region without leaving it again */
+    VAL(!r.active && rt_saved_tensors_hooks_depth() == 0 && rt_autocast_dtype() == RT_F32);
+}
+CHECK_FN(rt_precision_region_resume) {
+    VAL(rt_precision_region_resume(NULL) == RT_OK);
+    rt_precision_region r;
+    VAL(rt_precision_region_begin(&r, RT_BF16, true) == RT_OK);
+    VAL(rt_precision_region_resume(&r) == RT_OK && rt_saved_tensors_hooks_depth() == 1); /* not suspended */
+    rt_precision_region_suspend(&r);
+    VAL(rt_precision_region_resume(&r) == RT_OK && rt_saved_tensors_hooks_depth() == 1 &&
+        rt_autocast_dtype() == RT_BF16 && rt_autocast_compute_dtype() == RT_BF16);
+    rt_precision_region_end(&r);
+    VAL(rt_saved_tensors_hooks_depth() == 0 && rt_autocast_dtype() == RT_F32);
+}
 CHECK_FN(rt_precision_region_forward) {
     rt_module *m = linear_module(RT_DEVICE_CPU);
     rt_tensor *x = T(2, 3), *y = NULL;
@@ -3887,7 +3909,7 @@ static const api_entry optim_train_entries[] = {
 
 static const api_entry precision_entries[] = {
     E(rt_dtype_round), E(rt_dtype_round_into), E(rt_dtype_store_f32_serial), E(rt_bf16_round_bits), E(rt_autocast_dtype), E(rt_autocast_set_dtype), E(rt_autocast_compute_dtype),
-    E(rt_autocast_set_compute_dtype), E(rt_autocast_activation_dtype), E(rt_autocast_set_activation_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_conv_bf16_available), E(rt_conv_computes_bf16),
+    E(rt_autocast_set_compute_dtype), E(rt_autocast_activation_dtype), E(rt_autocast_set_activation_dtype), E(rt_precision_region_forward), E(rt_precision_region_begin), E(rt_precision_region_end), E(rt_precision_region_suspend), E(rt_precision_region_resume), E(rt_conv_bf16_available), E(rt_conv_computes_bf16),
     E(rt_precision_str), E(rt_precision_parse), E(rt_precision_dtype), E(rt_autocast_wrap),
     E(rt_autocast_precision), E(rt_precision_describe), E(rt_grad_scaler_default_opts), E(rt_grad_scaler_create),
     E(rt_grad_scaler_destroy), E(rt_grad_scaler_get_scale), E(rt_grad_scaler_skipped),

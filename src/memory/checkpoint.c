@@ -871,8 +871,12 @@ rt_status rt_checkpoint_run_stages(rt_module *m, int first, int last, rt_tensor 
         return rt_error_set(RT_ERR_INVALID_ARG, "rt_checkpoint_run_stages: stages %d..%d outside 0..%d", first, last,
                             ck->n_stages - 1);
     if (ck->frame) return rt_error_set(RT_ERR_STATE, "rt_checkpoint_run_stages: the wrapper is running");
-    rt_precision_region region;
-    RT_TRY(rt_precision_region_begin(&region, ck->region_dtype, true));
+    /* inside a region of the model's precision already (the stage profile
+     * runs the chain in one, as a forward does): its half copies are
+     * shared with the stages run before in it; else a region of its own */
+    rt_precision_region region = {0};
+    bool inside = rt_autocast_dtype() == ck->region_dtype && rt_autocast_compute_dtype() == ck->region_dtype;
+    if (!inside) RT_TRY(rt_precision_region_begin(&region, ck->region_dtype, true));
     rt_status st = RT_OK;
     if (!rt_ckpt_any_region(ck, first, last) || !rt_grad_is_enabled() || rt_ckpt_depth > 0)
         st = rt_stage_chain(ck, first, last, x, y);

@@ -193,8 +193,12 @@ void rt_checkpoint_side_replay(bool on);
 
 /* Runs stages first..last of the wrapper in order on x (borrowed) under
  * its current plan, exactly as its forward runs them (regions begin and
- * end inside the range only): y = stage_last(…stage_first(x)). For
- * profiling a stage alone (memory/budget.h). RT_ERR_INVALID_ARG for NULLs,
+ * end inside the range only): y = stage_last(…stage_first(x)), inside the
+ * wrapper's precision region (ckpt.region_dtype): a region of its own, or
+ * the caller's when the thread is inside one of that precision already
+ * (then the stages share its half copies with what ran before in it, as
+ * within one forward). For profiling a stage alone or the chain stage by
+ * stage (memory/budget.h). RT_ERR_INVALID_ARG for NULLs,
  * a module that is not a Checkpoint or a range outside [0, n_stages). */
 rt_status rt_checkpoint_run_stages(rt_module *ckpt, int first, int last, rt_tensor *x, rt_tensor **y);
 

@@ -132,6 +132,24 @@ static void rt_autocast_free(void *user, void *packed) {
     free(p);
 }
 
+/* Pushes region r's hooks (over its table) and sets the thread's autocast
+ * dtypes to its own, remembering those it replaces. */
+static rt_status rt_region_enter(rt_precision_region *r) {
+    rt_saved_hooks h = {.pack = rt_autocast_pack, .unpack = rt_autocast_unpack, .free_packed = rt_autocast_free,
+                        .user = r->table, .stored = rt_autocast_stored};
+    RT_TRY(rt_saved_tensors_hooks_push(&h));
+    r->prev = rt_autocast_set_dtype(r->dtype);
+    r->prev_compute = rt_autocast_set_compute_dtype(r->compute ? r->dtype : RT_F32);
+    return RT_OK;
+}
+
+/* Undoes rt_region_enter. */
+static void rt_region_leave(rt_precision_region *r) {
+    rt_autocast_set_compute_dtype(r->prev_compute);
+    rt_autocast_set_dtype(r->prev);
+    rt_saved_tensors_hooks_pop();
+}
+
 rt_status rt_precision_region_begin(rt_precision_region *r, rt_dtype dt, bool compute) {
     if (!r) return rt_error_set(RT_ERR_INVALID_ARG, "rt_precision_region_begin: the region is NULL");
     memset(r, 0, sizeof *r);
@@ -139,25 +157,34 @@ rt_status rt_precision_region_begin(rt_precision_region *r, rt_dtype dt, bool co
     r->table = calloc(1, sizeof(rt_pack_table));
     if (!r->table) return rt_error_set(RT_ERR_OOM, "out of memory entering a precision region");
     /* the table lives for the region only; unpack and free_packed never read it */
-    rt_saved_hooks h = {.pack = rt_autocast_pack, .unpack = rt_autocast_unpack, .free_packed = rt_autocast_free,
-                        .user = r->table, .stored = rt_autocast_stored};
-    rt_status st = rt_saved_tensors_hooks_push(&h);
+    r->dtype = dt;
+    r->compute = compute;
+    rt_status st = rt_region_enter(r);
     if (st != RT_OK) {
         free(r->table);
         r->table = NULL;
         return st;
     }
     r->active = true;
-    r->prev = rt_autocast_set_dtype(dt);
-    r->prev_compute = rt_autocast_set_compute_dtype(compute ? dt : RT_F32);
+    return RT_OK;
+}
+
+void rt_precision_region_suspend(rt_precision_region *r) {
+    if (!r || !r->active || r->suspended) return;
+    rt_region_leave(r);
+    r->suspended = true;
+}
+
+rt_status rt_precision_region_resume(rt_precision_region *r) {
+    if (!r || !r->active || !r->suspended) return RT_OK;
+    RT_TRY(rt_region_enter(r));
+    r->suspended = false;
     return RT_OK;
 }
 
 void rt_precision_region_end(rt_precision_region *r) {
     if (!r || !r->active) return;
-    rt_autocast_set_compute_dtype(r->prev_compute);
-    rt_autocast_set_dtype(r->prev);
-    rt_saved_tensors_hooks_pop();
+    if (!r->suspended) rt_region_leave(r);
     rt_pack_table *tab = r->table;
     rt_autocast_table_clear(tab);
     free(tab->e);

@@ -82,12 +82,25 @@ rt_status rt_precision_region_forward(rt_module *m, rt_dtype dt, bool compute, r
  * a NULL r, RT_ERR_STATE when the hook stack is full, RT_ERR_OOM; after an
  * error end is a no-op. end accepts NULL. */
 typedef struct rt_precision_region {
-    bool active;
-    rt_dtype prev, prev_compute;
+    bool active, suspended, compute;
+    rt_dtype dtype, prev, prev_compute;
     void *table; /* the region's half copies, by source storage (internal) */
 } rt_precision_region;
 rt_status rt_precision_region_begin(rt_precision_region *r, rt_dtype dt, bool compute);
 void rt_precision_region_end(rt_precision_region *r);
+
+/* Steps out of region r for a while and back in: suspend restores the
+ * thread's hooks and autocast dtypes as end does but keeps the region's
+ * half copies, resume enters it again, so code run in between (a stage
+ * profiled alone, in its own region) shares none of them while what runs
+ * inside before and after does (the profile's chain: memory/budget.c).
+ * Suspend only the innermost region, on its thread. Both accept NULL and
+ * an inactive region (nothing to do); suspend of a suspended region and
+ * resume of one that is not are no-ops; end ends a suspended region too.
+ * resume errors: RT_ERR_STATE when the hook stack is full (the region
+ * stays suspended). */
+void rt_precision_region_suspend(rt_precision_region *r);
+rt_status rt_precision_region_resume(rt_precision_region *r);
 
 /* The region's precision of an Autocast module, FP32 for any other module or NULL. */
 rt_precision rt_autocast_precision(const rt_module *m);

@@ -453,35 +453,43 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
                                 int64_t budget, int64_t base, rt_memory_plan *out, bool *found);
 
 /* Lowers the least-memory candidate (*plan, its meta-run prediction *pred)
- * while a budget search below its peak finds a plan that fits: the chain
- * model's per-stage bytes add up to a few percent off the meta run where
- * stages interact (in a bf16 region a block's bf16 interior makes its
- * neighbours' working sets differ from its profile), so its least-memory
- * plans need not be the least (ResNet-50 224² b8 under bf16: candidates at
- * 456.1 MiB, while a 435 MiB budget found 432.9). Budgets 1/8 of the
- * activation bytes below the current peak, halving the step after each
- * miss down to 1/512, twelve searches at most: a few seconds on meta. The
- * search's fit is judged by the meta run, so what it returns is exact. */
+ * to the smallest prediction of any plan a budget search below it could
+ * find: the chain model's per-stage bytes add up to a few percent off the
+ * meta run where stages interact (in a bf16 region a block's bf16 interior
+ * makes its neighbours' working sets differ from its profile), so its
+ * least-memory plans need not be the least (ResNet-50 224² b8 under bf16:
+ * candidates at 456.1 MiB, while a 435 MiB budget found 432.9). A budget
+ * search (rt_plan_search) only predicts the DP's plans for activation
+ * targets up to 17/16 of its budget less base, so every plan of the
+ * model's frontier from 17/16 of this candidate's activation bytes down to
+ * the model's least peak is predicted here — the DP's plan, then its plan
+ * just below that plan's modelled peak — and the smallest prediction kept
+ * (the least recompute among equal ones). Then no budget below the
+ * returned peak is met by a search (tests/test_budget.c
+ * least_is_least_bf16_meta; the earlier lowering by budget searches, 1/8
+ * of the activations below the peak halving to 1/512, missed 476.4 MiB
+ * plans that searches at 477.9 and 479.9 MiB found, under oneDNN capped at
+ * AVX2). The planning call's caches make the plans the searches share
+ * free. */
 static rt_status rt_least_plan_lower(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
                                      int64_t base, rt_plan *plan, rt_memstats *pred) {
-    int64_t act = pred->peak_total - base, step = act / 8;
+    int64_t least = 0, act = pred->peak_total - base;
+    RT_TRY(rt_plan_min_peak(prof, n, o, &least));
     rt_status st = RT_OK;
-    for (int it = 0; it < 12 && st == RT_OK && act > 0 && step >= act / 512 && step > 0; it++) {
-        rt_memory_plan m = {0};
-        bool found = false;
-        int64_t target = pred->peak_total - step;
-        st = rt_plan_search(c, prof, n, o, target, base, &m, &found);
-        if (st == RT_ERR_OOM) { /* below every plan the model has: a miss */
-            rt_error_clear();
-            st = RT_OK;
-        }
-        if (st == RT_OK && found && m.predicted.peak_total <= target && m.predicted.peak_total < pred->peak_total) {
+    for (int64_t walk = act + act / 16; st == RT_OK && act > 0 && walk >= least;) {
+        rt_plan alt;
+        rt_memstats alt_pred;
+        st = rt_chain_cache_plan(c->chains, prof, n, walk, o, &alt);
+        if (st != RT_OK) break;
+        walk = alt.peak - 1;
+        st = rt_apply_predict(c, &alt, &alt_pred);
+        if (st == RT_OK && (alt_pred.peak_total < pred->peak_total ||
+                            (alt_pred.peak_total == pred->peak_total && alt.recompute < plan->recompute))) {
             rt_plan_free(plan);
-            *plan = m.plan;
-            *pred = m.predicted;
+            *plan = alt;
+            *pred = alt_pred;
         } else {
-            if (found) rt_plan_free(&m.plan);
-            step /= 2;
+            rt_plan_free(&alt);
         }
     }
     return st;

@@ -36,6 +36,8 @@ typedef struct rt_dp {
     size_t n, cap;
     rt_dp_key **front; /* per prefix length: the states reaching it */
     int *nfront, *capfront;
+    rt_dp_key *scratch; /* the sort's second buffer */
+    int cap_scratch;
 } rt_dp;
 
 static bool rt_offers(const rt_stage_profile *s, rt_stage_kind k, rt_plan_options o) {
@@ -189,14 +191,58 @@ static rt_status rt_dp_add(rt_dp *d, int at, rt_dp_state s) {
 
 /* Orders front entries by whether their last stage keeps its output, then
  * kept bytes, cost, peak and the order they were made in (so ties resolve
- * as a stable sort would). */
+ * as a stable sort would): a total order, since idx is unique. */
+static inline bool rt_dp_less(const rt_dp_key *x, const rt_dp_key *y) {
+    if (x->out_kept != y->out_kept) return y->out_kept;
+    if (x->kept != y->kept) return x->kept < y->kept;
+    if (x->cost != y->cost) return x->cost < y->cost;
+    if (x->peak != y->peak) return x->peak < y->peak;
+    return x->idx < y->idx;
+}
+
 static int rt_dp_cmp(const void *a, const void *b) {
-    const rt_dp_key *x = a, *y = b;
-    if (x->out_kept != y->out_kept) return x->out_kept ? 1 : -1;
-    if (x->kept != y->kept) return x->kept < y->kept ? -1 : 1;
-    if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
-    if (x->peak != y->peak) return x->peak < y->peak ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
+    return rt_dp_less(a, b) ? -1 : rt_dp_less(b, a) ? 1 : 0;
+}
+
+/* Sorts f[0, n) by rt_dp_less: insertion sort on runs of 16, then
+ * bottom-up merges through d's scratch buffer, the comparison inlined
+ * (qsort's calls through a pointer were half of planning's time:
+ * `revtorch memory` on unet3d runs the DP thousands of times); qsort
+ * when the buffer cannot grow. The order is total, so the result is
+ * qsort's. */
+static void rt_dp_sort(rt_dp *d, rt_dp_key *f, int n) {
+    enum { RUN = 16 };
+    if (n > RUN && d->cap_scratch < n) {
+        rt_dp_key *t = realloc(d->scratch, (size_t)n * sizeof *t);
+        if (!t) {
+            qsort(f, (size_t)n, sizeof *f, rt_dp_cmp);
+            return;
+        }
+        d->scratch = t;
+        d->cap_scratch = n;
+    }
+    for (int s = 0; s < n; s += RUN) {
+        int e = s + RUN < n ? s + RUN : n;
+        for (int i = s + 1; i < e; i++) {
+            rt_dp_key k = f[i];
+            int j = i;
+            for (; j > s && rt_dp_less(&k, &f[j - 1]); j--) f[j] = f[j - 1];
+            f[j] = k;
+        }
+    }
+    rt_dp_key *src = f, *dst = d->scratch;
+    for (int w = RUN; w < n; w *= 2) {
+        for (int s = 0; s < n; s += 2 * w) {
+            int m = s + w < n ? s + w : n, e = s + 2 * w < n ? s + 2 * w : n, i = s, j = m, k = s;
+            while (i < m && j < e) dst[k++] = rt_dp_less(&src[j], &src[i]) ? src[j++] : src[i++];
+            while (i < m) dst[k++] = src[i++];
+            while (j < e) dst[k++] = src[j++];
+        }
+        rt_dp_key *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != f) memcpy(f, src, (size_t)n * sizeof *f);
 }
 
 /* How a DP run may cut states: those keeping more than the room left
@@ -220,7 +266,7 @@ static void rt_dp_prune(rt_dp *d, int at, int64_t room, rt_dp_cut cut) {
     int n = d->nfront[at];
     if (n < 1) return;
     rt_dp_key *f = d->front[at];
-    qsort(f, (size_t)n, sizeof *f, rt_dp_cmp);
+    rt_dp_sort(d, f, n);
     int m = 0;
     for (int i = 0; i < n;) {
         bool group = f[i].out_kept;
@@ -249,6 +295,7 @@ static void rt_dp_free(rt_dp *d, int n) {
     free(d->nfront);
     free(d->capfront);
     free(d->pool);
+    free(d->scratch);
 }
 
 /* A lower bound on the live bytes stage i adds to what is kept before its

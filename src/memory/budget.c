@@ -604,16 +604,20 @@ static rt_status rt_model_plain_peak(const rt_stage_profile *prof, int n, int64_
     return st;
 }
 
-/* Plans for activation budget `target` and predicts the step; *fits tells
- * whether the prediction is within `budget`. RT_ERR_OOM: no plan reaches
- * `target` (nothing to predict; no message set when target is below
- * `least`, the model's least peak, which the search knows: a DP that
- * fails would compute it again for its message). */
+/* Plans for activation budget `target` and, when the plan's modelled
+ * recompute is below `max_cost` (INFINITY: any), predicts the step; *fits
+ * tells whether the prediction is within `budget` (false for a plan not
+ * predicted). RT_ERR_OOM: no plan reaches `target` (nothing to predict; no
+ * message set when target is below `least`, the model's least peak, which
+ * the search knows: a DP that fails would compute it again for its
+ * message). */
 static rt_status rt_plan_try(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
-                             int64_t target, int64_t least, int64_t budget, rt_plan *plan, rt_memstats *pred,
-                             bool *fits) {
-    rt_status st = target > 0 && target >= least ? rt_chain_cache_plan(c->chains, prof, n, target, o, plan) : RT_ERR_OOM;
-    if (st != RT_OK) return st;
+                             int64_t target, int64_t least, int64_t budget, double max_cost, rt_plan *plan,
+                             rt_memstats *pred, bool *fits) {
+    *fits = false;
+    rt_status st = target > 0 && target >= least ? rt_chain_cache_plan(c->chains, prof, n, target, o, plan)
+                                                 : RT_ERR_OOM;
+    if (st != RT_OK || !(plan->recompute < max_cost)) return st;
     st = rt_apply_predict(c, plan, pred);
     if (st != RT_OK) {
         rt_plan_free(plan);
@@ -625,8 +629,10 @@ static rt_status rt_plan_try(const rt_plan_ctx *c, const rt_stage_profile *prof,
 
 /* The plan for target `target` (rt_plan_try), kept in *best when its
  * prediction fits and it needs less recompute than *best (then the smaller
- * peak); *fits says whether it fit. RT_ERR_OOM from the DP (a target below
- * every plan) is returned with nothing kept. */
+ * peak); *fits says whether it fit. With `bounded`, a plan costing no less
+ * than *best is not predicted (*fits false) and *costly says so. *peak:
+ * the plan's modelled peak. RT_ERR_OOM from the DP (a target below every
+ * plan) is returned with nothing kept. */
 typedef struct rt_search_best {
     rt_plan plan;
     rt_memstats pred;
@@ -635,11 +641,18 @@ typedef struct rt_search_best {
 } rt_search_best;
 
 static rt_status rt_try_keep(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
-                             int64_t target, int64_t least, int64_t budget, rt_search_best *b, bool *fits) {
+                             int64_t target, int64_t least, int64_t budget, rt_search_best *b, bool *fits,
+                             bool bounded, bool *costly, int64_t *peak) {
     rt_plan plan;
     rt_memstats pred;
-    *fits = false;
-    RT_TRY(rt_plan_try(c, prof, n, o, target, least, budget, &plan, &pred, fits));
+    double max_cost = bounded && b->found ? b->plan.recompute : INFINITY;
+    RT_TRY(rt_plan_try(c, prof, n, o, target, least, budget, max_cost, &plan, &pred, fits));
+    if (peak) *peak = plan.peak;
+    if (costly) *costly = !(plan.recompute < max_cost);
+    if (!(plan.recompute < max_cost)) {
+        rt_plan_free(&plan);
+        return RT_OK;
+    }
     b->tries++;
     if (*fits && (!b->found || plan.recompute < b->plan.recompute ||
                   (plan.recompute == b->plan.recompute && pred.peak_total < b->pred.peak_total))) {
@@ -702,7 +715,7 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
         rt_plan plan;
         rt_memstats pred;
         bool fits = false;
-        st = rt_plan_try(c, prof, n, o, target, least, budget, &plan, &pred, &fits);
+        st = rt_plan_try(c, prof, n, o, target, least, budget, INFINITY, &plan, &pred, &fits);
         if (st != RT_OK) break;
         b.tries++;
         if (fits) {
@@ -736,7 +749,7 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
     for (int it = 0; st == RT_OK && it < 16 && hi > lo && (!b.found || hi - lo > 65536); it++) {
         int64_t mid = b.found ? lo + (hi - lo) / 2 : lo;
         bool fits = false;
-        st = rt_try_keep(c, prof, n, o, mid, least, budget, &b, &fits);
+        st = rt_try_keep(c, prof, n, o, mid, least, budget, &b, &fits, false, NULL, NULL);
         if (st == RT_ERR_OOM && mid < least) { /* below every plan: as not fitting */
             rt_error_clear();
             st = RT_OK;
@@ -747,7 +760,7 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
     }
     for (int64_t d = 131072; st == RT_OK && b.found && lo + d < top; d *= 2) {
         bool fits = false;
-        st = rt_try_keep(c, prof, n, o, lo + d, least, budget, &b, &fits);
+        st = rt_try_keep(c, prof, n, o, lo + d, least, budget, &b, &fits, false, NULL, NULL);
     }
     /* the model's frontier, walked down from a little above the budget:
      * each DP plan, then the one just below its modelled peak, in order of
@@ -757,25 +770,11 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
      * still need more, which budgets_monotone_meta bounds at 0.1% of a step) */
     int64_t walk = budget - base + (budget - base) / 16;
     for (int it = 0; st == RT_OK && it < 16 && walk >= least; it++) {
-        rt_plan plan;
-        rt_memstats pred;
-        st = rt_chain_cache_plan(c->chains, prof, n, walk, o, &plan);
-        if (st != RT_OK) break;
-        if (b.found && plan.recompute >= b.plan.recompute) {
-            rt_plan_free(&plan);
-            break;
-        }
-        walk = plan.peak - 1;
-        st = rt_apply_predict(c, &plan, &pred);
-        b.tries++;
-        if (st == RT_OK && pred.peak_total <= budget) {
-            rt_plan_free(&b.plan);
-            b.plan = plan;
-            b.pred = pred;
-            b.found = true;
-            break;
-        }
-        rt_plan_free(&plan);
+        bool fits = false, costly = false;
+        int64_t peak = 0;
+        st = rt_try_keep(c, prof, n, o, walk, least, budget, &b, &fits, true, &costly, &peak);
+        if (fits || costly) break;
+        walk = peak - 1;
     }
     out->iterations = b.tries;
     if (st != RT_OK) {

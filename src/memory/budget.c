@@ -470,13 +470,21 @@ static rt_status rt_plan_search(const rt_plan_ctx *c, const rt_stage_profile *pr
  * of the activations below the peak halving to 1/512, missed 476.4 MiB
  * plans that searches at 477.9 and 479.9 MiB found, under oneDNN capped at
  * AVX2). The planning call's caches make the plans the searches share
- * free. */
+ * free. The walk stops after RT_LEAST_WALK_MAX plans, which bounds a
+ * long frontier's cost but gives up the guarantee there: the walks the
+ * README's figures rest on take 35 to 200 plans (ResNet-50 224² b8 bf16
+ * under AVX2 found its least at the 176th of 200), unet3d 24³ b1 took
+ * 1282, 4 times over for `revtorch memory`'s mode rows: 46 s where the
+ * searches alone took 10 s. */
+enum { RT_LEAST_WALK_MAX = 256 };
+
 static rt_status rt_least_plan_lower(const rt_plan_ctx *c, const rt_stage_profile *prof, int n, rt_plan_options o,
                                      int64_t base, rt_plan *plan, rt_memstats *pred) {
     int64_t least = 0, act = pred->peak_total - base;
     RT_TRY(rt_plan_min_peak(prof, n, o, &least));
     rt_status st = RT_OK;
-    for (int64_t walk = act + act / 16; st == RT_OK && act > 0 && walk >= least;) {
+    int64_t walk = act + act / 16;
+    for (int it = 0; it < RT_LEAST_WALK_MAX && st == RT_OK && act > 0 && walk >= least; it++) {
         rt_plan alt;
         rt_memstats alt_pred;
         st = rt_chain_cache_plan(c->chains, prof, n, walk, o, &alt);

@@ -20,7 +20,8 @@ static void memory_usage(FILE *f) {
                "                     segmentation models (unet3d, prunet3d, ..._brats) S (cube) or D,H,W (default\n"
                "                     128), with i32 labels per voxel and the Dice + cross-entropy loss\n"
                "  --channels C       input channels (default 1; 4 for segmentation models, BraTS' modalities)\n"
-               "  --memory MODE      reversible or standard (default: both, side by side)\n"
+               "  --memory MODE      reversible or standard (default: both, side by side); not with the\n"
+               "                     checkpointing options below, whose plan decides which stages rebuild\n"
                "  --grouping G       full, auto or K (default full)\n"
                "  --optimizer sgd|adamw  as revtorch train (default sgd; its state is part of the step)\n"
                "  --momentum X       SGD momentum (default 0.9; 0: plain SGD, no state)\n"
@@ -288,6 +289,10 @@ int cli_cmd_memory(int argc, char **argv) {
     }
     rt_memory_config ck_config;
     if (cli_ckpt_given(&ck) && !cli_ckpt_config("memory", &ck, &ck_config)) return 2;
+    /* the starred row is the plan train makes of these options, and train
+     * refuses --memory beside them (the planner decides which reversible
+     * stages rebuild): so is it here, rather than ignored for that row */
+    if (!cli_ckpt_memory_ok("memory", &ck, memory != NULL)) return 2;
     cli_strategy strategy;
     if (!cli_memory_mode(memory ? memory : "reversible", grouping, &strategy)) return 2;
     bool grouping_given = false;

@@ -876,7 +876,17 @@ static int train_setup(train_run *r) {
     if (!cli_loss_scaler_attach(&r->cfg, o->loss_scale_init, o->no_loss_scale, &r->scaler)) return 1;
     rt_optimizer_spec spec;
     cli_optimizer_spec(o->optimizer, o->lr, o->momentum, o->weight_decay, &spec);
-    if (train_predict(r, &spec) != RT_OK) return cli_fail("cannot predict the memory of a step");
+    if (train_predict(r, &spec) != RT_OK) {
+        if (rt_error_last_status() == RT_ERR_SHAPE && o->accum_steps > 1) { /* e.g. batch norm on 1 sample */
+            int64_t batch = train_rank_batch(r);
+            fprintf(stderr, "revtorch train: cannot run a step: %s — here the step's samples are micro-batches "
+                            "of %lld: --accum-steps %lld splits each batch of %lld; give a smaller --accum-steps "
+                            "or a larger --batch-size\n", rt_error_last(), (long long)(batch / o->accum_steps),
+                    (long long)o->accum_steps, (long long)batch);
+            return 2;
+        }
+        return cli_fail("cannot predict the memory of a step");
+    }
     if (cli_ckpt_given(&o->ckpt)) {
         int rc = train_plan_memory(r, &spec);
         if (rc >= 0) return rc;
@@ -922,9 +932,11 @@ static int train_setup(train_run *r) {
             snprintf(instead, sizeof instead, "training without warm-up (10%% of the run is under one step)");
         if (r->dist.rank == 0) /* warnings, like progress, from one rank; errors from every rank */
             fprintf(stderr,
-                    "revtorch train: warning: --warmup-steps %lld is not shorter than the run's %lld steps, so the "
-                    "learning rate would never reach --lr %g; %s instead (pass a smaller --warmup-steps to choose)\n",
-                    (long long)o->warmup_asked, (long long)(r->per_epoch * o->epochs), o->lr, instead);
+                    "revtorch train: warning: --warmup-steps %lld is not shorter than the run's %lld step%s, so "
+                    "the learning rate would never reach --lr %g; %s instead (pass a smaller --warmup-steps to "
+                    "choose)\n",
+                    (long long)o->warmup_asked, (long long)(r->per_epoch * o->epochs),
+                    r->per_epoch * o->epochs == 1 ? "" : "s", o->lr, instead);
     }
     if (make_schedule(o->schedule, o->lr, r->per_epoch * o->epochs, o->warmup_steps, &r->sched) != RT_OK)
         return cli_fail("bad --schedule");

@@ -590,13 +590,13 @@ static rt_status rt_budget_refused(int64_t budget, int64_t least) {
     double least_mib = ceil((double)least / 1048576.0 * 10.0) / 10.0, mib = (double)budget / 1048576.0;
     int places = round(mib * 100.0) / 100.0 < least_mib ? 2 : 4;
     double budget_mib = places == 2 ? mib : floor(mib * 1e4) / 1e4;
-    return rt_error_set(RT_ERR_OOM, "the memory budget %.*f MiB (%lld bytes) cannot hold one training step of "
+    return rt_error_set(RT_ERR_OOM, "the memory budget %.*f MiB (%lld byte%s) cannot hold one training step of "
                         "this model and batch: the smallest feasible budget is %.1f MiB (%lld bytes, the "
                         "least-memory plan's predicted peak); raise --memory-budget to at least that, or lower "
                         "what the step needs: a smaller batch or input, gradient accumulation over micro-batches "
                         "(each holds its share of the activations) where the command has it, or direct "
                         "convolution (no Winograd scratchpad)",
-                        places, budget_mib, (long long)budget, least_mib, (long long)least);
+                        places, budget_mib, (long long)budget, budget == 1 ? "" : "s", least_mib, (long long)least);
 }
 
 /* The modelled peak of storing every one of the n items of prof. */

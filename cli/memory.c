@@ -41,7 +41,7 @@ static void memory_usage(FILE *f) {
                "row marked * for the --memory-mode, --memory-budget, --checkpoint-segments or --recompute given,\n"
                "planned as train and segment train plan them; for the U-Nets the stages are the levels and the\n"
                "skips are charged to the stages they span), planned on meta; --measure runs real steps of each\n"
-               "and adds the measured peak and the step-time overhead (classifiers: square images only, --size S):\n"
+               "and adds the measured peak and the step-time overhead:\n"
                "  --memory-budget SIZE  add the row of the plan for this budget (e.g. 1.5GiB, 600MiB)\n"
                "  --measure          measure every row on real steps (3 per row, alternating; takes a while)\n"
                "  --measure-rounds N as --measure with N timed steps per row (1..16; more for a noisy machine)\n"
@@ -315,12 +315,6 @@ int cli_cmd_memory(int argc, char **argv) {
     shape.d = sz[0];
     shape.h = nsz == 1 ? sz[0] : sz[nsz - 2];
     shape.w = sz[nsz - 1];
-    if (plan.n && !seg && shape.h != shape.w) {
-        fprintf(stderr, "revtorch memory: %s %s the checkpointing rows, which are planned for square images only "
-                        "(--size %s); give --size S, or drop %s\n", given, plan.n == 1 ? "needs" : "need",
-                size_arg, plan.n == 1 ? "it" : "them");
-        return 2;
-    }
     const bool batch_given = batch != 0;
     if (!batch) batch = seg ? 2 : 128;
     if (!channels) channels = seg ? 4 : 1;
@@ -385,11 +379,6 @@ int cli_cmd_memory(int argc, char **argv) {
             return cli_fail("prediction");
         }
         print_row(model, r ? "reversible" : "standard", params, &p);
-    }
-    if (!seg && shape.h != shape.w) {
-        printf("(checkpointing rows: planned for square images only; give --size S to see them)\n");
-        cli_outputs_release(&outs); /* none taken: the rows' options were refused above */
-        return 0;
     }
     cli_strategy plans_strategy = strategy;
     plans_strategy.reversible = false; /* the planner decides which reversible stages rebuild */

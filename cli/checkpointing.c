@@ -180,6 +180,24 @@ int cli_ckpt_segments(const rt_plan *p) {
     return segs;
 }
 
+bool cli_ckpt_mode_short(const rt_memory_config *mc, const rt_memory_plan *p, char *buf, size_t n) {
+    if (n) buf[0] = '\0';
+    if (mc->mode == RT_MEMORY_MODE_NONE) return false;
+    /* the mode's budget as rt_memory_plan_make sets it: a share of the
+     * plain step's activations (its peak less parameters, gradients,
+     * optimizer state and batch) */
+    const rt_memstats *pl = &p->predicted_plain;
+    int64_t fixed = pl->peak[RT_MEM_PARAM] + pl->peak[RT_MEM_GRAD] + pl->peak[RT_MEM_OPTIM] + pl->peak[RT_MEM_DATA];
+    double frac = rt_memory_mode_fraction(mc->mode), act = (double)(pl->peak_total - fixed);
+    int64_t budget = fixed + (int64_t)(frac * act);
+    if (p->predicted.peak_total <= budget || act <= 0) return false;
+    snprintf(buf, n, "%s saves %.0f%% of the activations where it can; here the least-memory plan saves %.1f%% "
+             "(the batch, the input and the model's stages decide what checkpointing can drop)",
+             rt_memory_mode_str(mc->mode), 100.0 * (1.0 - frac),
+             100.0 * (1.0 - (double)(p->predicted.peak_total - fixed) / act));
+    return true;
+}
+
 void cli_ckpt_describe(const rt_plan *p, char *buf, size_t n) {
     int count[4] = {0}, segs = cli_ckpt_segments(p);
     for (int i = 0; i < p->n; i++) count[p->kind[i]]++;

@@ -78,6 +78,13 @@ int cli_ckpt_segments(const rt_plan *p);
  * 3 selective, 1 rebuild". */
 void cli_ckpt_describe(const rt_plan *p, char *buf, size_t n);
 
+/* When mc asks for a memory mode whose saving p could not reach, so that
+ * p is the least-memory plan (rt_memory_plan_make falls back to it): a
+ * line saying so into buf ("conservative saves 40% of the activations
+ * where it can; here the least-memory plan saves 26.6%"), and true.
+ * Else buf is "" and false. */
+bool cli_ckpt_mode_short(const rt_memory_config *mc, const rt_memory_plan *p, char *buf, size_t n);
+
 /* The shapes of one training batch: x (images (N, C, H, W) or volumes
  * (N, C, D, H, W)) and the i32 targets ((N) class indices, or (N, D, H, W)
  * voxel labels). */

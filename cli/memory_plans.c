@@ -338,6 +338,10 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
         char d[160];
         cli_ckpt_describe(&rows[k].p.plan, d, sizeof d);
         printf("  %-16s %s\n", rows[k].name, d);
+    }
+    for (int k = 0; k < n; k++) {
+        char note[256];
+        if (cli_ckpt_mode_short(&rows[k].mc, &rows[k].p, note, sizeof note)) printf("note: %s\n", note);
         rt_memory_plan_free(&rows[k].p);
     }
     if (requested >= 0) printf("*: the strategy of the options given, as train plans it\n");

@@ -659,6 +659,8 @@ static int seg_plan_memory(const seg_opts *o, rt_model *m, const cli_strategy *s
         printf("memory plan: %s; predicted step peak %.1f MiB (plain %.1f MiB), recompute %.1f%% of a plain step\n",
                desc, (double)plan.predicted.peak_total / 1048576.0, (double)plan.predicted_plain.peak_total / 1048576.0,
                100.0 * plan.recompute_fraction);
+        char note[256];
+        if (cli_ckpt_mode_short(&mc, &plan, note, sizeof note)) printf("note: %s\n", note);
         *predicted = plan.predicted.peak_total;
     }
     rt_memory_plan_free(&plan);

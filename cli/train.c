@@ -746,6 +746,8 @@ static int train_plan_memory(train_run *r, const rt_optimizer_spec *spec) {
            o->ckpt.mode ? o->ckpt.mode : o->ckpt.budget ? o->ckpt.budget : o->ckpt.segments ? "segments" : "selective",
            desc, (double)r->mplan.predicted.peak_total / mib, (double)r->mplan.predicted_plain.peak_total / mib,
            100.0 * r->mplan.recompute_fraction);
+    char note[256];
+    if (cli_ckpt_mode_short(&mc, &r->mplan, note, sizeof note)) printf("note: %s\n", note);
     r->pred = r->mplan.predicted;
     rt_memstats now;
     rt_memstats_get(&now);

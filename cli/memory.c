@@ -10,6 +10,19 @@
 #include "outputs.h"
 #include "train/seg_loss.h"
 
+/* A failed prediction: on a segmentation model a shape error is an input
+ * too small for it (a U-Net's levels halve the volume; at --size 8 the
+ * deepest has one voxel, where group norm has nothing to normalise), a
+ * usage error naming --size; anything else as cli_fail (a classifier's
+ * shape errors have other causes, e.g. batch norm on a batch of 1). */
+static int memory_predict_failed(const char *model, const char *size_arg) {
+    if (rt_error_last_status() != RT_ERR_SHAPE || !rt_model_name_is_segmentation(model))
+        return cli_fail("prediction");
+    fprintf(stderr, "revtorch memory: %s — the input is too small for this model%s%s%s: give a larger --size\n",
+            rt_error_last(), size_arg ? " (--size " : "", size_arg ? size_arg : "", size_arg ? ")" : "");
+    return 2;
+}
+
 static void memory_usage(FILE *f) {
     fprintf(f, "usage: revtorch memory [options]\n"
                "Predicts the bytes of one training step (forward, cross-entropy, backward) per category\n"
@@ -152,7 +165,7 @@ static int print_by_module(const char *model, int64_t channels, int64_t classes,
     rt_mem_trace_enable(0);
     if (st != RT_OK) {
         free(l.rows);
-        return cli_fail("prediction");
+        return memory_predict_failed(model, NULL);
     }
     printf("per module, one training step of %s (memory %s, batch %lld, meta run; MiB):\n", model,
            strategy->reversible && rt_model_name_has_reversible(model) ? "reversible" : "standard", (long long)batch);
@@ -376,7 +389,7 @@ int cli_cmd_memory(int argc, char **argv) {
         row.reversible = r;
         if (predict(model, channels, classes, &row, &spec, &cfg, batch, &shape, &p) != RT_OK) {
             cli_outputs_release(&outs);
-            return cli_fail("prediction");
+            return memory_predict_failed(model, size_arg);
         }
         print_row(model, r ? "reversible" : "standard", params, &p);
     }

@@ -346,10 +346,12 @@ int cli_memory_plans(const char *model, int64_t channels, int64_t classes, const
     }
     if (requested >= 0) printf("*: the strategy of the options given, as train plans it\n");
     if (measure && !rc)
-        printf("measured: the tracked peak of a real step; step s: median of %d timed steps per strategy, strategies "
+        printf("measured: the tracked peak of a real step; step s: median of %d timed step(s) per strategy, strategies "
                "alternating on one model (after a warm-up round; each turn one untimed step first, which refills the "
                "allocator's cache for that plan); overhead vs plain's median. Other "
-               "processes on this machine may load it: compare ratios, not absolute times.\n",
-               measure_rounds);
+               "processes on this machine may load it: compare ratios, not absolute times.%s\n",
+               measure_rounds,
+               measure_rounds < 3 ? " With fewer than 3 timed steps a row the overheads are mostly noise: pass "
+                                    "--measure-rounds 3 or more to compare plans by time." : "");
     return rc;
 }

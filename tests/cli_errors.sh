@@ -123,6 +123,7 @@ check memory-2d-hw 0 "batch 4×1×32×24" "$bin" memory --model resnet20 --size 
 check memory-unet-plans 0 "^\*budget 24MiB  *[0-9]" "$bin" memory --model unet3d --size 16 --batch 1 --channels 1 --classes 2 --memory-budget 24MiB
 check memory-prunet-mode 0 "  \*balanced  *31 stages: .* rebuilt" "$bin" memory --model prunet3d --size 16 --batch 1 --channels 1 --classes 2 --memory-mode balanced
 check memory-memory-with-plan 2 "memory: --memory and the checkpointing options both decide" "$bin" memory --model revnet_small --batch-size 64 --memory standard --memory-budget 30MiB
+check memory-unet-too-small 2 "single spatial element.* the input is too small for this model (--size 8): give a larger --size" "$bin" memory --model unet3d --size 8 --batch 1
 check memory-unet-budget-low 1 "smallest feasible budget is" "$bin" memory --model unet3d --size 16 --batch 1 --channels 1 --classes 2 --memory-budget 2MiB
 check train-unet 2 "segmentation model.*revtorch segment train" "$bin" train --model unet3d
 # train's help and its unknown-model message list only what train takes, and point to segment train for the rest

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,7 +22,9 @@ void cli_outputs_init(cli_outputs *s, const char *command) {
 
 bool cli_path_ends_with(const char *path, const char *ext) {
     size_t len = strlen(path), el = strlen(ext);
-    return len > el && !strcmp(path + len - el, ext);
+    /* a name before the extension ("/tmp/x/.csv" is a hidden file's whole
+     * name, not a CSV), and any case ("run.CSV" is a CSV) */
+    return len > el && path[len - el - 1] != '/' && !strcasecmp(path + len - el, ext);
 }
 
 void cli_derived_path(const char *path, const char *ext, const char *suffix, char *buf, size_t n) {

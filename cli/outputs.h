@@ -89,7 +89,8 @@ void cli_outputs_unlock_on_signal(cli_outputs *s);
  * name ends with it, else suffix appended). */
 void cli_derived_path(const char *path, const char *ext, const char *suffix, char *buf, size_t n);
 
-/* True when path ends with ext. */
+/* True when path ends with ext in any case (".CSV" is ".csv") after a
+ * name: "dir/.csv" is a hidden file named ".csv", not a CSV named "". */
 bool cli_path_ends_with(const char *path, const char *ext);
 
 /* The temporary beside path that cli_open_tmp writes: PATH.tmp.PID. */

@@ -885,7 +885,7 @@ static int train_setup(train_run *r) {
                             "of %lld: --accum-steps %lld splits each batch of %lld; give a smaller --accum-steps "
                             "or a larger --batch-size\n", rt_error_last(), (long long)(batch / o->accum_steps),
                     (long long)o->accum_steps, (long long)batch);
-            return 2;
+            return 1; /* found once the data set was read: a runtime failure (README, exit status) */
         }
         return cli_fail("cannot predict the memory of a step");
     }

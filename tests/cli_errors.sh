@@ -44,7 +44,7 @@ check accum-over-batch 2 "--accum-steps 200 is more than --batch-size 128 (each 
 check huge-int 2 "option --epochs must be an integer from 1 to 2147483647, got 99999999999999999999" "$bin" train --epochs 99999999999999999999
 check range-names-option 2 "option --label-smoothing must be in \[0, 1\], got 2" "$bin" train --label-smoothing 2
 lacks range-names-one-option "--weight-decay" "$bin" train --label-smoothing 2
-check accum-micro-batch-of-one 2 "micro-batches of 1: --accum-steps 32 splits each batch of 32; give a smaller --accum-steps" "$bin" train --model resnet50 --batch-size 32 --accum-steps 32 --train-subset 64 --test-subset 64 --epochs 1
+check accum-micro-batch-of-one 1 "micro-batches of 1: --accum-steps 32 splits each batch of 32; give a smaller --accum-steps" "$bin" train --model resnet50 --batch-size 32 --accum-steps 32 --train-subset 64 --test-subset 64 --epochs 1
 check momentum-five 2 "option --momentum must be in \[0, 1) .*got 5" "$bin" train --momentum 5 --model resnet20 --train-subset 64 --test-subset 64 --epochs 1
 check memory-momentum-one 2 "option --momentum must be in \[0, 1)" "$bin" memory --momentum 1
 check momentum-adamw 2 "--momentum is SGD's; AdamW keeps running averages with betas (0.9, 0.999)" "$bin" train --optimizer adamw --momentum 0.5 --model resnet20 --train-subset 64 --test-subset 64 --epochs 1

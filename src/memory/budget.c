@@ -708,7 +708,8 @@ static rt_status rt_try_keep(const rt_plan_ctx *c, const rt_stage_profile *prof,
  * eightfold). The searches come back to the same plans and the same DP
  * budgets, which the planning call's caches (memory/plan_cache.h) answer
  * once: `revtorch memory` for ResNet-50 224² b8, every row and a budget,
- * takes 0.6 s (2.8 s uncached), for unet3d 128³ 5.4 s (19.5 s).
+ * takes 0.9 s (2.8 s uncached), for unet3d 128³ 5.1 s (19.5 s), the
+ * least-memory walk included.
  * *found false: no chain plan's prediction fits (a budget at or below the
  * least-memory plan's peak may still be met by another candidate,
  * rt_plan_budget). */
